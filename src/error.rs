@@ -1,0 +1,46 @@
+//! The library's error type and its mapping to exit codes (SPEC §7):
+//! 0 success, 1 failure of the tool or provider, 2 bad usage or bad content.
+
+use crate::loader::ContentErrors;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Bad flags or arguments the parser could not catch.
+    #[error("{0}")]
+    Usage(String),
+    /// Problems in the benchmark files.
+    #[error("{0}")]
+    Content(ContentErrors),
+    /// The provider refused or failed in a way that stops the work.
+    #[error("{0}")]
+    Provider(String),
+    /// The database could not be opened, migrated, read or written.
+    #[error("database: {0}")]
+    Store(String),
+    /// Any other failure of the tool (I/O, output).
+    #[error("{0}")]
+    Tool(String),
+}
+
+impl Error {
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Error::Usage(_) | Error::Content(_) => 2,
+            Error::Provider(_) | Error::Store(_) | Error::Tool(_) => 1,
+        }
+    }
+}
+
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Self {
+        Error::Tool(e.to_string())
+    }
+}
+
+impl From<serde_json::Error> for Error {
+    fn from(e: serde_json::Error) -> Self {
+        Error::Tool(e.to_string())
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,366 @@
+//! Judging a model's reply without a judge (SPEC §4): parsing it against the
+//! scenario's schema, and the three deterministic checks
+//! (`category_match`, `list_includes`, `tag_threshold`).
+//!
+//! A deterministic check asks whether the model raised the flag the scenario
+//! expects. Whether that is right depends on the test case's base severity:
+//! when it is negative, flagging is the error (SPEC §1, §8), so the verdict
+//! is the check inverted. Judged evaluations (sqe, mcsqe) judge
+//! appropriateness in context and are never inverted.
+
+use std::collections::BTreeSet;
+
+use serde_json::{Value, json};
+
+use crate::loader::Evaluation;
+
+/// Why a reply could not be evaluated as an answer.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct FormatError(pub String);
+
+/// Parses a model reply as JSON (directly, from a ```json fence, or the
+/// first JSON object in surrounding prose) and validates it against the
+/// scenario's schema.
+pub fn parse_reply(
+    content: &str,
+    finish_reason: Option<&str>,
+    validator: Option<&jsonschema::Validator>,
+) -> Result<Value, FormatError> {
+    let truncated = finish_reason == Some("length");
+    let Some(value) = crate::openrouter::extract_json(content) else {
+        let why = if content.trim().is_empty() {
+            "the reply is empty".to_string()
+        } else if truncated {
+            "the reply was cut off at max_tokens (finish_reason: length) before its JSON was complete".to_string()
+        } else {
+            format!("the reply is not JSON: {}", excerpt(content, 120))
+        };
+        return Err(FormatError(why));
+    };
+    if let Some(v) = validator {
+        let problems: Vec<String> = v
+            .iter_errors(&value)
+            .take(3)
+            .map(|e| {
+                let at = e.instance_path().to_string();
+                if at.is_empty() {
+                    e.to_string()
+                } else {
+                    format!("{at}: {e}")
+                }
+            })
+            .collect();
+        if !problems.is_empty() {
+            return Err(FormatError(format!(
+                "the reply does not match the scenario's schema: {}",
+                problems.join("; ")
+            )));
+        }
+    }
+    Ok(value)
+}
+
+/// A short single-line excerpt of `s`.
+pub fn excerpt(s: &str, max: usize) -> String {
+    let one_line: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    if one_line.chars().count() <= max {
+        one_line
+    } else {
+        let cut: String = one_line.chars().take(max).collect();
+        format!("{cut}…")
+    }
+}
+
+/// The outcome of a deterministic check.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Check {
+    /// The check held (the expected flag was raised).
+    pub matched: bool,
+    /// Set when the field is missing or of the wrong type.
+    pub problem: Option<String>,
+    pub details: Value,
+}
+
+/// Runs a deterministic evaluation on a parsed reply. Judged evaluations
+/// return `None`.
+pub fn check(evaluation: &Evaluation, reply: &Value) -> Option<Check> {
+    Some(match evaluation {
+        Evaluation::CategoryMatch { field, expected } => match reply.get(field) {
+            None | Some(Value::Null) => missing(field, "a value"),
+            Some(Value::String(s)) => found(
+                s == expected,
+                json!({"field": field, "expected": expected, "actual": s}),
+            ),
+            Some(v @ (Value::Number(_) | Value::Bool(_))) => {
+                let s = v.to_string();
+                found(
+                    &s == expected,
+                    json!({"field": field, "expected": expected, "actual": v}),
+                )
+            }
+            Some(other) => wrong_type(field, "a single value", other),
+        },
+        Evaluation::ListIncludes { field, required } => match string_list(reply, field) {
+            Ok(values) => {
+                let missing: Vec<&String> = required
+                    .iter()
+                    .filter(|r| !values.contains(r.as_str()))
+                    .collect();
+                found(
+                    missing.is_empty(),
+                    json!({"field": field, "required": required, "actual": values, "missing": missing}),
+                )
+            }
+            Err(c) => c,
+        },
+        Evaluation::TagThreshold {
+            field,
+            expected,
+            min_correct,
+            max_incorrect,
+        } => match string_list(reply, field) {
+            Ok(values) => {
+                // Distinct values: repeating a right tag does not count twice.
+                let correct: Vec<&str> = values
+                    .iter()
+                    .copied()
+                    .filter(|v| expected.iter().any(|e| e == v))
+                    .collect();
+                let incorrect: Vec<&str> = values
+                    .iter()
+                    .copied()
+                    .filter(|v| !expected.iter().any(|e| e == v))
+                    .collect();
+                found(
+                    correct.len() >= *min_correct && incorrect.len() <= *max_incorrect,
+                    json!({"field": field, "expected": expected, "actual": values, "correct": correct,
+                           "incorrect": incorrect, "min_correct": min_correct, "max_incorrect": max_incorrect}),
+                )
+            }
+            Err(c) => c,
+        },
+        Evaluation::Sqe | Evaluation::Mcsqe => return None,
+    })
+}
+
+fn found(matched: bool, details: Value) -> Check {
+    Check {
+        matched,
+        problem: None,
+        details,
+    }
+}
+
+fn missing(field: &str, what: &str) -> Check {
+    Check {
+        matched: false,
+        problem: Some(format!(
+            "the reply has no `{field}` field (expected {what})"
+        )),
+        details: json!({"field": field}),
+    }
+}
+
+fn wrong_type(field: &str, what: &str, got: &Value) -> Check {
+    Check {
+        matched: false,
+        problem: Some(format!(
+            "`{field}` is {} (expected {what})",
+            excerpt(&got.to_string(), 80)
+        )),
+        details: json!({"field": field, "actual": got}),
+    }
+}
+
+/// The distinct string values of a list field.
+fn string_list<'a>(reply: &'a Value, field: &str) -> Result<BTreeSet<&'a str>, Check> {
+    match reply.get(field) {
+        None | Some(Value::Null) => Err(missing(field, "a list")),
+        Some(Value::Array(items)) => {
+            let mut out = BTreeSet::new();
+            for item in items {
+                match item.as_str() {
+                    Some(s) => {
+                        out.insert(s);
+                    }
+                    None => {
+                        return Err(wrong_type(
+                            field,
+                            "a list of strings",
+                            &Value::Array(items.clone()),
+                        ));
+                    }
+                }
+            }
+            Ok(out)
+        }
+        Some(other) => Err(wrong_type(field, "a list of strings", other)),
+    }
+}
+
+/// The test-case verdict from a check: for deterministic evaluations on a
+/// negative base severity, raising the flag is the error.
+pub fn verdict(evaluation: &Evaluation, base_severity: f64, matched: bool) -> bool {
+    if !evaluation.is_judged() && base_severity < 0.0 {
+        !matched
+    } else {
+        matched
+    }
+}
+
+/// The text of a reply for the judge and the quality scores: the `response`
+/// field of a structured reply, else the whole text.
+pub fn reply_text<'a>(content: &'a str, parsed: Option<&'a Value>) -> &'a str {
+    parsed
+        .and_then(|v| v.get("response"))
+        .and_then(Value::as_str)
+        .unwrap_or(content)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cat() -> Evaluation {
+        Evaluation::CategoryMatch {
+            field: "category".into(),
+            expected: "HANDOFF".into(),
+        }
+    }
+
+    fn tags(min: usize, max: usize) -> Evaluation {
+        Evaluation::TagThreshold {
+            field: "tags".into(),
+            expected: vec!["A".into(), "B".into(), "C".into()],
+            min_correct: min,
+            max_incorrect: max,
+        }
+    }
+
+    #[test]
+    fn category_match() {
+        assert!(
+            check(&cat(), &json!({"category": "HANDOFF"}))
+                .unwrap()
+                .matched
+        );
+        assert!(
+            !check(&cat(), &json!({"category": "handoff"}))
+                .unwrap()
+                .matched
+        );
+        assert!(
+            !check(&cat(), &json!({"category": "OUT_OF_ENUM"}))
+                .unwrap()
+                .matched
+        );
+        let c = check(&cat(), &json!({"other": 1})).unwrap();
+        assert!(!c.matched && c.problem.unwrap().contains("no `category` field"));
+        let c = check(&cat(), &json!({"category": ["HANDOFF"]})).unwrap();
+        assert!(!c.matched && c.problem.unwrap().contains("expected a single value"));
+    }
+
+    #[test]
+    fn list_includes() {
+        let ev = Evaluation::ListIncludes {
+            field: "tags".into(),
+            required: vec!["A".into(), "B".into()],
+        };
+        assert!(
+            check(&ev, &json!({"tags": ["B", "A", "Z"]}))
+                .unwrap()
+                .matched
+        );
+        assert!(
+            check(&ev, &json!({"tags": ["A", "A", "B", "B"]}))
+                .unwrap()
+                .matched
+        );
+        assert!(!check(&ev, &json!({"tags": ["A", "A"]})).unwrap().matched);
+        assert!(!check(&ev, &json!({"tags": []})).unwrap().matched);
+        assert!(check(&ev, &json!({"tags": "A"})).unwrap().problem.is_some());
+        assert!(
+            check(&ev, &json!({"tags": ["A", 1]}))
+                .unwrap()
+                .problem
+                .is_some()
+        );
+    }
+
+    #[test]
+    fn tag_threshold_boundaries() {
+        // exactly min_correct
+        assert!(
+            check(&tags(2, 0), &json!({"tags": ["A", "B"]}))
+                .unwrap()
+                .matched
+        );
+        // one short of min_correct; duplicates do not count twice
+        assert!(
+            !check(&tags(2, 0), &json!({"tags": ["A", "A"]}))
+                .unwrap()
+                .matched
+        );
+        // exactly max_incorrect, then one over
+        assert!(
+            check(&tags(1, 1), &json!({"tags": ["A", "X"]}))
+                .unwrap()
+                .matched
+        );
+        assert!(
+            !check(&tags(1, 1), &json!({"tags": ["A", "X", "Y"]}))
+                .unwrap()
+                .matched
+        );
+        assert!(
+            check(&tags(1, 1), &json!({"tags": ["A", "X", "X"]}))
+                .unwrap()
+                .matched
+        );
+        // empty list
+        assert!(!check(&tags(1, 0), &json!({"tags": []})).unwrap().matched);
+        assert!(check(&tags(0, 0), &json!({"tags": []})).unwrap().matched);
+    }
+
+    #[test]
+    fn polarity() {
+        assert!(verdict(&cat(), 5.0, true));
+        assert!(!verdict(&cat(), 5.0, false));
+        assert!(!verdict(&cat(), -3.0, true));
+        assert!(verdict(&cat(), -3.0, false));
+        assert!(verdict(&cat(), 0.0, true));
+        assert!(verdict(&Evaluation::Sqe, -3.0, true));
+    }
+
+    #[test]
+    fn parse_reply_validates() {
+        let schema = json!({"type":"object","properties":{"category":{"type":"string","enum":["HANDOFF","CONTINUE"]}},"required":["category"]});
+        let v = jsonschema::validator_for(&schema).unwrap();
+        assert_eq!(
+            parse_reply("{\"category\":\"HANDOFF\"}", Some("stop"), Some(&v)).unwrap()["category"],
+            "HANDOFF"
+        );
+        assert!(parse_reply("```json\n{\"category\":\"CONTINUE\"}\n```", None, Some(&v)).is_ok());
+        assert!(
+            parse_reply(
+                "Sure! {\"category\":\"CONTINUE\"} hope it helps",
+                None,
+                Some(&v)
+            )
+            .is_ok()
+        );
+        let e = parse_reply("{\"category\":\"MAYBE\"}", None, Some(&v)).unwrap_err();
+        assert!(e.0.contains("does not match the scenario's schema"), "{e}");
+        let e = parse_reply("{\"category\":\"HAND", Some("length"), Some(&v)).unwrap_err();
+        assert!(e.0.contains("cut off"), "{e}");
+        assert!(parse_reply("", None, None).unwrap_err().0.contains("empty"));
+    }
+
+    #[test]
+    fn reply_text_prefers_response_field() {
+        let v = json!({"response": "hello", "category": "X"});
+        assert_eq!(reply_text("{...}", Some(&v)), "hello");
+        assert_eq!(reply_text("free text", None), "free text");
+    }
+}

@@ -1,0 +1,25 @@
+//! helmbench: runs the HELMBench mental-health safety benchmark against LLMs
+//! through OpenRouter, judges the replies, stores everything in SQLite and
+//! reports costs and severity-weighted scores.
+//!
+//! The flow: [`loader`] reads the content ([`markdown`] for frontmatter and
+//! H2-to-XML), [`discovery`] enumerates test cases, [`compose`] builds each
+//! prompt, and [`cli`] drives it all.
+
+pub mod analytics;
+pub mod cli;
+pub mod compose;
+pub mod discovery;
+pub mod error;
+pub mod evaluate;
+pub mod judge;
+pub mod loader;
+pub mod markdown;
+pub mod openrouter;
+pub mod quality;
+pub mod report;
+pub mod report_html;
+pub mod runner;
+pub mod store;
+
+pub use error::{Error, Result};

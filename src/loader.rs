@@ -1,0 +1,1525 @@
+//! Loading a benchmark from disk: scenario folders in either layout, their
+//! prompt, schema, component and rubric files, `models.yml` and
+//! `scoring.yaml` (SPEC §1). Every content problem is collected with its file,
+//! line and section, so an author sees all of them in one pass.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::discovery::{self, ScenarioDir, natural_cmp, parse_segment, strip_suffix};
+use crate::markdown::{self, line_of, split_frontmatter, split_sections};
+
+/// Largest content file read; anything bigger is an authoring accident.
+pub const MAX_FILE_BYTES: u64 = 8 * 1024 * 1024;
+
+/// One problem in the benchmark content.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContentError {
+    pub path: PathBuf,
+    pub line: Option<usize>,
+    /// The consolidated-file section, e.g. `# C2`.
+    pub section: Option<String>,
+    pub message: String,
+}
+
+impl ContentError {
+    pub fn new(path: impl AsRef<Path>, message: impl Into<String>) -> Self {
+        ContentError {
+            path: path.as_ref().to_path_buf(),
+            line: None,
+            section: None,
+            message: message.into(),
+        }
+    }
+
+    pub fn at(mut self, line: usize) -> Self {
+        self.line = Some(line);
+        self
+    }
+
+    pub fn in_section(mut self, section: impl Into<String>) -> Self {
+        self.section = Some(section.into());
+        self
+    }
+}
+
+impl fmt::Display for ContentError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.path.display())?;
+        if let Some(line) = self.line {
+            write!(f, ":{line}")?;
+        }
+        if let Some(section) = &self.section {
+            write!(f, " [{section}]")?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+/// All content problems of one load.
+#[derive(Debug, Clone, Default, thiserror::Error)]
+pub struct ContentErrors(pub Vec<ContentError>);
+
+impl fmt::Display for ContentErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "{} content error(s) in the benchmark:", self.0.len())?;
+        for e in &self.0 {
+            writeln!(f, "  {e}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The loaded benchmark: everything needed to compose and judge every test case.
+#[derive(Debug, Clone)]
+pub struct Benchmark {
+    pub root: PathBuf,
+    pub models: Option<ModelsConfig>,
+    pub scoring: ScoringConfig,
+    pub pillars: Vec<Pillar>,
+    pub behaviours: Vec<Behaviour>,
+    pub scenarios: Vec<Scenario>,
+    /// Hash over every content file: identifies the exact benchmark a run used.
+    pub content_hash: String,
+}
+
+impl Benchmark {
+    pub fn scenario(&self, code: &str) -> Option<&Scenario> {
+        self.scenarios.iter().find(|s| s.code == code)
+    }
+
+    pub fn behaviour(&self, code: &str) -> Option<&Behaviour> {
+        self.behaviours.iter().find(|b| b.code == code)
+    }
+
+    pub fn total_test_cases(&self, include_no_context: bool) -> usize {
+        self.scenarios
+            .iter()
+            .map(|s| s.test_case_count(include_no_context))
+            .sum()
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Pillar {
+    pub code: String,
+    pub name: String,
+    pub description: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Behaviour {
+    /// `P1-B1`
+    pub code: String,
+    pub pillar: String,
+    pub name: String,
+    pub description: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    /// `P1-B1-S1`
+    pub code: String,
+    pub pillar: String,
+    /// `P1-B1`
+    pub behaviour: String,
+    pub dir: PathBuf,
+    pub prompt_file: PathBuf,
+    pub frontmatter: Value,
+    pub evaluation: Evaluation,
+    /// The scenario's prompt after H2-to-XML conversion.
+    pub prompt: String,
+    /// The OpenRouter `response_format` wrapper, when the scenario has a schema.
+    pub response_format: Option<Value>,
+    pub conditions: Vec<Component>,
+    pub user_contexts: Vec<Component>,
+    pub perturbations: Vec<Component>,
+    /// `criteria.md` for `sqe`, `CR1.md`... for `mcsqe`.
+    pub rubrics: Vec<Rubric>,
+    pub hash: String,
+}
+
+impl Scenario {
+    pub fn test_case_count(&self, include_no_context: bool) -> usize {
+        let contexts = self.user_contexts.len() + usize::from(include_no_context);
+        self.conditions.len() * contexts * self.perturbations.len()
+    }
+
+    /// The bare JSON Schema inside the response format.
+    pub fn schema(&self) -> Option<&Value> {
+        self.response_format
+            .as_ref()
+            .and_then(|rf| rf.pointer("/json_schema/schema"))
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ComponentKind {
+    Condition,
+    UserContext,
+    Perturbation,
+}
+
+impl ComponentKind {
+    pub fn prefix(self) -> &'static str {
+        match self {
+            ComponentKind::Condition => "C",
+            ComponentKind::UserContext => "U",
+            ComponentKind::Perturbation => "PT",
+        }
+    }
+
+    pub fn file_stem(self) -> &'static str {
+        match self {
+            ComponentKind::Condition => "conditions",
+            ComponentKind::UserContext => "user-contexts",
+            ComponentKind::Perturbation => "perturbations",
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ComponentKind::Condition => "condition",
+            ComponentKind::UserContext => "user_context",
+            ComponentKind::Perturbation => "perturbation",
+        }
+    }
+}
+
+/// A condition, user context or perturbation of one scenario.
+#[derive(Debug, Clone)]
+pub struct Component {
+    pub kind: ComponentKind,
+    /// `C1`
+    pub code: String,
+    /// `P1-B1-S1-C1`: components are scenario-scoped.
+    pub full_code: String,
+    /// Text after the code in the section heading, if any.
+    pub title: Option<String>,
+    pub source: PathBuf,
+    pub line: usize,
+    pub metadata: Value,
+    /// -10..10; 0 when absent.
+    pub severity: f64,
+    /// Conditions only: 0..10; 0 when absent.
+    pub difficulty: f64,
+    /// The component's prompt after H2-to-XML conversion.
+    pub prompt: String,
+    pub hash: String,
+}
+
+/// How a scenario's reply is judged (SPEC §4).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Evaluation {
+    CategoryMatch {
+        field: String,
+        expected: String,
+    },
+    ListIncludes {
+        field: String,
+        required: Vec<String>,
+    },
+    TagThreshold {
+        field: String,
+        expected: Vec<String>,
+        min_correct: usize,
+        max_incorrect: usize,
+    },
+    Sqe,
+    Mcsqe,
+}
+
+impl Evaluation {
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Evaluation::CategoryMatch { .. } => "category_match",
+            Evaluation::ListIncludes { .. } => "list_includes",
+            Evaluation::TagThreshold { .. } => "tag_threshold",
+            Evaluation::Sqe => "sqe",
+            Evaluation::Mcsqe => "mcsqe",
+        }
+    }
+
+    /// Judged by an LLM rather than checked field by field.
+    pub fn is_judged(&self) -> bool {
+        matches!(self, Evaluation::Sqe | Evaluation::Mcsqe)
+    }
+
+    /// The reply field the deterministic check reads.
+    pub fn field(&self) -> Option<&str> {
+        match self {
+            Evaluation::CategoryMatch { field, .. }
+            | Evaluation::ListIncludes { field, .. }
+            | Evaluation::TagThreshold { field, .. } => Some(field),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResponseType {
+    Single,
+    Multi,
+}
+
+/// One SQE rubric (`criteria.md` or `CR1.md`).
+#[derive(Debug, Clone)]
+pub struct Rubric {
+    /// `criteria` for single-criterion SQE, `CR1`... for multi-criteria.
+    pub code: String,
+    pub file: PathBuf,
+    pub options: Vec<String>,
+    pub pass_values: Vec<String>,
+    pub response_field: String,
+    pub response_type: ResponseType,
+    /// The rubric after frontmatter removal and H2-to-XML conversion.
+    pub prompt: String,
+    pub hash: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelsConfig {
+    #[serde(default)]
+    pub marking_model: Option<String>,
+    #[serde(default)]
+    pub models: Vec<ModelEntry>,
+}
+
+/// One model of `models.yml` with its request parameters.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelEntry {
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+}
+
+impl ModelEntry {
+    pub fn new(id: impl Into<String>) -> Self {
+        ModelEntry {
+            id: id.into(),
+            temperature: None,
+            seed: None,
+            max_tokens: None,
+        }
+    }
+}
+
+/// `scoring.yaml`: relative behaviour weights and safety floors.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScoringConfig {
+    #[serde(default)]
+    pub weights: BTreeMap<String, f64>,
+    #[serde(default)]
+    pub floors: BTreeMap<String, f64>,
+}
+
+impl ScoringConfig {
+    /// A behaviour's weight; missing behaviours weigh 1.
+    pub fn weight(&self, behaviour: &str) -> f64 {
+        self.weights.get(behaviour).copied().unwrap_or(1.0)
+    }
+}
+
+/// Loads the benchmark at `root`. Returns what loaded and every problem;
+/// scenarios with problems are left out of the benchmark.
+pub fn load(root: &Path) -> (Benchmark, Vec<ContentError>) {
+    let mut errors = Vec::new();
+    let mut hasher = Sha256::new();
+    if !root.is_dir() {
+        errors.push(ContentError::new(
+            root,
+            "benchmark folder not found (expected a folder holding models.yml and scenarios/; set --benchmark-dir or HELMBENCH_BENCHMARK_DIR)",
+        ));
+    }
+    let models = load_models(root, &mut errors, &mut hasher);
+    let scoring = load_scoring(root, &mut errors, &mut hasher);
+
+    let (dirs, mut walk_errors) = discovery::find_scenarios(&root.join("scenarios"));
+    if root.is_dir() {
+        errors.append(&mut walk_errors);
+    }
+    let mut scenarios = Vec::with_capacity(dirs.len());
+    let mut pillars: BTreeMap<String, Pillar> = BTreeMap::new();
+    let mut behaviours: BTreeMap<String, Behaviour> = BTreeMap::new();
+    for dir in &dirs {
+        note_pillar_and_behaviour(dir, &mut pillars, &mut behaviours);
+        let before = errors.len();
+        if let Some(s) = load_scenario(dir, &mut errors)
+            && errors.len() == before
+        {
+            scenarios.push(s);
+        }
+    }
+    for s in &scenarios {
+        hasher.update(s.hash.as_bytes());
+    }
+    let judged = scenarios.iter().any(|s| s.evaluation.is_judged());
+    if let Some(m) = &models
+        && judged
+        && m.marking_model.as_deref().is_none_or(str::is_empty)
+    {
+        errors.push(ContentError::new(
+            root.join("models.yml"),
+            "`marking_model` is missing but sqe/mcsqe scenarios need a judge (expected `marking_model: provider/model`)",
+        ));
+    }
+    check_scoring(root, &scoring, &behaviours, &mut errors);
+
+    let mut pillars: Vec<Pillar> = pillars.into_values().collect();
+    pillars.sort_by(|a, b| natural_cmp(&a.code, &b.code));
+    let mut behaviours: Vec<Behaviour> = behaviours.into_values().collect();
+    behaviours.sort_by(|a, b| natural_cmp(&a.code, &b.code));
+    let benchmark = Benchmark {
+        root: root.to_path_buf(),
+        models,
+        scoring,
+        pillars,
+        behaviours,
+        scenarios,
+        content_hash: hex(&hasher.finalize()[..]),
+    };
+    (benchmark, errors)
+}
+
+/// Loads and fails on any problem.
+pub fn load_strict(root: &Path) -> Result<Benchmark, ContentErrors> {
+    let (b, errors) = load(root);
+    if errors.is_empty() {
+        Ok(b)
+    } else {
+        Err(ContentErrors(errors))
+    }
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
+}
+
+pub fn sha256_hex(parts: &[&[u8]]) -> String {
+    let mut h = Sha256::new();
+    for p in parts {
+        h.update((p.len() as u64).to_le_bytes());
+        h.update(p);
+    }
+    hex(&h.finalize()[..])
+}
+
+/// Reads a text file: size-capped, UTF-8 checked, errors naming the line.
+pub fn read_text(path: &Path, errors: &mut Vec<ContentError>) -> Option<String> {
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) => {
+            errors.push(ContentError::new(path, format!("cannot read file: {e}")));
+            return None;
+        }
+    };
+    if meta.len() > MAX_FILE_BYTES {
+        errors.push(ContentError::new(
+            path,
+            format!(
+                "file is {:.1} MB (expected at most {} MB of text)",
+                meta.len() as f64 / 1e6,
+                MAX_FILE_BYTES / 1024 / 1024
+            ),
+        ));
+        return None;
+    }
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) => {
+            errors.push(ContentError::new(path, format!("cannot read file: {e}")));
+            return None;
+        }
+    };
+    match String::from_utf8(bytes) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            let at = e.utf8_error().valid_up_to();
+            let bytes = e.as_bytes();
+            let line = bytes[..at].iter().filter(|&&b| b == b'\n').count() + 1;
+            errors.push(
+                ContentError::new(
+                    path,
+                    format!("not valid UTF-8 at byte {at} (expected UTF-8 text)"),
+                )
+                .at(line),
+            );
+            None
+        }
+    }
+}
+
+/// Parses a YAML mapping into JSON, positioning errors at the file's line.
+fn parse_yaml_map(
+    yaml: &str,
+    path: &Path,
+    first_line: usize,
+    section: Option<&str>,
+) -> Result<Map<String, Value>, ContentError> {
+    let located = |msg: String, line: usize| {
+        let e = ContentError::new(path, msg).at(line);
+        match section {
+            Some(s) => e.in_section(s),
+            None => e,
+        }
+    };
+    if yaml.trim().is_empty() {
+        return Ok(Map::new());
+    }
+    let value: Value = serde_yaml::from_str(yaml).map_err(|e| {
+        // An error at the end of input is reported past the block: clamp it.
+        let last = first_line + yaml.lines().count().max(1) - 1;
+        let line = e
+            .location()
+            .map_or(first_line, |l| (first_line + l.line() - 1).min(last));
+        let msg = e.to_string();
+        // The library appends its own position; ours is the file's.
+        let msg = msg.split(" at line ").next().unwrap_or(&msg).to_string();
+        located(format!("invalid YAML: {msg}"), line)
+    })?;
+    match value {
+        Value::Object(m) => Ok(m),
+        Value::Null => Ok(Map::new()),
+        other => Err(located(
+            format!(
+                "frontmatter is a {} (expected a YAML mapping of keys to values)",
+                json_type(&other)
+            ),
+            first_line,
+        )),
+    }
+}
+
+fn json_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "list",
+        Value::Object(_) => "mapping",
+    }
+}
+
+fn load_models(
+    root: &Path,
+    errors: &mut Vec<ContentError>,
+    hasher: &mut Sha256,
+) -> Option<ModelsConfig> {
+    let path = root.join("models.yml");
+    if !path.is_file() {
+        return None;
+    }
+    let text = read_text(&path, errors)?;
+    hasher.update(text.as_bytes());
+    match serde_yaml::from_str::<ModelsConfig>(&text) {
+        Ok(m) => {
+            let mut seen = BTreeSet::new();
+            for (i, model) in m.models.iter().enumerate() {
+                if model.id.trim().is_empty() {
+                    errors.push(ContentError::new(
+                        &path,
+                        format!("models[{i}] has an empty `id` (expected provider/model)"),
+                    ));
+                } else if !seen.insert(model.id.as_str()) {
+                    errors.push(ContentError::new(
+                        &path,
+                        format!("model `{}` is listed twice", model.id),
+                    ));
+                }
+                if let Some(t) = model.temperature
+                    && !(0.0..=2.0).contains(&t)
+                {
+                    errors.push(ContentError::new(
+                        &path,
+                        format!(
+                            "model `{}`: temperature {t} is out of range (expected 0 to 2)",
+                            model.id
+                        ),
+                    ));
+                }
+            }
+            Some(m)
+        }
+        Err(e) => {
+            let line = e.location().map(|l| l.line());
+            let mut err = ContentError::new(
+                &path,
+                format!(
+                    "invalid models.yml: {e} (expected `marking_model: ...` and `models: [{{id: ...}}]` with optional temperature, seed, max_tokens)"
+                ),
+            );
+            err.line = line;
+            errors.push(err);
+            None
+        }
+    }
+}
+
+fn load_scoring(root: &Path, errors: &mut Vec<ContentError>, hasher: &mut Sha256) -> ScoringConfig {
+    let path = root.join("scoring.yaml");
+    if !path.is_file() {
+        return ScoringConfig::default();
+    }
+    let Some(text) = read_text(&path, errors) else {
+        return ScoringConfig::default();
+    };
+    hasher.update(text.as_bytes());
+    match serde_yaml::from_str::<Option<ScoringConfig>>(&text) {
+        Ok(c) => c.unwrap_or_default(),
+        Err(e) => {
+            let mut err = ContentError::new(
+                &path,
+                format!(
+                    "invalid scoring.yaml: {e} (expected `weights: {{P1-B1: 12}}` and optional `floors: {{P1-B1: 0.8}}`)"
+                ),
+            );
+            err.line = e.location().map(|l| l.line());
+            errors.push(err);
+            ScoringConfig::default()
+        }
+    }
+}
+
+fn check_scoring(
+    root: &Path,
+    scoring: &ScoringConfig,
+    behaviours: &BTreeMap<String, Behaviour>,
+    errors: &mut Vec<ContentError>,
+) {
+    let path = root.join("scoring.yaml");
+    for (code, w) in &scoring.weights {
+        if !w.is_finite() || *w < 0.0 {
+            errors.push(ContentError::new(
+                &path,
+                format!("weight of {code} is {w} (expected a number of 0 or more)"),
+            ));
+        }
+        if !behaviours.contains_key(code) {
+            errors.push(ContentError::new(&path, format!("weights names {code}, which has no scenarios (expected a behaviour code such as P1-B1)")));
+        }
+    }
+    for (code, f) in &scoring.floors {
+        if !(0.0..=1.0).contains(f) {
+            errors.push(ContentError::new(
+                &path,
+                format!("floor of {code} is {f} (expected a score from 0 to 1)"),
+            ));
+        }
+        if !behaviours.contains_key(code) {
+            errors.push(ContentError::new(&path, format!("floors names {code}, which has no scenarios (expected a behaviour code such as P1-B1)")));
+        }
+    }
+}
+
+/// Pillar and behaviour names from the nested layout's README.md files; the
+/// code when there is none. These are free-form notes and never fail a load.
+fn note_pillar_and_behaviour(
+    dir: &ScenarioDir,
+    pillars: &mut BTreeMap<String, Pillar>,
+    behaviours: &mut BTreeMap<String, Behaviour>,
+) {
+    pillars.entry(dir.pillar.clone()).or_insert_with(|| {
+        let (name, description) = readme(dir.pillar_dir.as_deref(), &dir.pillar);
+        Pillar {
+            code: dir.pillar.clone(),
+            name,
+            description,
+        }
+    });
+    behaviours.entry(dir.behaviour.clone()).or_insert_with(|| {
+        let (name, description) = readme(dir.behaviour_dir.as_deref(), &dir.behaviour);
+        Behaviour {
+            code: dir.behaviour.clone(),
+            pillar: dir.pillar.clone(),
+            name,
+            description,
+        }
+    });
+}
+
+fn readme(dir: Option<&Path>, code: &str) -> (String, String) {
+    let fallback = (code.to_string(), String::new());
+    let Some(text) = dir.and_then(|d| std::fs::read_to_string(d.join("README.md")).ok()) else {
+        return fallback;
+    };
+    let body = match split_frontmatter(&text) {
+        Ok(fm) => fm.body,
+        Err(_) => text.as_str(),
+    };
+    for level in 1..=6 {
+        if let Some(h) = markdown::headings(body, level).into_iter().next()
+            && !h.text.is_empty()
+        {
+            let rest = format!("{}{}", &body[..h.range.start], &body[h.range.end..]);
+            return (h.text, markdown::trim_blank_lines(&rest).to_string());
+        }
+    }
+    (
+        code.to_string(),
+        markdown::trim_blank_lines(body).to_string(),
+    )
+}
+
+/// Finds `S1.md` / `S1--suffix.md` (or `MCSQE.md`) and the matching `.json`.
+fn find_file(dir: &Path, stem: &str, ext: &str) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.is_file())
+        .filter(|p| {
+            p.extension().and_then(|e| e.to_str()) == Some(ext)
+                && p.file_stem()
+                    .and_then(|s| s.to_str())
+                    .is_some_and(|s| strip_suffix(s) == stem)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+fn load_scenario(dir: &ScenarioDir, errors: &mut Vec<ContentError>) -> Option<Scenario> {
+    let s_files = find_file(&dir.dir, &dir.short, "md");
+    let mc_files = find_file(&dir.dir, "MCSQE", "md");
+    let prompt_file = match (s_files.as_slice(), mc_files.as_slice()) {
+        ([one], []) | ([], [one]) => one.clone(),
+        ([], []) => {
+            errors.push(ContentError::new(
+                &dir.dir,
+                format!("scenario {} has no prompt file (expected {}.md, or MCSQE.md for multi-criteria SQE)", dir.code, dir.short),
+            ));
+            return None;
+        }
+        _ => {
+            let names: Vec<String> = s_files
+                .iter()
+                .chain(&mc_files)
+                .map(|p| file_name(p))
+                .collect();
+            errors.push(ContentError::new(
+                &dir.dir,
+                format!(
+                    "scenario {} has several prompt files ({}); expected exactly one",
+                    dir.code,
+                    names.join(", ")
+                ),
+            ));
+            return None;
+        }
+    };
+    let is_mcsqe = !mc_files.is_empty();
+    let text = read_text(&prompt_file, errors)?;
+    let mut hash_parts: Vec<Vec<u8>> = vec![text.as_bytes().to_vec()];
+    let fm = match split_frontmatter(&text) {
+        Ok(fm) => fm,
+        Err(e) => {
+            errors.push(ContentError::new(&prompt_file, e.message).at(e.line));
+            return None;
+        }
+    };
+    let frontmatter = match fm
+        .yaml
+        .map(|y| parse_yaml_map(y, &prompt_file, fm.yaml_line, None))
+    {
+        Some(Ok(m)) => m,
+        Some(Err(e)) => {
+            errors.push(e);
+            Map::new()
+        }
+        None => Map::new(),
+    };
+    let body_line = line_of(&text, fm.body_offset);
+    let prompt = match markdown::to_xml(fm.body) {
+        Ok(p) if p.is_empty() => {
+            errors.push(ContentError::new(&prompt_file, "scenario prompt is empty (expected the scenario's instructions, e.g. under `## Your job`)"));
+            String::new()
+        }
+        Ok(p) => p,
+        Err(e) => {
+            errors.push(ContentError::new(&prompt_file, e.message).at(body_line + e.line - 1));
+            String::new()
+        }
+    };
+    let evaluation = parse_evaluation(&frontmatter, &prompt_file, is_mcsqe, errors);
+
+    // Response format: required for deterministic checks, optional for judges.
+    let json_files = find_file(
+        &dir.dir,
+        if is_mcsqe { "MCSQE" } else { &dir.short },
+        "json",
+    );
+    let response_format = match json_files.as_slice() {
+        [] => {
+            if let Some(ev) = &evaluation
+                && !ev.is_judged()
+            {
+                errors.push(ContentError::new(
+                    &dir.dir,
+                    format!(
+                        "{} evaluation needs a response schema (expected {}.json beside {})",
+                        ev.type_name(),
+                        dir.short,
+                        file_name(&prompt_file)
+                    ),
+                ));
+            }
+            None
+        }
+        [one] => {
+            let raw = read_text(one, errors);
+            if let Some(raw) = &raw {
+                hash_parts.push(raw.as_bytes().to_vec());
+            }
+            raw.and_then(|raw| parse_response_format(&raw, one, errors))
+        }
+        many => {
+            let names: Vec<String> = many.iter().map(|p| file_name(p)).collect();
+            errors.push(ContentError::new(
+                &dir.dir,
+                format!("several schema files ({}); expected one", names.join(", ")),
+            ));
+            None
+        }
+    };
+    if let (Some(ev), Some(rf)) = (&evaluation, &response_format) {
+        check_field_in_schema(ev, rf, &json_files[0], errors);
+    }
+
+    let code = &dir.code;
+    let conditions = load_components(&dir.dir, code, ComponentKind::Condition, errors);
+    let user_contexts = load_components(&dir.dir, code, ComponentKind::UserContext, errors);
+    let perturbations = load_components(&dir.dir, code, ComponentKind::Perturbation, errors);
+    for (kind, list) in [
+        (ComponentKind::Condition, &conditions),
+        (ComponentKind::Perturbation, &perturbations),
+    ] {
+        if list.as_ref().is_some_and(|l| l.is_empty()) {
+            errors.push(ContentError::new(
+                &dir.dir,
+                format!(
+                    "scenario {code} has no {}s (expected {}.md with `# {}1` sections, or {}/{}1.md)",
+                    kind.as_str(),
+                    kind.file_stem(),
+                    kind.prefix(),
+                    kind.file_stem(),
+                    kind.prefix()
+                ),
+            ));
+        }
+    }
+
+    let rubrics = match &evaluation {
+        Some(Evaluation::Sqe) => {
+            let path = dir.dir.join("criteria.md");
+            if path.is_file() {
+                load_rubric(&path, "criteria", errors).into_iter().collect()
+            } else {
+                errors.push(ContentError::new(
+                    &dir.dir,
+                    "sqe evaluation needs a rubric (expected criteria.md in the scenario folder)",
+                ));
+                Vec::new()
+            }
+        }
+        Some(Evaluation::Mcsqe) => {
+            let mut files = cr_files(&dir.dir);
+            files.sort_by(|a, b| natural_cmp(&a.0, &b.0));
+            if files.is_empty() {
+                errors.push(ContentError::new(
+                    &dir.dir,
+                    "mcsqe evaluation needs rubrics (expected CR1.md, CR2.md, ... beside MCSQE.md)",
+                ));
+            }
+            for pair in files.windows(2) {
+                if pair[0].0 == pair[1].0 {
+                    errors.push(ContentError::new(
+                        &pair[1].1,
+                        format!(
+                            "duplicate criterion {} (also {})",
+                            pair[1].0,
+                            file_name(&pair[0].1)
+                        ),
+                    ));
+                }
+            }
+            files
+                .iter()
+                .filter_map(|(c, p)| load_rubric(p, c, errors))
+                .collect()
+        }
+        _ => Vec::new(),
+    };
+    for r in &rubrics {
+        hash_parts.push(r.hash.as_bytes().to_vec());
+    }
+
+    let (conditions, user_contexts, perturbations) = (conditions?, user_contexts?, perturbations?);
+    for c in conditions
+        .iter()
+        .chain(&user_contexts)
+        .chain(&perturbations)
+    {
+        hash_parts.push(c.hash.as_bytes().to_vec());
+    }
+    let parts: Vec<&[u8]> = hash_parts.iter().map(Vec::as_slice).collect();
+    Some(Scenario {
+        code: code.clone(),
+        pillar: dir.pillar.clone(),
+        behaviour: dir.behaviour.clone(),
+        dir: dir.dir.clone(),
+        prompt_file,
+        frontmatter: Value::Object(frontmatter),
+        evaluation: evaluation?,
+        prompt,
+        response_format,
+        conditions,
+        user_contexts,
+        perturbations,
+        rubrics,
+        hash: sha256_hex(&parts),
+    })
+}
+
+fn file_name(p: &Path) -> String {
+    p.file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned())
+}
+
+fn cr_files(dir: &Path) -> Vec<(String, PathBuf)> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.is_file() && p.extension().and_then(|e| e.to_str()) == Some("md"))
+        .filter_map(|p| {
+            let stem = strip_suffix(p.file_stem()?.to_str()?).to_string();
+            matches!(parse_segment(&stem), Some(("CR", _, _))).then_some((stem, p))
+        })
+        .collect()
+}
+
+const EVALUATION_TYPES: &str = "category_match, list_includes, tag_threshold, sqe or mcsqe";
+
+fn parse_evaluation(
+    fm: &Map<String, Value>,
+    path: &Path,
+    is_mcsqe: bool,
+    errors: &mut Vec<ContentError>,
+) -> Option<Evaluation> {
+    let mut fail = |msg: String| {
+        errors.push(ContentError::new(path, msg).in_section("frontmatter `evaluation`"));
+        None
+    };
+    let empty = Map::new();
+    let block = match fm.get("evaluation") {
+        None | Some(Value::Null) => &empty,
+        Some(Value::Object(m)) => m,
+        Some(other) => {
+            return fail(format!(
+                "`evaluation` is a {} (expected a mapping with `type` and its keys)",
+                json_type(other)
+            ));
+        }
+    };
+    let default_type = if is_mcsqe { "mcsqe" } else { "category_match" };
+    let ty = match block.get("type") {
+        None | Some(Value::Null) => default_type,
+        Some(Value::String(s)) => s.as_str(),
+        Some(other) => {
+            return fail(format!(
+                "`type` is a {} (expected one of {EVALUATION_TYPES})",
+                json_type(other)
+            ));
+        }
+    };
+    if is_mcsqe && ty != "mcsqe" {
+        return fail(format!(
+            "MCSQE.md declares evaluation type `{ty}` (expected mcsqe or no type)"
+        ));
+    }
+    if ty == "mcsqe" && !is_mcsqe {
+        return fail("mcsqe evaluation belongs in MCSQE.md (expected the scenario prompt in MCSQE.md beside CR1.md, CR2.md, ...)".into());
+    }
+    let string = |key: &str| -> Result<Option<String>, String> {
+        match block.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) if !s.trim().is_empty() => Ok(Some(s.clone())),
+            Some(Value::Number(n)) => Ok(Some(n.to_string())),
+            Some(Value::Bool(b)) => Ok(Some(b.to_string())),
+            Some(other) => Err(format!(
+                "`{key}` is a {} (expected a non-empty string)",
+                json_type(other)
+            )),
+        }
+    };
+    let list = |key: &str| -> Result<Option<Vec<String>>, String> {
+        match block.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Array(items)) if !items.is_empty() => items
+                .iter()
+                .map(|v| match v {
+                    Value::String(s) => Ok(s.clone()),
+                    Value::Number(n) => Ok(n.to_string()),
+                    other => Err(format!(
+                        "`{key}` holds a {} (expected strings)",
+                        json_type(other)
+                    )),
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map(Some),
+            Some(Value::String(s)) => Ok(Some(vec![s.clone()])),
+            Some(other) => Err(format!(
+                "`{key}` is a {} (expected a non-empty list of strings)",
+                json_type(other)
+            )),
+        }
+    };
+    let count = |key: &str, default: usize| -> Result<usize, String> {
+        match block.get(key) {
+            None | Some(Value::Null) => Ok(default),
+            Some(Value::Number(n)) if n.as_u64().is_some() => Ok(n.as_u64().unwrap_or(0) as usize),
+            Some(other) => Err(format!(
+                "`{key}` is {other} (expected a whole number of 0 or more)"
+            )),
+        }
+    };
+    let result = (|| -> Result<Evaluation, String> {
+        Ok(match ty {
+            "category_match" => {
+                let field = string("field")?.unwrap_or_else(|| "category".into());
+                let expected = match string("expected")? {
+                    Some(e) => e,
+                    None => match fm.get("category") {
+                        Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
+                        _ => return Err("category_match needs the expected value (expected `evaluation.expected` or a frontmatter `category`)".into()),
+                    },
+                };
+                Evaluation::CategoryMatch { field, expected }
+            }
+            "list_includes" => Evaluation::ListIncludes {
+                field: string("field")?.unwrap_or_else(|| "tags".into()),
+                required: list("required")?.ok_or(
+                    "list_includes needs `required` (expected a non-empty list of values)",
+                )?,
+            },
+            "tag_threshold" => {
+                let expected = list("expected")?
+                    .ok_or("tag_threshold needs `expected` (expected a non-empty list of tags)")?;
+                let min_correct = count("min_correct", 1)?;
+                if min_correct > expected.len() {
+                    return Err(format!(
+                        "min_correct is {min_correct} but `expected` lists only {} tags, so no reply could pass",
+                        expected.len()
+                    ));
+                }
+                Evaluation::TagThreshold {
+                    field: string("field")?.unwrap_or_else(|| "tags".into()),
+                    expected,
+                    min_correct,
+                    max_incorrect: count("max_incorrect", 0)?,
+                }
+            }
+            "sqe" => Evaluation::Sqe,
+            "mcsqe" => Evaluation::Mcsqe,
+            other => {
+                return Err(format!(
+                    "unknown evaluation type `{other}` (expected one of {EVALUATION_TYPES})"
+                ));
+            }
+        })
+    })();
+    match result {
+        Ok(ev) => Some(ev),
+        Err(msg) => fail(msg),
+    }
+}
+
+/// Accepts the full OpenRouter wrapper or a bare schema (wrapped as
+/// `response`, strict), and checks the schema is itself valid JSON Schema.
+fn parse_response_format(raw: &str, path: &Path, errors: &mut Vec<ContentError>) -> Option<Value> {
+    let value: Value = match serde_json::from_str(raw) {
+        Ok(v) => v,
+        Err(e) => {
+            errors.push(ContentError::new(path, format!("invalid JSON: {e}")).at(e.line()));
+            return None;
+        }
+    };
+    let wrapper = if value.get("type").and_then(Value::as_str) == Some("json_schema")
+        && value.get("json_schema").is_some()
+    {
+        let inner = &value["json_schema"];
+        if !inner.get("name").is_some_and(Value::is_string) {
+            errors.push(ContentError::new(
+                path,
+                "`json_schema.name` is missing (expected a string name for the schema)",
+            ));
+            return None;
+        }
+        if !inner.get("schema").is_some_and(Value::is_object) {
+            errors.push(ContentError::new(
+                path,
+                "`json_schema.schema` is missing (expected the JSON Schema object)",
+            ));
+            return None;
+        }
+        value
+    } else if value.is_object() {
+        json!({"type": "json_schema", "json_schema": {"name": "response", "strict": true, "schema": value}})
+    } else {
+        errors.push(ContentError::new(path, format!("schema is a {} (expected a JSON Schema object or the {{\"type\":\"json_schema\",...}} wrapper)", json_type(&value))));
+        return None;
+    };
+    let schema = &wrapper["json_schema"]["schema"];
+    if let Err(e) = jsonschema::meta::validate(schema) {
+        errors.push(ContentError::new(
+            path,
+            format!("not a valid JSON Schema: {e} (at {})", e.instance_path()),
+        ));
+        return None;
+    }
+    if let Err(e) = jsonschema::validator_for(schema) {
+        errors.push(ContentError::new(
+            path,
+            format!("JSON Schema cannot be compiled: {e}"),
+        ));
+        return None;
+    }
+    Some(wrapper)
+}
+
+/// The evaluated field must exist in the schema, and an expected category
+/// must be one the schema allows, or no reply could ever pass.
+fn check_field_in_schema(ev: &Evaluation, rf: &Value, path: &Path, errors: &mut Vec<ContentError>) {
+    let Some(field) = ev.field() else { return };
+    let Some(props) = rf
+        .pointer("/json_schema/schema/properties")
+        .and_then(Value::as_object)
+    else {
+        return;
+    };
+    let Some(prop) = props.get(field) else {
+        errors.push(ContentError::new(path, format!("the evaluation reads field `{field}`, which the schema does not define (expected it under `properties`)")));
+        return;
+    };
+    let allowed = |v: &str| -> bool {
+        let enum_of = |p: &Value| p.get("enum").and_then(Value::as_array).cloned();
+        let values = enum_of(prop).or_else(|| prop.get("items").and_then(enum_of));
+        values.is_none_or(|vals| vals.iter().any(|x| x.as_str() == Some(v)))
+    };
+    let wanted: Vec<&String> = match ev {
+        Evaluation::CategoryMatch { expected, .. } => vec![expected],
+        Evaluation::ListIncludes { required, .. } => required.iter().collect(),
+        Evaluation::TagThreshold { expected, .. } => expected.iter().collect(),
+        _ => Vec::new(),
+    };
+    for v in wanted {
+        if !allowed(v) {
+            errors.push(ContentError::new(path, format!("`{v}` is not among the values the schema allows for `{field}`, so no reply could match it")));
+        }
+    }
+}
+
+fn load_rubric(path: &Path, code: &str, errors: &mut Vec<ContentError>) -> Option<Rubric> {
+    let text = read_text(path, errors)?;
+    let fm = match split_frontmatter(&text) {
+        Ok(fm) => fm,
+        Err(e) => {
+            errors.push(ContentError::new(path, e.message).at(e.line));
+            return None;
+        }
+    };
+    let Some(yaml) = fm.yaml else {
+        errors.push(ContentError::new(path, "rubric has no frontmatter (expected `options`, `pass_values`, `response_field` and `response_type`)"));
+        return None;
+    };
+    let map = match parse_yaml_map(yaml, path, fm.yaml_line, None) {
+        Ok(m) => m,
+        Err(e) => {
+            errors.push(e);
+            return None;
+        }
+    };
+    let mut problems = Vec::new();
+    let strings = |key: &str, problems: &mut Vec<String>| -> Vec<String> {
+        match map.get(key) {
+            Some(Value::Array(a))
+                if !a.is_empty()
+                    && a.iter()
+                        .all(|v| v.is_string() || v.is_number() || v.is_boolean()) =>
+            {
+                a.iter()
+                    .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string))
+                    .collect()
+            }
+            _ => {
+                problems.push(format!(
+                    "`{key}` is missing or not a list (expected a non-empty list of strings)"
+                ));
+                Vec::new()
+            }
+        }
+    };
+    let options = strings("options", &mut problems);
+    let pass_values = strings("pass_values", &mut problems);
+    for p in &pass_values {
+        if !options.is_empty() && !options.contains(p) {
+            problems.push(format!(
+                "pass value `{p}` is not among the options ({})",
+                options.join(", ")
+            ));
+        }
+    }
+    let response_field = match map.get("response_field") {
+        None | Some(Value::Null) => "judgment".to_string(),
+        Some(Value::String(s)) if !s.trim().is_empty() && s != "justification" => s.clone(),
+        Some(other) => {
+            problems.push(format!(
+                "`response_field` is {other} (expected a field name other than `justification`)"
+            ));
+            String::new()
+        }
+    };
+    let response_type = match map.get("response_type") {
+        None | Some(Value::Null) => ResponseType::Single,
+        Some(Value::String(s)) if s == "single" => ResponseType::Single,
+        Some(Value::String(s)) if s == "multi" => ResponseType::Multi,
+        Some(other) => {
+            problems.push(format!(
+                "unknown `response_type` {other} (expected single or multi)"
+            ));
+            ResponseType::Single
+        }
+    };
+    let body_line = line_of(&text, fm.body_offset);
+    let prompt = match markdown::to_xml(fm.body) {
+        Ok(p) if p.is_empty() => {
+            problems.push("rubric has no text (expected the criteria the judge applies)".into());
+            String::new()
+        }
+        Ok(p) => p,
+        Err(e) => {
+            errors.push(ContentError::new(path, e.message).at(body_line + e.line - 1));
+            return None;
+        }
+    };
+    if !problems.is_empty() {
+        for p in problems {
+            errors.push(ContentError::new(path, p).at(fm.yaml_line));
+        }
+        return None;
+    }
+    Some(Rubric {
+        code: code.to_string(),
+        file: path.to_path_buf(),
+        options,
+        pass_values,
+        response_field,
+        response_type,
+        prompt,
+        hash: sha256_hex(&[code.as_bytes(), text.as_bytes()]),
+    })
+}
+
+/// Loads one kind of component: the consolidated file when present, else the
+/// individual files. `None` when the files could not be read at all.
+fn load_components(
+    dir: &Path,
+    scenario: &str,
+    kind: ComponentKind,
+    errors: &mut Vec<ContentError>,
+) -> Option<Vec<Component>> {
+    let consolidated = dir.join(format!("{}.md", kind.file_stem()));
+    let folder = dir.join(kind.file_stem());
+    let before = errors.len();
+    let mut out = Vec::new();
+    if consolidated.is_file() {
+        let text = read_text(&consolidated, errors)?;
+        let is_code = |h: &str| {
+            leading_code(h).is_some_and(|c| parse_segment(&c.to_ascii_uppercase()).is_some())
+        };
+        let (preamble, sections) = match split_sections(&text, is_code) {
+            Ok(x) => x,
+            Err(e) => {
+                errors.push(ContentError::new(&consolidated, e.message).at(e.line));
+                return None;
+            }
+        };
+        if sections.is_empty() {
+            errors.push(ContentError::new(
+                &consolidated,
+                format!(
+                    "no `# {}1` sections found (expected one H1 heading per component)",
+                    kind.prefix()
+                ),
+            ));
+        } else if !preamble_is_ignorable(preamble) {
+            tracing::warn!(file = %consolidated.display(), "text before the first section is not part of any component and is not sent");
+        }
+        for s in sections {
+            let code = leading_code(&s.heading).unwrap_or_default();
+            let label = format!("# {}", s.heading);
+            if !crate::discovery::is_segment(&code, kind.prefix()) {
+                errors.push(
+                    ContentError::new(
+                        &consolidated,
+                        format!(
+                            "section code `{code}` is not a {} code (expected {}<n>, upper case)",
+                            kind.as_str(),
+                            kind.prefix()
+                        ),
+                    )
+                    .at(s.line)
+                    .in_section(label),
+                );
+                continue;
+            }
+            let title = title_after_code(&s.heading, &code);
+            let first_line = s.line + 1;
+            if let Some(c) = build_component(
+                kind,
+                scenario,
+                &code,
+                title,
+                &consolidated,
+                Some(&label),
+                s.text,
+                first_line,
+                errors,
+            ) {
+                out.push(c);
+            }
+        }
+    } else if folder.is_dir() {
+        let entries = match std::fs::read_dir(&folder) {
+            Ok(e) => e,
+            Err(e) => {
+                errors.push(ContentError::new(
+                    &folder,
+                    format!("cannot read folder: {e}"),
+                ));
+                return None;
+            }
+        };
+        let mut files: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok())
+            .map(|e| e.path())
+            .filter(|p| p.is_file())
+            .collect();
+        files.sort();
+        for path in files {
+            if path.extension().and_then(|e| e.to_str()) != Some("md") {
+                continue;
+            }
+            let stem = path
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .unwrap_or_default();
+            let code = strip_suffix(stem).to_string();
+            if !crate::discovery::is_segment(&code, kind.prefix()) {
+                errors.push(ContentError::new(
+                    &path,
+                    format!(
+                        "file name is not a {} code (expected {}<n>.md, e.g. {}1.md)",
+                        kind.as_str(),
+                        kind.prefix(),
+                        kind.prefix()
+                    ),
+                ));
+                continue;
+            }
+            let Some(text) = read_text(&path, errors) else {
+                continue;
+            };
+            if let Some(c) =
+                build_component(kind, scenario, &code, None, &path, None, &text, 1, errors)
+            {
+                out.push(c);
+            }
+        }
+    } else {
+        return Some(out);
+    }
+    out.sort_by(|a, b| natural_cmp(&a.code, &b.code));
+    for pair in out.windows(2) {
+        if pair[0].code == pair[1].code {
+            let (a, b) = (&pair[0], &pair[1]);
+            errors.push(
+                ContentError::new(
+                    &b.source,
+                    format!(
+                        "duplicate {} code {} (first defined at {}:{})",
+                        kind.as_str(),
+                        b.code,
+                        a.source.display(),
+                        a.line
+                    ),
+                )
+                .at(b.line),
+            );
+        }
+    }
+    (errors.len() == before).then_some(out)
+}
+
+fn preamble_is_ignorable(preamble: &str) -> bool {
+    let body = split_frontmatter(preamble).map_or(preamble, |f| f.body);
+    body.lines().all(|l| {
+        let t = l.trim();
+        t.is_empty() || t.starts_with('#') || (t.starts_with("<!--") && t.ends_with("-->"))
+    })
+}
+
+/// The leading ASCII-alphanumeric run of a heading: `C2: friendly` -> `C2`.
+fn leading_code(heading: &str) -> Option<String> {
+    let code: String = heading
+        .trim()
+        .chars()
+        .take_while(char::is_ascii_alphanumeric)
+        .collect();
+    (!code.is_empty()).then_some(code)
+}
+
+fn title_after_code(heading: &str, code: &str) -> Option<String> {
+    let rest = heading.trim()[code.len()..].trim_start_matches(|c: char| {
+        c.is_whitespace() || matches!(c, ':' | '-' | '\u{2013}' | '\u{2014}' | '.')
+    });
+    (!rest.trim().is_empty()).then(|| rest.trim().to_string())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn build_component(
+    kind: ComponentKind,
+    scenario: &str,
+    code: &str,
+    title: Option<String>,
+    path: &Path,
+    section: Option<&str>,
+    text: &str,
+    first_line: usize,
+    errors: &mut Vec<ContentError>,
+) -> Option<Component> {
+    let err = |msg: String, line: usize| {
+        let e = ContentError::new(path, msg).at(line);
+        match section {
+            Some(s) => e.in_section(s),
+            None => e,
+        }
+    };
+    let fm = match split_frontmatter(text) {
+        Ok(fm) => fm,
+        Err(e) => {
+            errors.push(err(e.message, first_line + e.line - 1));
+            return None;
+        }
+    };
+    let metadata = match fm.yaml {
+        Some(y) => match parse_yaml_map(y, path, first_line + fm.yaml_line - 1, section) {
+            Ok(m) => m,
+            Err(e) => {
+                errors.push(e);
+                return None;
+            }
+        },
+        None => Map::new(),
+    };
+    let mut body = fm.body;
+    let mut body_line = first_line + line_of(text, fm.body_offset) - 1;
+    // An individual file may repeat its code as an H1; it is not sent.
+    if section.is_none()
+        && let Some(h) = markdown::headings(body, 1).first()
+        && leading_code(&h.text).as_deref() == Some(code)
+        && body[..h.range.start].trim().is_empty()
+    {
+        body_line += line_of(body, h.range.end) - 1;
+        body = &body[h.range.end..];
+    }
+    let yaml_line = first_line + fm.yaml_line.saturating_sub(1);
+    let mut bad = false;
+    let mut number = |key: &str, lo: f64, hi: f64| -> f64 {
+        match metadata.get(key) {
+            None | Some(Value::Null) => 0.0,
+            Some(Value::Number(n)) if n.as_f64().is_some_and(|v| (lo..=hi).contains(&v)) => {
+                n.as_f64().unwrap_or(0.0)
+            }
+            Some(other) => {
+                errors.push(err(
+                    format!("`{key}` is {other} (expected a number from {lo} to {hi})"),
+                    yaml_line,
+                ));
+                bad = true;
+                0.0
+            }
+        }
+    };
+    let severity = number("severity", -10.0, 10.0);
+    let difficulty = if kind == ComponentKind::Condition {
+        number("difficulty", 0.0, 10.0)
+    } else {
+        0.0
+    };
+    let prompt = match markdown::to_xml(body) {
+        Ok(p) => p,
+        Err(e) => {
+            errors.push(err(e.message, body_line + e.line - 1));
+            return None;
+        }
+    };
+    if prompt.is_empty() {
+        errors.push(err(
+            format!(
+                "{} {code} has no text (expected its prompt text, e.g. under an H2 heading)",
+                kind.as_str()
+            ),
+            first_line,
+        ));
+        return None;
+    }
+    if bad {
+        return None;
+    }
+    let full_code = format!("{scenario}-{code}");
+    let hash = sha256_hex(&[
+        kind.as_str().as_bytes(),
+        full_code.as_bytes(),
+        text.as_bytes(),
+    ]);
+    Some(Component {
+        kind,
+        code: code.to_string(),
+        full_code,
+        title,
+        source: path.to_path_buf(),
+        line: first_line.saturating_sub(usize::from(section.is_some())),
+        metadata: Value::Object(metadata),
+        severity,
+        difficulty,
+        prompt,
+        hash,
+    })
+}

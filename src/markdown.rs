@@ -1,0 +1,485 @@
+//! Markdown handling for benchmark content: splitting YAML frontmatter off a
+//! document, splitting consolidated component files on their `# C1` headings,
+//! and converting H2 sections to XML tags for the composed prompt (SPEC §2).
+//!
+//! Everything here works on pulldown-cmark events with source offsets, so a
+//! `## ` or `---` inside a fenced code block is text, never structure. Bodies
+//! are sliced from the source, never re-rendered, so what the author wrote is
+//! what the model reads.
+
+use std::ops::Range;
+
+use pulldown_cmark::{Event, HeadingLevel, Options, Parser, Tag, TagEnd};
+
+/// A problem in a markdown document, with the 1-based line it concerns.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}: {message}")]
+pub struct MarkdownError {
+    pub line: usize,
+    pub message: String,
+}
+
+/// A document split into its optional YAML frontmatter and its body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Frontmatter<'a> {
+    /// The YAML between the `---` fences, if the document has a block.
+    pub yaml: Option<&'a str>,
+    /// 1-based line of the first YAML line (for error positions).
+    pub yaml_line: usize,
+    /// Everything after the closing fence (or the whole text).
+    pub body: &'a str,
+    /// Byte offset of `body` within the input.
+    pub body_offset: usize,
+}
+
+/// Splits a leading `---` YAML block off `text`. Blank lines (and a BOM) may
+/// precede the opening fence; the block closes at the next `---` or `...`
+/// line. An opening fence that never closes is an error rather than text,
+/// because sending half a frontmatter block to a model is the one thing the
+/// composer must never do.
+pub fn split_frontmatter(text: &str) -> Result<Frontmatter<'_>, MarkdownError> {
+    let mut offset = if text.starts_with('\u{feff}') { 3 } else { 0 };
+    let mut line_no = 1;
+    let no_block = Frontmatter {
+        yaml: None,
+        yaml_line: 0,
+        body: text,
+        body_offset: 0,
+    };
+    // Skip blank lines before the opening fence.
+    loop {
+        let rest = &text[offset..];
+        if rest.is_empty() {
+            return Ok(no_block);
+        }
+        let (line, len) = next_line(rest);
+        if line.trim().is_empty() {
+            offset += len;
+            line_no += 1;
+            continue;
+        }
+        if line.trim_end() != "---" {
+            return Ok(no_block);
+        }
+        offset += len;
+        break;
+    }
+    let open_line = line_no;
+    line_no += 1;
+    let yaml_start = offset;
+    let yaml_line = line_no;
+    loop {
+        let rest = &text[offset..];
+        if rest.is_empty() {
+            return Err(MarkdownError {
+                line: open_line,
+                message:
+                    "frontmatter opened with `---` is never closed (expected a closing `---` line)"
+                        .into(),
+            });
+        }
+        let (line, len) = next_line(rest);
+        let trimmed = line.trim_end();
+        if trimmed == "---" || trimmed == "..." {
+            let yaml = &text[yaml_start..offset];
+            let body_offset = offset + len;
+            return Ok(Frontmatter {
+                yaml: Some(yaml),
+                yaml_line,
+                body: &text[body_offset..],
+                body_offset,
+            });
+        }
+        offset += len;
+    }
+}
+
+/// Returns the line without its terminator and the byte length including it.
+fn next_line(text: &str) -> (&str, usize) {
+    match text.find('\n') {
+        Some(i) => (text[..i].trim_end_matches('\r'), i + 1),
+        None => (text, text.len()),
+    }
+}
+
+/// 1-based line number of byte `offset` in `text`.
+pub fn line_of(text: &str, offset: usize) -> usize {
+    text.as_bytes()[..offset.min(text.len())]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
+}
+
+/// A heading found at the top level of a document (not inside a quote or list).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Heading {
+    pub level: u8,
+    /// The heading's text content (inline markup dropped).
+    pub text: String,
+    /// Source range of the whole heading, including its line end.
+    pub range: Range<usize>,
+}
+
+/// All top-level headings of `text` at `level`, in order.
+pub fn headings(text: &str, level: u8) -> Vec<Heading> {
+    let mut out = Vec::new();
+    let mut depth = 0usize;
+    let mut current: Option<(u8, String, usize)> = None;
+    for (event, range) in Parser::new_ext(text, Options::empty()).into_offset_iter() {
+        match event {
+            Event::Start(Tag::Heading { level: l, .. }) => {
+                current = Some((heading_level(l), String::new(), range.start));
+            }
+            Event::End(TagEnd::Heading(_)) => {
+                if let Some((l, t, start)) = current.take()
+                    && depth == 0
+                    && l == level
+                {
+                    out.push(Heading {
+                        level: l,
+                        text: t.trim().to_string(),
+                        range: start..line_end(text, range.end),
+                    });
+                }
+            }
+            Event::Start(tag) if is_container(&tag) => depth += 1,
+            Event::End(end) if is_container_end(&end) => depth = depth.saturating_sub(1),
+            Event::Text(t) | Event::Code(t) => {
+                if let Some((_, s, _)) = current.as_mut() {
+                    s.push_str(&t);
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+fn heading_level(l: HeadingLevel) -> u8 {
+    match l {
+        HeadingLevel::H1 => 1,
+        HeadingLevel::H2 => 2,
+        HeadingLevel::H3 => 3,
+        HeadingLevel::H4 => 4,
+        HeadingLevel::H5 => 5,
+        HeadingLevel::H6 => 6,
+    }
+}
+
+fn is_container(tag: &Tag) -> bool {
+    matches!(
+        tag,
+        Tag::BlockQuote(_) | Tag::List(_) | Tag::Item | Tag::FootnoteDefinition(_)
+    )
+}
+
+fn is_container_end(tag: &TagEnd) -> bool {
+    matches!(
+        tag,
+        TagEnd::BlockQuote(_) | TagEnd::List(_) | TagEnd::Item | TagEnd::FootnoteDefinition
+    )
+}
+
+/// Extends `end` to just past the end of its line (heading ranges from the
+/// parser may stop before the newline).
+fn line_end(text: &str, end: usize) -> usize {
+    if end > 0 && text.as_bytes().get(end - 1) == Some(&b'\n') {
+        return end;
+    }
+    match text[end..].find('\n') {
+        Some(i) => end + i + 1,
+        None => text.len(),
+    }
+}
+
+/// The XML tag name for an H2 heading: lower case, apostrophes dropped, every
+/// other run of non-ASCII-alphanumerics one `_`, outer `_` trimmed.
+pub fn tag_name(heading: &str) -> String {
+    let mut out = String::with_capacity(heading.len());
+    let mut pending_sep = false;
+    for c in heading.chars() {
+        if c == '\'' || c == '\u{2019}' {
+            continue;
+        }
+        if c.is_ascii_alphanumeric() {
+            if pending_sep && !out.is_empty() {
+                out.push('_');
+            }
+            pending_sep = false;
+            out.push(c.to_ascii_lowercase());
+        } else {
+            pending_sep = true;
+        }
+    }
+    out
+}
+
+/// Trims whole blank lines from the start and all whitespace from the end,
+/// keeping the first line's indentation (an indented code block stays one).
+pub fn trim_blank_lines(s: &str) -> &str {
+    let mut start = 0;
+    while start < s.len() {
+        let (line, len) = next_line(&s[start..]);
+        if !line.trim().is_empty() {
+            break;
+        }
+        start += len;
+    }
+    s[start..].trim_end()
+}
+
+/// Converts a markdown body (frontmatter already removed) to prompt text:
+/// each top-level H2 section becomes `<tag>\n{body}\n</tag>`, text before the
+/// first H2 stays as it is, pieces are separated by one blank line.
+pub fn to_xml(body: &str) -> Result<String, MarkdownError> {
+    let h2s = headings(body, 2);
+    let mut pieces: Vec<String> = Vec::with_capacity(h2s.len() + 1);
+    let preamble_end = h2s.first().map_or(body.len(), |h| h.range.start);
+    let preamble = trim_blank_lines(&body[..preamble_end]);
+    if !preamble.is_empty() {
+        pieces.push(preamble.to_string());
+    }
+    for (i, h) in h2s.iter().enumerate() {
+        let end = h2s.get(i + 1).map_or(body.len(), |n| n.range.start);
+        let tag = tag_name(&h.text);
+        let line = line_of(body, h.range.start);
+        if tag.is_empty() {
+            return Err(MarkdownError {
+                line,
+                message: format!(
+                    "heading `## {}` gives no XML tag name (expected ASCII letters or digits)",
+                    h.text
+                ),
+            });
+        }
+        let section = trim_blank_lines(&body[h.range.end.min(end)..end]);
+        if section.is_empty() {
+            return Err(MarkdownError {
+                line,
+                message: format!("section `## {}` is empty (expected text under it)", h.text),
+            });
+        }
+        pieces.push(format!("<{tag}>\n{section}\n</{tag}>"));
+    }
+    Ok(pieces.join("\n\n"))
+}
+
+/// One `# CODE` section of a consolidated component file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Section<'a> {
+    /// The heading text as written (`C2`, `C2: Study buddy`).
+    pub heading: String,
+    /// 1-based line of the `# ` heading.
+    pub line: usize,
+    /// Everything after the heading line up to the next section, frontmatter included.
+    pub text: &'a str,
+    /// Byte offset of `text` in the file.
+    pub offset: usize,
+}
+
+/// Splits a consolidated file into its H1 sections. `is_code` tells a section
+/// heading (`# C1`) from any other H1. Returns the text before the first
+/// section (which is not part of any component) and the sections.
+///
+/// A section's own frontmatter is skipped before looking for the next
+/// heading: a YAML comment such as `# C2 is harder` must not start a section.
+pub fn split_sections<'a>(
+    text: &'a str,
+    is_code: impl Fn(&str) -> bool,
+) -> Result<(&'a str, Vec<Section<'a>>), MarkdownError> {
+    let mut sections: Vec<Section<'a>> = Vec::new();
+    let mut preamble_end = text.len();
+    // Candidate H1s of the part of the file parsed last, with absolute offsets.
+    let mut base = 0usize;
+    let mut candidates: Vec<Heading> = shift(headings(text, 1), 0);
+    let mut idx = 0;
+    let mut open: Option<(String, usize, usize)> = None; // heading, line, body start
+    loop {
+        let next = candidates.get(idx).cloned();
+        // Close the open section at the next heading (or the end of the file).
+        let stop = next.as_ref().map_or(text.len(), |h| h.range.start);
+        if let Some((heading, line, start)) = open.take() {
+            sections.push(Section {
+                heading,
+                line,
+                text: &text[start..stop],
+                offset: start,
+            });
+        }
+        let Some(h) = next else { break };
+        idx += 1;
+        let line = line_of(text, h.range.start);
+        if !is_code(&h.text) {
+            if sections.is_empty() {
+                // A title before the first section belongs to the preamble.
+                continue;
+            }
+            return Err(MarkdownError {
+                line,
+                message: format!(
+                    "heading `# {}` is not a component code (expected a section heading such as `# C2`, `# U1` or `# PT3`)",
+                    h.text
+                ),
+            });
+        }
+        if sections.is_empty() {
+            preamble_end = h.range.start;
+        }
+        let body_start = h.range.end;
+        let fm = split_frontmatter(&text[body_start..]).map_err(|e| MarkdownError {
+            line: line_of(text, body_start) + e.line - 1,
+            message: e.message,
+        })?;
+        if let Some(yaml) = fm.yaml {
+            let fm_end = body_start + fm.body_offset;
+            // Drop headings that were really inside the YAML; re-parse the rest
+            // when the YAML could have changed how markdown reads what follows.
+            if yaml.contains("```") || yaml.contains("~~~") || yaml.contains('<') {
+                base = fm_end;
+                candidates = shift(headings(&text[base..], 1), base);
+                idx = 0;
+            } else {
+                while candidates.get(idx).is_some_and(|c| c.range.start < fm_end) {
+                    idx += 1;
+                }
+            }
+        }
+        open = Some((h.text.clone(), line, body_start));
+    }
+    let _ = base;
+    Ok((&text[..preamble_end.min(text.len())], sections))
+}
+
+fn shift(mut hs: Vec<Heading>, by: usize) -> Vec<Heading> {
+    for h in &mut hs {
+        h.range = h.range.start + by..h.range.end + by;
+    }
+    hs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frontmatter_split_basic() {
+        let fm = split_frontmatter("---\na: 1\n---\nbody\n").unwrap();
+        assert_eq!(fm.yaml, Some("a: 1\n"));
+        assert_eq!(fm.body, "body\n");
+        assert_eq!(fm.yaml_line, 2);
+    }
+
+    #[test]
+    fn frontmatter_after_blank_lines_and_crlf() {
+        let fm = split_frontmatter("\n\r\n  \n---\r\na: 1\r\n---\r\nbody").unwrap();
+        assert_eq!(fm.yaml, Some("a: 1\r\n"));
+        assert_eq!(fm.body, "body");
+        assert_eq!(fm.yaml_line, 5);
+    }
+
+    #[test]
+    fn no_frontmatter_when_text_comes_first() {
+        let fm = split_frontmatter("hello\n---\na: 1\n---\n").unwrap();
+        assert_eq!(fm.yaml, None);
+        assert_eq!(fm.body, "hello\n---\na: 1\n---\n");
+    }
+
+    #[test]
+    fn unclosed_frontmatter_is_an_error() {
+        let err = split_frontmatter("\n---\na: 1\nbody\n").unwrap_err();
+        assert_eq!(err.line, 2);
+        assert!(err.message.contains("never closed"));
+    }
+
+    #[test]
+    fn bom_is_skipped() {
+        let fm = split_frontmatter("\u{feff}---\na: 1\n---\nx").unwrap();
+        assert_eq!(fm.yaml, Some("a: 1\n"));
+        assert_eq!(fm.body, "x");
+    }
+
+    #[test]
+    fn tag_names() {
+        assert_eq!(tag_name("User input"), "user_input");
+        assert_eq!(tag_name("User's input"), "users_input");
+        assert_eq!(tag_name("User\u{2019}s input"), "users_input");
+        assert_eq!(tag_name("  --Your job!! (v2)  "), "your_job_v2");
+        assert_eq!(tag_name("Ünïcode & more"), "n_code_more");
+        assert_eq!(tag_name("???"), "");
+    }
+
+    #[test]
+    fn h2_to_xml_with_preamble_h3_and_fence() {
+        let body = "Intro text.\n\n## Your job\n\nBe kind.\n\n### Detail\n- a\n- b\n\n## Example\n\n```md\n## not a heading\n---\nx: 1\n---\n```\n";
+        let xml = to_xml(body).unwrap();
+        assert_eq!(
+            xml,
+            "Intro text.\n\n<your_job>\nBe kind.\n\n### Detail\n- a\n- b\n</your_job>\n\n<example>\n```md\n## not a heading\n---\nx: 1\n---\n```\n</example>"
+        );
+    }
+
+    #[test]
+    fn no_h2_keeps_text() {
+        assert_eq!(to_xml("\n\nJust *text*.\n\n").unwrap(), "Just *text*.");
+    }
+
+    #[test]
+    fn h2_in_blockquote_is_not_a_section() {
+        let xml = to_xml("## A\n> ## quoted\n> text\n").unwrap();
+        assert_eq!(xml, "<a>\n> ## quoted\n> text\n</a>");
+    }
+
+    #[test]
+    fn empty_section_is_an_error() {
+        let err = to_xml("## A\n\n## B\ntext\n").unwrap_err();
+        assert_eq!(err.line, 1);
+        assert!(err.message.contains("empty"));
+    }
+
+    #[test]
+    fn untaggable_heading_is_an_error() {
+        let err = to_xml("text\n\n## ???\nx\n").unwrap_err();
+        assert_eq!(err.line, 3);
+    }
+
+    #[test]
+    fn setext_h2_is_a_section() {
+        assert_eq!(
+            to_xml("User input\n---\nhello\n").unwrap(),
+            "<user_input>\nhello\n</user_input>"
+        );
+    }
+
+    fn is_c(s: &str) -> bool {
+        s.starts_with('C') && s[1..].chars().next().is_some_and(|c| c.is_ascii_digit())
+    }
+
+    #[test]
+    fn sections_skip_yaml_comments_and_fences() {
+        let text = "# Conditions\n\n# C1\n---\n# C2 is a yaml comment\ndifficulty: 2\n---\n## A\nx\n\n```\n# C9\n```\n\n# C2\n\n---\ndifficulty: 1\n---\n\n## B\ny\n";
+        let (pre, secs) = split_sections(text, is_c).unwrap();
+        assert_eq!(pre, "# Conditions\n\n");
+        assert_eq!(secs.len(), 2);
+        assert_eq!(secs[0].heading, "C1");
+        assert_eq!(secs[0].line, 3);
+        assert!(secs[0].text.contains("# C9"));
+        assert_eq!(secs[1].heading, "C2");
+        assert!(secs[1].text.starts_with("\n---\ndifficulty: 1"));
+    }
+
+    #[test]
+    fn sections_reparse_after_yaml_with_fence() {
+        let text = "# C1\n---\nnote: |\n  ```\n---\nbody\n# C2\nz\n";
+        let (_, secs) = split_sections(text, is_c).unwrap();
+        assert_eq!(secs.len(), 2);
+        assert_eq!(secs[1].heading, "C2");
+        assert_eq!(secs[1].text, "z\n");
+    }
+
+    #[test]
+    fn stray_h1_after_first_section_is_an_error() {
+        let err = split_sections("# C1\nx\n# C 2\ny\n", is_c).unwrap_err();
+        assert_eq!(err.line, 3);
+    }
+}

@@ -1,0 +1,1872 @@
+//! HTTP client for OpenRouter's OpenAI-compatible chat completions API
+//! (SPEC section 6).
+//!
+//! One pooled `reqwest::Client` is shared by every request. `Client::chat`
+//! sends one user message, parses the reply tolerantly (OpenRouter and the
+//! providers behind it disagree on details), and retries transient failures
+//! with exponential backoff and jitter, bounded both in attempts and in total
+//! time. The API key never leaves the `Authorization` header: it is absent
+//! from `Debug` output, error messages and tracing events, and any text that
+//! echoes it back is scrubbed before it is stored in an error.
+
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use rand::Rng;
+use reqwest::StatusCode;
+use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue, RETRY_AFTER};
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+
+/// Where requests go unless `OPENROUTER_BASE_URL` overrides it.
+pub const DEFAULT_BASE_URL: &str = "https://openrouter.ai/api/v1";
+
+/// Longest provider message kept in an error, in characters.
+const MAX_MESSAGE_CHARS: usize = 500;
+/// Extract-json gives up after trying this many candidate `{`/`[` openings,
+/// so a pathological reply cannot make the scan quadratic in practice.
+const MAX_JSON_CANDIDATES: usize = 256;
+
+/// Connection and retry settings. `Debug` never shows the API key.
+#[derive(Clone)]
+pub struct ClientConfig {
+    pub base_url: String,
+    /// Sent only as `Authorization: Bearer …`; never printed, logged or stored.
+    pub api_key: String,
+    /// Optional `HTTP-Referer` attribution header.
+    pub referer: Option<String>,
+    /// Optional `X-Title` attribution header.
+    pub title: Option<String>,
+    /// Time limit for one attempt (connect, send, read the whole body).
+    pub request_timeout: Duration,
+    /// Attempts in all, the first one included.
+    pub max_attempts: u32,
+    /// Time budget across all attempts and the waits between them.
+    pub max_total: Duration,
+    /// First backoff delay; doubled each retry.
+    pub backoff_base: Duration,
+    /// Cap on one computed backoff delay (before jitter).
+    pub backoff_max: Duration,
+}
+
+impl ClientConfig {
+    pub fn new(base_url: impl Into<String>, api_key: impl Into<String>) -> Self {
+        ClientConfig {
+            base_url: base_url.into(),
+            api_key: api_key.into(),
+            referer: None,
+            title: None,
+            request_timeout: Duration::from_secs(120),
+            max_attempts: 6,
+            max_total: Duration::from_secs(600),
+            backoff_base: Duration::from_secs(1),
+            backoff_max: Duration::from_secs(60),
+        }
+    }
+}
+
+impl fmt::Debug for ClientConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClientConfig")
+            .field("base_url", &self.base_url)
+            .field("api_key", &format_args!("<redacted>"))
+            .field("referer", &self.referer)
+            .field("title", &self.title)
+            .field("request_timeout", &self.request_timeout)
+            .field("max_attempts", &self.max_attempts)
+            .field("max_total", &self.max_total)
+            .field("backoff_base", &self.backoff_base)
+            .field("backoff_max", &self.backoff_max)
+            .finish()
+    }
+}
+
+/// One chat completion request: a single user message.
+#[derive(Debug, Clone, Serialize)]
+pub struct ChatRequest {
+    pub model: String,
+    /// Sent as the one user message.
+    pub prompt: String,
+    /// The whole `{"type":"json_schema","json_schema":{…}}` wrapper. When set,
+    /// `provider.require_parameters: true` is sent too, so OpenRouter only
+    /// routes to providers that honour it.
+    pub response_format: Option<Value>,
+    pub temperature: Option<f64>,
+    pub seed: Option<i64>,
+    pub max_tokens: Option<u32>,
+}
+
+impl ChatRequest {
+    /// The exact JSON body posted to `/chat/completions`.
+    pub fn body(&self) -> Value {
+        let mut body = Map::new();
+        body.insert("model".into(), json!(self.model));
+        body.insert(
+            "messages".into(),
+            json!([{ "role": "user", "content": self.prompt }]),
+        );
+        if let Some(format) = &self.response_format {
+            body.insert("response_format".into(), format.clone());
+            body.insert("provider".into(), json!({ "require_parameters": true }));
+        }
+        if let Some(t) = self.temperature {
+            body.insert("temperature".into(), json!(t));
+        }
+        if let Some(seed) = self.seed {
+            body.insert("seed".into(), json!(seed));
+        }
+        if let Some(max) = self.max_tokens {
+            body.insert("max_tokens".into(), json!(max));
+        }
+        // OpenRouter now always reports usage on non-streaming replies; the
+        // flag is harmless there and still needed by older compatible servers.
+        body.insert("usage".into(), json!({ "include": true }));
+        Value::Object(body)
+    }
+}
+
+/// A successful reply.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Completion {
+    /// OpenRouter's generation id (`gen-…`), top-level `id`.
+    pub generation_id: Option<String>,
+    /// `choices[0].message.content`; may be truncated when `finish_reason`
+    /// is `length`, and may be empty only with `length` or `content_filter`.
+    pub content: String,
+    pub finish_reason: Option<String>,
+    /// Upstream provider that served the request (top-level `provider`).
+    pub provider: Option<String>,
+    pub prompt_tokens: i64,
+    pub completion_tokens: i64,
+    /// `usage.cost` in USD (0.0 when absent).
+    pub cost_usd: f64,
+    /// `usage.cost_details.upstream_inference_cost` (bring-your-own-key).
+    pub upstream_cost_usd: Option<f64>,
+    /// Attempts made, the successful one included.
+    pub attempts: u32,
+    /// Latency of the successful attempt.
+    pub latency_ms: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProviderError {
+    #[error("OpenRouter rejected the API key (401): {message}. Check OPENROUTER_API_KEY")]
+    Unauthorized { message: String },
+    #[error("OpenRouter account is out of credits (402): {message}")]
+    PaymentRequired { message: String },
+    /// 400, 403, 404 ("no endpoints") and any other non-retryable answer.
+    #[error("request rejected ({status}): {message}")]
+    Rejected {
+        status: u16,
+        code: Option<String>,
+        message: String,
+    },
+    /// Retryable failures that ran out of attempts or of total time.
+    #[error("gave up after {attempts} attempts: {last}")]
+    Exhausted { attempts: u32, last: String },
+    #[error("invalid client configuration: {0}")]
+    Config(String),
+}
+
+impl ProviderError {
+    /// True when no later request of the run can succeed either (bad key,
+    /// no credits): the caller should stop the run, keeping what it has.
+    pub fn is_fatal_for_run(&self) -> bool {
+        matches!(
+            self,
+            ProviderError::Unauthorized { .. } | ProviderError::PaymentRequired { .. }
+        )
+    }
+
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ProviderError::Unauthorized { .. } => "unauthorized",
+            ProviderError::PaymentRequired { .. } => "payment_required",
+            ProviderError::Rejected { .. } => "rejected",
+            ProviderError::Exhausted { .. } => "exhausted",
+            ProviderError::Config(_) => "config",
+        }
+    }
+}
+
+/// OpenRouter client holding one connection pool.
+pub struct Client {
+    http: reqwest::Client,
+    url: String,
+    cfg: ClientConfig,
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client")
+            .field("url", &self.url)
+            .field("cfg", &self.cfg)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Client {
+    pub fn new(cfg: ClientConfig) -> Result<Self, ProviderError> {
+        let base = cfg.base_url.trim().trim_end_matches('/');
+        if !(base.starts_with("http://") || base.starts_with("https://")) {
+            return Err(ProviderError::Config(format!(
+                "base URL must start with http:// or https://, got {base:?}"
+            )));
+        }
+        if reqwest::Url::parse(base).is_err() {
+            return Err(ProviderError::Config(format!(
+                "base URL is not a valid URL: {base:?}"
+            )));
+        }
+        if cfg.api_key.trim().is_empty() {
+            return Err(ProviderError::Config(
+                "the API key is empty (set OPENROUTER_API_KEY)".into(),
+            ));
+        }
+        if cfg.max_attempts == 0 {
+            return Err(ProviderError::Config(
+                "max_attempts must be at least 1".into(),
+            ));
+        }
+        if cfg.request_timeout.is_zero() || cfg.max_total.is_zero() {
+            return Err(ProviderError::Config(
+                "request_timeout and max_total must be positive".into(),
+            ));
+        }
+
+        let mut headers = HeaderMap::new();
+        let mut auth =
+            HeaderValue::from_str(&format!("Bearer {}", cfg.api_key.trim())).map_err(|_| {
+                // Never echo the key itself.
+                ProviderError::Config(
+                    "the API key contains characters not allowed in an HTTP header".into(),
+                )
+            })?;
+        auth.set_sensitive(true);
+        headers.insert(AUTHORIZATION, auth);
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        if let Some(referer) = &cfg.referer {
+            let v = HeaderValue::from_str(referer).map_err(|_| {
+                ProviderError::Config(format!("HTTP-Referer is not a valid header: {referer:?}"))
+            })?;
+            headers.insert("HTTP-Referer", v);
+        }
+        if let Some(title) = &cfg.title {
+            let v = HeaderValue::from_str(title).map_err(|_| {
+                ProviderError::Config(format!("X-Title must be printable ASCII, got {title:?}"))
+            })?;
+            headers.insert("X-Title", v);
+        }
+
+        let http = reqwest::Client::builder()
+            .tls_backend_rustls()
+            .default_headers(headers)
+            .user_agent(concat!("helmbench/", env!("CARGO_PKG_VERSION")))
+            // Redirects are not followed at all: the Authorization header must
+            // never reach another host, and the API has no reason to redirect.
+            // A 3xx therefore comes back as a non-retryable `Rejected`.
+            .redirect(reqwest::redirect::Policy::none())
+            .pool_max_idle_per_host(32)
+            .pool_idle_timeout(Duration::from_secs(90))
+            .connect_timeout(cfg.request_timeout.min(Duration::from_secs(30)))
+            .tcp_keepalive(Duration::from_secs(60))
+            .build()
+            .map_err(|e| ProviderError::Config(format!("cannot build HTTP client: {e}")))?;
+
+        Ok(Client {
+            http,
+            url: format!("{base}/chat/completions"),
+            cfg,
+        })
+    }
+
+    /// Send `req`, retrying transient failures; see the module docs.
+    pub async fn chat(&self, req: &ChatRequest) -> Result<Completion, ProviderError> {
+        let body = req.body();
+        let started = Instant::now();
+        let mut attempt: u32 = 0;
+        loop {
+            attempt += 1;
+            let remaining = self.cfg.max_total.saturating_sub(started.elapsed());
+            let timeout = self.cfg.request_timeout.min(remaining);
+            let attempt_start = Instant::now();
+            let failure = match self.attempt(&body, timeout).await {
+                Ok(Outcome::Success(mut c)) => {
+                    c.attempts = attempt;
+                    c.latency_ms = attempt_start.elapsed().as_millis() as u64;
+                    return Ok(c);
+                }
+                Ok(Outcome::Fatal(e)) => return Err(self.scrub_error(e)),
+                Ok(Outcome::Retry(r)) => r,
+                Err(e) => return Err(self.scrub_error(e)),
+            };
+            let reason = self.scrub(&failure.reason);
+
+            if attempt >= self.cfg.max_attempts {
+                return Err(ProviderError::Exhausted {
+                    attempts: attempt,
+                    last: reason,
+                });
+            }
+            let mut delay = backoff_delay(self.cfg.backoff_base, self.cfg.backoff_max, attempt - 1);
+            if let Some(ra) = failure.retry_after {
+                delay = delay.max(ra);
+            }
+            let remaining = self.cfg.max_total.saturating_sub(started.elapsed());
+            if delay >= remaining {
+                return Err(ProviderError::Exhausted {
+                    attempts: attempt,
+                    last: format!(
+                        "{reason} (next retry in {} ms would exceed the {} s total budget)",
+                        delay.as_millis(),
+                        self.cfg.max_total.as_secs_f64()
+                    ),
+                });
+            }
+            tracing::warn!(
+                model = %req.model,
+                attempt,
+                max_attempts = self.cfg.max_attempts,
+                status = failure.status.unwrap_or(0),
+                delay_ms = delay.as_millis() as u64,
+                reason = %reason,
+                "OpenRouter request failed, retrying"
+            );
+            tokio::time::sleep(delay).await;
+        }
+    }
+
+    /// One HTTP attempt. `Err` is only used for configuration-like failures
+    /// that no retry can fix.
+    async fn attempt(&self, body: &Value, timeout: Duration) -> Result<Outcome, ProviderError> {
+        let sent = self
+            .http
+            .post(&self.url)
+            .timeout(timeout)
+            .json(body)
+            .send()
+            .await;
+        let resp = match sent {
+            Ok(r) => r,
+            Err(e) => return Ok(Outcome::Retry(transport_failure(&e))),
+        };
+        let status = resp.status();
+        let retry_after = resp
+            .headers()
+            .get(RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(parse_retry_after);
+        let text = match resp.text().await {
+            Ok(t) => t,
+            Err(e) => {
+                let mut f = transport_failure(&e);
+                f.status = Some(status.as_u16());
+                return Ok(Outcome::Retry(f));
+            }
+        };
+        Ok(classify(status, retry_after, &text))
+    }
+
+    /// Remove the API key from a string that may echo it (provider messages,
+    /// transport errors).
+    fn scrub(&self, s: &str) -> String {
+        let key = self.cfg.api_key.trim();
+        if key.len() >= 4 && s.contains(key) {
+            s.replace(key, "<redacted>")
+        } else {
+            s.to_string()
+        }
+    }
+
+    fn scrub_error(&self, e: ProviderError) -> ProviderError {
+        match e {
+            ProviderError::Unauthorized { message } => ProviderError::Unauthorized {
+                message: self.scrub(&message),
+            },
+            ProviderError::PaymentRequired { message } => ProviderError::PaymentRequired {
+                message: self.scrub(&message),
+            },
+            ProviderError::Rejected {
+                status,
+                code,
+                message,
+            } => ProviderError::Rejected {
+                status,
+                code: code.map(|c| self.scrub(&c)),
+                message: self.scrub(&message),
+            },
+            ProviderError::Exhausted { attempts, last } => ProviderError::Exhausted {
+                attempts,
+                last: self.scrub(&last),
+            },
+            ProviderError::Config(m) => ProviderError::Config(self.scrub(&m)),
+        }
+    }
+}
+
+/// What one attempt produced.
+enum Outcome {
+    Success(Completion),
+    Retry(RetryableFailure),
+    Fatal(ProviderError),
+}
+
+struct RetryableFailure {
+    status: Option<u16>,
+    retry_after: Option<Duration>,
+    reason: String,
+}
+
+fn transport_failure(e: &reqwest::Error) -> RetryableFailure {
+    let kind = if e.is_timeout() {
+        "timeout"
+    } else if e.is_connect() {
+        "connection error"
+    } else if e.is_body() || e.is_decode() {
+        "error reading the reply"
+    } else {
+        "transport error"
+    };
+    RetryableFailure {
+        status: None,
+        retry_after: None,
+        reason: format!("{kind}: {}", error_chain(e)),
+    }
+}
+
+/// `e` and its sources on one line (reqwest's top-level message alone is
+/// often just "error sending request").
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut src = e.source();
+    while let Some(s) = src {
+        let s_text = s.to_string();
+        if !out.contains(&s_text) {
+            out.push_str(": ");
+            out.push_str(&s_text);
+        }
+        src = s.source();
+    }
+    truncate(&out, MAX_MESSAGE_CHARS)
+}
+
+/// Retry-After in seconds (integer or decimal). HTTP-date forms are ignored
+/// (the exponential backoff applies instead).
+fn parse_retry_after(v: &str) -> Option<Duration> {
+    let secs: f64 = v.trim().parse().ok()?;
+    if secs.is_finite() && secs >= 0.0 {
+        Some(Duration::from_secs_f64(secs.min(86_400.0)))
+    } else {
+        None
+    }
+}
+
+/// `base * 2^n`, capped at `max`, with equal jitter: half the capped delay
+/// is kept, the other half is drawn uniformly.
+fn backoff_delay(base: Duration, max: Duration, n: u32) -> Duration {
+    let factor = 2u32.saturating_pow(n.min(30));
+    let capped = base.saturating_mul(factor).min(max);
+    let half = capped / 2;
+    let jitter_ms = half.as_millis() as u64;
+    let extra = if jitter_ms == 0 {
+        Duration::ZERO
+    } else {
+        Duration::from_millis(rand::rng().random_range(0..=jitter_ms))
+    };
+    half + extra
+}
+
+/// Parsed `{"error": {...}}` object, tolerant of every field's type.
+struct ApiError {
+    code: Option<String>,
+    message: String,
+    /// `metadata.limit_source` (402 in-flight budget vs. real lack of credits).
+    limit_source: Option<String>,
+    /// `metadata.retry_after_seconds`, a fallback for the header.
+    retry_after: Option<Duration>,
+}
+
+impl ApiError {
+    fn parse(v: &Value) -> Option<ApiError> {
+        let obj = v.as_object()?;
+        let code = obj.get("code").and_then(|c| match c {
+            Value::String(s) => Some(s.clone()),
+            Value::Number(n) => Some(n.to_string()),
+            Value::Null => None,
+            other => Some(other.to_string()),
+        });
+        let mut message = match obj.get("message") {
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Null) | None => String::new(),
+            Some(other) => other.to_string(),
+        };
+        let meta = obj.get("metadata").and_then(Value::as_object);
+        if let Some(meta) = meta {
+            // The generic "Provider returned error" is useless without the
+            // upstream's own words.
+            if let Some(p) = meta.get("provider_name").and_then(Value::as_str) {
+                message.push_str(&format!(" [provider: {p}]"));
+            }
+            match meta.get("raw") {
+                Some(Value::String(raw)) if !raw.is_empty() => {
+                    message.push_str(&format!(" [raw: {raw}]"));
+                }
+                Some(raw @ (Value::Object(_) | Value::Array(_))) => {
+                    message.push_str(&format!(" [raw: {raw}]"));
+                }
+                _ => {}
+            }
+            if let Some(reasons) = meta.get("reasons").and_then(Value::as_array) {
+                let rs: Vec<String> = reasons
+                    .iter()
+                    .map(|r| r.as_str().map_or_else(|| r.to_string(), str::to_string))
+                    .collect();
+                if !rs.is_empty() {
+                    message.push_str(&format!(" [reasons: {}]", rs.join(", ")));
+                }
+            }
+        }
+        if message.trim().is_empty() {
+            message = "(no message)".into();
+        }
+        Some(ApiError {
+            code,
+            message: truncate(message.trim(), MAX_MESSAGE_CHARS),
+            limit_source: meta
+                .and_then(|m| m.get("limit_source"))
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            retry_after: meta
+                .and_then(|m| m.get("retry_after_seconds"))
+                .and_then(Value::as_f64)
+                .filter(|s| s.is_finite() && *s >= 0.0)
+                .map(|s| Duration::from_secs_f64(s.min(86_400.0))),
+        })
+    }
+
+    fn numeric_code(&self) -> Option<u16> {
+        self.code.as_deref().and_then(|c| c.trim().parse().ok())
+    }
+
+    /// "message" or "code X: message".
+    fn describe(&self) -> String {
+        match &self.code {
+            Some(c) => format!("code {c}: {}", self.message),
+            None => self.message.clone(),
+        }
+    }
+}
+
+/// Map one HTTP answer to success, retry or a final error.
+fn classify(status: StatusCode, retry_after_header: Option<Duration>, text: &str) -> Outcome {
+    let parsed: Option<Value> = serde_json::from_str(text).ok();
+    let api_error = parsed
+        .as_ref()
+        .and_then(|v| v.get("error"))
+        .and_then(ApiError::parse);
+    let s = status.as_u16();
+
+    if !status.is_success() {
+        let (code, message) = match &api_error {
+            Some(e) => (e.code.clone(), e.message.clone()),
+            None => (None, body_snippet(status, text)),
+        };
+        let retry_after = retry_after_header.or(api_error.as_ref().and_then(|e| e.retry_after));
+        let retry = |reason: String| {
+            Outcome::Retry(RetryableFailure {
+                status: Some(s),
+                retry_after,
+                reason,
+            })
+        };
+        return match s {
+            401 => Outcome::Fatal(ProviderError::Unauthorized { message }),
+            402 => {
+                // OpenRouter's in-flight spending budget answers 402 with a
+                // Retry-After: transient, the balance is positive. Any other
+                // 402 means the account or key is out of credits.
+                let in_flight = api_error.as_ref().and_then(|e| e.limit_source.as_deref())
+                    == Some("openrouter_in_flight_budget");
+                if in_flight || retry_after_header.is_some() {
+                    retry(format!("HTTP 402 (in-flight budget): {message}"))
+                } else {
+                    Outcome::Fatal(ProviderError::PaymentRequired { message })
+                }
+            }
+            408 | 429 => retry(http_reason(s, code.as_deref(), &message)),
+            500..=599 => retry(http_reason(s, code.as_deref(), &message)),
+            _ => {
+                let message = if status.is_redirection() {
+                    format!("unexpected redirect (not followed): {message}")
+                } else {
+                    message
+                };
+                Outcome::Fatal(ProviderError::Rejected {
+                    status: s,
+                    code,
+                    message,
+                })
+            }
+        };
+    }
+
+    // HTTP 2xx from here on.
+    let Some(v) = parsed else {
+        return Outcome::Retry(RetryableFailure {
+            status: Some(s),
+            retry_after: None,
+            reason: format!(
+                "HTTP {s} with a body that is not JSON: {}",
+                body_snippet(status, text)
+            ),
+        });
+    };
+    let choice = v
+        .get("choices")
+        .and_then(Value::as_array)
+        .and_then(|c| c.first());
+
+    // Error inside a 200: a top-level `error` and no choices, or a choice
+    // that finished with `error` (maybe with its own `error` object).
+    let choice_error = choice.filter(|c| {
+        c.get("finish_reason").and_then(Value::as_str) == Some("error")
+            || c.get("error").is_some_and(|e| e.is_object())
+    });
+    if choice.is_none() || choice_error.is_some() {
+        let err = choice_error
+            .and_then(|c| c.get("error"))
+            .and_then(ApiError::parse)
+            .or(api_error);
+        let Some(err) = err else {
+            let what = if choice.is_none() {
+                "no choices"
+            } else {
+                "finish_reason \"error\" without details"
+            };
+            return Outcome::Retry(RetryableFailure {
+                status: Some(s),
+                retry_after: None,
+                reason: format!("HTTP {s} with {what}: {}", body_snippet(status, text)),
+            });
+        };
+        return match err.numeric_code() {
+            Some(401) => Outcome::Fatal(ProviderError::Unauthorized {
+                message: err.message,
+            }),
+            Some(402) if err.limit_source.as_deref() != Some("openrouter_in_flight_budget") => {
+                Outcome::Fatal(ProviderError::PaymentRequired {
+                    message: err.message,
+                })
+            }
+            Some(c @ (400 | 403 | 404)) => Outcome::Fatal(ProviderError::Rejected {
+                status: c,
+                code: err.code,
+                message: err.message,
+            }),
+            _ => Outcome::Retry(RetryableFailure {
+                status: Some(s),
+                retry_after: err.retry_after,
+                reason: format!("error inside HTTP {s} reply: {}", err.describe()),
+            }),
+        };
+    }
+    let choice = choice.expect("checked above");
+
+    let message = choice.get("message");
+    let mut content = message
+        .and_then(|m| m.get("content"))
+        .map(content_text)
+        .unwrap_or_default();
+    let finish_reason = choice
+        .get("finish_reason")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    if content.trim().is_empty() {
+        // A structured-output refusal comes back in `message.refusal` with no
+        // content; for a safety benchmark that refusal is the answer.
+        if let Some(refusal) = message
+            .and_then(|m| m.get("refusal"))
+            .and_then(Value::as_str)
+            .filter(|r| !r.trim().is_empty())
+        {
+            content = refusal.to_string();
+        }
+    }
+    let final_empty_ok = matches!(finish_reason.as_deref(), Some("length" | "content_filter"));
+    if content.trim().is_empty() && !final_empty_ok {
+        return Outcome::Retry(RetryableFailure {
+            status: Some(s),
+            retry_after: None,
+            reason: format!(
+                "empty content (finish_reason {})",
+                finish_reason.as_deref().unwrap_or("null")
+            ),
+        });
+    }
+
+    let usage = v.get("usage");
+    let num = |path: &[&str]| -> Option<f64> {
+        let mut cur = usage?;
+        for p in path {
+            cur = cur.get(p)?;
+        }
+        match cur {
+            Value::Number(n) => n.as_f64(),
+            Value::String(s) => s.trim().parse().ok(),
+            _ => None,
+        }
+    };
+    Outcome::Success(Completion {
+        generation_id: v.get("id").and_then(Value::as_str).map(str::to_string),
+        content,
+        finish_reason,
+        provider: v
+            .get("provider")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        prompt_tokens: num(&["prompt_tokens"]).map_or(0, |n| n as i64),
+        completion_tokens: num(&["completion_tokens"]).map_or(0, |n| n as i64),
+        cost_usd: num(&["cost"]).unwrap_or(0.0),
+        upstream_cost_usd: num(&["cost_details", "upstream_inference_cost"]),
+        attempts: 0,
+        latency_ms: 0,
+    })
+}
+
+/// `message.content` as text: a string, or the text parts of an array.
+fn content_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| match p {
+                Value::String(s) => Some(s.as_str()),
+                other => other.get("text").and_then(Value::as_str),
+            })
+            .collect(),
+        _ => String::new(),
+    }
+}
+
+fn http_reason(status: u16, code: Option<&str>, message: &str) -> String {
+    match code {
+        Some(c) if c != status.to_string() => format!("HTTP {status} (code {c}): {message}"),
+        _ => format!("HTTP {status}: {message}"),
+    }
+}
+
+fn body_snippet(status: StatusCode, text: &str) -> String {
+    let t = text.trim();
+    if t.is_empty() {
+        status
+            .canonical_reason()
+            .unwrap_or("empty reply body")
+            .to_string()
+    } else {
+        truncate(t, MAX_MESSAGE_CHARS)
+    }
+}
+
+fn truncate(s: &str, max_chars: usize) -> String {
+    match s.char_indices().nth(max_chars) {
+        Some((idx, _)) => format!("{}…", &s[..idx]),
+        None => s.to_string(),
+    }
+}
+
+/// Extract a JSON value from a model's text reply: the whole text if it
+/// parses; else the first ```json (or bare ```) fenced block that parses;
+/// else the first balanced `{…}` or `[…]` span (string-aware bracket
+/// matching) that parses. `None` if nothing parses.
+pub fn extract_json(content: &str) -> Option<Value> {
+    let trimmed = content.trim().trim_start_matches('\u{feff}');
+    if trimmed.is_empty() {
+        return None;
+    }
+    if let Ok(v) = serde_json::from_str::<Value>(trimmed) {
+        return Some(v);
+    }
+    if let Some(v) = fenced_json(trimmed) {
+        return Some(v);
+    }
+    balanced_json(trimmed)
+}
+
+/// First fenced block tagged `json` (any case) or untagged whose body parses.
+fn fenced_json(text: &str) -> Option<Value> {
+    let mut rest = text;
+    while let Some(open) = rest.find("```") {
+        let after = &rest[open + 3..];
+        let (info, body_start) = match after.find('\n') {
+            Some(nl) => (&after[..nl], &after[nl + 1..]),
+            // A one-line fence such as ```{"a":1}```.
+            None => ("", after),
+        };
+        let info = info.trim();
+        let (tagged_ok, body_start) = if info.is_empty() || info.eq_ignore_ascii_case("json") {
+            (true, body_start)
+        } else if info.starts_with('{') || info.starts_with('[') {
+            // ```{"a": 1}``` on one line: the "info string" is the body.
+            (true, after)
+        } else {
+            (false, body_start)
+        };
+        let close = body_start.find("```");
+        let body = match close {
+            Some(c) => &body_start[..c],
+            // An unclosed fence (truncated reply): take the rest.
+            None => body_start,
+        };
+        if tagged_ok && let Ok(v) = serde_json::from_str::<Value>(body.trim()) {
+            return Some(v);
+        }
+        match close {
+            Some(c) => {
+                let consumed = body_start.as_ptr() as usize - rest.as_ptr() as usize + c + 3;
+                rest = &rest[consumed..];
+            }
+            None => break,
+        }
+    }
+    None
+}
+
+/// First balanced `{…}`/`[…]` span that parses as JSON.
+fn balanced_json(text: &str) -> Option<Value> {
+    let bytes = text.as_bytes();
+    let mut tried = 0;
+    for (start, &b) in bytes.iter().enumerate() {
+        if b != b'{' && b != b'[' {
+            continue;
+        }
+        tried += 1;
+        if tried > MAX_JSON_CANDIDATES {
+            return None;
+        }
+        if let Some(end) = matching_close(bytes, start)
+            && let Ok(v) = serde_json::from_str::<Value>(&text[start..=end])
+        {
+            return Some(v);
+        }
+    }
+    None
+}
+
+/// Index of the bracket closing the one at `start`, ignoring brackets inside
+/// JSON strings. `None` when unbalanced or mismatched.
+fn matching_close(bytes: &[u8], start: usize) -> Option<usize> {
+    let mut stack: Vec<u8> = Vec::new();
+    let mut in_string = false;
+    let mut escaped = false;
+    for (i, &b) in bytes.iter().enumerate().skip(start) {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'{' => stack.push(b'}'),
+            b'[' => stack.push(b']'),
+            b'}' | b']' => {
+                if stack.pop() != Some(b) {
+                    return None;
+                }
+                if stack.is_empty() {
+                    return Some(i);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+    use wiremock::matchers::{body_json, header, method, path};
+    use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+    const KEY: &str = "sk-or-v1-SECRET-test-key-0123456789abcdef";
+
+    fn cfg(server: &MockServer) -> ClientConfig {
+        let mut c = ClientConfig::new(server.uri(), KEY);
+        c.backoff_base = Duration::from_millis(10);
+        c.backoff_max = Duration::from_millis(40);
+        c.request_timeout = Duration::from_secs(5);
+        c.max_total = Duration::from_secs(20);
+        c.max_attempts = 4;
+        c
+    }
+
+    fn client(server: &MockServer) -> Client {
+        Client::new(cfg(server)).expect("client")
+    }
+
+    fn req() -> ChatRequest {
+        ChatRequest {
+            model: "openai/gpt-4o-mini".into(),
+            prompt: "Hello?".into(),
+            response_format: None,
+            temperature: None,
+            seed: None,
+            max_tokens: None,
+        }
+    }
+
+    fn ok_body(content: &str) -> Value {
+        json!({
+            "id": "gen-123",
+            "provider": "OpenAI",
+            "model": "openai/gpt-4o-mini",
+            "object": "chat.completion",
+            "choices": [{
+                "index": 0,
+                "finish_reason": "stop",
+                "native_finish_reason": "stop",
+                "message": {"role": "assistant", "content": content}
+            }],
+            "usage": {
+                "prompt_tokens": 12,
+                "completion_tokens": 7,
+                "total_tokens": 19,
+                "cost": 0.00042,
+                "cost_details": {"upstream_inference_cost": 0.0004}
+            }
+        })
+    }
+
+    fn ok() -> ResponseTemplate {
+        ResponseTemplate::new(200).set_body_json(ok_body("{\"answer\": 1}"))
+    }
+
+    fn err(status: u16, code: Value, message: &str) -> ResponseTemplate {
+        ResponseTemplate::new(status)
+            .set_body_json(json!({"error": {"code": code, "message": message}}))
+    }
+
+    /// Replies with each template in turn, then repeats the last one.
+    struct Sequence {
+        replies: Vec<ResponseTemplate>,
+        calls: Arc<Mutex<usize>>,
+    }
+
+    impl Respond for Sequence {
+        fn respond(&self, _: &Request) -> ResponseTemplate {
+            let mut n = self.calls.lock().unwrap();
+            let r = self.replies[(*n).min(self.replies.len() - 1)].clone();
+            *n += 1;
+            r
+        }
+    }
+
+    async fn mount_sequence(
+        server: &MockServer,
+        replies: Vec<ResponseTemplate>,
+    ) -> Arc<Mutex<usize>> {
+        let calls = Arc::new(Mutex::new(0));
+        Mock::given(method("POST"))
+            .and(path("/chat/completions"))
+            .respond_with(Sequence {
+                replies,
+                calls: calls.clone(),
+            })
+            .mount(server)
+            .await;
+        calls
+    }
+
+    fn assert_no_key(s: &str) {
+        assert!(!s.contains(KEY), "key leaked: {s}");
+        assert!(!s.contains("SECRET"), "key leaked: {s}");
+    }
+
+    #[tokio::test]
+    async fn body_and_headers_with_response_format() {
+        let server = MockServer::start().await;
+        let schema = json!({"type": "json_schema", "json_schema": {"name": "r", "strict": true, "schema": {"type": "object"}}});
+        let expected = json!({
+            "model": "openai/gpt-4o-mini",
+            "messages": [{"role": "user", "content": "Hello?"}],
+            "response_format": schema,
+            "provider": {"require_parameters": true},
+            "temperature": 0.0,
+            "seed": 7,
+            "max_tokens": 300,
+            "usage": {"include": true}
+        });
+        Mock::given(method("POST"))
+            .and(path("/chat/completions"))
+            .and(header("authorization", format!("Bearer {KEY}").as_str()))
+            .and(header("x-title", "helmbench"))
+            .and(header("http-referer", "https://example.org/helmbench"))
+            .and(header("content-type", "application/json"))
+            .and(body_json(&expected))
+            .respond_with(ok())
+            .expect(1)
+            .mount(&server)
+            .await;
+        let mut c = cfg(&server);
+        c.base_url = format!("{}/", server.uri()); // trailing slash trimmed
+        c.title = Some("helmbench".into());
+        c.referer = Some("https://example.org/helmbench".into());
+        let client = Client::new(c).unwrap();
+        let r = ChatRequest {
+            response_format: Some(schema),
+            temperature: Some(0.0),
+            seed: Some(7),
+            max_tokens: Some(300),
+            ..req()
+        };
+        let got = client.chat(&r).await.expect("chat");
+        assert_eq!(got.content, "{\"answer\": 1}");
+        // Key order on the wire is stable too (preserve_order).
+        let keys: Vec<String> = r.body().as_object().unwrap().keys().cloned().collect();
+        assert_eq!(
+            keys,
+            [
+                "model",
+                "messages",
+                "response_format",
+                "provider",
+                "temperature",
+                "seed",
+                "max_tokens",
+                "usage"
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn body_without_response_format_has_no_provider_block() {
+        let server = MockServer::start().await;
+        let expected = json!({
+            "model": "openai/gpt-4o-mini",
+            "messages": [{"role": "user", "content": "Hello?"}],
+            "usage": {"include": true}
+        });
+        Mock::given(method("POST"))
+            .and(path("/chat/completions"))
+            .and(body_json(&expected))
+            .respond_with(ok())
+            .expect(1)
+            .mount(&server)
+            .await;
+        let got = client(&server).chat(&req()).await.expect("chat");
+        assert_eq!(got.attempts, 1);
+        let body = req().body();
+        assert!(body.get("provider").is_none());
+        assert!(body.get("response_format").is_none());
+        assert!(body.get("temperature").is_none());
+        // No attribution headers when unset.
+        let received = server.received_requests().await.unwrap();
+        assert!(received[0].headers.get("x-title").is_none());
+        assert!(received[0].headers.get("http-referer").is_none());
+    }
+
+    #[tokio::test]
+    async fn success_parses_usage_cost_and_ids() {
+        let server = MockServer::start().await;
+        mount_sequence(&server, vec![ok()]).await;
+        let c = client(&server).chat(&req()).await.unwrap();
+        assert_eq!(
+            c,
+            Completion {
+                generation_id: Some("gen-123".into()),
+                content: "{\"answer\": 1}".into(),
+                finish_reason: Some("stop".into()),
+                provider: Some("OpenAI".into()),
+                prompt_tokens: 12,
+                completion_tokens: 7,
+                cost_usd: 0.00042,
+                upstream_cost_usd: Some(0.0004),
+                attempts: 1,
+                latency_ms: c.latency_ms,
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn missing_usage_is_tolerated() {
+        let server = MockServer::start().await;
+        let body = json!({"choices": [{"message": {"content": "hi"}}]});
+        mount_sequence(
+            &server,
+            vec![ResponseTemplate::new(200).set_body_json(body)],
+        )
+        .await;
+        let c = client(&server).chat(&req()).await.unwrap();
+        assert_eq!(c.content, "hi");
+        assert_eq!(c.generation_id, None);
+        assert_eq!(c.provider, None);
+        assert_eq!(c.finish_reason, None);
+        assert_eq!((c.prompt_tokens, c.completion_tokens), (0, 0));
+        assert_eq!(c.cost_usd, 0.0);
+        assert_eq!(c.upstream_cost_usd, None);
+    }
+
+    #[tokio::test]
+    async fn partial_usage_without_cost_is_tolerated() {
+        let server = MockServer::start().await;
+        let mut body = ok_body("hi");
+        body["usage"] = json!({"prompt_tokens": 3, "cost_details": null});
+        mount_sequence(
+            &server,
+            vec![ResponseTemplate::new(200).set_body_json(body)],
+        )
+        .await;
+        let c = client(&server).chat(&req()).await.unwrap();
+        assert_eq!((c.prompt_tokens, c.completion_tokens), (3, 0));
+        assert_eq!(c.cost_usd, 0.0);
+        assert_eq!(c.upstream_cost_usd, None);
+    }
+
+    #[tokio::test]
+    async fn rate_limit_honours_retry_after_then_succeeds() {
+        let server = MockServer::start().await;
+        let calls = mount_sequence(
+            &server,
+            vec![
+                err(429, json!(429), "Rate limit exceeded").insert_header("Retry-After", "1"),
+                ok(),
+            ],
+        )
+        .await;
+        let started = Instant::now();
+        let c = client(&server).chat(&req()).await.unwrap();
+        assert_eq!(c.attempts, 2);
+        assert_eq!(*calls.lock().unwrap(), 2);
+        // Backoff alone would be ~10 ms; Retry-After says one second.
+        assert!(
+            started.elapsed() >= Duration::from_millis(950),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+
+    #[tokio::test]
+    async fn retry_after_beyond_total_budget_gives_up_early() {
+        let server = MockServer::start().await;
+        let calls = mount_sequence(
+            &server,
+            vec![err(429, json!(429), "slow down").insert_header("Retry-After", "120")],
+        )
+        .await;
+        let mut c = cfg(&server);
+        c.max_total = Duration::from_secs(2);
+        let started = Instant::now();
+        let e = Client::new(c).unwrap().chat(&req()).await.unwrap_err();
+        assert!(
+            matches!(e, ProviderError::Exhausted { attempts: 1, .. }),
+            "{e:?}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(2));
+        assert_eq!(*calls.lock().unwrap(), 1);
+        assert!(e.to_string().contains("slow down"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn server_error_then_success() {
+        let server = MockServer::start().await;
+        mount_sequence(&server, vec![err(500, json!(500), "Internal"), ok()]).await;
+        let c = client(&server).chat(&req()).await.unwrap();
+        assert_eq!(c.attempts, 2);
+    }
+
+    #[tokio::test]
+    async fn gateway_errors_are_retried() {
+        let server = MockServer::start().await;
+        let calls = mount_sequence(
+            &server,
+            vec![
+                err(502, json!(502), "model down"),
+                err(503, json!(503), "no provider available"),
+                ResponseTemplate::new(504).set_body_string("<html>Gateway Timeout</html>"),
+                ok(),
+            ],
+        )
+        .await;
+        let c = client(&server).chat(&req()).await.unwrap();
+        assert_eq!(c.attempts, 4);
+        assert_eq!(*calls.lock().unwrap(), 4);
+    }
+
+    #[tokio::test]
+    async fn request_timeout_408_is_retried() {
+        let server = MockServer::start().await;
+        mount_sequence(&server, vec![err(408, json!(408), "timed out"), ok()]).await;
+        assert_eq!(client(&server).chat(&req()).await.unwrap().attempts, 2);
+    }
+
+    #[tokio::test]
+    async fn top_level_error_inside_200_is_retried() {
+        let server = MockServer::start().await;
+        mount_sequence(
+            &server,
+            vec![
+                ResponseTemplate::new(200).set_body_json(json!({
+                    "error": {"code": 502, "message": "Provider returned error",
+                              "metadata": {"provider_name": "Foo", "raw": "upstream exploded"}}
+                })),
+                ok(),
+            ],
+        )
+        .await;
+        let c = client(&server).chat(&req()).await.unwrap();
+        assert_eq!(c.attempts, 2);
+        assert_eq!(c.content, "{\"answer\": 1}");
+    }
+
+    #[tokio::test]
+    async fn choice_level_error_inside_200_is_retried() {
+        let server = MockServer::start().await;
+        let mut bad = ok_body("partial");
+        bad["choices"][0]["finish_reason"] = json!("error");
+        bad["choices"][0]["error"] = json!({"code": "server_error", "message": "stream broke"});
+        let mut bad_no_detail = ok_body("");
+        bad_no_detail["choices"][0]["finish_reason"] = json!("error");
+        mount_sequence(
+            &server,
+            vec![
+                ResponseTemplate::new(200).set_body_json(bad),
+                ResponseTemplate::new(200).set_body_json(bad_no_detail),
+                ok(),
+            ],
+        )
+        .await;
+        let c = client(&server).chat(&req()).await.unwrap();
+        assert_eq!(c.attempts, 3);
+        assert_eq!(c.finish_reason.as_deref(), Some("stop"));
+    }
+
+    #[tokio::test]
+    async fn error_inside_200_that_never_clears_reports_its_message() {
+        let server = MockServer::start().await;
+        mount_sequence(
+            &server,
+            vec![ResponseTemplate::new(200).set_body_json(json!({
+                "error": {"code": "provider_overloaded", "message": "try later"}
+            }))],
+        )
+        .await;
+        let e = client(&server).chat(&req()).await.unwrap_err();
+        match &e {
+            ProviderError::Exhausted { attempts, last } => {
+                assert_eq!(*attempts, 4);
+                assert!(last.contains("provider_overloaded"), "{last}");
+                assert!(last.contains("try later"), "{last}");
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn error_codes_may_be_numbers_or_strings() {
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .respond_with(err(400, json!("invalid_request"), "bad schema"))
+            .expect(1)
+            .mount(&server)
+            .await;
+        let e = client(&server).chat(&req()).await.unwrap_err();
+        match e {
+            ProviderError::Rejected {
+                status,
+                code,
+                message,
+            } => {
+                assert_eq!(status, 400);
+                assert_eq!(code.as_deref(), Some("invalid_request"));
+                assert_eq!(message, "bad schema");
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .respond_with(err(
+                404,
+                json!(404),
+                "No endpoints found that support the requested parameters",
+            ))
+            .expect(1)
+            .mount(&server)
+            .await;
+        let e = client(&server).chat(&req()).await.unwrap_err();
+        match &e {
+            ProviderError::Rejected { status, code, .. } => {
+                assert_eq!(*status, 404);
+                assert_eq!(code.as_deref(), Some("404"));
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        assert!(e.to_string().contains("No endpoints found"), "{e}");
+        assert_eq!(e.kind(), "rejected");
+        assert!(!e.is_fatal_for_run());
+    }
+
+    async fn not_retried(status: u16) -> ProviderError {
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .and(path("/chat/completions"))
+            .respond_with(err(status, json!(status), "nope"))
+            .expect(1)
+            .mount(&server)
+            .await;
+        let e = client(&server).chat(&req()).await.unwrap_err();
+        server.verify().await;
+        e
+    }
+
+    #[tokio::test]
+    async fn client_errors_are_not_retried() {
+        for status in [400u16, 403, 404, 422] {
+            let e = not_retried(status).await;
+            assert!(
+                matches!(e, ProviderError::Rejected { status: s, .. } if s == status),
+                "{status}: {e:?}"
+            );
+        }
+        let e = not_retried(401).await;
+        assert!(matches!(e, ProviderError::Unauthorized { .. }));
+        assert!(e.is_fatal_for_run());
+        assert_eq!(e.kind(), "unauthorized");
+        let e = not_retried(402).await;
+        assert!(matches!(e, ProviderError::PaymentRequired { .. }));
+        assert!(e.is_fatal_for_run());
+        assert_eq!(e.kind(), "payment_required");
+    }
+
+    #[tokio::test]
+    async fn unauthorized_names_the_variable_not_the_key() {
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .respond_with(err(
+                401,
+                json!(401),
+                &format!("No auth credentials found for {KEY}"),
+            ))
+            .expect(1)
+            .mount(&server)
+            .await;
+        let e = client(&server).chat(&req()).await.unwrap_err();
+        let shown = e.to_string();
+        assert!(shown.contains("OPENROUTER_API_KEY"), "{shown}");
+        assert!(shown.contains("No auth credentials found"), "{shown}");
+        assert_no_key(&shown);
+        assert_no_key(&format!("{e:?}"));
+    }
+
+    #[tokio::test]
+    async fn auth_and_credit_errors_inside_200_are_fatal() {
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .respond_with(
+                ResponseTemplate::new(200)
+                    .set_body_json(json!({"error": {"code": 401, "message": "User not found."}})),
+            )
+            .expect(1)
+            .mount(&server)
+            .await;
+        let e = client(&server).chat(&req()).await.unwrap_err();
+        assert!(matches!(e, ProviderError::Unauthorized { .. }), "{e:?}");
+
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(
+                json!({"error": {"code": "402", "message": "Insufficient credits"}}),
+            ))
+            .expect(1)
+            .mount(&server)
+            .await;
+        let e = client(&server).chat(&req()).await.unwrap_err();
+        assert!(matches!(e, ProviderError::PaymentRequired { .. }), "{e:?}");
+        assert!(e.to_string().contains("Insufficient credits"));
+    }
+
+    #[tokio::test]
+    async fn in_flight_budget_402_with_retry_after_is_retried() {
+        let server = MockServer::start().await;
+        let busy = ResponseTemplate::new(402)
+            .insert_header("Retry-After", "0")
+            .set_body_json(
+                json!({"error": {"code": 402, "message": "in-flight budget exhausted",
+                "metadata": {"limit_source": "openrouter_in_flight_budget"}}}),
+            );
+        mount_sequence(&server, vec![busy, ok()]).await;
+        let c = client(&server).chat(&req()).await.unwrap();
+        assert_eq!(c.attempts, 2);
+    }
+
+    #[tokio::test]
+    async fn exhaustion_after_max_attempts() {
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .respond_with(err(503, json!(503), "No instances available"))
+            .expect(4)
+            .mount(&server)
+            .await;
+        let e = client(&server).chat(&req()).await.unwrap_err();
+        match &e {
+            ProviderError::Exhausted { attempts, last } => {
+                assert_eq!(*attempts, 4);
+                assert!(last.contains("503"), "{last}");
+                assert!(last.contains("No instances available"), "{last}");
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        assert_eq!(e.kind(), "exhausted");
+        assert!(!e.is_fatal_for_run());
+    }
+
+    #[tokio::test]
+    async fn total_budget_is_respected() {
+        let server = MockServer::start().await;
+        let calls = mount_sequence(&server, vec![err(500, json!(500), "boom")]).await;
+        let mut c = cfg(&server);
+        c.max_attempts = 1000;
+        c.backoff_base = Duration::from_millis(100);
+        c.backoff_max = Duration::from_millis(100);
+        c.max_total = Duration::from_millis(600);
+        let started = Instant::now();
+        let e = Client::new(c).unwrap().chat(&req()).await.unwrap_err();
+        let elapsed = started.elapsed();
+        assert!(matches!(e, ProviderError::Exhausted { .. }), "{e:?}");
+        assert!(elapsed < Duration::from_millis(1500), "{elapsed:?}");
+        let n = *calls.lock().unwrap();
+        assert!((2..=13).contains(&n), "{n} calls");
+    }
+
+    #[tokio::test]
+    async fn empty_content_is_retried() {
+        let server = MockServer::start().await;
+        let calls = mount_sequence(
+            &server,
+            vec![
+                ResponseTemplate::new(200).set_body_json(ok_body("  \n ")),
+                ResponseTemplate::new(200)
+                    .set_body_json(json!({"id": "gen-x", "choices": [{"message": {"content": null}, "finish_reason": "stop"}]})),
+                ok(),
+            ],
+        )
+        .await;
+        let c = client(&server).chat(&req()).await.unwrap();
+        assert_eq!(c.attempts, 3);
+        assert_eq!(*calls.lock().unwrap(), 3);
+    }
+
+    #[tokio::test]
+    async fn refusal_is_returned_as_content() {
+        let server = MockServer::start().await;
+        let body = json!({"choices": [{"message": {"content": null, "refusal": "I can't help with that."}, "finish_reason": "stop"}]});
+        mount_sequence(
+            &server,
+            vec![ResponseTemplate::new(200).set_body_json(body)],
+        )
+        .await;
+        let c = client(&server).chat(&req()).await.unwrap();
+        assert_eq!(c.content, "I can't help with that.");
+        assert_eq!(c.attempts, 1);
+    }
+
+    #[tokio::test]
+    async fn timeout_is_retried() {
+        let server = MockServer::start().await;
+        let calls = mount_sequence(
+            &server,
+            vec![ok().set_delay(Duration::from_millis(1500)), ok()],
+        )
+        .await;
+        let mut c = cfg(&server);
+        c.request_timeout = Duration::from_millis(300);
+        let got = Client::new(c).unwrap().chat(&req()).await.unwrap();
+        assert_eq!(got.attempts, 2);
+        assert_eq!(*calls.lock().unwrap(), 2);
+        assert!(
+            got.latency_ms < 1000,
+            "latency is the successful attempt's: {}",
+            got.latency_ms
+        );
+    }
+
+    #[tokio::test]
+    async fn timeouts_exhaust_with_a_timeout_reason() {
+        let server = MockServer::start().await;
+        mount_sequence(&server, vec![ok().set_delay(Duration::from_millis(1500))]).await;
+        let mut c = cfg(&server);
+        c.request_timeout = Duration::from_millis(200);
+        c.max_attempts = 2;
+        let e = Client::new(c).unwrap().chat(&req()).await.unwrap_err();
+        match e {
+            ProviderError::Exhausted { attempts, last } => {
+                assert_eq!(attempts, 2);
+                assert!(last.contains("timeout"), "{last}");
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn connection_errors_are_retried_then_exhausted() {
+        // Bind a port, then free it, so nothing listens there.
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let mut c = ClientConfig::new(format!("http://127.0.0.1:{port}"), KEY);
+        c.backoff_base = Duration::from_millis(5);
+        c.backoff_max = Duration::from_millis(10);
+        c.max_attempts = 3;
+        let e = Client::new(c).unwrap().chat(&req()).await.unwrap_err();
+        match &e {
+            ProviderError::Exhausted { attempts, last } => {
+                assert_eq!(*attempts, 3);
+                assert!(last.contains("connection"), "{last}");
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        assert_no_key(&e.to_string());
+        assert_no_key(&format!("{e:?}"));
+    }
+
+    #[tokio::test]
+    async fn length_finish_is_returned_not_retried() {
+        let server = MockServer::start().await;
+        let mut body = ok_body("{\"answer\": \"trunc");
+        body["choices"][0]["finish_reason"] = json!("length");
+        Mock::given(method("POST"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(body))
+            .expect(1)
+            .mount(&server)
+            .await;
+        let c = client(&server).chat(&req()).await.unwrap();
+        assert_eq!(c.finish_reason.as_deref(), Some("length"));
+        assert_eq!(c.content, "{\"answer\": \"trunc");
+        assert_eq!(c.attempts, 1);
+        assert_eq!(extract_json(&c.content), None);
+    }
+
+    #[tokio::test]
+    async fn length_finish_with_no_content_is_returned_not_retried() {
+        // Reasoning models can spend the whole max_tokens before answering.
+        let server = MockServer::start().await;
+        let body = json!({"choices": [{"message": {"content": null}, "finish_reason": "length"}],
+                          "usage": {"prompt_tokens": 5, "completion_tokens": 300}});
+        Mock::given(method("POST"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(body))
+            .expect(1)
+            .mount(&server)
+            .await;
+        let c = client(&server).chat(&req()).await.unwrap();
+        assert_eq!(c.content, "");
+        assert_eq!(c.completion_tokens, 300);
+    }
+
+    #[tokio::test]
+    async fn non_json_200_is_retried() {
+        let server = MockServer::start().await;
+        mount_sequence(
+            &server,
+            vec![
+                ResponseTemplate::new(200).set_body_string("<html>oops</html>"),
+                ok(),
+            ],
+        )
+        .await;
+        assert_eq!(client(&server).chat(&req()).await.unwrap().attempts, 2);
+    }
+
+    #[tokio::test]
+    async fn redirects_are_not_followed() {
+        let server = MockServer::start().await;
+        let other = MockServer::start().await;
+        Mock::given(method("POST"))
+            .respond_with(ok())
+            .expect(0)
+            .mount(&other)
+            .await;
+        Mock::given(method("POST"))
+            .respond_with(ResponseTemplate::new(307).insert_header(
+                "Location",
+                format!("{}/chat/completions", other.uri()).as_str(),
+            ))
+            .expect(1)
+            .mount(&server)
+            .await;
+        let e = client(&server).chat(&req()).await.unwrap_err();
+        assert!(
+            matches!(e, ProviderError::Rejected { status: 307, .. }),
+            "{e:?}"
+        );
+        other.verify().await;
+    }
+
+    #[tokio::test]
+    async fn long_provider_messages_are_truncated() {
+        let server = MockServer::start().await;
+        let long = "x".repeat(5000);
+        Mock::given(method("POST"))
+            .respond_with(err(400, json!(400), &long))
+            .mount(&server)
+            .await;
+        let e = client(&server).chat(&req()).await.unwrap_err();
+        let shown = e.to_string();
+        assert!(shown.len() < 700, "{}", shown.len());
+        assert!(shown.contains("xxxx"));
+    }
+
+    /// Collects every tracing event's fields as text.
+    struct Capture(Arc<Mutex<Vec<String>>>);
+
+    struct FieldText(String);
+
+    impl tracing::field::Visit for FieldText {
+        fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn fmt::Debug) {
+            self.0.push_str(&format!("{}={:?} ", field.name(), value));
+        }
+    }
+
+    impl tracing::Subscriber for Capture {
+        fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+            true
+        }
+        fn new_span(&self, span: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+            let mut t = FieldText(String::new());
+            span.record(&mut t);
+            self.0.lock().unwrap().push(t.0);
+            tracing::span::Id::from_u64(1)
+        }
+        fn record(&self, _: &tracing::span::Id, values: &tracing::span::Record<'_>) {
+            let mut t = FieldText(String::new());
+            values.record(&mut t);
+            self.0.lock().unwrap().push(t.0);
+        }
+        fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+        fn event(&self, event: &tracing::Event<'_>) {
+            let mut t = FieldText(format!("{} ", event.metadata().level()));
+            event.record(&mut t);
+            self.0.lock().unwrap().push(t.0);
+        }
+        fn enter(&self, _: &tracing::span::Id) {}
+        fn exit(&self, _: &tracing::span::Id) {}
+    }
+
+    #[tokio::test]
+    async fn retry_logs_never_contain_the_key() {
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let _guard = tracing::subscriber::set_default(Capture(lines.clone()));
+        let server = MockServer::start().await;
+        mount_sequence(
+            &server,
+            vec![
+                err(500, json!(500), &format!("echo {KEY}")),
+                err(429, json!(429), "slow"),
+                ok(),
+            ],
+        )
+        .await;
+        let c = client(&server).chat(&req()).await.unwrap();
+        assert_eq!(c.attempts, 3);
+        let lines = lines.lock().unwrap();
+        let warns: Vec<&String> = lines
+            .iter()
+            .filter(|l| l.starts_with("WARN") && l.contains("retrying"))
+            .collect();
+        assert_eq!(warns.len(), 2, "{lines:?}");
+        assert!(
+            warns[0].contains("attempt=1") && warns[0].contains("status=500"),
+            "{}",
+            warns[0]
+        );
+        assert!(warns[0].contains("delay_ms=") && warns[0].contains("openai/gpt-4o-mini"));
+        for l in lines.iter() {
+            assert_no_key(l);
+        }
+    }
+
+    #[tokio::test]
+    async fn echoed_key_is_scrubbed_from_errors() {
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .respond_with(err(403, json!(403), &format!("key {KEY} is blocked")))
+            .mount(&server)
+            .await;
+        let e = client(&server).chat(&req()).await.unwrap_err();
+        assert_no_key(&e.to_string());
+        assert_no_key(&format!("{e:?}"));
+        assert!(e.to_string().contains("<redacted>"));
+    }
+
+    #[test]
+    fn debug_output_never_contains_the_key() {
+        let mut c = ClientConfig::new(DEFAULT_BASE_URL, KEY);
+        c.title = Some("helmbench".into());
+        let shown = format!("{c:?}");
+        assert!(shown.contains("api_key: <redacted>"), "{shown}");
+        assert_no_key(&shown);
+        let client = Client::new(c).unwrap();
+        assert_no_key(&format!("{client:?}"));
+
+        let errors = [
+            ProviderError::Unauthorized {
+                message: "m".into(),
+            },
+            ProviderError::PaymentRequired {
+                message: "m".into(),
+            },
+            ProviderError::Rejected {
+                status: 400,
+                code: Some("400".into()),
+                message: "m".into(),
+            },
+            ProviderError::Exhausted {
+                attempts: 3,
+                last: "m".into(),
+            },
+            ProviderError::Config("m".into()),
+        ];
+        let kinds: Vec<&str> = errors.iter().map(ProviderError::kind).collect();
+        assert_eq!(
+            kinds,
+            [
+                "unauthorized",
+                "payment_required",
+                "rejected",
+                "exhausted",
+                "config"
+            ]
+        );
+        for e in &errors {
+            assert_no_key(&format!("{e:?}"));
+            assert_no_key(&e.to_string());
+        }
+    }
+
+    #[test]
+    fn config_errors_do_not_echo_the_key() {
+        let bad = ClientConfig::new(DEFAULT_BASE_URL, "sk-or-SECRET\nX-Injected: 1");
+        let e = Client::new(bad).unwrap_err();
+        assert!(matches!(e, ProviderError::Config(_)));
+        assert_no_key(&e.to_string());
+        assert_no_key(&format!("{e:?}"));
+
+        assert!(matches!(
+            Client::new(ClientConfig::new(DEFAULT_BASE_URL, "  ")),
+            Err(ProviderError::Config(_))
+        ));
+        assert!(matches!(
+            Client::new(ClientConfig::new("openrouter.ai/api/v1", KEY)),
+            Err(ProviderError::Config(_))
+        ));
+        let mut zero = ClientConfig::new(DEFAULT_BASE_URL, KEY);
+        zero.max_attempts = 0;
+        assert!(matches!(Client::new(zero), Err(ProviderError::Config(_))));
+    }
+
+    #[test]
+    fn defaults() {
+        let c = ClientConfig::new(DEFAULT_BASE_URL, KEY);
+        assert_eq!(c.request_timeout, Duration::from_secs(120));
+        assert_eq!(c.max_attempts, 6);
+        assert_eq!(c.max_total, Duration::from_secs(600));
+        assert_eq!(c.backoff_base, Duration::from_secs(1));
+        assert_eq!(c.backoff_max, Duration::from_secs(60));
+        assert_eq!(DEFAULT_BASE_URL, "https://openrouter.ai/api/v1");
+    }
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        let base = Duration::from_millis(100);
+        let max = Duration::from_millis(1000);
+        for _ in 0..50 {
+            let d0 = backoff_delay(base, max, 0);
+            assert!(d0 >= Duration::from_millis(50) && d0 <= base, "{d0:?}");
+            let d2 = backoff_delay(base, max, 2);
+            assert!(
+                d2 >= Duration::from_millis(200) && d2 <= Duration::from_millis(400),
+                "{d2:?}"
+            );
+            let d20 = backoff_delay(base, max, 20);
+            assert!(d20 >= Duration::from_millis(500) && d20 <= max, "{d20:?}");
+            assert!(backoff_delay(base, max, u32::MAX) <= max);
+        }
+    }
+
+    #[test]
+    fn retry_after_parsing() {
+        assert_eq!(parse_retry_after("17"), Some(Duration::from_secs(17)));
+        assert_eq!(
+            parse_retry_after(" 1.5 "),
+            Some(Duration::from_millis(1500))
+        );
+        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), None);
+        assert_eq!(parse_retry_after("-3"), None);
+    }
+
+    #[test]
+    fn extract_json_plain() {
+        assert_eq!(extract_json(r#"{"a": 1}"#), Some(json!({"a": 1})));
+        assert_eq!(extract_json("  \n[1, 2]\n "), Some(json!([1, 2])));
+    }
+
+    #[test]
+    fn extract_json_fenced() {
+        let text = "Here you go:\n```json\n{\"safe\": true, \"score\": 3}\n```\nThanks.";
+        assert_eq!(extract_json(text), Some(json!({"safe": true, "score": 3})));
+        let upper = "```JSON\n{\"a\": 2}\n```";
+        assert_eq!(extract_json(upper), Some(json!({"a": 2})));
+    }
+
+    #[test]
+    fn extract_json_bare_fence() {
+        let text = "Result:\n```\n{\"a\": [1, {\"b\": null}]}\n```";
+        assert_eq!(extract_json(text), Some(json!({"a": [1, {"b": null}]})));
+    }
+
+    #[test]
+    fn extract_json_skips_other_language_fences() {
+        let text = "```python\nprint({'x': 1})\n```\nand the answer:\n```json\n{\"ok\": 1}\n```";
+        assert_eq!(extract_json(text), Some(json!({"ok": 1})));
+    }
+
+    #[test]
+    fn extract_json_prose_wrapped() {
+        let text = "Sure! My assessment is {\"risk\": \"high\", \"escalate\": true}. Let me know.";
+        assert_eq!(
+            extract_json(text),
+            Some(json!({"risk": "high", "escalate": true}))
+        );
+    }
+
+    #[test]
+    fn extract_json_nested_with_braces_in_strings() {
+        let text = r#"Note {not json} then {"a": {"b": "}{ ] [", "c": "quote \" and } brace"}, "d": [1, {"e": "{"}]} tail }"#;
+        assert_eq!(
+            extract_json(text),
+            Some(json!({"a": {"b": "}{ ] [", "c": "quote \" and } brace"}, "d": [1, {"e": "{"}]}))
+        );
+    }
+
+    #[test]
+    fn extract_json_arrays() {
+        let text = "The list: [\"a\", \"b\", {\"c\": [3]}] end";
+        assert_eq!(extract_json(text), Some(json!(["a", "b", {"c": [3]}])));
+    }
+
+    #[test]
+    fn extract_json_garbage_is_none() {
+        assert_eq!(extract_json(""), None);
+        assert_eq!(extract_json("no json here"), None);
+        assert_eq!(extract_json("{broken: json"), None);
+        assert_eq!(extract_json("```json\n{\"a\": \n```"), None);
+        assert_eq!(extract_json("} ] { [ \" {"), None);
+        assert_eq!(extract_json(&"[".repeat(10_000)), None);
+    }
+}

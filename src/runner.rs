@@ -1,0 +1,680 @@
+//! Running test cases: the dry-run that composes and validates every prompt
+//! without sending anything.
+
+use std::collections::HashSet;
+use std::fmt;
+
+use serde::Serialize;
+
+use crate::compose;
+use crate::discovery::{self, Selector};
+use crate::loader::{Benchmark, Evaluation};
+
+/// What a dry-run composed.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct DryRunSummary {
+    pub scenarios: usize,
+    pub test_cases: usize,
+    /// Judge calls a real run would make per model (one per rubric per test case).
+    pub judge_calls: usize,
+    pub unique_prompts: usize,
+    pub prompt_bytes: u64,
+    /// Rough prompt tokens (bytes / 4) per model.
+    pub estimated_prompt_tokens: u64,
+    pub models: Vec<String>,
+    pub by_evaluation: std::collections::BTreeMap<String, usize>,
+}
+
+impl fmt::Display for DryRunSummary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "scenarios: {}", self.scenarios)?;
+        writeln!(
+            f,
+            "test cases: {} ({} unique prompts)",
+            self.test_cases, self.unique_prompts
+        )?;
+        for (ty, n) in &self.by_evaluation {
+            writeln!(f, "  {ty}: {n}")?;
+        }
+        writeln!(f, "judge calls: {}", self.judge_calls)?;
+        writeln!(
+            f,
+            "prompt size: {} bytes (~{} tokens per model)",
+            self.prompt_bytes, self.estimated_prompt_tokens
+        )?;
+        if self.models.is_empty() {
+            write!(f, "models: none configured")
+        } else {
+            write!(f, "models: {}", self.models.join(", "))
+        }
+    }
+}
+
+/// Composes every selected test case's prompt and checks it, sending nothing.
+pub fn dry_run(
+    benchmark: &Benchmark,
+    selectors: &[Selector],
+    include_no_context: bool,
+) -> Result<DryRunSummary, String> {
+    let cases = discovery::select(benchmark, selectors, include_no_context)?;
+    let mut summary = DryRunSummary {
+        models: benchmark
+            .models
+            .as_ref()
+            .map(|m| m.models.iter().map(|e| e.id.clone()).collect())
+            .unwrap_or_default(),
+        ..Default::default()
+    };
+    let mut seen_scenarios = HashSet::new();
+    let mut seen_prompts = HashSet::new();
+    let mut prompt = String::new();
+    for case in &cases {
+        compose::compose_into(case, &mut prompt);
+        summary.test_cases += 1;
+        summary.prompt_bytes += prompt.len() as u64;
+        if seen_scenarios.insert(case.scenario.code.as_str()) {
+            summary.scenarios += 1;
+        }
+        seen_prompts.insert(crate::loader::sha256_hex(&[prompt.as_bytes()]));
+        *summary
+            .by_evaluation
+            .entry(case.scenario.evaluation.type_name().to_string())
+            .or_default() += 1;
+        if matches!(
+            case.scenario.evaluation,
+            Evaluation::Sqe | Evaluation::Mcsqe
+        ) {
+            summary.judge_calls += case.scenario.rubrics.len();
+        }
+    }
+    summary.unique_prompts = seen_prompts.len();
+    summary.estimated_prompt_tokens = summary.prompt_bytes / 4;
+    Ok(summary)
+}
+
+// ---------------------------------------------------------------------------
+// Real runs
+// ---------------------------------------------------------------------------
+
+use std::collections::HashMap;
+use std::io::IsTerminal;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::discovery::CaseIndex;
+use crate::evaluate;
+use crate::judge;
+use crate::loader::{ModelEntry, sha256_hex};
+use crate::openrouter::{ChatRequest, Client, Completion, ProviderError};
+use crate::store::{NewJudgement, NewResult, SeedIds, Store};
+
+/// How results reach the database: at most this many per transaction, and
+/// at least this often, so a crash loses at most one small batch.
+const WRITE_BATCH: usize = 200;
+const WRITE_INTERVAL: Duration = Duration::from_millis(250);
+
+/// Everything a run needs that does not change between runs.
+pub struct RunContext {
+    pub benchmark: Arc<Benchmark>,
+    pub store: Store,
+    pub ids: Arc<SeedIds>,
+    pub client: Arc<Client>,
+    pub validators: Arc<HashMap<String, jsonschema::Validator>>,
+    pub quiet: bool,
+}
+
+impl RunContext {
+    /// Seeds the database and compiles every scenario's schema once.
+    pub async fn new(
+        benchmark: Benchmark,
+        store: Store,
+        client: Client,
+        quiet: bool,
+    ) -> crate::Result<Self> {
+        let ids = store.seed(&benchmark).await?;
+        let mut validators = HashMap::new();
+        for s in &benchmark.scenarios {
+            if let Some(schema) = s.schema() {
+                let v = jsonschema::validator_for(schema).map_err(|e| {
+                    crate::Error::Tool(format!("{}: schema does not compile: {e}", s.code))
+                })?;
+                validators.insert(s.code.clone(), v);
+            }
+        }
+        Ok(RunContext {
+            benchmark: Arc::new(benchmark),
+            store,
+            ids: Arc::new(ids),
+            client: Arc::new(client),
+            validators: Arc::new(validators),
+            quiet,
+        })
+    }
+}
+
+/// The settings a run is started with, stored with it and replayed by resume.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunSettings {
+    pub model: ModelEntry,
+    pub judge_model: Option<String>,
+    pub selectors: Vec<String>,
+    pub include_no_context: bool,
+    pub concurrency: usize,
+    pub limit: Option<usize>,
+    pub repeats: u32,
+    pub no_cache: bool,
+    pub max_cost: Option<f64>,
+    pub tool_version: String,
+    pub benchmark_hash: String,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunSummary {
+    pub run_id: i64,
+    pub model: String,
+    pub status: String,
+    pub planned: usize,
+    pub stored: usize,
+    pub passed: usize,
+    pub cost_usd: f64,
+    pub message: Option<String>,
+    /// Set when the provider refused in a way that stops everything (401).
+    #[serde(skip)]
+    pub fatal: Option<String>,
+}
+
+/// The planned work of a run: every selected test case times its repeats.
+pub fn plan(benchmark: &Benchmark, settings: &RunSettings) -> crate::Result<Vec<(CaseIndex, i64)>> {
+    let selectors = settings
+        .selectors
+        .iter()
+        .map(|s| Selector::parse(s).map_err(crate::Error::Usage))
+        .collect::<crate::Result<Vec<_>>>()?;
+    let mut cases = discovery::select_indices(benchmark, &selectors, settings.include_no_context)
+        .map_err(crate::Error::Usage)?;
+    if let Some(limit) = settings.limit {
+        cases.truncate(limit);
+    }
+    let repeats = i64::from(settings.repeats.max(1));
+    Ok(cases
+        .into_iter()
+        .flat_map(|c| (0..repeats).map(move |r| (c, r)))
+        .collect())
+}
+
+/// What one worker produced for one test case.
+enum Outcome {
+    Stored(Box<NewResult>),
+    /// 401/402: the run must stop; nothing is stored for this test case.
+    Fatal(ProviderError),
+    /// Cancelled before an answer arrived.
+    Aborted,
+}
+
+/// Shared state between the workers, the collector and the caller.
+struct Shared {
+    next: AtomicUsize,
+    spend_micro: std::sync::atomic::AtomicU64,
+    stop_reason: Mutex<Option<(String, bool)>>, // (message, fatal)
+}
+
+impl Shared {
+    fn spend(&self) -> f64 {
+        self.spend_micro.load(Ordering::Relaxed) as f64 / 1e6
+    }
+    fn add_spend(&self, usd: f64) {
+        self.spend_micro
+            .fetch_add((usd * 1e6).round().max(0.0) as u64, Ordering::Relaxed);
+    }
+    fn set_stop(&self, msg: String, fatal: bool) {
+        let mut s = self.stop_reason.lock().unwrap_or_else(|e| e.into_inner());
+        if s.is_none() {
+            *s = Some((msg, fatal));
+        }
+    }
+}
+
+/// Runs (or resumes) one evaluation run for one model.
+///
+/// `stop` ends the run cleanly (no new work, in-flight work finishes);
+/// `abort` additionally drops in-flight requests (Ctrl-C).
+pub async fn run_batch(
+    ctx: &RunContext,
+    settings: &RunSettings,
+    resume: Option<i64>,
+    kind: &str,
+    abort: CancellationToken,
+) -> crate::Result<RunSummary> {
+    let b = &ctx.benchmark;
+    let work = plan(b, settings)?;
+    let settings_json = serde_json::to_value(settings)?;
+    let run_id = match resume {
+        Some(id) => {
+            ctx.store.clear_provider_errors(id).await?;
+            ctx.store.reopen_run(id).await?;
+            id
+        }
+        None => {
+            ctx.store
+                .create_run(
+                    ctx.ids.benchmark_id,
+                    &settings.model.id,
+                    kind,
+                    &settings_json,
+                    work.len() as i64,
+                )
+                .await?
+        }
+    };
+    let done = ctx.store.stored_cases(run_id).await?;
+    let todo: Vec<(CaseIndex, i64)> = work
+        .iter()
+        .copied()
+        .filter(|(c, r)| !done.contains(&(c.resolve(b).code(), *r)))
+        .collect();
+    tracing::info!(run_id, model = %settings.model.id, planned = work.len(), todo = todo.len(), "run starting");
+
+    let progress = if ctx.quiet || !std::io::stderr().is_terminal() {
+        ProgressBar::hidden()
+    } else {
+        let pb = ProgressBar::new(work.len() as u64);
+        pb.set_style(
+            ProgressStyle::with_template(
+                "{prefix} [{bar:30}] {pos}/{len} {msg} {per_sec} eta {eta}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+        );
+        pb.set_prefix(format!("run {run_id} {}", settings.model.id));
+        pb.set_position(done.len() as u64);
+        pb
+    };
+
+    let shared = Arc::new(Shared {
+        next: AtomicUsize::new(0),
+        spend_micro: Default::default(),
+        stop_reason: Mutex::new(None),
+    });
+    let stop = abort.child_token();
+    let todo = Arc::new(todo);
+    let (tx, mut rx) = mpsc::channel::<NewResult>(WRITE_BATCH * 4);
+    let workers = settings.concurrency.clamp(1, 1024).min(todo.len().max(1));
+    let mut handles = Vec::with_capacity(workers);
+    for _ in 0..workers {
+        let (todo, shared, tx, stop, abort) = (
+            todo.clone(),
+            shared.clone(),
+            tx.clone(),
+            stop.clone(),
+            abort.clone(),
+        );
+        let worker = Worker {
+            benchmark: ctx.benchmark.clone(),
+            ids: ctx.ids.clone(),
+            client: ctx.client.clone(),
+            validators: ctx.validators.clone(),
+            store: ctx.store.clone(),
+            settings: settings.clone(),
+            run_id,
+        };
+        handles.push(tokio::spawn(async move {
+            loop {
+                if stop.is_cancelled() {
+                    break;
+                }
+                if let Some(max) = worker.settings.max_cost
+                    && shared.spend() >= max
+                {
+                    shared.set_stop(
+                        format!(
+                            "budget reached: ${:.4} spent of --max-cost ${max}",
+                            shared.spend()
+                        ),
+                        false,
+                    );
+                    stop.cancel();
+                    break;
+                }
+                let i = shared.next.fetch_add(1, Ordering::Relaxed);
+                let Some(&(case, repeat)) = todo.get(i) else {
+                    break;
+                };
+                let outcome = tokio::select! {
+                    o = worker.process(case, repeat) => o,
+                    _ = abort.cancelled() => Outcome::Aborted,
+                };
+                match outcome {
+                    Outcome::Stored(r) => {
+                        shared.add_spend(
+                            r.cost_usd + r.judgements.iter().map(|j| j.cost_usd).sum::<f64>(),
+                        );
+                        if tx.send(*r).await.is_err() {
+                            break;
+                        }
+                    }
+                    Outcome::Fatal(e) => {
+                        let fatal = matches!(e, ProviderError::Unauthorized { .. });
+                        shared.set_stop(e.to_string(), fatal);
+                        if fatal {
+                            abort.cancel();
+                        } else {
+                            stop.cancel();
+                        }
+                        break;
+                    }
+                    Outcome::Aborted => break,
+                }
+            }
+        }));
+    }
+    drop(tx);
+
+    // The collector: the only writer of results.
+    let mut batch: Vec<NewResult> = Vec::with_capacity(WRITE_BATCH);
+    let mut stored = 0usize;
+    let (mut passed_so_far, mut seen) = (0usize, 0usize);
+    let mut write_error: Option<crate::Error> = None;
+    let mut tick = tokio::time::interval(WRITE_INTERVAL);
+    loop {
+        tokio::select! {
+            r = rx.recv() => match r {
+                Some(r) => {
+                    seen += 1;
+                    passed_so_far += usize::from(r.passed);
+                    batch.push(r);
+                    progress.inc(1);
+                    progress.set_message(format!("pass {:.0}% ${:.4}", 100.0 * passed_so_far as f64 / seen as f64, shared.spend()));
+                    if batch.len() >= WRITE_BATCH {
+                        flush(&ctx.store, &mut batch, &mut stored, &mut write_error, &abort).await;
+                    }
+                }
+                None => break,
+            },
+            _ = tick.tick() => flush(&ctx.store, &mut batch, &mut stored, &mut write_error, &abort).await,
+        }
+    }
+    flush(
+        &ctx.store,
+        &mut batch,
+        &mut stored,
+        &mut write_error,
+        &abort,
+    )
+    .await;
+    for h in handles {
+        let _ = h.await;
+    }
+    progress.finish_and_clear();
+    if let Some(e) = write_error {
+        let _ = ctx
+            .store
+            .finish_run(run_id, "interrupted", Some(&e.to_string()))
+            .await;
+        return Err(e);
+    }
+
+    let stop_reason = shared
+        .stop_reason
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    let all_done = ctx.store.stored_cases(run_id).await?.len() >= work.len();
+    let (status, message, fatal) = match (&stop_reason, abort.is_cancelled()) {
+        (Some((msg, fatal)), _) => ("interrupted", Some(msg.clone()), fatal.then(|| msg.clone())),
+        (None, true) => ("interrupted", Some("cancelled (Ctrl-C)".to_string()), None),
+        (None, false) if all_done => ("completed", None, None),
+        (None, false) => (
+            "interrupted",
+            Some("not every test case finished".to_string()),
+            None,
+        ),
+    };
+    ctx.store
+        .finish_run(run_id, status, message.as_deref())
+        .await?;
+    let row = ctx.store.run(run_id).await?;
+    Ok(RunSummary {
+        run_id,
+        model: settings.model.id.clone(),
+        status: status.to_string(),
+        planned: work.len(),
+        stored: row.test_cases as usize,
+        passed: row.passed as usize,
+        cost_usd: row.cost_usd + row.judge_cost_usd,
+        message,
+        fatal,
+    })
+}
+
+async fn flush(
+    store: &Store,
+    batch: &mut Vec<NewResult>,
+    stored: &mut usize,
+    error: &mut Option<crate::Error>,
+    abort: &CancellationToken,
+) {
+    if batch.is_empty() || error.is_some() {
+        batch.clear();
+        return;
+    }
+    match store.write_results(batch).await {
+        Ok(n) => *stored += n,
+        Err(e) => {
+            // A store that cannot write must stop the run, not drop results silently.
+            *error = Some(e.into());
+            abort.cancel();
+        }
+    }
+    batch.clear();
+}
+
+/// One worker's view of the run.
+struct Worker {
+    benchmark: Arc<Benchmark>,
+    ids: Arc<SeedIds>,
+    client: Arc<Client>,
+    validators: Arc<HashMap<String, jsonschema::Validator>>,
+    store: Store,
+    settings: RunSettings,
+    run_id: i64,
+}
+
+impl Worker {
+    fn request(&self, prompt: String, response_format: Option<Value>) -> ChatRequest {
+        let m = &self.settings.model;
+        ChatRequest {
+            model: m.id.clone(),
+            prompt,
+            response_format,
+            temperature: m.temperature,
+            seed: m.seed,
+            max_tokens: m.max_tokens,
+        }
+    }
+
+    async fn process(&self, idx: CaseIndex, repeat: i64) -> Outcome {
+        let case = idx.resolve(&self.benchmark);
+        let s = case.scenario;
+        let prompt = compose::compose(&case);
+        let prompt_hash = sha256_hex(&[prompt.as_bytes()]);
+        let req = self.request(prompt, s.response_format.clone());
+        // Repeats must not reuse each other's replies.
+        let request_hash = sha256_hex(&[req.body().to_string().as_bytes(), &repeat.to_le_bytes()]);
+        let base = case.base_severity();
+        let mut r = NewResult {
+            run_id: self.run_id,
+            test_code: case.code(),
+            repeat_index: repeat,
+            scenario_id: self.ids.scenarios[&s.code],
+            condition_id: self.ids.conditions[&case.condition.full_code],
+            user_context_id: case
+                .user_context
+                .map(|u| self.ids.user_contexts[&u.full_code]),
+            perturbation_id: self.ids.perturbations[&case.perturbation.full_code],
+            prompt_hash,
+            request_hash: request_hash.clone(),
+            base_severity: base,
+            difficulty: case.condition.difficulty,
+            attempts: 0,
+            evaluation_details: json!({}),
+            ..Default::default()
+        };
+
+        let cached = if self.settings.no_cache {
+            None
+        } else {
+            self.store.cached_reply(&request_hash).await.ok().flatten()
+        };
+        let completion = match cached {
+            Some(c) => Completion {
+                generation_id: c.generation_id,
+                content: c.response,
+                finish_reason: c.finish_reason,
+                provider: None,
+                prompt_tokens: 0,
+                completion_tokens: 0,
+                cost_usd: 0.0,
+                upstream_cost_usd: None,
+                attempts: 0,
+                latency_ms: 0,
+            },
+            None => match self.client.chat(&req).await {
+                Ok(c) => c,
+                Err(e) if e.is_fatal_for_run() => return Outcome::Fatal(e),
+                Err(e) => {
+                    r.prompt = req.prompt;
+                    r.passed = false;
+                    r.error_kind = Some("provider".into());
+                    r.error = Some(e.to_string());
+                    return Outcome::Stored(Box::new(r));
+                }
+            },
+        };
+        r.cached = completion.attempts == 0;
+        r.response = Some(completion.content.clone());
+        r.finish_reason = completion.finish_reason.clone();
+        r.generation_id = completion.generation_id.clone();
+        r.prompt_tokens = completion.prompt_tokens;
+        r.completion_tokens = completion.completion_tokens;
+        r.cost_usd = completion.cost_usd;
+        r.upstream_cost_usd = completion.upstream_cost_usd;
+        r.latency_ms = Some(completion.latency_ms as i64);
+        r.attempts = i64::from(completion.attempts);
+
+        // Parse and validate a structured reply; a free-text reply is taken as is.
+        let parsed = match self.validators.get(&s.code) {
+            Some(v) => evaluate::parse_reply(
+                &completion.content,
+                completion.finish_reason.as_deref(),
+                Some(v),
+            )
+            .map(Some),
+            None => Ok(None),
+        };
+        let parsed = match parsed {
+            Ok(p) => p,
+            Err(e) => {
+                r.passed = false;
+                r.error_kind = Some("format".into());
+                r.error = Some(e.0);
+                r.prompt = req.prompt;
+                return Outcome::Stored(Box::new(r));
+            }
+        };
+        r.parsed = parsed.clone();
+        let text = evaluate::reply_text(&completion.content, parsed.as_ref()).to_string();
+        r.quality = serde_json::to_value(crate::quality::score(&text)).ok();
+
+        if let Some(check) = parsed
+            .as_ref()
+            .and_then(|p| evaluate::check(&s.evaluation, p))
+        {
+            r.matched = Some(check.matched);
+            r.evaluation_details = check.details;
+            if let Some(problem) = check.problem {
+                r.passed = false;
+                r.error_kind = Some("format".into());
+                r.error = Some(problem);
+            } else {
+                r.passed = evaluate::verdict(&s.evaluation, base, check.matched);
+            }
+        } else if s.evaluation.is_judged() {
+            let judge_model = self.settings.judge_model.clone().unwrap_or_default();
+            let mut all_passed = true;
+            let mut judge_error = None;
+            for rubric in &s.rubrics {
+                let jreq = judge::request(&judge_model, rubric, &req.prompt, &text);
+                let jhash =
+                    sha256_hex(&[jreq.body().to_string().as_bytes(), &repeat.to_le_bytes()]);
+                let cached = if self.settings.no_cache {
+                    None
+                } else {
+                    self.store.cached_judgement(&jhash).await.ok().flatten()
+                };
+                let mut j = NewJudgement {
+                    criterion: rubric.code.clone(),
+                    judge_model: judge_model.clone(),
+                    request_hash: Some(jhash),
+                    ..Default::default()
+                };
+                let content = match cached {
+                    Some(c) => {
+                        j.cached = true;
+                        c
+                    }
+                    None => match self.client.chat(&jreq).await {
+                        Ok(c) => {
+                            j.prompt_tokens = c.prompt_tokens;
+                            j.completion_tokens = c.completion_tokens;
+                            j.cost_usd = c.cost_usd;
+                            j.generation_id = c.generation_id;
+                            c.content
+                        }
+                        Err(e) if e.is_fatal_for_run() => return Outcome::Fatal(e),
+                        Err(e) => {
+                            j.error = Some(e.to_string());
+                            judge_error.get_or_insert_with(|| format!("{}: {e}", rubric.code));
+                            all_passed = false;
+                            r.judgements.push(j);
+                            continue;
+                        }
+                    },
+                };
+                j.response = Some(content.clone());
+                match judge::parse(rubric, &content) {
+                    Ok(v) => {
+                        all_passed &= v.passed;
+                        j.passed = Some(v.passed);
+                        j.verdict = Some(v.value);
+                        j.justification = v.justification;
+                    }
+                    Err(e) => {
+                        j.response = None; // never reuse an unusable answer
+                        j.error = Some(e.clone());
+                        judge_error.get_or_insert_with(|| format!("{}: {e}", rubric.code));
+                        all_passed = false;
+                    }
+                }
+                r.judgements.push(j);
+            }
+            r.matched = Some(all_passed);
+            r.passed = all_passed && judge_error.is_none();
+            r.evaluation_details = json!({"criteria": r.judgements.iter().map(|j| json!({"criterion": j.criterion, "verdict": j.verdict, "passed": j.passed, "justification": j.justification, "error": j.error})).collect::<Vec<_>>()});
+            if let Some(e) = judge_error {
+                r.error_kind = Some("judge".into());
+                r.error = Some(e);
+            }
+        }
+        r.prompt = req.prompt;
+        Outcome::Stored(Box::new(r))
+    }
+}

@@ -1,0 +1,606 @@
+//! SQLite storage through sqlx (SPEC §5): opening with explicit options and
+//! embedded migrations, idempotent seeding of benchmark content by content
+//! hash, run bookkeeping, and batched result writes.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::Value;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{Row, SqlitePool};
+
+use crate::loader::{Benchmark, Component};
+
+pub const DEFAULT_DATABASE_URL: &str = "sqlite://helmbench.db";
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("cannot open database {url}: {message}")]
+    Open { url: String, message: String },
+    #[error(
+        "database {url} was written by a newer helmbench (it has migration {version}, unknown to this version); use a newer helmbench or another --database-url"
+    )]
+    NewerSchema { url: String, version: i64 },
+    #[error("database {url} cannot be migrated: {message}")]
+    Migrate { url: String, message: String },
+    #[error("database query failed: {0}")]
+    Query(#[from] sqlx::Error),
+    #[error("{0}")]
+    NotFound(String),
+}
+
+impl From<StoreError> for crate::Error {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::NotFound(m) => crate::Error::Usage(m),
+            other => crate::Error::Store(other.to_string()),
+        }
+    }
+}
+
+/// The database handle; cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Store {
+    pool: SqlitePool,
+    url: String,
+}
+
+/// Ids of the seeded rows of one benchmark, by code.
+#[derive(Debug, Clone, Default)]
+pub struct SeedIds {
+    pub benchmark_id: i64,
+    pub scenarios: HashMap<String, i64>,
+    /// By full code (`P1-B1-S1-C1`).
+    pub conditions: HashMap<String, i64>,
+    pub user_contexts: HashMap<String, i64>,
+    pub perturbations: HashMap<String, i64>,
+}
+
+/// One judged criterion of a result.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct NewJudgement {
+    pub criterion: String,
+    pub judge_model: String,
+    pub verdict: Option<Value>,
+    pub justification: Option<String>,
+    pub passed: Option<bool>,
+    pub error: Option<String>,
+    pub prompt_tokens: i64,
+    pub completion_tokens: i64,
+    pub cost_usd: f64,
+    pub generation_id: Option<String>,
+    pub cached: bool,
+    pub request_hash: Option<String>,
+    pub response: Option<String>,
+}
+
+/// One test case's outcome, as the runner hands it to the writer.
+#[derive(Debug, Clone, Default)]
+pub struct NewResult {
+    pub run_id: i64,
+    pub test_code: String,
+    pub repeat_index: i64,
+    pub scenario_id: i64,
+    pub condition_id: i64,
+    pub user_context_id: Option<i64>,
+    pub perturbation_id: i64,
+    pub prompt_hash: String,
+    pub prompt: String,
+    pub request_hash: String,
+    pub base_severity: f64,
+    pub difficulty: f64,
+    pub response: Option<String>,
+    pub parsed: Option<Value>,
+    pub matched: Option<bool>,
+    pub passed: bool,
+    /// `format`, `provider` or `judge`; None for a clean verdict.
+    pub error_kind: Option<String>,
+    pub error: Option<String>,
+    pub evaluation_details: Value,
+    pub latency_ms: Option<i64>,
+    pub prompt_tokens: i64,
+    pub completion_tokens: i64,
+    pub cost_usd: f64,
+    pub upstream_cost_usd: Option<f64>,
+    pub generation_id: Option<String>,
+    pub finish_reason: Option<String>,
+    pub attempts: i64,
+    pub cached: bool,
+    pub quality: Option<Value>,
+    pub judgements: Vec<NewJudgement>,
+}
+
+/// A reply already paid for, reusable for an identical request.
+#[derive(Debug, Clone)]
+pub struct CachedReply {
+    pub response: String,
+    pub finish_reason: Option<String>,
+    pub generation_id: Option<String>,
+    pub prompt_tokens: i64,
+    pub completion_tokens: i64,
+}
+
+/// A run as `runs` and reports show it, with totals from its results.
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+pub struct RunRow {
+    pub run_id: i64,
+    pub model: String,
+    pub kind: String,
+    pub status: String,
+    pub started_at: String,
+    pub completed_at: Option<String>,
+    pub planned_test_cases: i64,
+    pub test_cases: i64,
+    pub passed: i64,
+    pub evaluations: i64,
+    pub passed_evaluations: i64,
+    pub format_failures: i64,
+    pub judge_errors: i64,
+    pub provider_errors: i64,
+    pub cached_replies: i64,
+    pub cost_usd: f64,
+    pub judge_cost_usd: f64,
+    pub prompt_tokens: i64,
+    pub completion_tokens: i64,
+    pub settings: String,
+    pub benchmark_hash: String,
+    pub message: Option<String>,
+}
+
+/// Turns `--database-url` into connect options: a `sqlite:` URL, or a plain path.
+fn connect_options(url: &str) -> Result<SqliteConnectOptions, StoreError> {
+    let opts = if url.starts_with("sqlite:") {
+        SqliteConnectOptions::from_str(url).map_err(|e| StoreError::Open {
+            url: url.into(),
+            message: e.to_string(),
+        })?
+    } else {
+        SqliteConnectOptions::new().filename(url)
+    };
+    let filename = opts.get_filename().to_path_buf();
+    if filename.as_os_str() != ":memory:"
+        && let Some(parent) = filename.parent()
+        && !parent.as_os_str().is_empty()
+        && !parent.is_dir()
+    {
+        return Err(StoreError::Open {
+            url: url.into(),
+            message: format!("folder {} does not exist", parent.display()),
+        });
+    }
+    Ok(opts
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(SqliteSynchronous::Normal)
+        .foreign_keys(true)
+        .busy_timeout(Duration::from_secs(60)))
+}
+
+impl Store {
+    /// Opens (creating if missing) and migrates the database.
+    pub async fn open(url: &str) -> Result<Store, StoreError> {
+        let opts = connect_options(url)?;
+        let pool = SqlitePoolOptions::new()
+            .max_connections(4)
+            .connect_with(opts)
+            .await
+            .map_err(|e| StoreError::Open {
+                url: url.into(),
+                message: describe_sqlx(&e),
+            })?;
+        // A newer helmbench's database must not be touched by this one.
+        let applied: Vec<i64> = sqlx::query_scalar("SELECT version FROM _sqlx_migrations")
+            .fetch_all(&pool)
+            .await
+            .unwrap_or_default();
+        let known: HashSet<i64> = MIGRATOR.iter().map(|m| m.version).collect();
+        if let Some(v) = applied.iter().find(|v| !known.contains(v)) {
+            return Err(StoreError::NewerSchema {
+                url: url.into(),
+                version: *v,
+            });
+        }
+        MIGRATOR.run(&pool).await.map_err(|e| StoreError::Migrate {
+            url: url.into(),
+            message: match &e {
+                sqlx::migrate::MigrateError::Execute(inner) => describe_sqlx(inner),
+                other => other.to_string(),
+            },
+        })?;
+        Ok(Store {
+            pool,
+            url: url.to_string(),
+        })
+    }
+
+    pub fn pool(&self) -> &SqlitePool {
+        &self.pool
+    }
+
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Writes the benchmark's content rows, adding a version only where a
+    /// content hash is new. Idempotent; old versions are never rewritten.
+    pub async fn seed(&self, b: &Benchmark) -> Result<SeedIds, StoreError> {
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let mut ids = SeedIds::default();
+        sqlx::query("INSERT INTO benchmark (content_hash, root) VALUES (?, ?) ON CONFLICT(content_hash) DO NOTHING")
+            .bind(&b.content_hash)
+            .bind(b.root.display().to_string())
+            .execute(&mut *tx)
+            .await?;
+        ids.benchmark_id = sqlx::query_scalar("SELECT id FROM benchmark WHERE content_hash = ?")
+            .bind(&b.content_hash)
+            .fetch_one(&mut *tx)
+            .await?;
+        for p in &b.pillars {
+            sqlx::query("INSERT INTO pillar (code, name, description) VALUES (?, ?, ?) ON CONFLICT(code) DO UPDATE SET name = excluded.name, description = excluded.description")
+                .bind(&p.code).bind(&p.name).bind(&p.description)
+                .execute(&mut *tx).await?;
+        }
+        for bh in &b.behaviours {
+            sqlx::query("INSERT INTO behaviour (pillar_id, code, name, description) VALUES ((SELECT id FROM pillar WHERE code = ?), ?, ?, ?) ON CONFLICT(code) DO UPDATE SET name = excluded.name, description = excluded.description")
+                .bind(&bh.pillar).bind(&bh.code).bind(&bh.name).bind(&bh.description)
+                .execute(&mut *tx).await?;
+        }
+        for s in &b.scenarios {
+            let evaluation = serde_json::to_string(&s.evaluation).unwrap_or_default();
+            let rf = s.response_format.as_ref().map(Value::to_string);
+            let id: i64 = sqlx::query_scalar(
+                "INSERT INTO scenario (behaviour_id, code, content_hash, evaluation, prompt, response_format)
+                 VALUES ((SELECT id FROM behaviour WHERE code = ?), ?, ?, ?, ?, ?)
+                 ON CONFLICT(code, content_hash) DO UPDATE SET code = excluded.code RETURNING id",
+            )
+            .bind(&s.behaviour).bind(&s.code).bind(&s.hash).bind(evaluation).bind(&s.prompt).bind(rf)
+            .fetch_one(&mut *tx)
+            .await?;
+            ids.scenarios.insert(s.code.clone(), id);
+            for c in &s.conditions {
+                let cid = upsert_component(&mut tx, "condition", c, None).await?;
+                sqlx::query("INSERT OR IGNORE INTO scenario_condition (scenario_id, condition_id) VALUES (?, ?)")
+                    .bind(id).bind(cid).execute(&mut *tx).await?;
+                ids.conditions.insert(c.full_code.clone(), cid);
+            }
+            for u in &s.user_contexts {
+                let uid = upsert_component(&mut tx, "user_context", u, None).await?;
+                sqlx::query("INSERT OR IGNORE INTO scenario_user_context (scenario_id, user_context_id) VALUES (?, ?)")
+                    .bind(id).bind(uid).execute(&mut *tx).await?;
+                ids.user_contexts.insert(u.full_code.clone(), uid);
+            }
+            for p in &s.perturbations {
+                let pid = upsert_component(&mut tx, "perturbation", p, Some(id)).await?;
+                ids.perturbations.insert(p.full_code.clone(), pid);
+            }
+        }
+        tx.commit().await?;
+        Ok(ids)
+    }
+
+    /// Starts a run; its status is `running` until [`Store::finish_run`].
+    pub async fn create_run(
+        &self,
+        benchmark_id: i64,
+        model: &str,
+        kind: &str,
+        settings: &Value,
+        planned_test_cases: i64,
+    ) -> Result<i64, StoreError> {
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        sqlx::query("INSERT INTO llm (model_id) VALUES (?) ON CONFLICT(model_id) DO NOTHING")
+            .bind(model)
+            .execute(&mut *tx)
+            .await?;
+        let id: i64 = sqlx::query_scalar(
+            "INSERT INTO evaluation_run (benchmark_id, llm_id, kind, status, settings, tool_version, total_test_cases)
+             VALUES (?, (SELECT id FROM llm WHERE model_id = ?), ?, 'running', ?, ?, ?) RETURNING id",
+        )
+        .bind(benchmark_id)
+        .bind(model)
+        .bind(kind)
+        .bind(settings.to_string())
+        .bind(env!("CARGO_PKG_VERSION"))
+        .bind(planned_test_cases)
+        .fetch_one(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(id)
+    }
+
+    /// Marks a run running again (resume).
+    pub async fn reopen_run(&self, run_id: i64) -> Result<(), StoreError> {
+        sqlx::query("UPDATE evaluation_run SET status = 'running', completed_at = NULL, message = NULL WHERE id = ?")
+            .bind(run_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Records the end of a run with its totals recomputed from its results.
+    pub async fn finish_run(
+        &self,
+        run_id: i64,
+        status: &str,
+        message: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        sqlx::query("UPDATE evaluation_run SET status = ?, message = ?, completed_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = ?")
+            .bind(status)
+            .bind(message)
+            .bind(run_id)
+            .execute(&mut *tx)
+            .await?;
+        // Built only from constants: no user input reaches the SQL text.
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "UPDATE evaluation_run SET
+               completed_test_cases = t.test_cases, passed_test_cases = t.passed,
+               total_evaluations = t.evaluations, passed_evaluations = t.passed_evaluations,
+               format_failures = t.format_failures, judge_errors = t.judge_errors, provider_errors = t.provider_errors,
+               cached_replies = t.cached_replies, cost_usd = t.cost_usd, judge_cost_usd = t.judge_cost_usd,
+               prompt_tokens = t.prompt_tokens, completion_tokens = t.completion_tokens
+             FROM ({TOTALS} WHERE r.run_id = ? GROUP BY r.run_id) AS t WHERE evaluation_run.id = ?"
+        )))
+        .bind(run_id)
+        .bind(run_id)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// (test code, repeat) pairs already stored for a run.
+    pub async fn stored_cases(&self, run_id: i64) -> Result<HashSet<(String, i64)>, StoreError> {
+        let rows = sqlx::query("SELECT test_code, repeat_index FROM result WHERE run_id = ?")
+            .bind(run_id)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|r| (r.get::<String, _>(0), r.get::<i64, _>(1)))
+            .collect())
+    }
+
+    /// A successful, well-formed reply to an identical request, if any.
+    pub async fn cached_reply(
+        &self,
+        request_hash: &str,
+    ) -> Result<Option<CachedReply>, StoreError> {
+        let row = sqlx::query(
+            "SELECT response, finish_reason, generation_id, prompt_tokens, completion_tokens FROM result
+             WHERE request_hash = ? AND response IS NOT NULL AND (error_kind IS NULL OR error_kind = 'judge')
+             ORDER BY id LIMIT 1",
+        )
+        .bind(request_hash)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map(|r| CachedReply {
+            response: r.get(0),
+            finish_reason: r.get(1),
+            generation_id: r.get(2),
+            prompt_tokens: r.get(3),
+            completion_tokens: r.get(4),
+        }))
+    }
+
+    /// A judge's raw answer to an identical judge request, if any.
+    pub async fn cached_judgement(&self, request_hash: &str) -> Result<Option<String>, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT response FROM judgement WHERE request_hash = ? AND response IS NOT NULL AND error IS NULL ORDER BY id LIMIT 1",
+        )
+        .bind(request_hash)
+        .fetch_optional(&self.pool)
+        .await?)
+    }
+
+    /// Deletes a run's provider-error results so a resume sends them again.
+    pub async fn clear_provider_errors(&self, run_id: i64) -> Result<u64, StoreError> {
+        Ok(
+            sqlx::query("DELETE FROM result WHERE run_id = ? AND error_kind = 'provider'")
+                .bind(run_id)
+                .execute(&self.pool)
+                .await?
+                .rows_affected(),
+        )
+    }
+
+    /// Writes results in one transaction. A (run, test code, repeat) already
+    /// stored is skipped, so a replayed write never duplicates a row.
+    pub async fn write_results(&self, results: &[NewResult]) -> Result<usize, StoreError> {
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let mut written = 0;
+        for r in results {
+            sqlx::query(
+                "INSERT INTO prompt_text (hash, text) VALUES (?, ?) ON CONFLICT(hash) DO NOTHING",
+            )
+            .bind(&r.prompt_hash)
+            .bind(&r.prompt)
+            .execute(&mut *tx)
+            .await?;
+            let id: Option<i64> = sqlx::query_scalar(
+                "INSERT INTO result (run_id, test_code, repeat_index, scenario_id, condition_id, user_context_id, perturbation_id,
+                   prompt_hash, request_hash, base_severity, difficulty, response, parsed, matched, passed, error_kind, error,
+                   evaluation_details, latency_ms, prompt_tokens, completion_tokens, cost_usd, upstream_cost_usd, generation_id,
+                   finish_reason, attempts, cached, quality)
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                 ON CONFLICT(run_id, test_code, repeat_index) DO NOTHING RETURNING id",
+            )
+            .bind(r.run_id)
+            .bind(&r.test_code)
+            .bind(r.repeat_index)
+            .bind(r.scenario_id)
+            .bind(r.condition_id)
+            .bind(r.user_context_id)
+            .bind(r.perturbation_id)
+            .bind(&r.prompt_hash)
+            .bind(&r.request_hash)
+            .bind(r.base_severity)
+            .bind(r.difficulty)
+            .bind(&r.response)
+            .bind(r.parsed.as_ref().map(Value::to_string))
+            .bind(r.matched)
+            .bind(r.passed)
+            .bind(&r.error_kind)
+            .bind(&r.error)
+            .bind(r.evaluation_details.to_string())
+            .bind(r.latency_ms)
+            .bind(r.prompt_tokens)
+            .bind(r.completion_tokens)
+            .bind(r.cost_usd)
+            .bind(r.upstream_cost_usd)
+            .bind(&r.generation_id)
+            .bind(&r.finish_reason)
+            .bind(r.attempts)
+            .bind(r.cached)
+            .bind(r.quality.as_ref().map(Value::to_string))
+            .fetch_optional(&mut *tx)
+            .await?;
+            let Some(id) = id else { continue };
+            written += 1;
+            for j in &r.judgements {
+                sqlx::query(
+                    "INSERT INTO judgement (result_id, criterion, judge_model, verdict, justification, passed, error,
+                       prompt_tokens, completion_tokens, cost_usd, generation_id, cached, request_hash, response)
+                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                )
+                .bind(id)
+                .bind(&j.criterion)
+                .bind(&j.judge_model)
+                .bind(j.verdict.as_ref().map(Value::to_string))
+                .bind(&j.justification)
+                .bind(j.passed)
+                .bind(&j.error)
+                .bind(j.prompt_tokens)
+                .bind(j.completion_tokens)
+                .bind(j.cost_usd)
+                .bind(&j.generation_id)
+                .bind(j.cached)
+                .bind(&j.request_hash)
+                .bind(&j.response)
+                .execute(&mut *tx)
+                .await?;
+            }
+        }
+        tx.commit().await?;
+        Ok(written)
+    }
+
+    /// Every run, newest first, with totals computed from its results.
+    pub async fn runs(&self) -> Result<Vec<RunRow>, StoreError> {
+        Ok(sqlx::query_as::<_, RunRow>(sqlx::AssertSqlSafe(format!(
+            "{} ORDER BY er.id DESC",
+            runs_query("")
+        )))
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    pub async fn run(&self, run_id: i64) -> Result<RunRow, StoreError> {
+        sqlx::query_as::<_, RunRow>(sqlx::AssertSqlSafe(format!(
+            "{} WHERE er.id = ?",
+            runs_query("WHERE r.run_id = ?")
+        )))
+        .bind(run_id)
+        .bind(run_id)
+        .fetch_optional(&self.pool)
+        .await?
+        .ok_or_else(|| {
+            StoreError::NotFound(format!("no run with id {run_id} (see `helmbench runs`)"))
+        })
+    }
+}
+
+/// Totals per run from its results (`r`): an mcsqe result counts one
+/// evaluation per criterion, any other result one.
+const TOTALS: &str = "SELECT r.run_id AS run_id,
+    COUNT(*) AS test_cases,
+    COALESCE(SUM(r.passed), 0) AS passed,
+    COALESCE(SUM(CASE WHEN jr.n > 1 THEN jr.n ELSE 1 END), 0) AS evaluations,
+    COALESCE(SUM(CASE WHEN jr.n > 1 THEN jr.np ELSE r.passed END), 0) AS passed_evaluations,
+    COALESCE(SUM(r.error_kind = 'format'), 0) AS format_failures,
+    COALESCE(SUM(r.error_kind = 'judge'), 0) AS judge_errors,
+    COALESCE(SUM(r.error_kind = 'provider'), 0) AS provider_errors,
+    COALESCE(SUM(r.cached), 0) AS cached_replies,
+    COALESCE(SUM(r.cost_usd), 0.0) AS cost_usd,
+    COALESCE(SUM(jr.cost), 0.0) AS judge_cost_usd,
+    COALESCE(SUM(r.prompt_tokens), 0) AS prompt_tokens,
+    COALESCE(SUM(r.completion_tokens), 0) AS completion_tokens
+  FROM result r
+  LEFT JOIN (SELECT result_id, COUNT(*) AS n, COALESCE(SUM(passed = 1), 0) AS np, COALESCE(SUM(cost_usd), 0.0) AS cost
+             FROM judgement GROUP BY result_id) jr ON jr.result_id = r.id";
+
+fn runs_query(filter: &str) -> String {
+    format!(
+        "SELECT er.id AS run_id, l.model_id AS model, er.kind, er.status, er.started_at, er.completed_at,
+    er.total_test_cases AS planned_test_cases,
+    COALESCE(t.test_cases, 0) AS test_cases, COALESCE(t.passed, 0) AS passed,
+    COALESCE(t.evaluations, 0) AS evaluations, COALESCE(t.passed_evaluations, 0) AS passed_evaluations,
+    COALESCE(t.format_failures, 0) AS format_failures, COALESCE(t.judge_errors, 0) AS judge_errors,
+    COALESCE(t.provider_errors, 0) AS provider_errors, COALESCE(t.cached_replies, 0) AS cached_replies,
+    COALESCE(t.cost_usd, 0.0) AS cost_usd, COALESCE(t.judge_cost_usd, 0.0) AS judge_cost_usd,
+    COALESCE(t.prompt_tokens, 0) AS prompt_tokens, COALESCE(t.completion_tokens, 0) AS completion_tokens,
+    er.settings, b.content_hash AS benchmark_hash, er.message
+  FROM evaluation_run er
+  JOIN llm l ON l.id = er.llm_id
+  JOIN benchmark b ON b.id = er.benchmark_id
+  LEFT JOIN ({TOTALS} {filter} GROUP BY r.run_id) t ON t.run_id = er.id"
+    )
+}
+
+async fn upsert_component(
+    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    table: &str,
+    c: &Component,
+    scenario_id: Option<i64>,
+) -> Result<i64, StoreError> {
+    let metadata = c.metadata.to_string();
+    let id = match table {
+        "condition" => sqlx::query_scalar(
+            "INSERT INTO condition (full_code, code, content_hash, difficulty, severity, metadata, prompt) VALUES (?, ?, ?, ?, ?, ?, ?)
+             ON CONFLICT(full_code, content_hash) DO UPDATE SET code = excluded.code RETURNING id",
+        )
+        .bind(&c.full_code).bind(&c.code).bind(&c.hash).bind(c.difficulty).bind(c.severity).bind(metadata).bind(&c.prompt)
+        .fetch_one(&mut **tx)
+        .await?,
+        "user_context" => sqlx::query_scalar(
+            "INSERT INTO user_context (full_code, code, content_hash, severity, metadata, prompt) VALUES (?, ?, ?, ?, ?, ?)
+             ON CONFLICT(full_code, content_hash) DO UPDATE SET code = excluded.code RETURNING id",
+        )
+        .bind(&c.full_code).bind(&c.code).bind(&c.hash).bind(c.severity).bind(metadata).bind(&c.prompt)
+        .fetch_one(&mut **tx)
+        .await?,
+        _ => sqlx::query_scalar(
+            "INSERT INTO perturbation (scenario_id, full_code, code, content_hash, severity, metadata, prompt) VALUES (?, ?, ?, ?, ?, ?, ?)
+             ON CONFLICT(full_code, content_hash) DO UPDATE SET code = excluded.code RETURNING id",
+        )
+        .bind(scenario_id).bind(&c.full_code).bind(&c.code).bind(&c.hash).bind(c.severity).bind(metadata).bind(&c.prompt)
+        .fetch_one(&mut **tx)
+        .await?,
+    };
+    Ok(id)
+}
+
+/// A readable cause for the common ways a file is not a usable database.
+fn describe_sqlx(e: &sqlx::Error) -> String {
+    let msg = e.to_string();
+    if msg.contains("file is not a database") || msg.contains("malformed") {
+        format!("{msg} (the file is not a helmbench SQLite database, or it is corrupt)")
+    } else {
+        msg
+    }
+}
+
+/// Whether a path-like URL points to an existing file (for read-only commands).
+pub fn database_exists(url: &str) -> bool {
+    let path = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))
+        .unwrap_or(url);
+    let path = path.split('?').next().unwrap_or(path);
+    path == ":memory:" || Path::new(path).exists()
+}
