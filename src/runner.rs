@@ -120,6 +120,8 @@ use crate::store::{NewJudgement, NewResult, SeedIds, Store};
 /// at least this often, so a crash loses at most one small batch.
 const WRITE_BATCH: usize = 200;
 const WRITE_INTERVAL: Duration = Duration::from_millis(250);
+/// Judge calls per criterion when the verdict cannot be read.
+const JUDGE_ATTEMPTS: usize = 3;
 
 /// Everything a run needs that does not change between runs.
 pub struct RunContext {
@@ -626,31 +628,40 @@ impl Worker {
                     request_hash: Some(jhash),
                     ..Default::default()
                 };
-                let content = match cached {
-                    Some(c) => {
-                        j.cached = true;
-                        c
+                // An unusable verdict is asked for again, a bounded number of times.
+                let mut parsed_verdict = None;
+                let mut cached = cached;
+                for _ in 0..JUDGE_ATTEMPTS {
+                    let content = match cached.take() {
+                        Some(c) => {
+                            j.cached = true;
+                            c
+                        }
+                        None => match self.client.chat(&jreq).await {
+                            Ok(c) => {
+                                j.cached = false;
+                                j.prompt_tokens += c.prompt_tokens;
+                                j.completion_tokens += c.completion_tokens;
+                                j.cost_usd += c.cost_usd;
+                                j.generation_id = c.generation_id;
+                                c.content
+                            }
+                            Err(e) if e.is_fatal_for_run() => return Outcome::Fatal(e),
+                            Err(e) => {
+                                parsed_verdict = Some(Err(e.to_string()));
+                                break;
+                            }
+                        },
+                    };
+                    let v = judge::parse(rubric, &content);
+                    j.response = Some(content);
+                    let usable = v.is_ok();
+                    parsed_verdict = Some(v);
+                    if usable {
+                        break;
                     }
-                    None => match self.client.chat(&jreq).await {
-                        Ok(c) => {
-                            j.prompt_tokens = c.prompt_tokens;
-                            j.completion_tokens = c.completion_tokens;
-                            j.cost_usd = c.cost_usd;
-                            j.generation_id = c.generation_id;
-                            c.content
-                        }
-                        Err(e) if e.is_fatal_for_run() => return Outcome::Fatal(e),
-                        Err(e) => {
-                            j.error = Some(e.to_string());
-                            judge_error.get_or_insert_with(|| format!("{}: {e}", rubric.code));
-                            all_passed = false;
-                            r.judgements.push(j);
-                            continue;
-                        }
-                    },
-                };
-                j.response = Some(content.clone());
-                match judge::parse(rubric, &content) {
+                }
+                match parsed_verdict.unwrap_or_else(|| Err("no judge answer".into())) {
                     Ok(v) => {
                         all_passed &= v.passed;
                         j.passed = Some(v.passed);

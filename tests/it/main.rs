@@ -4,3 +4,4 @@
 mod content;
 mod harness;
 mod runner;
+mod store;
