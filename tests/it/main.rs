@@ -4,4 +4,5 @@
 mod content;
 mod harness;
 mod runner;
+mod score;
 mod store;
