@@ -285,21 +285,23 @@ pub async fn run_batch(
         .collect();
     tracing::info!(run_id, model = %settings.model.id, planned = work.len(), todo = todo.len(), "run starting");
 
-    let progress = if ctx.quiet || !std::io::stderr().is_terminal() {
-        ProgressBar::hidden()
-    } else {
-        let pb = ProgressBar::new(work.len() as u64);
-        pb.set_style(
-            ProgressStyle::with_template(
-                "{prefix} [{bar:30}] {pos}/{len} {msg} {per_sec} eta {eta}",
-            )
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
-        );
-        pb.set_prefix(format!("run {run_id} {}", settings.model.id));
-        pb.set_position(done.len() as u64);
-        pb
-    };
+    // The bar draws on stderr; it is for a person watching a terminal.
+    let progress =
+        if ctx.quiet || !std::io::stdout().is_terminal() || !std::io::stderr().is_terminal() {
+            ProgressBar::hidden()
+        } else {
+            let pb = ProgressBar::new(work.len() as u64);
+            pb.set_style(
+                ProgressStyle::with_template(
+                    "{prefix} [{bar:30}] {pos}/{len} {msg} {per_sec} eta {eta}",
+                )
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> "),
+            );
+            pb.set_prefix(format!("run {run_id} {}", settings.model.id));
+            pb.set_position(done.len() as u64);
+            pb
+        };
 
     let shared = Arc::new(Shared {
         next: AtomicUsize::new(0),

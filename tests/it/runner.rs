@@ -150,6 +150,24 @@ async fn batch_success_stores_verdicts_and_costs() {
     assert_eq!(r["passed"], 2);
     assert!((r["cost_usd"].as_f64().unwrap() - 0.002).abs() < 1e-9);
     assert!(r["completed_at"].is_string());
+    // The request of SPEC §6.
+    for req in m.server.received_requests().await.unwrap() {
+        let body: Value = serde_json::from_slice(&req.body).unwrap();
+        assert_eq!(body["model"], "test/model");
+        assert_eq!(body["temperature"], 0.0, "models.yml parameters are sent");
+        assert_eq!(body["provider"]["require_parameters"], true);
+        assert_eq!(body["response_format"]["type"], "json_schema");
+        assert_eq!(body["response_format"]["json_schema"]["strict"], true);
+        assert_eq!(body["messages"][0]["role"], "user");
+        assert_eq!(
+            req.headers.get("authorization").unwrap().to_str().unwrap(),
+            format!("Bearer {KEY}")
+        );
+        assert_eq!(
+            req.headers.get("x-title").unwrap().to_str().unwrap(),
+            "helmbench"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -541,4 +559,52 @@ async fn a_timed_out_request_is_retried() {
     let r = &runs_json(&b)["runs"][0];
     assert_eq!(r["passed"], 1);
     assert_eq!(server.received_requests().await.unwrap().len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn run_all_and_several_models() {
+    let m = triage_server().await;
+    let b = bench();
+    let out = run(&b, &m.server, &["run-all", "--models", "a/one,b/two"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("=== P1-B1-S1-C1-PT1 · a/one ==="), "{text}");
+    assert!(text.contains("=== P1-B1-S1-C1-PT1 · b/two ==="), "{text}");
+    assert!(
+        text.contains("1 scenarios, 2 test cases"),
+        "list runs last: {text}"
+    );
+    let runs = runs_json(&b);
+    let runs = runs["runs"].as_array().unwrap();
+    let kinds: Vec<(String, String)> = runs
+        .iter()
+        .rev()
+        .map(|r| {
+            (
+                r["kind"].as_str().unwrap().into(),
+                r["model"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("single".into(), "a/one".into()),
+            ("single".into(), "b/two".into()),
+            ("batch".into(), "a/one".into()),
+            ("batch".into(), "b/two".into())
+        ]
+    );
+    assert!(runs.iter().all(|r| r["status"] == "completed"));
+    let bodies = m.server.received_requests().await.unwrap();
+    let models: std::collections::BTreeSet<String> = bodies
+        .iter()
+        .map(|r| {
+            serde_json::from_slice::<Value>(&r.body).unwrap()["model"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(models.into_iter().collect::<Vec<_>>(), ["a/one", "b/two"]);
 }
