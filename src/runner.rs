@@ -120,6 +120,10 @@ use crate::store::{NewJudgement, NewResult, SeedIds, Store};
 /// at least this often, so a crash loses at most one small batch.
 const WRITE_BATCH: usize = 200;
 const WRITE_INTERVAL: Duration = Duration::from_millis(250);
+/// Provider errors in a row (after retries) that stop a run: a spent key
+/// limit or a model with no endpoints fails every request the same way, and
+/// recording thousands of failures helps no one. The run stays resumable.
+const MAX_CONSECUTIVE_PROVIDER_ERRORS: usize = 25;
 /// Judge calls per criterion when the verdict cannot be read.
 const JUDGE_ATTEMPTS: usize = 3;
 
@@ -225,6 +229,7 @@ enum Outcome {
 /// Shared state between the workers, the collector and the caller.
 struct Shared {
     next: AtomicUsize,
+    provider_errors_in_a_row: AtomicUsize,
     spend_micro: std::sync::atomic::AtomicU64,
     stop_reason: Mutex<Option<(String, bool)>>, // (message, fatal)
 }
@@ -305,6 +310,7 @@ pub async fn run_batch(
 
     let shared = Arc::new(Shared {
         next: AtomicUsize::new(0),
+        provider_errors_in_a_row: AtomicUsize::new(0),
         spend_micro: Default::default(),
         stop_reason: Mutex::new(None),
     });
@@ -361,6 +367,18 @@ pub async fn run_batch(
                         shared.add_spend(
                             r.cost_usd + r.judgements.iter().map(|j| j.cost_usd).sum::<f64>(),
                         );
+                        if r.error_kind.as_deref() == Some("provider") {
+                            let n = shared.provider_errors_in_a_row.fetch_add(1, Ordering::Relaxed) + 1;
+                            if n >= MAX_CONSECUTIVE_PROVIDER_ERRORS {
+                                shared.set_stop(
+                                    format!("{n} requests in a row failed at the provider (last: {}); stopped", r.error.as_deref().unwrap_or("?")),
+                                    false,
+                                );
+                                stop.cancel();
+                            }
+                        } else {
+                            shared.provider_errors_in_a_row.store(0, Ordering::Relaxed);
+                        }
                         if tx.send(*r).await.is_err() {
                             break;
                         }

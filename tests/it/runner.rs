@@ -608,3 +608,45 @@ async fn run_all_and_several_models() {
         .collect();
     assert_eq!(models.into_iter().collect::<Vec<_>>(), ["a/one", "b/two"]);
 }
+
+/// A key whose spending limit is reached fails every request with 403:
+/// the run stops after a bounded number instead of recording them all.
+#[tokio::test(flavor = "multi_thread")]
+async fn many_provider_errors_in_a_row_stop_the_run() {
+    let server = sequence_server(vec![ResponseTemplate::new(403).set_body_json(
+        json!({"error": {"code": 403, "message": "Key limit exceeded", "metadata": {"limit_source": "openrouter_key_limit"}}}),
+    )])
+    .await;
+    let b = bench();
+    let perts: String = (1..=40)
+        .map(|i| format!("# PT{i}\n## User input\nmessage {i}\n\n"))
+        .collect();
+    b.file("scenarios/P1-B1-S1/perturbations.md", perts);
+    let out = run(
+        &b,
+        &server,
+        &["run-batch", "--all-scenarios", "--concurrency", "1"],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}\n{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let r = &runs_json(&b)["runs"][0];
+    assert_eq!(r["status"], "interrupted");
+    assert_eq!(r["provider_errors"], 25);
+    assert!(
+        r["message"]
+            .as_str()
+            .unwrap()
+            .contains("Key limit exceeded"),
+        "{r}"
+    );
+    assert_eq!(
+        server.received_requests().await.unwrap().len(),
+        25,
+        "403 is never retried"
+    );
+}
