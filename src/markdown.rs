@@ -291,7 +291,6 @@ pub fn split_sections<'a>(
     let mut sections: Vec<Section<'a>> = Vec::new();
     let mut preamble_end = text.len();
     // Candidate H1s of the part of the file parsed last, with absolute offsets.
-    let mut base = 0usize;
     let mut candidates: Vec<Heading> = shift(headings(text, 1), 0);
     let mut idx = 0;
     let mut open: Option<(String, usize, usize)> = None; // heading, line, body start
@@ -336,8 +335,7 @@ pub fn split_sections<'a>(
             // Drop headings that were really inside the YAML; re-parse the rest
             // when the YAML could have changed how markdown reads what follows.
             if yaml.contains("```") || yaml.contains("~~~") || yaml.contains('<') {
-                base = fm_end;
-                candidates = shift(headings(&text[base..], 1), base);
+                candidates = shift(headings(&text[fm_end..], 1), fm_end);
                 idx = 0;
             } else {
                 while candidates.get(idx).is_some_and(|c| c.range.start < fm_end) {
@@ -347,7 +345,6 @@ pub fn split_sections<'a>(
         }
         open = Some((h.text.clone(), line, body_start));
     }
-    let _ = base;
     Ok((&text[..preamble_end.min(text.len())], sections))
 }
 
