@@ -3,4 +3,5 @@
 
 mod content;
 mod harness;
+mod report;
 mod runner;
