@@ -7,13 +7,13 @@
 //! The store turns each result row into a [`ScoredResult`]; [`analyse`] does the
 //! rest without I/O, so `report` (table, JSON, HTML) and tests share one path.
 
-use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
+use crate::discovery::natural_cmp;
 use crate::loader::ScoringConfig;
 
 /// Bootstrap samples [`analyse`] draws for `score_ci`.
@@ -557,52 +557,10 @@ fn group_by<'a, T>(items: &'a [T], key: impl Fn(&'a T) -> String) -> Vec<(String
     groups
 }
 
-/// Natural order of codes, segment by segment (split on `-`): letter prefix, then
-/// number, then trailing draft letter, so `P2` < `P10` and `S1` < `S1A` < `S2`.
-/// Same rule as `discovery::natural_cmp` in the product.
-pub fn natural_cmp(a: &str, b: &str) -> Ordering {
-    let mut xs = a.split('-');
-    let mut ys = b.split('-');
-    loop {
-        let ord = match (xs.next(), ys.next()) {
-            (None, None) => return Ordering::Equal,
-            (None, Some(_)) => return Ordering::Less,
-            (Some(_), None) => return Ordering::Greater,
-            (Some(x), Some(y)) => match (segment(x), segment(y)) {
-                (Some((px, nx, dx)), Some((py, ny, dy))) => {
-                    px.cmp(py).then(nx.cmp(&ny)).then(dx.cmp(dy))
-                }
-                _ => x.cmp(y),
-            },
-        };
-        if ord != Ordering::Equal {
-            return ord;
-        }
-    }
-}
-
-/// `PT10` -> ("PT", 10, ""), `S1A` -> ("S", 1, "A"); `None` without a number.
-fn segment(seg: &str) -> Option<(&str, u64, &str)> {
-    let letters = seg
-        .find(|c: char| !c.is_ascii_alphabetic())
-        .unwrap_or(seg.len());
-    let rest = &seg[letters..];
-    let digits = rest
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(rest.len());
-    if digits == 0 {
-        return None;
-    }
-    let draft = &rest[digits..];
-    if !draft.chars().all(|c| c.is_ascii_alphabetic()) {
-        return None;
-    }
-    Some((&seg[..letters], rest[..digits].parse().ok()?, draft))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::cmp::Ordering;
 
     const EPS: f64 = 1e-4;
 

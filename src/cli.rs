@@ -61,6 +61,12 @@ pub enum Command {
     Runs(RunsArgs),
     /// Therapeutic quality scores (seed 004) of any text.
     Score(ScoreArgs),
+    /// Spend per run, model and scenario: tokens, model cost, judge cost.
+    Costs(CostsArgs),
+    /// Severity-weighted scores, breakdowns and reply quality of runs (table, JSON or HTML).
+    Report(ReportArgs),
+    /// Every stored result as CSV or JSONL, streamed.
+    Export(ExportArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -152,6 +158,68 @@ pub struct ScoreArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct CostsArgs {
+    /// Only this run.
+    #[arg(long, value_name = "ID")]
+    pub run_id: Option<i64>,
+    /// Only the runs of this model.
+    #[arg(long)]
+    pub model: Option<String>,
+    #[arg(long, value_enum, default_value_t = DataFormat::Table)]
+    pub format: DataFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ReportFormat {
+    Table,
+    Json,
+    /// One self-contained page with inline SVG charts.
+    Html,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Report this run (any status). Without --run-id or --model: the latest
+    /// completed batch run of every model, side by side.
+    #[arg(long, value_name = "ID", conflicts_with = "model")]
+    pub run_id: Option<i64>,
+    /// Report the latest completed batch run of this model.
+    #[arg(long)]
+    pub model: Option<String>,
+    #[arg(long, value_enum, default_value_t = ReportFormat::Table)]
+    pub format: ReportFormat,
+    /// Write to this file instead of standard output.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// List every failed test case with its error and each criterion's verdict and justification.
+    #[arg(long)]
+    pub details: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ExportFormat {
+    /// One JSON object per result and line.
+    Jsonl,
+    /// A header row, then one row per result (nested values as JSON text).
+    Csv,
+}
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// Only this run (default: every run).
+    #[arg(long, value_name = "ID")]
+    pub run_id: Option<i64>,
+    #[arg(long, value_enum, default_value_t = ExportFormat::Jsonl)]
+    pub format: ExportFormat,
+    /// Write to this file instead of standard output.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Add each result's composed prompt (large).
+    #[arg(long)]
+    pub with_prompts: bool,
+}
+
+#[derive(Debug, Args)]
 pub struct RunBatchArgs {
     /// Scenario codes, test codes or prefixes to run.
     #[arg(long = "scenario", num_args = 1.., required_unless_present_any = ["all_scenarios", "resume"])]
@@ -226,6 +294,9 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::RunAll(args) => run_all(&cli, args),
         Command::Runs(args) => runs(&cli, args),
         Command::Score(args) => score(args),
+        Command::Costs(args) => costs(&cli, args),
+        Command::Report(args) => report(&cli, args),
+        Command::Export(args) => export(&cli, args),
     }
 }
 
@@ -735,13 +806,20 @@ fn run_all(cli: &Cli, args: &RunAllArgs) -> Result<u8> {
     )
 }
 
-fn runs(cli: &Cli, args: &RunsArgs) -> Result<u8> {
+/// The database URL of a command that only reads: a missing database is a
+/// usage error naming the path, never an empty new file.
+fn existing_database(cli: &Cli) -> Result<String> {
     let url = database_url(cli);
     if !crate::store::database_exists(&url) {
         return Err(Error::Usage(format!(
             "no database at {url} yet (run `helmbench run-batch` first, or pass --database-url)"
         )));
     }
+    Ok(url)
+}
+
+fn runs(cli: &Cli, args: &RunsArgs) -> Result<u8> {
+    let url = existing_database(cli)?;
     let rt = runtime()?;
     let rows = rt.block_on(async { Store::open(&url).await?.runs().await.map_err(Error::from) })?;
     let mut o = out();
@@ -838,6 +916,173 @@ fn score(args: &ScoreArgs) -> Result<u8> {
             }
             writeln!(o, "(keyword screen, not a clinical judgement)")?;
         }
+    }
+    Ok(0)
+}
+
+fn costs(cli: &Cli, args: &CostsArgs) -> Result<u8> {
+    let url = existing_database(cli)?;
+    let report = runtime()?.block_on(async {
+        let store = Store::open(&url).await?;
+        crate::report::costs(&store, args.run_id, args.model.as_deref())
+            .await
+            .map_err(Error::from)
+    })?;
+    let mut o = out();
+    match args.format {
+        DataFormat::Json => {
+            serde_json::to_writer_pretty(&mut o, &report)?;
+            writeln!(o)?;
+        }
+        DataFormat::Table => crate::report_text::write_costs(&mut o, &report)?,
+    }
+    Ok(0)
+}
+
+/// The weights and floors for `report`: the benchmark's `scoring.yaml`, or the
+/// defaults (said on stderr) when there is no benchmark folder. A broken
+/// `scoring.yaml` is a content error: scoring it with other weights would
+/// give numbers nobody asked for. Other content problems do not matter here.
+fn report_scoring(cli: &Cli) -> Result<(loader::ScoringConfig, String, Option<String>)> {
+    let root = &cli.benchmark_dir;
+    if !root.is_dir() {
+        eprintln!(
+            "note: benchmark folder {} not found: scoring with default weights (every behaviour weighs 1, no safety floors)",
+            root.display()
+        );
+        return Ok((loader::ScoringConfig::default(), "default".into(), None));
+    }
+    let (b, errors) = loader::load(root);
+    let path = root.join("scoring.yaml");
+    let broken: Vec<loader::ContentError> = errors.into_iter().filter(|e| e.path == path).collect();
+    if !broken.is_empty() {
+        return Err(Error::Content(ContentErrors(broken)));
+    }
+    let source = if path.is_file() {
+        path.display().to_string()
+    } else {
+        "default (no scoring.yaml)".to_string()
+    };
+    Ok((b.scoring, source, Some(b.content_hash)))
+}
+
+/// Writes `bytes` to `path` through a temporary sibling and a rename, so a
+/// failed write never leaves a truncated file under the requested name.
+fn write_file(
+    path: &std::path::Path,
+    write: impl FnOnce(&mut dyn Write) -> Result<()>,
+) -> Result<()> {
+    let name = path
+        .file_name()
+        .ok_or_else(|| Error::Usage(format!("--out {} is not a file name", path.display())))?;
+    let tmp = path.with_file_name(format!(
+        ".{}.partial-{}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let file = std::fs::File::create(&tmp)
+        .map_err(|e| Error::Usage(format!("cannot write {}: {e}", path.display())))?;
+    let mut w = std::io::BufWriter::new(file);
+    let result = write(&mut w).and_then(|()| w.flush().map_err(Error::from));
+    drop(w);
+    match result.and_then(|()| std::fs::rename(&tmp, path).map_err(Error::from)) {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            Err(e)
+        }
+    }
+}
+
+fn report(cli: &Cli, args: &ReportArgs) -> Result<u8> {
+    let url = existing_database(cli)?;
+    let (scoring, source, benchmark_hash) = report_scoring(cli)?;
+    let target = match (&args.run_id, &args.model) {
+        (Some(id), _) => crate::report::Target::Run(*id),
+        (None, Some(m)) => crate::report::Target::Model(m.clone()),
+        (None, None) => crate::report::Target::LatestPerModel,
+    };
+    let reports = runtime()?.block_on(async {
+        let store = Store::open(&url).await?;
+        let runs = crate::report::select_runs(&store, &target).await?;
+        let mut reports = Vec::with_capacity(runs.len());
+        for run in &runs {
+            if run.status != "completed" {
+                eprintln!(
+                    "note: run {} is {}: the report covers the {} of {} planned test cases stored",
+                    run.run_id, run.status, run.test_cases, run.planned_test_cases
+                );
+            }
+            if benchmark_hash.as_ref().is_some_and(|h| *h != run.benchmark_hash) {
+                eprintln!(
+                    "note: run {} used another version of the benchmark; weights and floors come from {source}",
+                    run.run_id
+                );
+            }
+            reports.push(
+                crate::report::model_report(&store, run, &scoring, &source, args.details).await?,
+            );
+        }
+        Ok::<_, Error>(reports)
+    })?;
+    let render = |o: &mut dyn Write| -> Result<()> {
+        match args.format {
+            // One run named: its object; the default: every model's, wrapped.
+            ReportFormat::Json => {
+                match target {
+                    crate::report::Target::LatestPerModel => {
+                        serde_json::to_writer_pretty(&mut *o, &json!({"reports": reports}))?
+                    }
+                    _ => serde_json::to_writer_pretty(&mut *o, &reports[0])?,
+                }
+                writeln!(o)?;
+            }
+            ReportFormat::Html => o.write_all(crate::report_html::render(&reports).as_bytes())?,
+            ReportFormat::Table => crate::report_text::write_report(o, &reports)?,
+        }
+        Ok(())
+    };
+    match &args.out {
+        Some(path) => {
+            write_file(path, render)?;
+            eprintln!("wrote {}", path.display());
+        }
+        None => render(&mut out())?,
+    }
+    Ok(0)
+}
+
+fn export(cli: &Cli, args: &ExportArgs) -> Result<u8> {
+    let url = existing_database(cli)?;
+    let format = match args.format {
+        ExportFormat::Csv => crate::export::Format::Csv,
+        ExportFormat::Jsonl => crate::export::Format::Jsonl,
+    };
+    let rt = runtime()?;
+    let store = rt.block_on(async {
+        let store = Store::open(&url).await?;
+        if let Some(id) = args.run_id {
+            store.run(id).await?;
+        }
+        Ok::<_, Error>(store)
+    })?;
+    let write = |o: &mut dyn Write| -> Result<()> {
+        let n = rt.block_on(crate::export::export(
+            &store,
+            args.run_id,
+            format,
+            args.with_prompts,
+            o,
+        ))?;
+        tracing::info!(results = n, "exported");
+        if args.out.is_some() {
+            eprintln!("exported {n} result(s)");
+        }
+        Ok(())
+    };
+    match &args.out {
+        Some(path) => write_file(path, write)?,
+        None => write(&mut std::io::BufWriter::new(out()))?,
     }
     Ok(0)
 }

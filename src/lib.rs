@@ -12,6 +12,7 @@ pub mod compose;
 pub mod discovery;
 pub mod error;
 pub mod evaluate;
+pub mod export;
 pub mod judge;
 pub mod loader;
 pub mod markdown;
@@ -19,6 +20,7 @@ pub mod openrouter;
 pub mod quality;
 pub mod report;
 pub mod report_html;
+pub mod report_text;
 pub mod runner;
 pub mod store;
 

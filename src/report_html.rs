@@ -1,7 +1,8 @@
 //! `report --format html`: one self-contained HTML5 page (inline CSS, inline SVG,
 //! no JavaScript, no external assets) showing one or several runs side by side:
 //! scores, floor breaches, pillar roll-ups, per-behaviour bars, detection curves,
-//! breakdown heat-maps, non-monotonic flags and, when filled, quality means.
+//! breakdown heat-maps, non-monotonic flags, judged criteria, the seed-004
+//! quality section and, with `--details`, the failed test cases.
 //!
 //! Every string that comes from data (model names, codes, status) goes through
 //! [`escape`]. Charts carry `data-chart` and tables `data-table` markers for tests.
@@ -11,19 +12,37 @@ use std::fmt::{self, Write};
 
 use serde::{Deserialize, Serialize};
 
-use crate::analytics::{Analysis, BehaviourScore, Breakdown, natural_cmp};
+use crate::analytics::{Analysis, BehaviourScore, Breakdown};
+use crate::discovery::natural_cmp;
+use crate::report::{CriterionSummary, FailedCase, QualitySummary, ScoringUsed};
 
-/// One run as the report shows it.
-#[derive(Serialize, Deserialize, Clone, Debug)]
+/// One run as the report shows it; also the JSON object `report` prints for
+/// one run (the analysis is flattened into it, so `score`, `behaviours` and
+/// `format_failures` sit at the top level as SPEC section 7 lists them).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct ModelReport {
     pub run_id: i64,
     pub model: String,
     pub status: String,
+    /// `batch` or `single`.
+    pub kind: String,
+    pub started_at: String,
+    pub completed_at: Option<String>,
+    /// Provider-reported cost of the model calls (USD).
     pub cost_usd: f64,
+    /// Provider-reported cost of the judge calls (USD).
     pub judge_cost_usd: f64,
+    #[serde(flatten)]
     pub analysis: Analysis,
-    /// Therapeutic quality means (SPEC section 9), shown as a key/value table.
-    pub quality: Option<serde_json::Value>,
+    /// Seed-004 quality of the replies (SPEC section 9); `None` without any scored reply.
+    pub quality: Option<QualitySummary>,
+    /// Verdict counts per judged criterion.
+    pub criteria: Vec<CriterionSummary>,
+    /// The failed test cases with their criteria (`report --details` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failures: Option<Vec<FailedCase>>,
+    /// The weights and floors used.
+    pub scoring: ScoringUsed,
 }
 
 /// One colour per model, reused in every chart and the legend.
@@ -35,7 +54,7 @@ const CSS: &str = "\
 body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:2rem auto;max-width:1100px;padding:0 1rem;color:#222;line-height:1.4}
 h1{margin-bottom:.2rem}h2{margin-top:2.2rem;border-bottom:1px solid #ddd;padding-bottom:.2rem}
 .note{color:#555;font-size:.9rem}
-table{border-collapse:collapse;margin:.6rem 0;font-size:.88rem}
+table{border-collapse:collapse;margin:.6rem 0;font-size:.88rem;display:block;max-width:100%;overflow-x:auto}
 th,td{border:1px solid #ccc;padding:.25rem .5rem;text-align:left;vertical-align:top}
 th{background:#f3f3f3}
 td.num{text-align:right;font-variant-numeric:tabular-nums}
@@ -48,6 +67,7 @@ svg.chart text{fill:#333}
 .curves{display:flex;flex-wrap:wrap;gap:1rem}
 figure{margin:0}figcaption{font-weight:600;font-size:.9rem}
 .empty{color:#666;font-style:italic}
+td.code{white-space:nowrap}
 ";
 
 /// Renders the report for one or several runs.
@@ -115,7 +135,9 @@ fn write_report(out: &mut String, models: &[ModelReport]) -> fmt::Result {
     detection_charts(out, models)?;
     breakdown_tables(out, models)?;
     monotonic_table(out, models)?;
-    quality_table(out, models)?;
+    criteria_table(out, models)?;
+    quality_section(out, models)?;
+    failures_table(out, models)?;
     writeln!(out, "</body>\n</html>")
 }
 
@@ -592,56 +614,276 @@ fn monotonic_table(out: &mut String, models: &[ModelReport]) -> fmt::Result {
     writeln!(out, "</table>")
 }
 
-fn quality_table(out: &mut String, models: &[ModelReport]) -> fmt::Result {
-    if models.iter().all(|m| m.quality.is_none()) {
-        return Ok(());
-    }
-    let entries: Vec<Vec<(String, &serde_json::Value)>> = models
-        .iter()
-        .map(|m| match &m.quality {
-            Some(serde_json::Value::Object(map)) => {
-                map.iter().map(|(k, v)| (k.clone(), v)).collect()
-            }
-            Some(other) => vec![("value".to_string(), other)],
-            None => Vec::new(),
-        })
-        .collect();
-    let mut keys: Vec<&str> = Vec::new();
-    for (key, _) in entries.iter().flatten() {
-        if !keys.contains(&key.as_str()) {
-            keys.push(key);
-        }
-    }
+fn quality_section(out: &mut String, models: &[ModelReport]) -> fmt::Result {
+    writeln!(out, "<h2>Therapeutic response quality</h2>")?;
     writeln!(
         out,
-        "<h2>Therapeutic response quality</h2>\n<table data-table=\"quality\">\n<tr><th>Measure</th>"
+        "<p class=\"note\">Seed-004 keyword scores (0&ndash;10) of each reply's text: a quick screen, \
+         not a clinical judgement. Crisis replies are those with base severity &ge; 7.</p>"
     )?;
+    if models.iter().all(|m| m.quality.is_none()) {
+        return writeln!(out, "<p class=\"empty\">No reply has quality scores.</p>");
+    }
+    quality_chart(out, models)?;
+    writeln!(out, "<table data-table=\"quality\">\n<tr><th>Measure</th>")?;
     for m in models {
         write!(out, "<th>{}</th>", model_label(m))?;
     }
     writeln!(out, "</tr>")?;
-    for key in keys {
-        write!(out, "<tr><td>{}</td>", escape(key))?;
-        for model_entries in &entries {
-            match model_entries.iter().find(|(k, _)| k == key) {
-                Some((_, value)) => write!(out, "<td class=\"num\">{}</td>", json_cell(value))?,
+    type Cell = fn(&QualitySummary) -> String;
+    let rows: [(&str, Cell); 10] = [
+        ("Replies scored", |q| {
+            format!(
+                "{} <small>({} without scores)</small>",
+                q.replies, q.unscored
+            )
+        }),
+        ("Empathy", |q| format!("{:.2}", q.empathy)),
+        ("Helpfulness", |q| format!("{:.2}", q.helpfulness)),
+        ("Safety", |q| format!("{:.2}", q.safety)),
+        ("Clarity", |q| format!("{:.2}", q.clarity)),
+        ("Overall (mean)", |q| format!("{:.2}", q.overall)),
+        ("Weighted (research)", |q| format!("{:.2}", q.weighted)),
+        ("Band", |q| {
+            format!(
+                "{} <small>({})</small>",
+                escape(&q.band_label),
+                q.band.range()
+            )
+        }),
+        ("Std dev of overall", |q| {
+            format!("{:.2}", q.overall_std_dev)
+        }),
+        ("Red flags", |q| {
+            q.red_flags
+                .iter()
+                .map(|f| format!("{} {}", escape(f.flag.code()), f.count))
+                .collect::<Vec<_>>()
+                .join("<br>")
+        }),
+    ];
+    for (label, cell) in rows {
+        write!(out, "<tr><td>{label}</td>")?;
+        for m in models {
+            match &m.quality {
+                Some(q) => write!(out, "<td class=\"num\">{}</td>", cell(q))?,
                 None => write!(out, "<td class=\"na\">&mdash;</td>")?,
             }
         }
         writeln!(out, "</tr>")?;
     }
+    writeln!(out, "</table>")?;
+
+    writeln!(
+        out,
+        "<h3>Worst flagged replies</h3>\n<table data-table=\"quality_examples\">\n\
+         <tr><th>Model</th><th>Red flag</th><th>Test case</th><th>Base</th><th>Safety</th>\
+         <th>Empathy</th><th>Overall</th><th>Excerpt</th></tr>"
+    )?;
+    let mut any = false;
+    for m in models {
+        let Some(q) = &m.quality else { continue };
+        for f in q.red_flags.iter().filter(|f| f.count > 0) {
+            for e in &f.worst {
+                any = true;
+                writeln!(
+                    out,
+                    "<tr><td>{}</td><td title=\"{}\">{}</td><td class=\"code\">{}{}</td><td class=\"num\">{}</td>\
+                     <td class=\"num\">{:.1}</td><td class=\"num\">{:.1}</td><td class=\"num\">{:.2}</td><td>{}</td></tr>",
+                    model_label(m),
+                    escape(&f.description),
+                    escape(f.flag.code()),
+                    escape(&e.test_code),
+                    if e.repeat_index > 0 {
+                        format!(" #{}", e.repeat_index)
+                    } else {
+                        String::new()
+                    },
+                    e.base_severity,
+                    e.safety,
+                    e.empathy,
+                    e.overall,
+                    escape(&e.excerpt)
+                )?;
+            }
+        }
+    }
+    if !any {
+        writeln!(
+            out,
+            "<tr><td colspan=\"8\" class=\"empty\">No red flags.</td></tr>"
+        )?;
+    }
     writeln!(out, "</table>")
 }
 
-fn json_cell(value: &serde_json::Value) -> String {
-    match value {
-        serde_json::Value::Null => "&mdash;".to_string(),
-        serde_json::Value::String(s) => escape(s),
-        serde_json::Value::Number(n) if n.is_f64() => {
-            format!("{:.2}", n.as_f64().unwrap_or_default())
-        }
-        other => escape(&other.to_string()),
+/// Grouped bars: the mean of each quality dimension (0-10), a bar per model.
+fn quality_chart(out: &mut String, models: &[ModelReport]) -> fmt::Result {
+    const LABEL: f64 = 110.0;
+    const BAR_AREA: f64 = 400.0;
+    const BAR: f64 = 12.0;
+    const TOP: f64 = 24.0;
+    type Pick = fn(&QualitySummary) -> f64;
+    let dims: [(&str, Pick); 6] = [
+        ("empathy", |q| q.empathy),
+        ("helpfulness", |q| q.helpfulness),
+        ("safety", |q| q.safety),
+        ("clarity", |q| q.clarity),
+        ("overall", |q| q.overall),
+        ("weighted", |q| q.weighted),
+    ];
+    let row = models.len() as f64 * (BAR + 2.0) + 10.0;
+    let width = LABEL + BAR_AREA + 60.0;
+    let height = TOP + row * dims.len() as f64 + 6.0;
+    writeln!(
+        out,
+        "<svg class=\"chart\" data-chart=\"quality\" viewBox=\"0 0 {width} {height}\" width=\"{width}\" \
+         height=\"{height}\" role=\"img\" aria-label=\"Mean quality scores per model\">"
+    )?;
+    for tick in [0.0, 2.5, 5.0, 7.5, 10.0] {
+        let x = LABEL + tick / 10.0 * BAR_AREA;
+        writeln!(
+            out,
+            "<line x1=\"{x}\" y1=\"{}\" x2=\"{x}\" y2=\"{}\" stroke=\"#ddd\"/><text x=\"{x}\" y=\"14\" \
+             text-anchor=\"middle\">{tick}</text>",
+            TOP - 4.0,
+            height - 4.0
+        )?;
     }
+    for (r, (name, pick)) in dims.iter().enumerate() {
+        let y0 = TOP + r as f64 * row;
+        writeln!(
+            out,
+            "<text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{name}</text>",
+            LABEL - 6.0,
+            y0 + (row - 10.0) / 2.0 + 4.0
+        )?;
+        for (i, m) in models.iter().enumerate() {
+            let y = y0 + i as f64 * (BAR + 2.0);
+            match &m.quality {
+                Some(q) => {
+                    let v = pick(q);
+                    let w = (v.clamp(0.0, 10.0) / 10.0 * BAR_AREA).max(1.0);
+                    writeln!(
+                        out,
+                        "<rect class=\"bar\" x=\"{LABEL}\" y=\"{y:.1}\" width=\"{w:.1}\" height=\"{BAR}\" fill=\"{}\">\
+                         <title>{} {name}: {v:.2}</title></rect><text x=\"{:.1}\" y=\"{:.1}\">{v:.2}</text>",
+                        colour(i),
+                        escape(&m.model),
+                        LABEL + w + 4.0,
+                        y + BAR - 2.0
+                    )?;
+                }
+                None => writeln!(
+                    out,
+                    "<text x=\"{}\" y=\"{:.1}\" fill=\"#777\">no scored replies</text>",
+                    LABEL + 4.0,
+                    y + BAR - 2.0
+                )?,
+            }
+        }
+    }
+    writeln!(out, "</svg>")
+}
+
+fn criteria_table(out: &mut String, models: &[ModelReport]) -> fmt::Result {
+    writeln!(
+        out,
+        "<h2>Judged criteria</h2>\n<table data-table=\"criteria\">\n<tr><th>Model</th><th>Scenario</th>\
+         <th>Criterion</th><th>Evaluations</th><th>Passed</th><th>Failed</th><th>Judge errors</th></tr>"
+    )?;
+    let mut any = false;
+    for m in models {
+        for c in &m.criteria {
+            any = true;
+            writeln!(
+                out,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
+                 <td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
+                model_label(m),
+                escape(&c.scenario),
+                escape(&c.criterion),
+                c.evaluations,
+                c.passed,
+                c.failed,
+                c.judge_errors
+            )?;
+        }
+    }
+    if !any {
+        writeln!(
+            out,
+            "<tr><td colspan=\"7\" class=\"empty\">No judged criteria.</td></tr>"
+        )?;
+    }
+    writeln!(out, "</table>")
+}
+
+/// The failed test cases with their criteria, when the report was asked for details.
+fn failures_table(out: &mut String, models: &[ModelReport]) -> fmt::Result {
+    if models.iter().all(|m| m.failures.is_none()) {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "<h2>Failed test cases</h2>\n<table data-table=\"failures\">\n<tr><th>Model</th><th>Test case</th>\
+         <th>Base</th><th>Difficulty</th><th>Error</th><th>Criteria</th><th>Reply excerpt</th></tr>"
+    )?;
+    let mut any = false;
+    for m in models {
+        for f in m.failures.iter().flatten() {
+            any = true;
+            let error = match (&f.error_kind, &f.error) {
+                (Some(kind), Some(e)) => format!("{}: {}", escape(kind), escape(e)),
+                (Some(kind), None) => escape(kind),
+                _ => "wrong answer".to_string(),
+            };
+            let criteria: Vec<String> = f
+                .criteria
+                .iter()
+                .map(|c| {
+                    format!(
+                        "<b>{}</b> {}: {}",
+                        escape(&c.criterion),
+                        escape(
+                            &c.verdict
+                                .as_ref()
+                                .map_or_else(|| "no verdict".into(), ToString::to_string)
+                        ),
+                        escape(
+                            c.justification
+                                .as_deref()
+                                .or(c.error.as_deref())
+                                .unwrap_or("")
+                        )
+                    )
+                })
+                .collect();
+            writeln!(
+                out,
+                "<tr><td>{}</td><td class=\"code\">{}{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{error}</td>\
+                 <td>{}</td><td>{}</td></tr>",
+                model_label(m),
+                escape(&f.test_code),
+                if f.repeat_index > 0 {
+                    format!(" #{}", f.repeat_index)
+                } else {
+                    String::new()
+                },
+                f.base_severity,
+                f.difficulty,
+                criteria.join("<br>"),
+                escape(f.excerpt.as_deref().unwrap_or(""))
+            )?;
+        }
+    }
+    if !any {
+        writeln!(
+            out,
+            "<tr><td colspan=\"7\" class=\"empty\">Every test case passed.</td></tr>"
+        )?;
+    }
+    writeln!(out, "</table>")
 }
 
 fn find_behaviour<'a>(m: &'a ModelReport, code: &str) -> Option<&'a BehaviourScore> {
@@ -708,10 +950,20 @@ mod tests {
             run_id,
             model: model.into(),
             status: "completed".into(),
+            kind: "batch".into(),
+            started_at: "2026-01-01T00:00:00Z".into(),
+            completed_at: None,
             cost_usd: 0.0123,
             judge_cost_usd: 0.001,
             analysis: analyse(results, &scoring),
             quality: None,
+            criteria: Vec::new(),
+            failures: None,
+            scoring: ScoringUsed {
+                source: "default".into(),
+                weights: scoring.weights.clone(),
+                floors: scoring.floors.clone(),
+            },
         }
     }
 
@@ -869,19 +1121,123 @@ mod tests {
         assert!(none.contains("No runs to report.") && none.trim_end().ends_with("</html>"));
     }
 
+    fn quality_of(texts: &[(&str, f64)]) -> QualitySummary {
+        use crate::quality;
+        // Built the way the report builds it, through its JSON form.
+        let scores: Vec<_> = texts.iter().map(|(t, _)| quality::score(t)).collect();
+        let n = scores.len() as f64;
+        let mean = |f: fn(&quality::QualityScores) -> f64| scores.iter().map(f).sum::<f64>() / n;
+        serde_json::from_value(serde_json::json!({
+            "replies": texts.len(), "unscored": 1,
+            "empathy": mean(|q| q.empathy), "helpfulness": mean(|q| q.helpfulness),
+            "safety": mean(|q| q.safety), "clarity": mean(|q| q.clarity),
+            "overall": mean(|q| q.overall), "weighted": mean(|q| q.weighted),
+            "band": "poor", "band_label": "Poor <response>", "overall_std_dev": 0.5,
+            "red_flags": [
+                {"flag": "low_safety", "description": "d", "count": 1, "worst": [
+                    {"test_code": "P1-B1-S1-C1-PT2", "repeat_index": 0, "base_severity": 8.0,
+                     "empathy": 0.0, "safety": 4.0, "overall": 3.5, "excerpt": "Just <get> over it."}]},
+                {"flag": "low_empathy", "description": "d", "count": 0, "worst": []}
+            ]
+        }))
+        .unwrap()
+    }
+
     #[test]
-    fn quality_table_only_when_filled() {
+    fn quality_section_only_when_filled() {
         let mut models = sample();
-        assert!(!render(&models).contains("data-table=\"quality\""));
-        models[0].quality =
-            Some(serde_json::json!({"empathy": 6.5, "band": "<good>", "replies": 12}));
         let html = render(&models);
+        assert!(!html.contains("data-table=\"quality\""));
+        assert!(!html.contains("data-chart=\"quality\""));
+        assert!(html.contains("No reply has quality scores."));
+        models[0].quality = Some(quality_of(&[
+            ("I hear you.", 5.0),
+            ("Just get over it.", 8.0),
+        ]));
+        let html = render(&models);
+        assert_svg_well_formed(&html);
+        assert!(html.contains("<svg class=\"chart\" data-chart=\"quality\""));
         let q = &html[html.find("data-table=\"quality\"").unwrap()..];
         let q = &q[..q.find("</table>").unwrap()];
+        let empathy = models[0].quality.as_ref().unwrap().empathy;
+        assert!(q.contains(&format!(
+            "<tr><td>Empathy</td><td class=\"num\">{empathy:.2}</td><td class=\"na\">&mdash;</td></tr>"
+        )));
+        assert!(q.contains("Poor &lt;response&gt;"));
+        assert!(q.contains("low_safety 1<br>low_empathy 0"));
+        let ex = &html[html.find("data-table=\"quality_examples\"").unwrap()..];
+        let ex = &ex[..ex.find("</table>").unwrap()];
+        assert!(ex.contains("<td class=\"code\">P1-B1-S1-C1-PT2</td>"));
+        assert!(ex.contains("Just &lt;get&gt; over it."));
+        // Only flags with a count list examples.
+        assert!(!ex.contains("low_empathy"));
+    }
+
+    #[test]
+    fn criteria_and_failures_tables() {
+        let mut models = sample();
+        let html = render(&models);
+        assert!(html.contains("No judged criteria."));
         assert!(
-            q.contains("<td>empathy</td><td class=\"num\">6.50</td><td class=\"na\">&mdash;</td>")
+            !html.contains("data-table=\"failures\""),
+            "failures only with --details"
         );
-        assert!(q.contains("&lt;good&gt;"));
-        assert!(q.contains("<td class=\"num\">12</td>"));
+        models[1].criteria = vec![CriterionSummary {
+            scenario: "P2-B1-S1".into(),
+            criterion: "CR2".into(),
+            evaluations: 3,
+            passed: 1,
+            failed: 1,
+            judge_errors: 1,
+        }];
+        models[1].failures = Some(vec![FailedCase {
+            test_code: "P2-B1-S1-C1-PT1".into(),
+            repeat_index: 0,
+            base_severity: 4.0,
+            difficulty: 0.0,
+            error_kind: None,
+            error: None,
+            excerpt: Some("Try <breathing>.".into()),
+            criteria: vec![crate::report::CriterionVerdict {
+                criterion: "CR2".into(),
+                verdict: Some(serde_json::json!("UNSAFE")),
+                passed: Some(false),
+                justification: Some("No \"referral\".".into()),
+                error: None,
+            }],
+        }]);
+        let html = render(&models);
+        assert!(html.contains(
+            "<td>P2-B1-S1</td><td>CR2</td><td class=\"num\">3</td><td class=\"num\">1</td>\
+             <td class=\"num\">1</td><td class=\"num\">1</td>"
+        ));
+        let f = &html[html.find("data-table=\"failures\"").unwrap()..];
+        let f = &f[..f.find("</table>").unwrap()];
+        assert!(f.contains("<td>wrong answer</td>"));
+        assert!(f.contains("<b>CR2</b> &quot;UNSAFE&quot;: No &quot;referral&quot;."));
+        assert!(f.contains("Try &lt;breathing&gt;."));
+    }
+
+    #[test]
+    fn json_round_trips_with_the_analysis_flattened() {
+        let m = sample().remove(1);
+        let v = serde_json::to_value(&m).unwrap();
+        for key in [
+            "run_id",
+            "model",
+            "score",
+            "behaviours",
+            "format_failures",
+            "capped_score",
+            "quality",
+            "criteria",
+            "scoring",
+        ] {
+            assert!(v.get(key).is_some(), "missing {key}");
+        }
+        assert!(v.get("analysis").is_none(), "flattened");
+        assert!(v.get("failures").is_none(), "failures only with --details");
+        let back: ModelReport = serde_json::from_value(v).unwrap();
+        assert_eq!(back, m);
     }
 }

@@ -3,6 +3,7 @@
 
 mod content;
 mod harness;
+mod report;
 mod runner;
 mod score;
 mod store;

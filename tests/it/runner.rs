@@ -10,7 +10,7 @@ use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 use crate::harness::{Bench, json as out_json, stderr, stdout};
 
-const KEY: &str = "sk-or-test-SECRET-7f3a9c";
+pub const KEY: &str = "sk-or-test-SECRET-7f3a9c";
 
 /// A chat completion body carrying `content`.
 pub fn completion(content: &str, cost: f64) -> Value {
