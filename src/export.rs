@@ -248,7 +248,7 @@ const QUERY: &str = "SELECT r.run_id, l.model_id, r.test_code, r.repeat_index, b
   LEFT JOIN user_context u ON u.id = r.user_context_id
   JOIN perturbation p ON p.id = r.perturbation_id
   WHERE (? IS NULL OR r.run_id = ?)
-  ORDER BY r.run_id, r.id";
+  ORDER BY r.id";
 
 fn row_of(row: &sqlx::sqlite::SqliteRow) -> Result<ExportRow, ExportError> {
     let json_col = |i: usize| -> Option<Value> {

@@ -57,7 +57,7 @@ h1{margin-bottom:.2rem}h2{margin-top:2.2rem;border-bottom:1px solid #ddd;padding
 table{border-collapse:collapse;margin:.6rem 0;font-size:.88rem;display:block;max-width:100%;overflow-x:auto}
 th,td{border:1px solid #ccc;padding:.25rem .5rem;text-align:left;vertical-align:top}
 th{background:#f3f3f3}
-td.num{text-align:right;font-variant-numeric:tabular-nums}
+td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 .na{background:#e4e4e4;color:#666}
 .breach,tr.breach td{background:#fde2e1;color:#8b0000;font-weight:600}
 .legend{display:flex;flex-wrap:wrap;gap:1rem;margin:.6rem 0;font-size:.9rem}
