@@ -258,6 +258,7 @@ pub fn main() -> ExitCode {
     init_tracing(cli.verbose, cli.quiet);
     match run(cli) {
         Ok(code) => ExitCode::from(code),
+        Err(Error::BrokenPipe) => ExitCode::SUCCESS,
         Err(e) => {
             let msg = e.to_string();
             eprintln!("error: {}", msg.trim_end());

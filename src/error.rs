@@ -20,6 +20,10 @@ pub enum Error {
     /// Any other failure of the tool (I/O, output).
     #[error("{0}")]
     Tool(String),
+    /// The reader of our output went away (`helmbench prompts | head`):
+    /// not a failure, just stop.
+    #[error("broken pipe")]
+    BrokenPipe,
 }
 
 impl Error {
@@ -27,18 +31,25 @@ impl Error {
         match self {
             Error::Usage(_) | Error::Content(_) => 2,
             Error::Provider(_) | Error::Store(_) | Error::Tool(_) => 1,
+            Error::BrokenPipe => 0,
         }
     }
 }
 
 impl From<std::io::Error> for Error {
     fn from(e: std::io::Error) -> Self {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            return Error::BrokenPipe;
+        }
         Error::Tool(e.to_string())
     }
 }
 
 impl From<serde_json::Error> for Error {
     fn from(e: serde_json::Error) -> Self {
+        if e.io_error_kind() == Some(std::io::ErrorKind::BrokenPipe) {
+            return Error::BrokenPipe;
+        }
         Error::Tool(e.to_string())
     }
 }

@@ -471,3 +471,40 @@ fn hand_written_nested_benchmark() {
         "<your_job>\nYou are an AI science tutor for Sydney University. Help the user with their request and categorise their request at the end.\n</your_job>\n\n<system_instructions>\nYou are very friendly and good at explaining things in detail.\n</system_instructions>\n\n<user_preferences>\nI'm Nigel. Respond concisely, and roast me extra hard if i get something wrong.\n</user_preferences>\n\n<user_input>\nHey what's that thing they call the powerhouse of the cell called again?\n</user_input>"
     );
 }
+
+#[test]
+fn a_closed_pipe_ends_quietly() {
+    use std::io::Read;
+    let b = Bench::bundled();
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("helmbench"))
+        .current_dir(b.dir.path())
+        .env_remove("OPENROUTER_API_KEY")
+        .arg("--benchmark-dir")
+        .arg(b.root())
+        .args(["prompts", "--format", "jsonl"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 16];
+    child
+        .stdout
+        .as_mut()
+        .unwrap()
+        .read_exact(&mut first)
+        .unwrap();
+    drop(child.stdout.take());
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert_eq!(status.code(), Some(0), "{err}");
+    assert!(
+        !err.contains("Broken pipe") && !err.contains("panicked"),
+        "{err}"
+    );
+}
