@@ -4,3 +4,5 @@
 mod content;
 mod harness;
 mod runner;
+mod fuzz_regressions;
+mod reliability;

@@ -10,7 +10,7 @@ use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 use crate::harness::{Bench, json as out_json, stderr, stdout};
 
-const KEY: &str = "sk-or-test-SECRET-7f3a9c";
+pub const KEY: &str = "sk-or-test-SECRET-7f3a9c";
 
 /// A chat completion body carrying `content`.
 pub fn completion(content: &str, cost: f64) -> Value {
@@ -22,7 +22,7 @@ pub fn completion(content: &str, cost: f64) -> Value {
     })
 }
 
-fn prompt_of(req: &Request) -> String {
+pub fn prompt_of(req: &Request) -> String {
     let body: Value = serde_json::from_slice(&req.body).unwrap();
     body["messages"][0]["content"]
         .as_str()
@@ -78,7 +78,7 @@ pub async fn triage_server() -> Mock2 {
     Mock2 { server, calls }
 }
 
-fn bench() -> Bench {
+pub fn bench() -> Bench {
     let b = Bench::new();
     b.file(
         "models.yml",
@@ -88,7 +88,7 @@ fn bench() -> Bench {
     b
 }
 
-fn run(b: &Bench, server: &MockServer, args: &[&str]) -> std::process::Output {
+pub fn run(b: &Bench, server: &MockServer, args: &[&str]) -> std::process::Output {
     b.cmd()
         .env("OPENROUTER_API_KEY", KEY)
         .env("OPENROUTER_BASE_URL", server.uri())
@@ -100,7 +100,7 @@ fn run(b: &Bench, server: &MockServer, args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
-fn runs_json(b: &Bench) -> Value {
+pub fn runs_json(b: &Bench) -> Value {
     let out = b
         .cmd()
         .arg("--database-url")
@@ -112,7 +112,7 @@ fn runs_json(b: &Bench) -> Value {
     out_json(&out)
 }
 
-fn assert_no_key(b: &Bench, out: &std::process::Output) {
+pub fn assert_no_key(b: &Bench, out: &std::process::Output) {
     assert!(
         !stdout(out).contains(KEY) && !stderr(out).contains(KEY),
         "key leaked in output"
@@ -195,7 +195,7 @@ impl Respond for Sequence {
     }
 }
 
-async fn sequence_server(items: Vec<ResponseTemplate>) -> MockServer {
+pub async fn sequence_server(items: Vec<ResponseTemplate>) -> MockServer {
     let server = MockServer::start().await;
     Mock::given(method("POST"))
         .and(path("/chat/completions"))
@@ -208,7 +208,7 @@ async fn sequence_server(items: Vec<ResponseTemplate>) -> MockServer {
     server
 }
 
-fn ok(content: &str) -> ResponseTemplate {
+pub fn ok(content: &str) -> ResponseTemplate {
     ResponseTemplate::new(200).set_body_json(completion(content, 0.001))
 }
 
