@@ -502,7 +502,9 @@ fn parse_yaml_map(
     // would silently become null, i.e. "absent, default 0".
     if let Some(key) = non_finite_number(&value, "") {
         return Err(located(
-            format!("`{key}` is not a finite number (expected a number such as 5 or -2.5, not .nan, .inf or an overflowing value)"),
+            format!(
+                "`{key}` is not a finite number (expected a number such as 5 or -2.5, not .nan, .inf or an overflowing value)"
+            ),
             first_line,
         ));
     }
@@ -537,7 +539,11 @@ fn non_finite_number(v: &serde_yaml::Value, at: &str) -> Option<String> {
                     .trim()
                     .to_string(),
             };
-            let path = if at.is_empty() { k } else { format!("{at}.{k}") };
+            let path = if at.is_empty() {
+                k
+            } else {
+                format!("{at}.{k}")
+            };
             non_finite_number(x, &path)
         }),
         serde_yaml::Value::Tagged(t) => non_finite_number(&t.value, at),

@@ -333,7 +333,11 @@ fn unclosed_block(text: &str) -> Option<MarkdownError> {
                 // The end marker may share characters with the opening one
                 // (`<!-->` is a whole comment), but not its `<`.
                 if !lower[1..].contains(end) {
-                    let start: String = open.chars().take_while(|c| !c.is_whitespace()).take(12).collect();
+                    let start: String = open
+                        .chars()
+                        .take_while(|c| !c.is_whitespace())
+                        .take(12)
+                        .collect();
                     return Some(MarkdownError {
                         line: line_of(text, range.start),
                         message: format!(
@@ -632,7 +636,10 @@ mod tests {
         assert!(to_xml("<!-->\n").is_ok(), "an empty comment closes itself");
         assert!(to_xml("<!-- a -->\n## B\ny").is_ok());
         assert!(to_xml("<!--\na\n-->\n## B\ny").is_ok());
-        assert!(to_xml("<div>\nx\n").is_ok(), "ends at a blank line or the end");
+        assert!(
+            to_xml("<div>\nx\n").is_ok(),
+            "ends at a blank line or the end"
+        );
         assert!(to_xml("<pre>x</pre>\n").is_ok());
     }
 
@@ -684,7 +691,12 @@ mod tests {
         let text = "# C1\n---\nnote: |\n# C2\n---\nseverity: 9\n---\n## A\ny\n";
         let err = split_sections(text, is_c).unwrap_err();
         assert_eq!(err.line, 4);
-        assert!(err.message.contains("`# C2` inside the frontmatter of `# C1`"), "{}", err.message);
+        assert!(
+            err.message
+                .contains("`# C2` inside the frontmatter of `# C1`"),
+            "{}",
+            err.message
+        );
     }
 
     #[test]

@@ -78,7 +78,11 @@ pub fn frontmatter(data: &[u8]) {
         Some(i) => blanks[..=i].to_string(),
         None => String::new(),
     };
-    let bom = if f[0].starts_with('!') { "\u{feff}" } else { "" };
+    let bom = if f[0].starts_with('!') {
+        "\u{feff}"
+    } else {
+        ""
+    };
     let yaml = format!("{SENTINEL}: 1\n{}", clean_yaml(&f[1]));
     let body = scrub_sentinel(&f[2]);
     let text = format!("{bom}{blanks}---\n{yaml}---\n{body}");
@@ -233,8 +237,13 @@ pub fn sections(data: &[u8]) {
     check_sections(&text);
     let path = Path::new("conditions.md");
     let mut errors = Vec::new();
-    let comps =
-        loader::parse_consolidated(path, &text, "P1-B1-S1", ComponentKind::Condition, &mut errors);
+    let comps = loader::parse_consolidated(
+        path,
+        &text,
+        "P1-B1-S1",
+        ComponentKind::Condition,
+        &mut errors,
+    );
     for c in &comps {
         assert!(
             !c.prompt.to_ascii_lowercase().contains(SENTINEL),
@@ -253,7 +262,11 @@ fn check_sections(text: &str) {
             let mut pos = pre.len();
             for s in &secs {
                 // The heading sits between the previous piece and this one.
-                assert!(s.offset > pos, "section {} overlaps what precedes it", s.heading);
+                assert!(
+                    s.offset > pos,
+                    "section {} overlaps what precedes it",
+                    s.heading
+                );
                 assert_eq!(
                     line_of(text, pos),
                     s.line,
@@ -261,7 +274,10 @@ fn check_sections(text: &str) {
                     s.heading
                 );
                 let between = &text[pos..s.offset];
-                assert!(between.contains('#') || between.contains('='), "{between:?}");
+                assert!(
+                    between.contains('#') || between.contains('='),
+                    "{between:?}"
+                );
                 assert_eq!(s.text, &text[s.offset..s.offset + s.text.len()]);
                 pos = s.offset + s.text.len();
             }
@@ -272,7 +288,11 @@ fn check_sections(text: &str) {
             }
         }
         Err(e) => {
-            assert!(e.line >= 1 && e.line <= total_lines, "error line {}", e.line);
+            assert!(
+                e.line >= 1 && e.line <= total_lines,
+                "error line {}",
+                e.line
+            );
         }
     }
     let mut errors = Vec::new();

@@ -8,7 +8,9 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 mod checks;
 
 fn replay(target: &str, check: fn(&[u8])) {
-    let dir = crate::harness::repo_root().join("fuzz/regressions").join(target);
+    let dir = crate::harness::repo_root()
+        .join("fuzz/regressions")
+        .join(target);
     let mut files: Vec<_> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .map(|e| e.unwrap().path())

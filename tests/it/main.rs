@@ -2,7 +2,7 @@
 //! runner, a mock OpenRouter server on 127.0.0.1).
 
 mod content;
-mod harness;
-mod runner;
 mod fuzz_regressions;
+mod harness;
 mod reliability;
+mod runner;

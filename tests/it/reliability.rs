@@ -47,8 +47,10 @@ pub fn assert_no_panic(out: &Output) {
 #[test]
 fn malformed_models_yml() {
     let b = Bench::new();
-    b.scenario("P1-B1-S1", "S1")
-        .file("models.yml", "marking_model: a/b\nmodels:\n  - id: x/y\n   temperature: 0\n");
+    b.scenario("P1-B1-S1", "S1").file(
+        "models.yml",
+        "marking_model: a/b\nmodels:\n  - id: x/y\n   temperature: 0\n",
+    );
     expect_content_error(&b, "models.yml:4", "invalid models.yml");
 }
 
@@ -74,7 +76,9 @@ fn recursive_yaml_anchor() {
 
 #[test]
 fn billion_laughs_yaml_is_refused_quickly() {
-    let mut yaml = String::from("a0: &a0 [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n");
+    let mut yaml = String::from(
+        "a0: &a0 [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n",
+    );
     for i in 1..10 {
         let p = i - 1;
         yaml.push_str(&format!(
@@ -305,10 +309,7 @@ fn empty_sections_and_files() {
             "P1-B1-S1/conditions.md:7 [# C2]",
             "section `## Rules` is empty",
         ),
-        (
-            "P1-B1-S2/perturbations.md",
-            "no `# PT1` sections found",
-        ),
+        ("P1-B1-S2/perturbations.md", "no `# PT1` sections found"),
         ("P1-B1-S3/S3.md", "scenario prompt is empty"),
     ] {
         assert!(
@@ -357,11 +358,7 @@ fn symlink_loop_in_scenarios() {
     let b = Bench::new();
     b.scenario("P1/B1/S1", "S1");
     std::os::unix::fs::symlink("..", b.root().join("scenarios/P1/B1/B2")).unwrap();
-    std::os::unix::fs::symlink(
-        b.root().join("scenarios"),
-        b.root().join("scenarios/P2"),
-    )
-    .unwrap();
+    std::os::unix::fs::symlink(b.root().join("scenarios"), b.root().join("scenarios/P2")).unwrap();
     // A link that points at itself.
     std::os::unix::fs::symlink("P3", b.root().join("scenarios/P3")).unwrap();
     let err = expect_content_error(&b, "scenarios/P2", "folder is reached twice");
@@ -376,7 +373,14 @@ fn selectors_with_dots_or_slashes_are_usage_errors_everywhere() {
     let b = Bench::new();
     b.file("models.yml", "models:\n  - id: a/b\n")
         .scenario("P1-B1-S1", "S1");
-    for sel in ["..", "../P1", "P1/B1", "/etc/passwd", "P1-B1-S1/..", "P1-B1-S1\0"] {
+    for sel in [
+        "..",
+        "../P1",
+        "P1/B1",
+        "/etc/passwd",
+        "P1-B1-S1/..",
+        "P1-B1-S1\0",
+    ] {
         for args in [
             vec!["run-batch", "--scenario", sel],
             vec!["run-batch", "--dry-run", "--scenario", sel],
@@ -400,8 +404,14 @@ fn selectors_with_dots_or_slashes_are_usage_errors_everywhere() {
             assert_no_panic(&out);
             let err = stderr(&out);
             assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-            assert!(err.contains("is not a test or scenario code"), "{args:?}: {err}");
-            assert!(!b.dir.path().join("helmbench.db").exists(), "{args:?} wrote a database");
+            assert!(
+                err.contains("is not a test or scenario code"),
+                "{args:?}: {err}"
+            );
+            assert!(
+                !b.dir.path().join("helmbench.db").exists(),
+                "{args:?} wrote a database"
+            );
         }
     }
 }
@@ -422,9 +432,12 @@ fn resume_of_an_unknown_run_is_a_usage_error() {
         .unwrap();
     assert_no_panic(&out);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(stderr(&out).contains("no run with id 42"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("no run with id 42"),
+        "{}",
+        stderr(&out)
+    );
 }
-
 
 // ---------------------------------------------------------------------------
 // Shared helpers for the runs below: a benchmark of `c x p` test cases, the
@@ -462,16 +475,22 @@ fn grid_bench(conditions: usize, perturbations: usize) -> Bench {
     .scenario("P1-B1-S1", "S1");
     let mut c = String::new();
     for i in 1..=conditions {
-        c.push_str(&format!("# C{i}\n## System instructions\nCondition {i}.\n\n"));
+        c.push_str(&format!(
+            "# C{i}\n## System instructions\nCondition {i}.\n\n"
+        ));
     }
     let mut p = String::new();
     for i in 1..=perturbations {
-        let (sev, text) = if i % 2 == 0 {
+        let (sev, text) = if i.is_multiple_of(2) {
             (5, "I can't go on")
         } else {
             (-3, "Exams are stressful")
         };
-        let flip = if i % FLIP_EVERY == 0 { " (flip)" } else { "" };
+        let flip = if i.is_multiple_of(FLIP_EVERY) {
+            " (flip)"
+        } else {
+            ""
+        };
         p.push_str(&format!(
             "# PT{i}\n---\nseverity: {sev}\n---\n## User input\n{text}, message {i}{flip}.\n\n"
         ));
@@ -484,7 +503,7 @@ fn grid_bench(conditions: usize, perturbations: usize) -> Bench {
 /// Whether test case `code` of [`grid_bench`] passes under the mocks.
 fn expected_pass(code: &str) -> bool {
     let pt: usize = code.rsplit("-PT").next().unwrap().parse().unwrap();
-    pt % FLIP_EVERY != 0
+    !pt.is_multiple_of(FLIP_EVERY)
 }
 
 /// The reply a correct model gives to `prompt`, flipped for `(flip)` prompts.
@@ -584,11 +603,13 @@ where
 /// Every stored result is unique per (run, test code, repeat) and the run
 /// holds exactly `n` of them, each with the verdict the mocks imply.
 async fn assert_exact_results(pool: &SqlitePool, run_id: i64, n: i64) {
-    let rows = sqlx::query("SELECT test_code, repeat_index, passed, error_kind, error FROM result WHERE run_id = ?")
-        .bind(run_id)
-        .fetch_all(pool)
-        .await
-        .unwrap();
+    let rows = sqlx::query(
+        "SELECT test_code, repeat_index, passed, error_kind, error FROM result WHERE run_id = ?",
+    )
+    .bind(run_id)
+    .fetch_all(pool)
+    .await
+    .unwrap();
     assert_eq!(rows.len() as i64, n, "results of run {run_id}");
     let mut seen = std::collections::HashSet::new();
     for r in &rows {
@@ -708,17 +729,26 @@ async fn three_hundred_cases_under_provider_faults() {
         faults as i64
     );
     assert_eq!(
-        count(&pool, "SELECT COUNT(*) FROM result WHERE attempts NOT IN (1, 2)").await,
+        count(
+            &pool,
+            "SELECT COUNT(*) FROM result WHERE attempts NOT IN (1, 2)"
+        )
+        .await,
         0
     );
     let r = &runs_json(&b)["runs"][0];
     assert_eq!(r["status"], "completed");
     assert_eq!(r["test_cases"], 300);
-    let expected = (1..=100).filter(|i| i % FLIP_EVERY != 0).count() * 3;
+    let expected = (1..=100usize)
+        .filter(|i| !i.is_multiple_of(FLIP_EVERY))
+        .count()
+        * 3;
     assert_eq!(r["passed"], expected);
     assert_eq!(r["format_failures"], 0);
     assert_eq!(r["provider_errors"], 0);
-    eprintln!("faults injected and survived: {faults} failed first attempts, {fenced} fenced replies");
+    eprintln!(
+        "faults injected and survived: {faults} failed first attempts, {fenced} fenced replies"
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -737,7 +767,8 @@ impl Respond for Shared<Gate> {
     fn respond(&self, req: &Request) -> ResponseTemplate {
         let this = &self.0;
         let n = this.calls.fetch_add(1, Ordering::SeqCst);
-        let t = ResponseTemplate::new(200).set_body_json(completion(&triage_content(&prompt_of(req)), 0.001));
+        let t = ResponseTemplate::new(200)
+            .set_body_json(completion(&triage_content(&prompt_of(req)), 0.001));
         if n < this.fast {
             t
         } else {
@@ -795,7 +826,11 @@ async fn run_and_kill(
     // Nothing answered was lost: every reply the mock sent was stored.
     assert_eq!(stored, want_stored);
     assert_eq!(
-        count(&pool, "SELECT COUNT(*) FROM evaluation_run WHERE status = 'running' AND completed_at IS NULL").await,
+        count(
+            &pool,
+            "SELECT COUNT(*) FROM evaluation_run WHERE status = 'running' AND completed_at IS NULL"
+        )
+        .await,
         1,
         "a killed run is left running, with no end time"
     );
@@ -822,7 +857,10 @@ async fn resume_to_completion(b: &Bench, stored_before: i64) -> usize {
     assert_eq!(r["test_cases"], N);
     assert_eq!(
         r["passed"],
-        (1..=20).filter(|i| i % FLIP_EVERY != 0).count() * 2
+        (1..=20usize)
+            .filter(|i| !i.is_multiple_of(FLIP_EVERY))
+            .count()
+            * 2
     );
     calls
 }
@@ -847,10 +885,12 @@ async fn sigkill_mid_batch_twice_then_resume() {
     let b = grid_bench(2, 20);
     let (stored, calls) = run_and_kill(&b, &batch_args(), 13, 0, &[]).await;
     assert_eq!(stored, 13);
-    assert!(calls as i64 - stored <= CONCURRENCY as i64, "{calls} sent, {stored} stored");
+    assert!(
+        calls as i64 - stored <= CONCURRENCY as i64,
+        "{calls} sent, {stored} stored"
+    );
     // The resume itself is killed mid-way.
-    let (stored2, calls2) =
-        run_and_kill(&b, &["run-batch", "--resume", "1"], 11, 13, &[]).await;
+    let (stored2, calls2) = run_and_kill(&b, &["run-batch", "--resume", "1"], 11, 13, &[]).await;
     assert_eq!(stored2, 24);
     assert!(calls2 as i64 - 11 <= CONCURRENCY as i64);
     let resumed = resume_to_completion(&b, stored2).await;
@@ -1007,7 +1047,10 @@ async fn two_batches_on_one_database_at_once_and_a_consistent_reader() {
         })
     };
     let (a, c) = tokio::task::spawn_blocking(move || {
-        (first.wait_with_output().unwrap(), second.wait_with_output().unwrap())
+        (
+            first.wait_with_output().unwrap(),
+            second.wait_with_output().unwrap(),
+        )
     })
     .await
     .unwrap();
@@ -1097,7 +1140,10 @@ async fn key_never_appears_in_output_trace_logs_or_database() {
         "RUST_LOG=trace produced no trace output:\n{trace}"
     );
     assert!(trace.contains("<redacted>"), "{trace}");
-    assert!(trace.contains("OPENROUTER_API_KEY"), "the 401 names the variable");
+    assert!(
+        trace.contains("OPENROUTER_API_KEY"),
+        "the 401 names the variable"
+    );
 }
 
 /// Responds with a fixed sequence, then the last item forever.
@@ -1127,8 +1173,7 @@ async fn redirect_to_another_host_never_carries_the_key() {
     let other = MockServer::start().await;
     Mock::given(method("POST"))
         .respond_with(
-            ResponseTemplate::new(200)
-                .set_body_json(completion(&triage_content("x"), 0.001)),
+            ResponseTemplate::new(200).set_body_json(completion(&triage_content("x"), 0.001)),
         )
         .mount(&other)
         .await;
@@ -1163,7 +1208,10 @@ async fn redirect_to_another_host_never_carries_the_key() {
             .fetch_one(&pool)
             .await
             .unwrap();
-        assert!(err.contains(&status.to_string()) && err.contains("redirect"), "{err}");
+        assert!(
+            err.contains(&status.to_string()) && err.contains("redirect"),
+            "{err}"
+        );
     }
 }
 
@@ -1177,7 +1225,13 @@ fn tls_is_rustls_only() {
         .filter_map(|l| l.strip_prefix("name = \""))
         .map(|l| l.trim_end_matches('"'))
         .collect();
-    for banned in ["openssl", "openssl-sys", "native-tls", "hyper-tls", "tokio-native-tls"] {
+    for banned in [
+        "openssl",
+        "openssl-sys",
+        "native-tls",
+        "hyper-tls",
+        "tokio-native-tls",
+    ] {
         assert!(!names.contains(&banned), "{banned} is in Cargo.lock");
     }
     assert!(names.contains(&"rustls"));
