@@ -1139,6 +1139,11 @@ async fn key_never_appears_in_output_trace_logs_or_database() {
         trace.contains("TRACE") && trace.lines().count() > 50,
         "RUST_LOG=trace produced no trace output:\n{trace}"
     );
+    // hyper-util's connection pool and connector logged at trace level.
+    assert!(
+        trace.contains("Http::connect") && trace.contains("connecting to 127.0.0.1"),
+        "no HTTP-stack tracing in:\n{trace}"
+    );
     assert!(trace.contains("<redacted>"), "{trace}");
     assert!(
         trace.contains("OPENROUTER_API_KEY"),
