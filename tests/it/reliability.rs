@@ -319,6 +319,48 @@ fn empty_sections_and_files() {
     }
 }
 
+/// Found by fuzzing: blocks that run over the next section heading would
+/// send that section's frontmatter to the model as part of this prompt.
+#[test]
+fn sections_swallowed_by_open_blocks() {
+    let b = Bench::new();
+    b.scenario("P1-B1-S1", "S1")
+        .file(
+            "scenarios/P1-B1-S1/perturbations.md",
+            "# PT1\n## A\nx\n\n<br>\n# PT2\n---\nseverity: 9\n---\n## A\ny\n",
+        )
+        .scenario("P1-B1-S2", "S2")
+        .file(
+            "scenarios/P1-B1-S2/perturbations.md",
+            "# PT1\n---\nseverity: 1\n\n# PT2\n---\nseverity: 9\n---\n## A\ny\n",
+        )
+        .scenario("P1-B1-S3", "S3")
+        .file(
+            "scenarios/P1-B1-S3/conditions.md",
+            "# C1\n## A\n```\nx\n\n# C2\n---\ndifficulty: 9\n---\n## A\ny\n",
+        );
+    let err = expect_content_error(
+        &b,
+        "P1-B1-S1/perturbations.md:6",
+        "`# PT2` looks like a section heading but is read as part of the section above it",
+    );
+    for (place, what) in [
+        (
+            "P1-B1-S2/perturbations.md:5",
+            "`# PT2` inside the frontmatter of `# PT1` looks like a section heading",
+        ),
+        (
+            "P1-B1-S3/conditions.md:3 [# C1]",
+            "code fence opened with ``` is never closed",
+        ),
+    ] {
+        assert!(
+            err.lines().any(|l| l.contains(place) && l.contains(what)),
+            "missing `{place}` … `{what}` in:\n{err}"
+        );
+    }
+}
+
 #[test]
 fn fifty_megabyte_file_is_refused_without_reading_it() {
     let b = Bench::new();
