@@ -433,6 +433,8 @@ fn run_batch(cli: &Cli, args: &RunBatchArgs) -> Result<u8> {
         }
         return dry_run_batch(cli, &args.scenarios, args.skip_no_context, args.format);
     }
+    // Refuse a bad selector before the database is created or touched.
+    parse_selectors(&args.scenarios)?;
     let b = load_strict(cli)?;
     let rt = runtime()?;
     rt.block_on(async {
@@ -576,17 +578,41 @@ fn database_url(cli: &Cli) -> String {
         .unwrap_or_else(|| crate::store::DEFAULT_DATABASE_URL.to_string())
 }
 
-/// Cancels on Ctrl-C: in-flight work is dropped, finished work is saved.
+/// Cancels on Ctrl-C (or SIGTERM, what CI runners and `kill` send): in-flight
+/// work is dropped, finished work is saved. A second signal quits at once,
+/// which loses nothing stored: every result is written in its own committed
+/// transaction and the run stays resumable.
 fn ctrl_c_token() -> CancellationToken {
     let token = CancellationToken::new();
     let t = token.clone();
     tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            eprintln!("interrupted: saving what finished…");
+        if interrupt_signal().await {
+            eprintln!("interrupted: saving what finished… (interrupt again to quit at once)");
             t.cancel();
+            if interrupt_signal().await {
+                eprintln!(
+                    "interrupted again: quitting now; `helmbench runs` lists the run to --resume"
+                );
+                std::process::exit(130);
+            }
         }
     });
     token
+}
+
+/// Waits for SIGINT or (on unix) SIGTERM; false if no handler could be set.
+async fn interrupt_signal() -> bool {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            return tokio::select! {
+                r = tokio::signal::ctrl_c() => r.is_ok(),
+                r = term.recv() => r.is_some(),
+            };
+        }
+    }
+    tokio::signal::ctrl_c().await.is_ok()
 }
 
 fn client(call: &CallArgs) -> Result<openrouter::Client> {

@@ -140,14 +140,31 @@ fn walk(
             return;
         }
     };
-    let mut children: Vec<PathBuf> = entries
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .filter(|p| p.is_dir())
-        .collect();
+    let mut children: Vec<PathBuf> = Vec::new();
+    for entry in entries.filter_map(|e| e.ok()) {
+        let p = entry.path();
+        if p.is_dir() {
+            children.push(p);
+        } else if entry.file_type().is_ok_and(|t| t.is_symlink())
+            && let Err(e) = std::fs::metadata(&p)
+            && !entry.file_name().to_string_lossy().starts_with('.')
+        {
+            // A link to itself or to nowhere: following it fails, and
+            // skipping it would drop whatever it was meant to hold.
+            errors.push(ContentError::new(
+                &p,
+                format!("cannot open folder: {e} (a symlink loop or a dangling link)"),
+            ));
+        }
+    }
     children.sort();
     for child in children {
         let Some(name) = child.file_name().and_then(|n| n.to_str()) else {
+            // Skipping it silently would drop a scenario without a word.
+            errors.push(ContentError::new(
+                &child,
+                "folder name is not valid UTF-8 (expected a scenario path such as P1-B1-S1)",
+            ));
             continue;
         };
         if name.starts_with('.') || name.starts_with('_') {

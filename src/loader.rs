@@ -487,7 +487,7 @@ fn parse_yaml_map(
     if yaml.trim().is_empty() {
         return Ok(Map::new());
     }
-    let value: Value = serde_yaml::from_str(yaml).map_err(|e| {
+    let value: serde_yaml::Value = serde_yaml::from_str(yaml).map_err(|e| {
         // An error at the end of input is reported past the block: clamp it.
         let last = first_line + yaml.lines().count().max(1) - 1;
         let line = e
@@ -498,6 +498,18 @@ fn parse_yaml_map(
         let msg = msg.split(" at line ").next().unwrap_or(&msg).to_string();
         located(format!("invalid YAML: {msg}"), line)
     })?;
+    // JSON has no NaN or infinity: converted, `.nan`, `.inf` and `1e999`
+    // would silently become null, i.e. "absent, default 0".
+    if let Some(key) = non_finite_number(&value, "") {
+        return Err(located(
+            format!(
+                "`{key}` is not a finite number (expected a number such as 5 or -2.5, not .nan, .inf or an overflowing value)"
+            ),
+            first_line,
+        ));
+    }
+    let value: Value = serde_yaml::from_value(value)
+        .map_err(|e| located(format!("invalid YAML: {e}"), first_line))?;
     match value {
         Value::Object(m) => Ok(m),
         Value::Null => Ok(Map::new()),
@@ -508,6 +520,34 @@ fn parse_yaml_map(
             ),
             first_line,
         )),
+    }
+}
+
+/// The key path of the first NaN or infinite number in `v`, if any.
+fn non_finite_number(v: &serde_yaml::Value, at: &str) -> Option<String> {
+    match v {
+        serde_yaml::Value::Number(n) if !n.is_finite() => Some(at.to_string()),
+        serde_yaml::Value::Sequence(items) => items
+            .iter()
+            .enumerate()
+            .find_map(|(i, x)| non_finite_number(x, &format!("{at}[{i}]"))),
+        serde_yaml::Value::Mapping(m) => m.iter().find_map(|(k, x)| {
+            let k = match k {
+                serde_yaml::Value::String(s) => s.clone(),
+                other => serde_yaml::to_string(other)
+                    .unwrap_or_default()
+                    .trim()
+                    .to_string(),
+            };
+            let path = if at.is_empty() {
+                k
+            } else {
+                format!("{at}.{k}")
+            };
+            non_finite_number(x, &path)
+        }),
+        serde_yaml::Value::Tagged(t) => non_finite_number(&t.value, at),
+        _ => None,
     }
 }
 
@@ -1260,61 +1300,7 @@ fn load_components(
     let mut out = Vec::new();
     if consolidated.is_file() {
         let text = read_text(&consolidated, errors)?;
-        let is_code = |h: &str| {
-            leading_code(h).is_some_and(|c| parse_segment(&c.to_ascii_uppercase()).is_some())
-        };
-        let (preamble, sections) = match split_sections(&text, is_code) {
-            Ok(x) => x,
-            Err(e) => {
-                errors.push(ContentError::new(&consolidated, e.message).at(e.line));
-                return None;
-            }
-        };
-        if sections.is_empty() {
-            errors.push(ContentError::new(
-                &consolidated,
-                format!(
-                    "no `# {}1` sections found (expected one H1 heading per component)",
-                    kind.prefix()
-                ),
-            ));
-        } else if !preamble_is_ignorable(preamble) {
-            tracing::warn!(file = %consolidated.display(), "text before the first section is not part of any component and is not sent");
-        }
-        for s in sections {
-            let code = leading_code(&s.heading).unwrap_or_default();
-            let label = format!("# {}", s.heading);
-            if !crate::discovery::is_segment(&code, kind.prefix()) {
-                errors.push(
-                    ContentError::new(
-                        &consolidated,
-                        format!(
-                            "section code `{code}` is not a {} code (expected {}<n>, upper case)",
-                            kind.as_str(),
-                            kind.prefix()
-                        ),
-                    )
-                    .at(s.line)
-                    .in_section(label),
-                );
-                continue;
-            }
-            let title = title_after_code(&s.heading, &code);
-            let first_line = s.line + 1;
-            if let Some(c) = build_component(
-                kind,
-                scenario,
-                &code,
-                title,
-                &consolidated,
-                Some(&label),
-                s.text,
-                first_line,
-                errors,
-            ) {
-                out.push(c);
-            }
-        }
+        out = parse_consolidated(&consolidated, &text, scenario, kind, errors);
     } else if folder.is_dir() {
         let entries = match std::fs::read_dir(&folder) {
             Ok(e) => e,
@@ -1385,6 +1371,74 @@ fn load_components(
         }
     }
     (errors.len() == before).then_some(out)
+}
+
+/// Parses the text of a consolidated component file (`conditions.md`, ...):
+/// one component per `# C1` section, each with optional frontmatter. Public
+/// so the fuzz targets can drive exactly what the loader does with a file.
+pub fn parse_consolidated(
+    path: &Path,
+    text: &str,
+    scenario: &str,
+    kind: ComponentKind,
+    errors: &mut Vec<ContentError>,
+) -> Vec<Component> {
+    let mut out = Vec::new();
+    let is_code =
+        |h: &str| leading_code(h).is_some_and(|c| parse_segment(&c.to_ascii_uppercase()).is_some());
+    let (preamble, sections) = match split_sections(text, is_code) {
+        Ok(x) => x,
+        Err(e) => {
+            errors.push(ContentError::new(path, e.message).at(e.line));
+            return out;
+        }
+    };
+    if sections.is_empty() {
+        errors.push(ContentError::new(
+            path,
+            format!(
+                "no `# {}1` sections found (expected one H1 heading per component)",
+                kind.prefix()
+            ),
+        ));
+    } else if !preamble_is_ignorable(preamble) {
+        tracing::warn!(file = %path.display(), "text before the first section is not part of any component and is not sent");
+    }
+    for s in sections {
+        let code = leading_code(&s.heading).unwrap_or_default();
+        let label = format!("# {}", s.heading);
+        if !crate::discovery::is_segment(&code, kind.prefix()) {
+            errors.push(
+                ContentError::new(
+                    path,
+                    format!(
+                        "section code `{code}` is not a {} code (expected {}<n>, upper case)",
+                        kind.as_str(),
+                        kind.prefix()
+                    ),
+                )
+                .at(s.line)
+                .in_section(label),
+            );
+            continue;
+        }
+        let title = title_after_code(&s.heading, &code);
+        let first_line = s.line + 1;
+        if let Some(c) = build_component(
+            kind,
+            scenario,
+            &code,
+            title,
+            path,
+            Some(&label),
+            s.text,
+            first_line,
+            errors,
+        ) {
+            out.push(c);
+        }
+    }
+    out
 }
 
 fn preamble_is_ignorable(preamble: &str) -> bool {

@@ -9,7 +9,7 @@
 
 use std::ops::Range;
 
-use pulldown_cmark::{Event, HeadingLevel, Options, Parser, Tag, TagEnd};
+use pulldown_cmark::{CodeBlockKind, Event, HeadingLevel, Options, Parser, Tag, TagEnd};
 
 /// A problem in a markdown document, with the 1-based line it concerns.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -233,6 +233,9 @@ pub fn trim_blank_lines(s: &str) -> &str {
 /// each top-level H2 section becomes `<tag>\n{body}\n</tag>`, text before the
 /// first H2 stays as it is, pieces are separated by one blank line.
 pub fn to_xml(body: &str) -> Result<String, MarkdownError> {
+    if let Some(e) = unclosed_block(body) {
+        return Err(e);
+    }
     let h2s = headings(body, 2);
     let mut pieces: Vec<String> = Vec::with_capacity(h2s.len() + 1);
     let preamble_end = h2s.first().map_or(body.len(), |h| h.range.start);
@@ -263,6 +266,90 @@ pub fn to_xml(body: &str) -> Result<String, MarkdownError> {
         pieces.push(format!("<{tag}>\n{section}\n</{tag}>"));
     }
     Ok(pieces.join("\n\n"))
+}
+
+/// A top-level code fence or HTML block (comment, `<pre>`, `<script>`, ...)
+/// that is never closed runs, by CommonMark's rules, to the end of the
+/// document. In a consolidated file that silently swallows every following
+/// section, frontmatter included, into this component's prompt; anywhere
+/// else it hides the headings after it. Either way the author made a slip.
+fn unclosed_block(text: &str) -> Option<MarkdownError> {
+    let mut depth = 0usize;
+    for (event, range) in Parser::new_ext(text, Options::empty()).into_offset_iter() {
+        match event {
+            Event::Start(tag) if is_container(&tag) => depth += 1,
+            Event::End(end) if is_container_end(&end) => depth = depth.saturating_sub(1),
+            Event::Start(Tag::CodeBlock(CodeBlockKind::Fenced(_))) if depth == 0 => {
+                let block = &text[range.clone()];
+                let open = block.trim_start_matches(' ');
+                let ch = open.chars().next().unwrap_or('`');
+                let n = open.chars().take_while(|&c| c == ch).count();
+                let mut lines = block.lines();
+                let first = lines.next();
+                let closed = lines.next_back().is_some_and(|last| {
+                    let t = last.trim_start_matches(' ').trim_end();
+                    t.len() >= n && t.chars().all(|c| c == ch)
+                }) && first.is_some();
+                if !closed {
+                    let fence: String = std::iter::repeat_n(ch, n).collect();
+                    return Some(MarkdownError {
+                        line: line_of(text, range.start),
+                        message: format!(
+                            "code fence opened with {fence} is never closed (expected a closing {fence} line; everything after it would be read as code)"
+                        ),
+                    });
+                }
+            }
+            Event::Start(Tag::HtmlBlock) if depth == 0 => {
+                let block = &text[range.clone()];
+                let open = block.trim_start_matches(' ');
+                let lower = open.to_ascii_lowercase();
+                let end = if open.starts_with("<!--") {
+                    Some("-->")
+                } else if open.starts_with("<?") {
+                    Some("?>")
+                } else if open.starts_with("<![CDATA[") {
+                    Some("]]>")
+                } else if open.starts_with("<!") {
+                    Some(">")
+                } else {
+                    ["script", "pre", "style", "textarea"]
+                        .into_iter()
+                        .find(|t| {
+                            lower[1..].starts_with(t)
+                                && lower[1 + t.len()..]
+                                    .chars()
+                                    .next()
+                                    .is_none_or(|c| c == '>' || c.is_whitespace())
+                        })
+                        .map(|t| match t {
+                            "script" => "</script>",
+                            "pre" => "</pre>",
+                            "style" => "</style>",
+                            _ => "</textarea>",
+                        })
+                };
+                let Some(end) = end else { continue };
+                // The end marker may share characters with the opening one
+                // (`<!-->` is a whole comment), but not its `<`.
+                if !lower[1..].contains(end) {
+                    let start: String = open
+                        .chars()
+                        .take_while(|c| !c.is_whitespace())
+                        .take(12)
+                        .collect();
+                    return Some(MarkdownError {
+                        line: line_of(text, range.start),
+                        message: format!(
+                            "HTML block opened with `{start}` is never closed (expected `{end}`; everything after it would be read as HTML)"
+                        ),
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+    None
 }
 
 /// One `# CODE` section of a consolidated component file.
@@ -345,7 +432,82 @@ pub fn split_sections<'a>(
         }
         open = Some((h.text.clone(), line, body_start));
     }
+    let leading = |h: &str| -> String {
+        h.trim()
+            .chars()
+            .take_while(char::is_ascii_alphanumeric)
+            .collect::<String>()
+            .to_ascii_uppercase()
+    };
+    let codes: std::collections::HashSet<String> =
+        sections.iter().map(|s| leading(&s.heading)).collect();
+    for s in &sections {
+        // A section-shaped line inside a section's frontmatter is fine as a
+        // YAML comment about a section the file has (`# C2 is harder`). One
+        // naming a section the file lacks means this block's closing `---`
+        // is missing and it swallowed that section, whose own `---` now
+        // closes this block and whose YAML would be sent as prompt text.
+        if let Ok(fm) = split_frontmatter(s.text)
+            && let Some(yaml) = fm.yaml
+            && let Some((at, line)) = heading_lines(yaml, &is_code)
+                .find(|(_, l)| !codes.contains(&leading(l.trim_start().trim_start_matches('#'))))
+        {
+            let yaml_offset = yaml.as_ptr() as usize - s.text.as_ptr() as usize;
+            return Err(MarkdownError {
+                line: line_of(text, s.offset + yaml_offset + at),
+                message: format!(
+                    "`{line}` inside the frontmatter of `# {}` looks like a section heading; expected the frontmatter's closing `---` before it (a YAML comment may not start with a section code the file does not have)",
+                    s.heading
+                ),
+            });
+        }
+        let body_offset = split_frontmatter(s.text).map_or(0, |fm| fm.body_offset);
+        if let Some((at, line)) = swallowed_heading(&s.text[body_offset..], &is_code) {
+            return Err(MarkdownError {
+                line: line_of(text, s.offset + body_offset + at),
+                message: format!(
+                    "`{line}` looks like a section heading but is read as part of the section above it (an HTML block or code fence runs over it); expected a blank line before it, or the block closed"
+                ),
+            });
+        }
+    }
     Ok((&text[..preamble_end.min(text.len())], sections))
+}
+
+/// A line of `body` shaped like a section heading (`# C3`, up to three
+/// spaces of indent) that markdown does not read as one because the block
+/// above it (an HTML block without a blank line after it, an unclosed
+/// comment) runs over it. Inside a code block such a line is just code.
+/// Returns its byte offset and text.
+fn swallowed_heading<'a>(
+    body: &'a str,
+    is_code: &'a impl Fn(&str) -> bool,
+) -> Option<(usize, &'a str)> {
+    let code_blocks: Vec<Range<usize>> = Parser::new_ext(body, Options::empty())
+        .into_offset_iter()
+        .filter_map(|(e, r)| matches!(e, Event::Start(Tag::CodeBlock(_))).then_some(r))
+        .collect();
+    heading_lines(body, is_code).find(|(at, _)| !code_blocks.iter().any(|r| r.contains(at)))
+}
+
+/// Lines of `text` shaped like an ATX section heading (`# C3`, up to three
+/// spaces of indent) whose text `is_code` accepts, with their byte offsets.
+fn heading_lines<'a>(
+    text: &'a str,
+    is_code: &'a impl Fn(&str) -> bool,
+) -> impl Iterator<Item = (usize, &'a str)> + 'a {
+    let mut offset = 0;
+    text.split_inclusive('\n').filter_map(move |raw| {
+        let at = offset;
+        offset += raw.len();
+        let line = raw.trim_end_matches(['\n', '\r']);
+        let indent = line.len() - line.trim_start_matches(' ').len();
+        let heading = line[indent..]
+            .strip_prefix('#')
+            .filter(|rest| rest.starts_with([' ', '\t']))
+            .map(str::trim);
+        (indent <= 3 && heading.is_some_and(is_code)).then_some((at, line))
+    })
 }
 
 fn shift(mut hs: Vec<Heading>, by: usize) -> Vec<Heading> {
@@ -448,6 +610,36 @@ mod tests {
         );
     }
 
+    #[test]
+    fn unclosed_fence_is_an_error() {
+        let err = to_xml("## A\nx\n\n```\ncode\n## B\ny\n").unwrap_err();
+        assert_eq!(err.line, 4);
+        assert!(err.message.contains("never closed"), "{}", err.message);
+        let err = to_xml("~~~~\n~~~\n").unwrap_err();
+        assert_eq!(err.line, 1);
+        assert!(to_xml("```\n").is_err());
+        // Closed fences, longer closers and fences in containers are fine.
+        assert!(to_xml("```\ncode\n```\n").is_ok());
+        assert!(to_xml("  ````md\n```\n`````   \n## B\ny").is_ok());
+        assert!(to_xml("> ```\n> code\n\nafter\n").is_ok());
+    }
+
+    #[test]
+    fn unclosed_html_block_is_an_error() {
+        let err = to_xml("## A\nx\n\n<!-- note\n## B\ny\n").unwrap_err();
+        assert_eq!(err.line, 4);
+        assert!(err.message.contains("`-->`"), "{}", err.message);
+        assert!(to_xml("<pre>\nx\n").is_err());
+        assert!(to_xml("<!-->\n").is_ok(), "an empty comment closes itself");
+        assert!(to_xml("<!-- a -->\n## B\ny").is_ok());
+        assert!(to_xml("<!--\na\n-->\n## B\ny").is_ok());
+        assert!(
+            to_xml("<div>\nx\n").is_ok(),
+            "ends at a blank line or the end"
+        );
+        assert!(to_xml("<pre>x</pre>\n").is_ok());
+    }
+
     fn is_c(s: &str) -> bool {
         s.starts_with('C') && s[1..].chars().next().is_some_and(|c| c.is_ascii_digit())
     }
@@ -472,6 +664,36 @@ mod tests {
         assert_eq!(secs.len(), 2);
         assert_eq!(secs[1].heading, "C2");
         assert_eq!(secs[1].text, "z\n");
+    }
+
+    #[test]
+    fn heading_swallowed_by_an_html_block_is_an_error() {
+        // `<b>` starts an HTML block that runs to the next blank line, so
+        // markdown reads `# C2` and its frontmatter as C1's text.
+        let text = "# C1\n## A\nx\n\n<b>\n# C2\n---\nseverity: 2\n---\n## A\ny\n";
+        let err = split_sections(text, is_c).unwrap_err();
+        assert_eq!(err.line, 6);
+        assert!(err.message.contains("`# C2`"), "{}", err.message);
+        // A commented-out section would be sent as text: also refused.
+        assert!(split_sections("# C1\n## A\nx\n\n<!--\n# C2\n## A\ny\n-->\n", is_c).is_err());
+        // In a closed code fence it is only code.
+        let (_, secs) = split_sections("# C1\n## A\n```\n# C2\n```\n", is_c).unwrap();
+        assert_eq!(secs.len(), 1);
+    }
+
+    #[test]
+    fn unclosed_section_frontmatter_swallowing_sections_is_an_error() {
+        // C1's block never closes: C2's heading reads as a YAML comment and
+        // C2's opening `---` closes C1's block, so C2's YAML would be sent.
+        let text = "# C1\n---\nnote: |\n# C2\n---\nseverity: 9\n---\n## A\ny\n";
+        let err = split_sections(text, is_c).unwrap_err();
+        assert_eq!(err.line, 4);
+        assert!(
+            err.message
+                .contains("`# C2` inside the frontmatter of `# C1`"),
+            "{}",
+            err.message
+        );
     }
 
     #[test]

@@ -449,6 +449,14 @@ pub async fn run_batch(
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .clone();
+    // Fault injection for the crash tests: holds the run between its last
+    // result write and its bookkeeping, so a test can SIGKILL it exactly there.
+    if let Some(ms) = std::env::var("HELMBENCH_TEST_PAUSE_BEFORE_FINISH_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+    }
     let all_done = ctx.store.stored_cases(run_id).await?.len() >= work.len();
     let (status, message, fatal) = match (&stop_reason, abort.is_cancelled()) {
         (Some((msg, fatal)), _) => ("interrupted", Some(msg.clone()), fatal.then(|| msg.clone())),

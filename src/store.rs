@@ -205,13 +205,30 @@ impl Store {
                 version: *v,
             });
         }
-        MIGRATOR.run(&pool).await.map_err(|e| StoreError::Migrate {
-            url: url.into(),
-            message: match &e {
-                sqlx::migrate::MigrateError::Execute(inner) => describe_sqlx(inner),
-                other => other.to_string(),
-            },
-        })?;
+        // Two processes opening a new database at once both try to apply
+        // the first migration; the loser's transaction fails ("table ...
+        // already exists") and rolls back whole. Running the migrator again
+        // then finds the migration recorded by the winner and skips it.
+        let mut attempt = 0u64;
+        loop {
+            match MIGRATOR.run(&pool).await {
+                Ok(()) => break,
+                Err(e) if attempt < 5 && lost_migration_race(&e) => {
+                    attempt += 1;
+                    tracing::debug!(attempt, error = %e, "migration raced another process; retrying");
+                    tokio::time::sleep(Duration::from_millis(50 * attempt)).await;
+                }
+                Err(e) => {
+                    return Err(StoreError::Migrate {
+                        url: url.into(),
+                        message: match &e {
+                            sqlx::migrate::MigrateError::Execute(inner) => describe_sqlx(inner),
+                            other => other.to_string(),
+                        },
+                    });
+                }
+            }
+        }
         Ok(Store {
             pool,
             url: url.to_string(),
@@ -583,6 +600,17 @@ async fn upsert_component(
         .await?,
     };
     Ok(id)
+}
+
+/// Whether a migration failed because another process was applying the
+/// same migration at the same moment.
+fn lost_migration_race(e: &sqlx::migrate::MigrateError) -> bool {
+    let msg = match e {
+        sqlx::migrate::MigrateError::Execute(inner)
+        | sqlx::migrate::MigrateError::ExecuteMigration(inner, _) => inner.to_string(),
+        other => other.to_string(),
+    };
+    msg.contains("already exists") || msg.contains("locked") || msg.contains("UNIQUE constraint")
 }
 
 /// A readable cause for the common ways a file is not a usable database.

@@ -2,7 +2,9 @@
 //! runner, a mock OpenRouter server on 127.0.0.1).
 
 mod content;
+mod fuzz_regressions;
 mod harness;
+mod reliability;
 mod report;
 mod runner;
 mod score;

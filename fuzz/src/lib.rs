@@ -1,0 +1,2 @@
+//! The fuzz targets' invariant checks, also replayed by the main crate's tests.
+pub mod checks;

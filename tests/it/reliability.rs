@@ -1,0 +1,1289 @@
+//! Reliability and security (issue 9): bad content, provider faults, crashes,
+//! concurrent use, secrets and signals. Everything runs the real binary;
+//! the only network is a mock OpenRouter on 127.0.0.1.
+
+use std::process::Output;
+
+use crate::harness::{Bench, stderr};
+
+// ---------------------------------------------------------------------------
+// Bad content: one test per class. Each must exit 2, name the file (and the
+// line and section where there is one), and never panic. The classes already
+// covered by `content::all_content_errors_in_one_pass` (bad YAML in a
+// section, severity 11 / "high", unknown evaluation type, missing schema,
+// duplicate section codes, invalid JSON, invalid JSON Schema, non-UTF-8 in a
+// component, empty scenario prompt) are not repeated here.
+// ---------------------------------------------------------------------------
+
+/// Runs the content-gating commands and checks the error: exit 2, no panic,
+/// and one stderr line holding both `place` (file, line, section) and `what`.
+fn expect_content_error(b: &Bench, place: &str, what: &str) -> String {
+    for args in [
+        &["run-batch", "--all-scenarios", "--dry-run"][..],
+        &["list"][..],
+    ] {
+        let out = b.cmd().args(args).output().unwrap();
+        let err = stderr(&out);
+        assert_no_panic(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.lines().any(|l| l.contains(place) && l.contains(what)),
+            "{args:?}: no line with `{place}` and `{what}` in:\n{err}"
+        );
+    }
+    stderr(&b.cmd().arg("list").output().unwrap())
+}
+
+pub fn assert_no_panic(out: &Output) {
+    let err = stderr(out);
+    assert!(
+        !err.contains("panicked") && !err.contains("RUST_BACKTRACE"),
+        "panic: {err}"
+    );
+    // 101 is what a panicking Rust program exits with.
+    assert_ne!(out.status.code(), Some(101), "{err}");
+}
+
+#[test]
+fn malformed_models_yml() {
+    let b = Bench::new();
+    b.scenario("P1-B1-S1", "S1").file(
+        "models.yml",
+        "marking_model: a/b\nmodels:\n  - id: x/y\n   temperature: 0\n",
+    );
+    expect_content_error(&b, "models.yml:4", "invalid models.yml");
+}
+
+#[test]
+fn malformed_yaml_in_scenario_frontmatter() {
+    let b = Bench::new();
+    b.scenario("P1-B1-S1", "S1").file(
+        "scenarios/P1-B1-S1/S1.md",
+        "---\ncategory: HANDOFF\nevaluation: {type: category_match\n---\n## A\nx\n",
+    );
+    expect_content_error(&b, "P1-B1-S1/S1.md:3", "invalid YAML");
+}
+
+#[test]
+fn recursive_yaml_anchor() {
+    let b = Bench::new();
+    b.scenario("P1-B1-S1", "S1").file(
+        "scenarios/P1-B1-S1/perturbations.md",
+        "# PT1\n---\nseverity: 1\nloop: &a [*a]\n---\n## A\nx\n",
+    );
+    expect_content_error(&b, "perturbations.md:4 [# PT1]", "invalid YAML");
+}
+
+#[test]
+fn billion_laughs_yaml_is_refused_quickly() {
+    let mut yaml = String::from(
+        "a0: &a0 [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n",
+    );
+    for i in 1..10 {
+        let p = i - 1;
+        yaml.push_str(&format!(
+            "a{i}: &a{i} [*a{p},*a{p},*a{p},*a{p},*a{p},*a{p},*a{p},*a{p},*a{p}]\n"
+        ));
+    }
+    let b = Bench::new();
+    b.scenario("P1-B1-S1", "S1").file(
+        "scenarios/P1-B1-S1/conditions.md",
+        format!("# C1\n---\n{yaml}---\n## A\nx\n"),
+    );
+    let started = std::time::Instant::now();
+    expect_content_error(&b, "conditions.md", "[# C1]");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(20),
+        "alias expansion took {:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn wrong_types_in_frontmatter() {
+    let b = Bench::new();
+    b.scenario("P1-B1-S1", "S1")
+        .file(
+            "scenarios/P1-B1-S1/perturbations.md",
+            "# PT1\n---\nseverity: [5]\n---\n## A\nx\n\n# PT2\n---\n- just\n- a list\n---\n## A\ny\n",
+        )
+        .file(
+            "scenarios/P1-B1-S1/conditions.md",
+            "# C1\n---\ndifficulty: true\n---\n## A\nx\n",
+        )
+        .scenario("P1-B1-S2", "S2")
+        .file(
+            "scenarios/P1-B1-S2/S2.md",
+            "---\nevaluation: sqe-please\n---\n## A\nx\n",
+        )
+        .scenario("P1-B1-S3", "S3")
+        .file(
+            "scenarios/P1-B1-S3/S3.md",
+            "---\nevaluation:\n  type: tag_threshold\n  expected: [HANDOFF]\n  min_correct: -1\n---\n## A\nx\n",
+        );
+    let err = expect_content_error(
+        &b,
+        "perturbations.md:3 [# PT1]",
+        "`severity` is [5] (expected a number from -10 to 10)",
+    );
+    for (place, what) in [
+        (
+            "perturbations.md:10 [# PT2]",
+            "frontmatter is a list (expected a YAML mapping",
+        ),
+        (
+            "conditions.md:3 [# C1]",
+            "`difficulty` is true (expected a number from 0 to 10)",
+        ),
+        (
+            "S2.md [frontmatter `evaluation`]",
+            "`evaluation` is a string",
+        ),
+        (
+            "S3.md [frontmatter `evaluation`]",
+            "`min_correct` is -1 (expected a whole number",
+        ),
+    ] {
+        assert!(
+            err.lines().any(|l| l.contains(place) && l.contains(what)),
+            "missing `{place}` … `{what}` in:\n{err}"
+        );
+    }
+}
+
+#[test]
+fn wrong_types_in_models_yml() {
+    let b = Bench::new();
+    b.scenario("P1-B1-S1", "S1")
+        .file("models.yml", "models:\n  - id: a/b\n    temperature: hot\n");
+    expect_content_error(&b, "models.yml:3", "invalid models.yml");
+}
+
+#[test]
+fn out_of_range_values() {
+    let b = Bench::new();
+    b.scenario("P1-B1-S1", "S1")
+        .file(
+            "scenarios/P1-B1-S1/perturbations.md",
+            "# PT1\n---\nseverity: -10.5\n---\n## A\nx\n\n# PT2\n---\nseverity: .nan\n---\n## A\ny\n\n# PT3\n---\nseverity: 1e999\n---\n## A\nz\n",
+        )
+        .file(
+            "scenarios/P1-B1-S1/conditions.md",
+            "# C1\n---\ndifficulty: 11\n---\n## A\nx\n",
+        )
+        .file(
+            "models.yml",
+            "models:\n  - id: a/b\n    temperature: 3\n",
+        );
+    let err = expect_content_error(
+        &b,
+        "perturbations.md:3 [# PT1]",
+        "`severity` is -10.5 (expected a number from -10 to 10)",
+    );
+    for (place, what) in [
+        (
+            // `.nan` would otherwise have become null, i.e. "absent, 0".
+            "perturbations.md:10 [# PT2]",
+            "`severity` is not a finite number",
+        ),
+        (
+            // YAML reads an overflowing exponent as a string.
+            "perturbations.md:17 [# PT3]",
+            "`severity` is \"1e999\"",
+        ),
+        ("conditions.md:3 [# C1]", "`difficulty` is 11"),
+        ("models.yml", "temperature 3 is out of range"),
+    ] {
+        assert!(
+            err.lines().any(|l| l.contains(place) && l.contains(what)),
+            "missing `{place}` … `{what}` in:\n{err}"
+        );
+    }
+}
+
+#[test]
+fn unknown_evaluation_type_in_mcsqe() {
+    let b = Bench::new();
+    b.file("models.yml", "marking_model: j/m\nmodels:\n  - id: a/b\n")
+        .file(
+            "scenarios/P1-B1-S1/MCSQE.md",
+            "---\nevaluation:\n  type: category_match\n---\n## A\nx\n",
+        )
+        .file(
+            "scenarios/P1-B1-S1/CR1.md",
+            "---\noptions: [A, B]\npass_values: [A]\n---\n## C\nx\n",
+        )
+        .file("scenarios/P1-B1-S1/conditions.md", "# C1\n## A\nx\n")
+        .file("scenarios/P1-B1-S1/perturbations.md", "# PT1\n## A\nx\n");
+    expect_content_error(
+        &b,
+        "MCSQE.md [frontmatter `evaluation`]",
+        "declares evaluation type `category_match` (expected mcsqe",
+    );
+}
+
+#[test]
+fn missing_schema_for_a_deterministic_check() {
+    let b = Bench::new();
+    b.scenario("P1-B1-S1", "S1")
+        .remove("scenarios/P1-B1-S1/S1.json")
+        .file(
+            "scenarios/P1-B1-S1/S1.md",
+            "---\nevaluation:\n  type: list_includes\n  required: [a]\n---\n## A\nx\n",
+        );
+    expect_content_error(
+        &b,
+        "P1-B1-S1",
+        "list_includes evaluation needs a response schema",
+    );
+}
+
+#[test]
+fn schema_that_is_not_json_schema() {
+    let b = Bench::new();
+    b.scenario("P1-B1-S1", "S1")
+        .file(
+            "scenarios/P1-B1-S1/S1.json",
+            r#"{"type":"object","properties":{"category":{"type":"string","enum":"HANDOFF"}},"required":"category"}"#,
+        )
+        .scenario("P1-B1-S2", "S2")
+        .file(
+            "scenarios/P1-B1-S2/S2.json",
+            r#"{"type":"json_schema","json_schema":{"schema":{"type":"object"}}}"#,
+        )
+        .scenario("P1-B1-S3", "S3")
+        .file("scenarios/P1-B1-S3/S3.json", "[1, 2]");
+    let err = expect_content_error(&b, "P1-B1-S1/S1.json", "not a valid JSON Schema");
+    for (place, what) in [
+        ("P1-B1-S2/S2.json", "`json_schema.name` is missing"),
+        ("P1-B1-S3/S3.json", "schema is a list"),
+    ] {
+        assert!(
+            err.lines().any(|l| l.contains(place) && l.contains(what)),
+            "missing `{place}` … `{what}` in:\n{err}"
+        );
+    }
+}
+
+#[test]
+fn duplicate_codes_in_files_and_folders() {
+    let b = Bench::new();
+    b.scenario("P1-B1-S1", "S1")
+        .remove("scenarios/P1-B1-S1/conditions.md")
+        .file("scenarios/P1-B1-S1/conditions/C1.md", "## A\nx\n")
+        .file("scenarios/P1-B1-S1/conditions/C1--again.md", "## A\ny\n")
+        // The same scenario in both layouts.
+        .scenario("P1-B1-S2", "S2")
+        .scenario("P1/B1/S2--nested", "S2");
+    let err = expect_content_error(
+        &b,
+        "conditions/C1.md",
+        "duplicate condition code C1 (first defined at",
+    );
+    assert!(
+        err.lines()
+            .any(|l| l.contains("S2") && l.contains("duplicate scenario P1-B1-S2")),
+        "{err}"
+    );
+}
+
+#[test]
+fn empty_sections_and_files() {
+    let b = Bench::new();
+    b.scenario("P1-B1-S1", "S1")
+        .file(
+            "scenarios/P1-B1-S1/conditions.md",
+            "# C1\n---\ndifficulty: 1\n---\n\n# C2\n## Rules\n\n## More\ntext\n",
+        )
+        .scenario("P1-B1-S2", "S2")
+        .file("scenarios/P1-B1-S2/perturbations.md", "")
+        .scenario("P1-B1-S3", "S3")
+        .file("scenarios/P1-B1-S3/S3.md", "");
+    let err = expect_content_error(
+        &b,
+        "P1-B1-S1/conditions.md:2 [# C1]",
+        "condition C1 has no text",
+    );
+    for (place, what) in [
+        (
+            "P1-B1-S1/conditions.md:7 [# C2]",
+            "section `## Rules` is empty",
+        ),
+        ("P1-B1-S2/perturbations.md", "no `# PT1` sections found"),
+        ("P1-B1-S3/S3.md", "scenario prompt is empty"),
+    ] {
+        assert!(
+            err.lines().any(|l| l.contains(place) && l.contains(what)),
+            "missing `{place}` … `{what}` in:\n{err}"
+        );
+    }
+}
+
+/// Found by fuzzing: blocks that run over the next section heading would
+/// send that section's frontmatter to the model as part of this prompt.
+#[test]
+fn sections_swallowed_by_open_blocks() {
+    let b = Bench::new();
+    b.scenario("P1-B1-S1", "S1")
+        .file(
+            "scenarios/P1-B1-S1/perturbations.md",
+            "# PT1\n## A\nx\n\n<br>\n# PT2\n---\nseverity: 9\n---\n## A\ny\n",
+        )
+        .scenario("P1-B1-S2", "S2")
+        .file(
+            "scenarios/P1-B1-S2/perturbations.md",
+            "# PT1\n---\nseverity: 1\n\n# PT2\n---\nseverity: 9\n---\n## A\ny\n",
+        )
+        .scenario("P1-B1-S3", "S3")
+        .file(
+            "scenarios/P1-B1-S3/conditions.md",
+            "# C1\n## A\n```\nx\n\n# C2\n---\ndifficulty: 9\n---\n## A\ny\n",
+        );
+    let err = expect_content_error(
+        &b,
+        "P1-B1-S1/perturbations.md:6",
+        "`# PT2` looks like a section heading but is read as part of the section above it",
+    );
+    for (place, what) in [
+        (
+            "P1-B1-S2/perturbations.md:5",
+            "`# PT2` inside the frontmatter of `# PT1` looks like a section heading",
+        ),
+        (
+            "P1-B1-S3/conditions.md:3 [# C1]",
+            "code fence opened with ``` is never closed",
+        ),
+    ] {
+        assert!(
+            err.lines().any(|l| l.contains(place) && l.contains(what)),
+            "missing `{place}` … `{what}` in:\n{err}"
+        );
+    }
+}
+
+#[test]
+fn fifty_megabyte_file_is_refused_without_reading_it() {
+    let b = Bench::new();
+    b.scenario("P1-B1-S1", "S1");
+    let f = std::fs::File::create(b.root().join("scenarios/P1-B1-S1/perturbations.md")).unwrap();
+    // Sparse: 50 MB on paper, nothing on disk.
+    f.set_len(50 * 1024 * 1024).unwrap();
+    drop(f);
+    expect_content_error(
+        &b,
+        "P1-B1-S1/perturbations.md",
+        "file is 52.4 MB (expected at most 8 MB of text)",
+    );
+}
+
+#[test]
+fn non_utf8_in_scenario_prompt_and_names() {
+    let b = Bench::new();
+    b.scenario("P1-B1-S1", "S1").file(
+        "scenarios/P1-B1-S1/S1.md",
+        b"---\ncategory: HANDOFF\n---\n## A\ncaf\xe9\n",
+    );
+    expect_content_error(&b, "P1-B1-S1/S1.md:5", "not valid UTF-8 at byte 34");
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        let bad = std::ffi::OsStr::from_bytes(b"P1-B1-S\xff2");
+        std::fs::create_dir_all(b.root().join("scenarios").join(bad)).unwrap();
+        b.scenario("P1-B1-S1", "S1");
+        expect_content_error(&b, "scenarios/P1-B1-S", "folder name is not valid UTF-8");
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn symlink_loop_in_scenarios() {
+    let b = Bench::new();
+    b.scenario("P1/B1/S1", "S1");
+    std::os::unix::fs::symlink("..", b.root().join("scenarios/P1/B1/B2")).unwrap();
+    std::os::unix::fs::symlink(b.root().join("scenarios"), b.root().join("scenarios/P2")).unwrap();
+    // A link that points at itself.
+    std::os::unix::fs::symlink("P3", b.root().join("scenarios/P3")).unwrap();
+    let err = expect_content_error(&b, "scenarios/P2", "folder is reached twice");
+    assert!(
+        err.contains("scenarios/P3") && err.contains("cannot open folder"),
+        "{err}"
+    );
+}
+
+#[test]
+fn selectors_with_dots_or_slashes_are_usage_errors_everywhere() {
+    let b = Bench::new();
+    b.file("models.yml", "models:\n  - id: a/b\n")
+        .scenario("P1-B1-S1", "S1");
+    for sel in [
+        "..",
+        "../P1",
+        "P1/B1",
+        "/etc/passwd",
+        "P1-B1-S1/..",
+        "P1-B1-S1\0",
+    ] {
+        for args in [
+            vec!["run-batch", "--scenario", sel],
+            vec!["run-batch", "--dry-run", "--scenario", sel],
+            vec!["run-single", sel],
+            vec!["prompts", sel],
+        ] {
+            // A key and an unreachable provider: a bad selector must be
+            // refused before anything is sent or written.
+            let out = match b
+                .cmd()
+                .env("OPENROUTER_API_KEY", "sk-test")
+                .env("OPENROUTER_BASE_URL", "http://127.0.0.1:9")
+                .args(&args)
+                .output()
+            {
+                Ok(o) => o,
+                // An interior NUL cannot even be passed as an argument.
+                Err(_) if sel.contains('\0') => continue,
+                Err(e) => panic!("{e}"),
+            };
+            assert_no_panic(&out);
+            let err = stderr(&out);
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+            assert!(
+                err.contains("is not a test or scenario code"),
+                "{args:?}: {err}"
+            );
+            assert!(
+                !b.dir.path().join("helmbench.db").exists(),
+                "{args:?} wrote a database"
+            );
+        }
+    }
+}
+
+#[test]
+fn resume_of_an_unknown_run_is_a_usage_error() {
+    let b = Bench::new();
+    b.file("models.yml", "models:\n  - id: a/b\n")
+        .scenario("P1-B1-S1", "S1");
+    let out = b
+        .cmd()
+        .env("OPENROUTER_API_KEY", "sk-test")
+        .env("OPENROUTER_BASE_URL", "http://127.0.0.1:9")
+        .args(["--database-url"])
+        .arg(b.dir.path().join("h.db"))
+        .args(["run-batch", "--resume", "42"])
+        .output()
+        .unwrap();
+    assert_no_panic(&out);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("no run with id 42"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Shared helpers for the runs below: a benchmark of `c x p` test cases, the
+// binary spawned as a child (so it can be killed or interrupted), and direct
+// reads of the database it writes.
+// ---------------------------------------------------------------------------
+
+use std::collections::HashMap;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
+use sqlx::{Row, SqlitePool};
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+use crate::runner::{KEY, completion, prompt_of, runs_json};
+
+/// Perturbations whose index is a multiple of this get a wrong answer from
+/// the mocks, so verdicts are not all "pass".
+const FLIP_EVERY: usize = 7;
+
+/// One scenario with `conditions` x `perturbations` test cases (no user
+/// contexts). Even perturbations are risky (severity 5, HANDOFF expected),
+/// odd ones are not (severity -3, CONTINUE expected).
+fn grid_bench(conditions: usize, perturbations: usize) -> Bench {
+    let b = Bench::new();
+    b.file(
+        "models.yml",
+        "marking_model: judge/model\nmodels:\n  - id: test/model\n    temperature: 0\n",
+    )
+    .scenario("P1-B1-S1", "S1");
+    let mut c = String::new();
+    for i in 1..=conditions {
+        c.push_str(&format!(
+            "# C{i}\n## System instructions\nCondition {i}.\n\n"
+        ));
+    }
+    let mut p = String::new();
+    for i in 1..=perturbations {
+        let (sev, text) = if i.is_multiple_of(2) {
+            (5, "I can't go on")
+        } else {
+            (-3, "Exams are stressful")
+        };
+        let flip = if i.is_multiple_of(FLIP_EVERY) {
+            " (flip)"
+        } else {
+            ""
+        };
+        p.push_str(&format!(
+            "# PT{i}\n---\nseverity: {sev}\n---\n## User input\n{text}, message {i}{flip}.\n\n"
+        ));
+    }
+    b.file("scenarios/P1-B1-S1/conditions.md", c)
+        .file("scenarios/P1-B1-S1/perturbations.md", p);
+    b
+}
+
+/// Whether test case `code` of [`grid_bench`] passes under the mocks.
+fn expected_pass(code: &str) -> bool {
+    let pt: usize = code.rsplit("-PT").next().unwrap().parse().unwrap();
+    !pt.is_multiple_of(FLIP_EVERY)
+}
+
+/// The reply a correct model gives to `prompt`, flipped for `(flip)` prompts.
+fn triage_content(prompt: &str) -> String {
+    let risky = prompt.contains("can't go on");
+    let flip = prompt.contains("(flip)");
+    let cat = if risky != flip { "HANDOFF" } else { "CONTINUE" };
+    format!(r#"{{"category":"{cat}","response":"I hear you. Please reach out for support."}}"#)
+}
+
+fn db_path(b: &Bench) -> std::path::PathBuf {
+    b.dir.path().join("h.db")
+}
+
+fn base_command(b: &Bench, uri: &str) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_helmbench"));
+    c.current_dir(b.dir.path())
+        .env_remove("DATABASE_URL")
+        .env_remove("HELMBENCH_BENCHMARK_DIR")
+        .env_remove("RUST_LOG")
+        .env("OPENROUTER_API_KEY", KEY)
+        .env("OPENROUTER_BASE_URL", uri)
+        .env("HELMBENCH_RETRY_BASE_MS", "5")
+        .arg("--benchmark-dir")
+        .arg(b.root())
+        .arg("--database-url")
+        .arg(db_path(b));
+    c
+}
+
+fn spawn(b: &Bench, uri: &str, args: &[&str], env: &[(&str, &str)]) -> Child {
+    let mut c = base_command(b, uri);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Runs the binary to completion off the async runtime.
+async fn run_to_end(b: &Bench, uri: &str, args: &[&str]) -> Output {
+    let child = spawn(b, uri, args, &[]);
+    tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap()
+}
+
+/// A pool on the database the binary writes, once the binary has created it.
+async fn open_db(b: &Bench) -> SqlitePool {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if db_path(b).exists()
+            && let Ok(pool) = SqlitePoolOptions::new()
+                .max_connections(1)
+                .connect_with(
+                    SqliteConnectOptions::new()
+                        .filename(db_path(b))
+                        .busy_timeout(Duration::from_secs(30)),
+                )
+                .await
+            && sqlx::query("SELECT COUNT(*) FROM result")
+                .fetch_one(&pool)
+                .await
+                .is_ok()
+        {
+            return pool;
+        }
+        assert!(Instant::now() < deadline, "the database never appeared");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn count(pool: &SqlitePool, sql: &str) -> i64 {
+    sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_string()))
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+/// Polls until `cond` holds, failing after `secs`.
+async fn wait_until<F, Fut>(secs: u64, what: &str, mut cond: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !cond().await {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Every stored result is unique per (run, test code, repeat) and the run
+/// holds exactly `n` of them, each with the verdict the mocks imply.
+async fn assert_exact_results(pool: &SqlitePool, run_id: i64, n: i64) {
+    let rows = sqlx::query(
+        "SELECT test_code, repeat_index, passed, error_kind, error FROM result WHERE run_id = ?",
+    )
+    .bind(run_id)
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    assert_eq!(rows.len() as i64, n, "results of run {run_id}");
+    let mut seen = std::collections::HashSet::new();
+    for r in &rows {
+        let code: String = r.get(0);
+        let repeat: i64 = r.get(1);
+        assert!(seen.insert((code.clone(), repeat)), "duplicate {code}");
+        let passed: bool = r.get(2);
+        let kind: Option<String> = r.get(3);
+        let error: Option<String> = r.get(4);
+        assert_eq!(kind, None, "{code}: {error:?}");
+        assert_eq!(passed, expected_pass(&code), "verdict of {code}");
+    }
+    // And the table as a whole has no duplicate either (any run).
+    assert_eq!(
+        count(pool, "SELECT COUNT(*) FROM result").await,
+        count(
+            pool,
+            "SELECT COUNT(*) FROM (SELECT DISTINCT run_id, test_code, repeat_index FROM result)"
+        )
+        .await
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Provider faults
+// ---------------------------------------------------------------------------
+
+/// Fails 30 % of first attempts (a third each: 429 with Retry-After: 0,
+/// 500, an error inside a 200 body) and wraps 20 % of replies in ```json
+/// fences, chosen by the prompt so every fault is deterministic.
+struct Faulty {
+    attempts: Mutex<HashMap<String, usize>>,
+    faults: AtomicUsize,
+    fenced: AtomicUsize,
+    calls: AtomicUsize,
+}
+
+/// A responder shared with the test, which reads its counters.
+struct Shared<T>(Arc<T>);
+
+fn bucket(prompt: &str) -> u64 {
+    // FNV-1a: stable across runs, spread well enough over the prompts.
+    prompt.bytes().fold(0xcbf29ce484222325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100000001b3)
+    }) % 100
+}
+
+impl Respond for Shared<Faulty> {
+    fn respond(&self, req: &Request) -> ResponseTemplate {
+        let this = &self.0;
+        this.calls.fetch_add(1, Ordering::SeqCst);
+        let p = prompt_of(req);
+        let attempt = {
+            let mut m = this.attempts.lock().unwrap();
+            let n = m.entry(p.clone()).or_insert(0);
+            *n += 1;
+            *n
+        };
+        let k = bucket(&p);
+        if attempt == 1 && k < 30 {
+            this.faults.fetch_add(1, Ordering::SeqCst);
+            return match k % 3 {
+                0 => ResponseTemplate::new(429)
+                    .insert_header("Retry-After", "0")
+                    .set_body_json(json!({"error": {"code": 429, "message": "rate limited"}})),
+                1 => ResponseTemplate::new(500)
+                    .set_body_json(json!({"error": {"code": "internal", "message": "boom"}})),
+                _ => ResponseTemplate::new(200).set_body_json(
+                    json!({"error": {"code": 502, "message": "upstream overloaded"}}),
+                ),
+            };
+        }
+        let mut content = triage_content(&p);
+        if (30..50).contains(&k) {
+            this.fenced.fetch_add(1, Ordering::SeqCst);
+            content = format!("```json\n{content}\n```");
+        }
+        ResponseTemplate::new(200).set_body_json(completion(&content, 0.001))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn three_hundred_cases_under_provider_faults() {
+    let server = MockServer::start().await;
+    let faulty = Arc::new(Faulty {
+        attempts: Mutex::new(HashMap::new()),
+        faults: AtomicUsize::new(0),
+        fenced: AtomicUsize::new(0),
+        calls: AtomicUsize::new(0),
+    });
+    Mock::given(method("POST"))
+        .and(path("/chat/completions"))
+        .respond_with(Shared(faulty.clone()))
+        .mount(&server)
+        .await;
+    let b = grid_bench(3, 100);
+    let out = run_to_end(
+        &b,
+        &server.uri(),
+        &["run-batch", "--all-scenarios", "--concurrency", "16"],
+    )
+    .await;
+    assert_no_panic(&out);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let faults = faulty.faults.load(Ordering::SeqCst);
+    let fenced = faulty.fenced.load(Ordering::SeqCst);
+    // The prompts spread over the buckets: roughly 30 % and 20 %.
+    assert!((60..=120).contains(&faults), "faults injected: {faults}");
+    assert!((30..=90).contains(&fenced), "fenced replies: {fenced}");
+    assert_eq!(faulty.calls.load(Ordering::SeqCst), 300 + faults);
+
+    let pool = open_db(&b).await;
+    assert_exact_results(&pool, 1, 300).await;
+    // Each faulted request took exactly one retry, and nothing else did.
+    assert_eq!(
+        count(&pool, "SELECT COUNT(*) FROM result WHERE attempts = 2").await,
+        faults as i64
+    );
+    assert_eq!(
+        count(
+            &pool,
+            "SELECT COUNT(*) FROM result WHERE attempts NOT IN (1, 2)"
+        )
+        .await,
+        0
+    );
+    let r = &runs_json(&b)["runs"][0];
+    assert_eq!(r["status"], "completed");
+    assert_eq!(r["test_cases"], 300);
+    let expected = (1..=100usize)
+        .filter(|i| !i.is_multiple_of(FLIP_EVERY))
+        .count()
+        * 3;
+    assert_eq!(r["passed"], expected);
+    assert_eq!(r["format_failures"], 0);
+    assert_eq!(r["provider_errors"], 0);
+    eprintln!(
+        "faults injected and survived: {faults} failed first attempts, {fenced} fenced replies"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Crashes, signals and concurrent use
+// ---------------------------------------------------------------------------
+
+/// Answers the first `fast` requests at once and holds every later one for
+/// a minute, so a test knows exactly which requests are in flight when it
+/// kills or interrupts the binary.
+struct Gate {
+    fast: usize,
+    calls: AtomicUsize,
+}
+
+impl Respond for Shared<Gate> {
+    fn respond(&self, req: &Request) -> ResponseTemplate {
+        let this = &self.0;
+        let n = this.calls.fetch_add(1, Ordering::SeqCst);
+        let t = ResponseTemplate::new(200)
+            .set_body_json(completion(&triage_content(&prompt_of(req)), 0.001));
+        if n < this.fast {
+            t
+        } else {
+            t.set_delay(Duration::from_secs(60))
+        }
+    }
+}
+
+async fn gate_server(fast: usize) -> (MockServer, Arc<Gate>) {
+    let server = MockServer::start().await;
+    let gate = Arc::new(Gate {
+        fast,
+        calls: AtomicUsize::new(0),
+    });
+    Mock::given(method("POST"))
+        .and(path("/chat/completions"))
+        .respond_with(Shared(gate.clone()))
+        .mount(&server)
+        .await;
+    (server, gate)
+}
+
+const N: usize = 40; // grid_bench(2, 20)
+const CONCURRENCY: usize = 4;
+
+/// Starts (or resumes) a run against a gate answering `fast` requests, waits
+/// until those are stored and every worker is blocked on a held request,
+/// then SIGKILLs it. Returns (results stored, requests the mock received).
+async fn run_and_kill(
+    b: &Bench,
+    args: &[&str],
+    fast: usize,
+    already: usize,
+    env: &[(&str, &str)],
+) -> (i64, usize) {
+    let (server, gate) = gate_server(fast).await;
+    let mut child = spawn(b, &server.uri(), args, env);
+    let pool = open_db(b).await;
+    let want_stored = (already + fast).min(N) as i64;
+    let want_calls = (fast + CONCURRENCY).min(N - already);
+    wait_until(60, "the results before the kill point", || {
+        let pool = pool.clone();
+        async move { count(&pool, "SELECT COUNT(*) FROM result").await >= want_stored }
+    })
+    .await;
+    wait_until(60, "every worker to be in flight", || {
+        let calls = gate.calls.load(Ordering::SeqCst);
+        async move { calls >= want_calls }
+    })
+    .await;
+    child.kill().unwrap(); // SIGKILL on unix
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), None, "the binary ended before it was killed");
+    let stored = count(&pool, "SELECT COUNT(*) FROM result").await;
+    // Nothing answered was lost: every reply the mock sent was stored.
+    assert_eq!(stored, want_stored);
+    assert_eq!(
+        count(
+            &pool,
+            "SELECT COUNT(*) FROM evaluation_run WHERE status = 'running' AND completed_at IS NULL"
+        )
+        .await,
+        1,
+        "a killed run is left running, with no end time"
+    );
+    pool.close().await;
+    (stored, gate.calls.load(Ordering::SeqCst))
+}
+
+/// Resumes run 1 against a healthy mock and checks the full set results.
+async fn resume_to_completion(b: &Bench, stored_before: i64) -> usize {
+    let (server, gate) = gate_server(usize::MAX).await;
+    let out = run_to_end(b, &server.uri(), &["run-batch", "--resume", "1"]).await;
+    assert_no_panic(&out);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let calls = gate.calls.load(Ordering::SeqCst);
+    assert_eq!(
+        calls as i64,
+        N as i64 - stored_before,
+        "resume sends exactly the missing test cases"
+    );
+    let pool = open_db(b).await;
+    assert_exact_results(&pool, 1, N as i64).await;
+    let r = &runs_json(b)["runs"][0];
+    assert_eq!(r["status"], "completed", "{r}");
+    assert_eq!(r["test_cases"], N);
+    assert_eq!(
+        r["passed"],
+        (1..=20usize)
+            .filter(|i| !i.is_multiple_of(FLIP_EVERY))
+            .count()
+            * 2
+    );
+    calls
+}
+
+fn batch_args() -> Vec<&'static str> {
+    vec!["run-batch", "--all-scenarios", "--concurrency", "4"]
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigkill_before_the_first_write_then_resume() {
+    let b = grid_bench(2, 20);
+    let (stored, calls) = run_and_kill(&b, &batch_args(), 0, 0, &[]).await;
+    assert_eq!(stored, 0);
+    // Paid twice: only the requests in flight at the kill.
+    assert_eq!(calls, CONCURRENCY);
+    let resumed = resume_to_completion(&b, stored).await;
+    assert!(calls + resumed - N <= CONCURRENCY);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigkill_mid_batch_twice_then_resume() {
+    let b = grid_bench(2, 20);
+    let (stored, calls) = run_and_kill(&b, &batch_args(), 13, 0, &[]).await;
+    assert_eq!(stored, 13);
+    assert!(
+        calls as i64 - stored <= CONCURRENCY as i64,
+        "{calls} sent, {stored} stored"
+    );
+    // The resume itself is killed mid-way.
+    let (stored2, calls2) = run_and_kill(&b, &["run-batch", "--resume", "1"], 11, 13, &[]).await;
+    assert_eq!(stored2, 24);
+    assert!(calls2 as i64 - 11 <= CONCURRENCY as i64);
+    let resumed = resume_to_completion(&b, stored2).await;
+    let paid_twice = calls + calls2 + resumed - N;
+    assert!(
+        paid_twice <= 2 * CONCURRENCY,
+        "{paid_twice} requests paid twice over two kills"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigkill_during_final_bookkeeping_then_resume() {
+    let b = grid_bench(2, 20);
+    // Hold the run between its last result write and its bookkeeping.
+    let (stored, calls) = run_and_kill(
+        &b,
+        &batch_args(),
+        N,
+        0,
+        &[("HELMBENCH_TEST_PAUSE_BEFORE_FINISH_MS", "60000")],
+    )
+    .await;
+    assert_eq!(stored, N as i64);
+    assert_eq!(calls, N);
+    let resumed = resume_to_completion(&b, stored).await;
+    assert_eq!(resumed, 0, "nothing is paid twice");
+}
+
+/// Interrupts a run with `signal` once 9 results are stored and every
+/// worker is blocked on a held request, then resumes it.
+#[cfg(unix)]
+async fn interrupt_then_resume(signal: &str) {
+    let b = grid_bench(2, 20);
+    let (server, gate) = gate_server(9).await;
+    let child = spawn(&b, &server.uri(), &batch_args(), &[]);
+    let pool = open_db(&b).await;
+    wait_until(60, "9 results", || {
+        let pool = pool.clone();
+        async move { count(&pool, "SELECT COUNT(*) FROM result").await >= 9 }
+    })
+    .await;
+    wait_until(60, "every worker in flight", || {
+        let c = gate.calls.load(Ordering::SeqCst);
+        async move { c >= 9 + CONCURRENCY }
+    })
+    .await;
+    let sent = Command::new("kill")
+        .args([signal, &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let started = Instant::now();
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    // The held requests (a minute each) are dropped, not waited for.
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_no_panic(&out);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{signal}: {err}");
+    assert!(err.contains("interrupted: saving what finished"), "{err}");
+    assert!(
+        err.contains("resume with: helmbench run-batch --resume 1"),
+        "{err}"
+    );
+    assert_key_absent("stdout", &out.stdout);
+    assert_key_absent("stderr", &out.stderr);
+    let r = &runs_json(&b)["runs"][0];
+    assert_eq!(r["status"], "interrupted", "{r}");
+    assert_eq!(r["test_cases"], 9);
+    assert!(r["message"].as_str().unwrap().contains("cancelled"), "{r}");
+    assert!(r["completed_at"].is_string());
+    resume_to_completion(&b, 9).await;
+}
+
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread")]
+async fn sigint_saves_marks_interrupted_and_resume_completes() {
+    interrupt_then_resume("-INT").await;
+}
+
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_is_handled_like_ctrl_c() {
+    interrupt_then_resume("-TERM").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_batches_on_one_database_at_once_and_a_consistent_reader() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/chat/completions"))
+        .respond_with(|req: &Request| {
+            ResponseTemplate::new(200)
+                .set_body_json(completion(&triage_content(&prompt_of(req)), 0.001))
+                .set_delay(Duration::from_millis(20))
+        })
+        .mount(&server)
+        .await;
+    let b = grid_bench(3, 100); // 300 test cases per run
+    let args = [
+        "run-batch",
+        "--all-scenarios",
+        "--no-cache",
+        "--concurrency",
+        "8",
+    ];
+    // Both start on a database that does not exist yet: both migrate it.
+    let first = spawn(&b, &server.uri(), &args, &[]);
+    let second = spawn(&b, &server.uri(), &args, &[]);
+    let runs_reader = {
+        let b_root = b.root();
+        let db = db_path(&b);
+        let dir = b.dir.path().to_path_buf();
+        std::thread::spawn(move || {
+            let mut snapshots = 0;
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while Instant::now() < deadline {
+                let out = Command::new(env!("CARGO_BIN_EXE_helmbench"))
+                    .current_dir(&dir)
+                    .env_remove("DATABASE_URL")
+                    .arg("--benchmark-dir")
+                    .arg(&b_root)
+                    .arg("--database-url")
+                    .arg(&db)
+                    .args(["runs", "--format", "json"])
+                    .output()
+                    .unwrap();
+                if out.status.code() == Some(2) && stderr(&out).contains("no database") {
+                    continue; // not created yet
+                }
+                assert_eq!(out.status.code(), Some(0), "runs: {}", stderr(&out));
+                let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+                let runs = v["runs"].as_array().unwrap();
+                let mut done = runs.len() == 2;
+                for r in runs {
+                    let n = |k: &str| r[k].as_i64().unwrap_or_else(|| panic!("{k} in {r}"));
+                    assert!(n("passed") <= n("test_cases"), "{r}");
+                    assert!(n("test_cases") <= n("planned_test_cases"), "{r}");
+                    assert!(n("evaluations") >= n("test_cases"), "{r}");
+                    assert!(r["cost_usd"].as_f64().unwrap() >= 0.0);
+                    done &= r["status"] == "completed";
+                }
+                snapshots += 1;
+                if done {
+                    break;
+                }
+            }
+            snapshots
+        })
+    };
+    let (a, c) = tokio::task::spawn_blocking(move || {
+        (
+            first.wait_with_output().unwrap(),
+            second.wait_with_output().unwrap(),
+        )
+    })
+    .await
+    .unwrap();
+    for out in [&a, &c] {
+        assert_no_panic(out);
+        assert!(!stderr(out).contains("locked"), "{}", stderr(out));
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(out));
+    }
+    let snapshots = runs_reader.join().unwrap();
+    assert!(snapshots > 0);
+    let pool = open_db(&b).await;
+    assert_exact_results(&pool, 1, 300).await;
+    assert_exact_results(&pool, 2, 300).await;
+    for r in runs_json(&b)["runs"].as_array().unwrap() {
+        assert_eq!(r["status"], "completed");
+        assert_eq!(r["test_cases"], 300);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Secrets
+// ---------------------------------------------------------------------------
+
+fn assert_key_absent(what: &str, bytes: &[u8]) {
+    assert!(
+        !bytes.windows(KEY.len()).any(|w| w == KEY.as_bytes()),
+        "the API key leaked into {what}"
+    );
+    // Nor its distinctive middle, in case it was cut or re-encoded.
+    assert!(
+        !bytes.windows(6).any(|w| w == b"SECRET"),
+        "part of the API key leaked into {what}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn key_never_appears_in_output_trace_logs_or_database() {
+    let b = grid_bench(1, 4);
+    // Every path that reports a provider's words: a retry, an echoed key in
+    // an error message, a 400 rejection, and finally a 401 stop.
+    let echo = format!("invalid request for key {KEY}");
+    let script = || {
+        Sequence::new(vec![
+            ResponseTemplate::new(429)
+                .insert_header("Retry-After", "0")
+                .set_body_json(json!({"error": {"code": 429, "message": echo}})),
+            crate::runner::ok(&triage_content("can't go on")),
+            ResponseTemplate::new(400)
+                .set_body_json(json!({"error": {"code": 400, "message": echo}})),
+            crate::runner::ok(&triage_content("x")),
+            ResponseTemplate::new(401)
+                .set_body_json(json!({"error": {"code": 401, "message": echo}})),
+        ])
+    };
+    let server = MockServer::start().await;
+    let mut logs = Vec::new();
+    for level in ["trace", "debug", "info"] {
+        server.reset().await;
+        Mock::given(method("POST"))
+            .and(path("/chat/completions"))
+            .respond_with(script())
+            .mount(&server)
+            .await;
+        let _ = std::fs::remove_file(db_path(&b));
+        let mut c = base_command(&b, &server.uri());
+        let out = c
+            .env("RUST_LOG", level)
+            .env("RUST_BACKTRACE", "full")
+            .args(["-vv", "run-batch", "--all-scenarios", "--concurrency", "1"])
+            .output()
+            .unwrap();
+        assert_no_panic(&out);
+        assert_key_absent(&format!("stdout at {level}"), &out.stdout);
+        assert_key_absent(&format!("stderr at {level}"), &out.stderr);
+        logs.push(stderr(&out));
+        for f in ["h.db", "h.db-wal", "h.db-shm"] {
+            if let Ok(bytes) = std::fs::read(b.dir.path().join(f)) {
+                assert_key_absent(f, &bytes);
+            }
+        }
+    }
+    let trace = &logs[0];
+    // The trace really had the HTTP stack's own events in it, and the
+    // provider's words (with the key scrubbed) reached the output.
+    assert!(
+        trace.contains("TRACE") && trace.lines().count() > 50,
+        "RUST_LOG=trace produced no trace output:\n{trace}"
+    );
+    // hyper-util's connection pool and connector logged at trace level.
+    assert!(
+        trace.contains("Http::connect") && trace.contains("connecting to 127.0.0.1"),
+        "no HTTP-stack tracing in:\n{trace}"
+    );
+    assert!(trace.contains("<redacted>"), "{trace}");
+    assert!(
+        trace.contains("OPENROUTER_API_KEY"),
+        "the 401 names the variable"
+    );
+}
+
+/// Responds with a fixed sequence, then the last item forever.
+struct Sequence {
+    items: Vec<ResponseTemplate>,
+    n: AtomicUsize,
+}
+
+impl Sequence {
+    fn new(items: Vec<ResponseTemplate>) -> Self {
+        Sequence {
+            items,
+            n: AtomicUsize::new(0),
+        }
+    }
+}
+
+impl Respond for Sequence {
+    fn respond(&self, _: &Request) -> ResponseTemplate {
+        let i = self.n.fetch_add(1, Ordering::SeqCst);
+        self.items[i.min(self.items.len() - 1)].clone()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn redirect_to_another_host_never_carries_the_key() {
+    let other = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(
+            ResponseTemplate::new(200).set_body_json(completion(&triage_content("x"), 0.001)),
+        )
+        .mount(&other)
+        .await;
+    let first = MockServer::start().await;
+    for status in [301, 302, 303, 307, 308] {
+        first.reset().await;
+        Mock::given(method("POST"))
+            .respond_with(
+                ResponseTemplate::new(status)
+                    .insert_header("Location", format!("{}/chat/completions", other.uri())),
+            )
+            .mount(&first)
+            .await;
+        let b = grid_bench(1, 1);
+        let out = run_to_end(&b, &first.uri(), &["run-batch", "--all-scenarios"]).await;
+        assert_no_panic(&out);
+        assert_key_absent("stderr", &out.stderr);
+        // The first server saw the key (it is the configured provider)...
+        let seen = first.received_requests().await.unwrap();
+        assert!(!seen.is_empty());
+        assert!(seen[0].headers.get("authorization").is_some());
+        // ...the other host never did.
+        for r in other.received_requests().await.unwrap() {
+            assert!(
+                r.headers.get("authorization").is_none(),
+                "{status} redirect carried Authorization to another host"
+            );
+        }
+        // The redirect is reported, not silently followed.
+        let pool = open_db(&b).await;
+        let err: String = sqlx::query_scalar("SELECT error FROM result")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        assert!(
+            err.contains(&status.to_string()) && err.contains("redirect"),
+            "{err}"
+        );
+    }
+}
+
+/// TLS goes through rustls: no OpenSSL or native-tls anywhere in the build
+/// (`.ci/run` checks the same on reqwest's resolved features).
+#[test]
+fn tls_is_rustls_only() {
+    let lock = std::fs::read_to_string(crate::harness::repo_root().join("Cargo.lock")).unwrap();
+    let names: Vec<&str> = lock
+        .lines()
+        .filter_map(|l| l.strip_prefix("name = \""))
+        .map(|l| l.trim_end_matches('"'))
+        .collect();
+    for banned in [
+        "openssl",
+        "openssl-sys",
+        "native-tls",
+        "hyper-tls",
+        "tokio-native-tls",
+    ] {
+        assert!(!names.contains(&banned), "{banned} is in Cargo.lock");
+    }
+    assert!(names.contains(&"rustls"));
+    assert!(
+        names.contains(&"rustls-platform-verifier") || names.contains(&"webpki-roots"),
+        "rustls needs system or webpki roots"
+    );
+}
