@@ -51,8 +51,12 @@ fi
 
 echo "bench: building (release)" >&2
 cargo build --release --quiet --bin helmbench --example gen_bench --example mock_openrouter --example bare_client
-BIN=$TARGET/release/helmbench
-EX=$TARGET/release/examples
+# Copies, so a concurrent build into a shared target dir cannot swap them mid-run.
+mkdir -p "$OUT/bin"
+cp "$TARGET/release/helmbench" "$TARGET/release/examples/gen_bench" \
+    "$TARGET/release/examples/mock_openrouter" "$TARGET/release/examples/bare_client" "$OUT/bin/"
+BIN=$OUT/bin/helmbench
+EX=$OUT/bin
 
 mkdir -p "$OUT"
 BENCH=$OUT/bench-${SHAPE[0]}x${SHAPE[1]}x${SHAPE[2]}x${SHAPE[3]}

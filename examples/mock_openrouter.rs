@@ -115,7 +115,11 @@ pub async fn start(
     Ok((addr, stats))
 }
 
-async fn connection(stream: TcpStream, latency: Duration, stats: Arc<Stats>) -> std::io::Result<()> {
+async fn connection(
+    stream: TcpStream,
+    latency: Duration,
+    stats: Arc<Stats>,
+) -> std::io::Result<()> {
     let (read, mut write) = stream.into_split();
     let mut reader = BufReader::with_capacity(16 * 1024, read);
     let mut line = String::new();
