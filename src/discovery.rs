@@ -255,16 +255,23 @@ pub struct TestCase<'a> {
 impl TestCase<'_> {
     /// `P1-B1-S1-C1-PT1` or `P1-B1-S1-C1-U1-PT1`.
     pub fn code(&self) -> String {
-        match self.user_context {
-            Some(u) => format!(
-                "{}-{}-{}-{}",
-                self.scenario.code, self.condition.code, u.code, self.perturbation.code
-            ),
-            None => format!(
-                "{}-{}-{}",
-                self.scenario.code, self.condition.code, self.perturbation.code
-            ),
+        let mut out = String::new();
+        self.write_code(&mut out);
+        out
+    }
+
+    /// [`TestCase::code`] into `out` (cleared first), reusing its allocation.
+    pub fn write_code(&self, out: &mut String) {
+        out.clear();
+        out.push_str(&self.scenario.code);
+        out.push('-');
+        out.push_str(&self.condition.code);
+        if let Some(u) = self.user_context {
+            out.push('-');
+            out.push_str(&u.code);
         }
+        out.push('-');
+        out.push_str(&self.perturbation.code);
     }
 
     /// Perturbation severity plus user-context severity (SPEC §8).
@@ -361,12 +368,25 @@ pub fn select_indices(
 ) -> Result<Vec<CaseIndex>, String> {
     let mut out = Vec::new();
     let mut used = vec![false; selectors.len()];
+    let mut code = String::new();
+    let mut partial: Vec<usize> = Vec::new();
     for (si, scenario) in benchmark.scenarios.iter().enumerate() {
-        if !selectors.is_empty()
-            && !selectors
-                .iter()
-                .any(|s| s.may_match_scenario(&scenario.code))
-        {
+        // Selectors equal to or above the scenario (`P1`, `P1-B1-S1`) take
+        // all of its test cases; only longer ones (`P1-B1-S1-C2`) need each
+        // test case's code, written into one reused buffer.
+        let mut whole = selectors.is_empty();
+        partial.clear();
+        for (i, s) in selectors.iter().enumerate() {
+            if s.matches(&scenario.code) {
+                whole = true;
+                if scenario.test_case_count(include_no_context) > 0 {
+                    used[i] = true;
+                }
+            } else if s.may_match_scenario(&scenario.code) {
+                partial.push(i);
+            }
+        }
+        if !whole && partial.is_empty() {
             continue;
         }
         let contexts: Vec<Option<usize>> = include_no_context
@@ -383,16 +403,14 @@ pub fn select_indices(
                         user_context: ui,
                         perturbation: pi,
                     };
-                    if selectors.is_empty() {
-                        out.push(idx);
-                        continue;
-                    }
-                    let code = idx.resolve(benchmark).code();
-                    let mut hit = false;
-                    for (i, s) in selectors.iter().enumerate() {
-                        if s.matches(&code) {
-                            used[i] = true;
-                            hit = true;
+                    let mut hit = whole;
+                    if !partial.is_empty() {
+                        idx.resolve(benchmark).write_code(&mut code);
+                        for &i in &partial {
+                            if selectors[i].matches(&code) {
+                                used[i] = true;
+                                hit = true;
+                            }
                         }
                     }
                     if hit {
@@ -467,6 +485,56 @@ mod tests {
         assert_eq!(parse_segment("S"), None);
         assert_eq!(parse_segment("S1-"), None);
         assert_eq!(strip_suffix("S1--basic-threat"), "S1");
+    }
+
+    #[test]
+    fn selection_matches_codes_one_by_one() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("benchmark");
+        let b = crate::loader::load_strict(&root).unwrap();
+        let all = select_indices(&b, &[], true).unwrap();
+        assert_eq!(all.len(), b.total_test_cases(true));
+        let groups: &[&[&str]] = &[
+            &["P1"],
+            &["P1-B1-S1"],
+            &["P1-B1-S1-C2"],
+            &["P1-B1-S1-C1-U1"],
+            &["P1-B1-S1-C1-PT2", "P1-B1"],
+            &["P2", "P2-B1-S1-C1-U1-PT3", "P3-B3-S1-C1"],
+        ];
+        for group in groups {
+            let selectors: Vec<Selector> =
+                group.iter().map(|s| Selector::parse(s).unwrap()).collect();
+            for no_context in [true, false] {
+                let codes: Vec<(CaseIndex, String)> = select_indices(&b, &[], no_context)
+                    .unwrap()
+                    .into_iter()
+                    .map(|i| (i, i.resolve(&b).code()))
+                    .collect();
+                let naive: Vec<CaseIndex> = codes
+                    .iter()
+                    .filter(|(_, code)| selectors.iter().any(|s| s.matches(code)))
+                    .map(|(i, _)| *i)
+                    .collect();
+                let all_used = selectors
+                    .iter()
+                    .all(|s| codes.iter().any(|(_, code)| s.matches(code)));
+                let got = select_indices(&b, &selectors, no_context);
+                if all_used {
+                    assert_eq!(got.unwrap(), naive, "{group:?}");
+                } else {
+                    assert!(got.is_err(), "{group:?} without context");
+                }
+            }
+        }
+        let missing = [
+            Selector::parse("P1").unwrap(),
+            Selector::parse("P1-B1-S1-C99").unwrap(),
+        ];
+        let err = select_indices(&b, &missing, true).unwrap_err();
+        assert!(
+            err.contains("P1-B1-S1-C99") && !err.contains("P1,"),
+            "{err}"
+        );
     }
 
     #[test]

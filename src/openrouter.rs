@@ -123,6 +123,85 @@ impl ChatRequest {
         body.insert("usage".into(), json!({ "include": true }));
         Value::Object(body)
     }
+
+    /// [`ChatRequest::body`] serialised: the exact bytes posted.
+    pub fn body_json(&self) -> String {
+        ChatBody {
+            model: &self.model,
+            prompt: &self.prompt,
+            response_format: self.response_format.as_ref(),
+            temperature: self.temperature,
+            seed: self.seed,
+            max_tokens: self.max_tokens,
+        }
+        .to_json()
+    }
+}
+
+/// A chat request made of borrowed parts, serialised straight to the body
+/// text: byte for byte `ChatRequest::body().to_string()`, without building
+/// (and cloning the schema into) a `Value` first. For callers that send
+/// many requests and hash each body.
+#[derive(Debug, Clone, Copy)]
+pub struct ChatBody<'a> {
+    pub model: &'a str,
+    pub prompt: &'a str,
+    pub response_format: Option<&'a Value>,
+    pub temperature: Option<f64>,
+    pub seed: Option<i64>,
+    pub max_tokens: Option<u32>,
+}
+
+impl ChatBody<'_> {
+    pub fn to_json(&self) -> String {
+        #[derive(Serialize)]
+        struct Message<'a> {
+            role: &'static str,
+            content: &'a str,
+        }
+        #[derive(Serialize)]
+        struct Provider {
+            require_parameters: bool,
+        }
+        #[derive(Serialize)]
+        struct Usage {
+            include: bool,
+        }
+        // Field order and skipping mirror `ChatRequest::body`.
+        #[derive(Serialize)]
+        struct Body<'a> {
+            model: &'a str,
+            messages: [Message<'a>; 1],
+            #[serde(skip_serializing_if = "Option::is_none")]
+            response_format: Option<&'a Value>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            provider: Option<Provider>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            temperature: Option<f64>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            seed: Option<i64>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            max_tokens: Option<u32>,
+            usage: Usage,
+        }
+        let body = Body {
+            model: self.model,
+            messages: [Message {
+                role: "user",
+                content: self.prompt,
+            }],
+            response_format: self.response_format,
+            provider: self.response_format.map(|_| Provider {
+                require_parameters: true,
+            }),
+            temperature: self.temperature,
+            seed: self.seed,
+            max_tokens: self.max_tokens,
+            usage: Usage { include: true },
+        };
+        // Serialising borrowed strings, numbers and a `Value` cannot fail.
+        serde_json::to_string(&body).unwrap_or_default()
+    }
 }
 
 /// A successful reply.
@@ -282,7 +361,13 @@ impl Client {
 
     /// Send `req`, retrying transient failures; see the module docs.
     pub async fn chat(&self, req: &ChatRequest) -> Result<Completion, ProviderError> {
-        let body = req.body();
+        self.chat_json(&req.model, req.body_json()).await
+    }
+
+    /// [`Client::chat`] with the body already serialised (by
+    /// [`ChatBody::to_json`] or [`ChatRequest::body_json`]); `model` is only
+    /// used in logs.
+    pub async fn chat_json(&self, model: &str, body: String) -> Result<Completion, ProviderError> {
         let started = Instant::now();
         let mut attempt: u32 = 0;
         loop {
@@ -324,7 +409,7 @@ impl Client {
                 });
             }
             tracing::warn!(
-                model = %req.model,
+                model = %model,
                 attempt,
                 max_attempts = self.cfg.max_attempts,
                 status = failure.status.unwrap_or(0),
@@ -338,12 +423,13 @@ impl Client {
 
     /// One HTTP attempt. `Err` is only used for configuration-like failures
     /// that no retry can fix.
-    async fn attempt(&self, body: &Value, timeout: Duration) -> Result<Outcome, ProviderError> {
+    async fn attempt(&self, body: &str, timeout: Duration) -> Result<Outcome, ProviderError> {
         let sent = self
             .http
             .post(&self.url)
             .timeout(timeout)
-            .json(body)
+            // Content-Type: application/json is a default header.
+            .body(body.to_owned())
             .send()
             .await;
         let resp = match sent {
@@ -986,6 +1072,28 @@ mod tests {
     fn assert_no_key(s: &str) {
         assert!(!s.contains(KEY), "key leaked: {s}");
         assert!(!s.contains("SECRET"), "key leaked: {s}");
+    }
+
+    #[test]
+    fn serialised_body_matches_the_value_body() {
+        let mut with_all = req();
+        with_all.temperature = Some(0.7);
+        with_all.seed = Some(-3);
+        with_all.max_tokens = Some(800);
+        with_all.response_format = Some(
+            json!({"type": "json_schema", "json_schema": {"name": "r", "strict": true,
+            "schema": {"type": "object", "properties": {"z": {"type": "string"}, "a": {"enum": [1, 2.5, null]}}}}}),
+        );
+        with_all.prompt = "quotes \" and \\ and\nnew lines, emoji \u{1F600}, </tag>".into();
+        let mut bare = req();
+        bare.response_format = None;
+        bare.temperature = Some(f64::NAN);
+        let mut whole = with_all.clone();
+        whole.temperature = Some(1.0);
+        whole.seed = None;
+        for r in [req(), with_all, bare, whole] {
+            assert_eq!(r.body_json(), r.body().to_string());
+        }
     }
 
     #[tokio::test]

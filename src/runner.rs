@@ -75,7 +75,7 @@ pub fn dry_run(
         if seen_scenarios.insert(case.scenario.code.as_str()) {
             summary.scenarios += 1;
         }
-        seen_prompts.insert(crate::loader::sha256_hex(&[prompt.as_bytes()]));
+        seen_prompts.insert(crate::loader::sha256(&[prompt.as_bytes()]));
         *summary
             .by_evaluation
             .entry(case.scenario.evaluation.type_name().to_string())
@@ -99,13 +99,13 @@ pub fn dry_run(
 use std::collections::HashMap;
 use std::io::IsTerminal;
 use std::sync::Arc;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, RwLock};
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -113,8 +113,8 @@ use crate::discovery::CaseIndex;
 use crate::evaluate;
 use crate::judge;
 use crate::loader::{ModelEntry, sha256_hex};
-use crate::openrouter::{ChatRequest, Client, Completion, ProviderError};
-use crate::store::{NewJudgement, NewResult, SeedIds, Store};
+use crate::openrouter::{ChatBody, Client, Completion, ProviderError};
+use crate::store::{NewJudgement, NewResult, SeedIds, Store, request_key};
 
 /// How results reach the database: at most this many per transaction, and
 /// at least this often, so a crash loses at most one small batch.
@@ -263,6 +263,7 @@ pub async fn run_batch(
 ) -> crate::Result<RunSummary> {
     let b = &ctx.benchmark;
     let work = plan(b, settings)?;
+    let planned = work.len();
     let settings_json = serde_json::to_value(settings)?;
     let run_id = match resume {
         Some(id) => {
@@ -277,25 +278,29 @@ pub async fn run_batch(
                     &settings.model.id,
                     kind,
                     &settings_json,
-                    work.len() as i64,
+                    planned as i64,
                 )
                 .await?
         }
     };
     let done = ctx.store.stored_cases(run_id).await?;
-    let todo: Vec<(CaseIndex, i64)> = work
-        .iter()
-        .copied()
-        .filter(|(c, r)| !done.contains(&(c.resolve(b).code(), *r)))
-        .collect();
-    tracing::info!(run_id, model = %settings.model.id, planned = work.len(), todo = todo.len(), "run starting");
+    let todo: Vec<(CaseIndex, i64)> = if done.is_empty() {
+        work
+    } else {
+        work.into_iter()
+            .filter(|(c, r)| !done.contains(&(c.resolve(b).code(), *r)))
+            .collect()
+    };
+    let already_done = done.len();
+    drop(done);
+    tracing::info!(run_id, model = %settings.model.id, planned, todo = todo.len(), "run starting");
 
     // The bar draws on stderr; it is for a person watching a terminal.
     let progress =
         if ctx.quiet || !std::io::stdout().is_terminal() || !std::io::stderr().is_terminal() {
             ProgressBar::hidden()
         } else {
-            let pb = ProgressBar::new(work.len() as u64);
+            let pb = ProgressBar::new(planned as u64);
             pb.set_style(
                 ProgressStyle::with_template(
                     "{prefix} [{bar:30}] {pos}/{len} {msg} {per_sec} eta {eta}",
@@ -304,7 +309,7 @@ pub async fn run_batch(
                 .progress_chars("=> "),
             );
             pb.set_prefix(format!("run {run_id} {}", settings.model.id));
-            pb.set_position(done.len() as u64);
+            pb.set_position(already_done as u64);
             pb
         };
 
@@ -316,6 +321,15 @@ pub async fn run_batch(
     });
     let stop = abort.child_token();
     let todo = Arc::new(todo);
+    let cache = if settings.no_cache {
+        None
+    } else {
+        let (replies, judgements) = ctx.store.request_keys().await?;
+        Some(Arc::new(CacheFilter {
+            replies: RwLock::new(replies),
+            judgements: RwLock::new(judgements),
+        }))
+    };
     let (tx, mut rx) = mpsc::channel::<NewResult>(WRITE_BATCH * 4);
     let workers = settings.concurrency.clamp(1, 1024).min(todo.len().max(1));
     let mut handles = Vec::with_capacity(workers);
@@ -335,6 +349,7 @@ pub async fn run_batch(
             store: ctx.store.clone(),
             settings: settings.clone(),
             run_id,
+            cache: cache.clone(),
         };
         handles.push(tokio::spawn(async move {
             loop {
@@ -414,14 +429,16 @@ pub async fn run_batch(
                     passed_so_far += usize::from(r.passed);
                     batch.push(r);
                     progress.inc(1);
-                    progress.set_message(format!("pass {:.0}% ${:.4}", 100.0 * passed_so_far as f64 / seen as f64, shared.spend()));
+                    if !progress.is_hidden() {
+                        progress.set_message(format!("pass {:.0}% ${:.4}", 100.0 * passed_so_far as f64 / seen as f64, shared.spend()));
+                    }
                     if batch.len() >= WRITE_BATCH {
-                        flush(&ctx.store, &mut batch, &mut stored, &mut write_error, &abort).await;
+                        flush(&ctx.store, &mut batch, &mut stored, &mut write_error, &abort, cache.as_deref()).await;
                     }
                 }
                 None => break,
             },
-            _ = tick.tick() => flush(&ctx.store, &mut batch, &mut stored, &mut write_error, &abort).await,
+            _ = tick.tick() => flush(&ctx.store, &mut batch, &mut stored, &mut write_error, &abort, cache.as_deref()).await,
         }
     }
     flush(
@@ -430,6 +447,7 @@ pub async fn run_batch(
         &mut stored,
         &mut write_error,
         &abort,
+        cache.as_deref(),
     )
     .await;
     for h in handles {
@@ -457,7 +475,7 @@ pub async fn run_batch(
     {
         tokio::time::sleep(Duration::from_millis(ms)).await;
     }
-    let all_done = ctx.store.stored_cases(run_id).await?.len() >= work.len();
+    let all_done = ctx.store.count_results(run_id).await? >= planned as i64;
     let (status, message, fatal) = match (&stop_reason, abort.is_cancelled()) {
         (Some((msg, fatal)), _) => ("interrupted", Some(msg.clone()), fatal.then(|| msg.clone())),
         (None, true) => ("interrupted", Some("cancelled (Ctrl-C)".to_string()), None),
@@ -476,7 +494,7 @@ pub async fn run_batch(
         run_id,
         model: settings.model.id.clone(),
         status: status.to_string(),
-        planned: work.len(),
+        planned,
         stored: row.test_cases as usize,
         passed: row.passed as usize,
         cost_usd: row.cost_usd + row.judge_cost_usd,
@@ -491,13 +509,19 @@ async fn flush(
     stored: &mut usize,
     error: &mut Option<crate::Error>,
     abort: &CancellationToken,
+    cache: Option<&CacheFilter>,
 ) {
     if batch.is_empty() || error.is_some() {
         batch.clear();
         return;
     }
     match store.write_results(batch).await {
-        Ok(n) => *stored += n,
+        Ok(n) => {
+            *stored += n;
+            if let Some(cache) = cache {
+                cache.note(batch);
+            }
+        }
         Err(e) => {
             // A store that cannot write must stop the run, not drop results silently.
             *error = Some(e.into());
@@ -505,6 +529,49 @@ async fn flush(
         }
     }
     batch.clear();
+}
+
+/// Which requests may have a reusable answer in the database: the keys of
+/// every stored request hash, loaded when the run starts and extended as
+/// its results are written. A request whose key is absent (nearly every
+/// request of a new run) needs no cache query at all.
+struct CacheFilter {
+    replies: RwLock<HashSet<u64>>,
+    judgements: RwLock<HashSet<u64>>,
+}
+
+impl CacheFilter {
+    fn may_have_reply(&self, request_hash: &str) -> bool {
+        let key = request_key(request_hash);
+        self.replies
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&key)
+    }
+
+    fn may_have_judgement(&self, request_hash: &str) -> bool {
+        let key = request_key(request_hash);
+        self.judgements
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&key)
+    }
+
+    /// Adds the request hashes of results just written.
+    fn note(&self, written: &[NewResult]) {
+        self.replies
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(written.iter().map(|r| request_key(&r.request_hash)));
+        let mut judgements = self.judgements.write().unwrap_or_else(|e| e.into_inner());
+        for r in written {
+            judgements.extend(
+                r.judgements
+                    .iter()
+                    .filter_map(|j| j.request_hash.as_deref().map(request_key)),
+            );
+        }
+    }
 }
 
 /// One worker's view of the run.
@@ -516,29 +583,29 @@ struct Worker {
     store: Store,
     settings: RunSettings,
     run_id: i64,
+    /// None with `--no-cache`.
+    cache: Option<Arc<CacheFilter>>,
 }
 
 impl Worker {
-    fn request(&self, prompt: String, response_format: Option<Value>) -> ChatRequest {
-        let m = &self.settings.model;
-        ChatRequest {
-            model: m.id.clone(),
-            prompt,
-            response_format,
-            temperature: m.temperature,
-            seed: m.seed,
-            max_tokens: m.max_tokens,
-        }
-    }
-
     async fn process(&self, idx: CaseIndex, repeat: i64) -> Outcome {
         let case = idx.resolve(&self.benchmark);
         let s = case.scenario;
         let prompt = compose::compose(&case);
         let prompt_hash = sha256_hex(&[prompt.as_bytes()]);
-        let req = self.request(prompt, s.response_format.clone());
+        let m = &self.settings.model;
+        // The body is serialised once: hashed here, sent as is.
+        let body = ChatBody {
+            model: &m.id,
+            prompt: &prompt,
+            response_format: s.response_format.as_ref(),
+            temperature: m.temperature,
+            seed: m.seed,
+            max_tokens: m.max_tokens,
+        }
+        .to_json();
         // Repeats must not reuse each other's replies.
-        let request_hash = sha256_hex(&[req.body().to_string().as_bytes(), &repeat.to_le_bytes()]);
+        let request_hash = sha256_hex(&[body.as_bytes(), &repeat.to_le_bytes()]);
         let base = case.base_severity();
         let mut r = NewResult {
             run_id: self.run_id,
@@ -559,10 +626,11 @@ impl Worker {
             ..Default::default()
         };
 
-        let cached = if self.settings.no_cache {
-            None
-        } else {
-            self.store.cached_reply(&request_hash).await.ok().flatten()
+        let cached = match &self.cache {
+            Some(f) if f.may_have_reply(&request_hash) => {
+                self.store.cached_reply(&request_hash).await.ok().flatten()
+            }
+            _ => None,
         };
         let completion = match cached {
             Some(c) => Completion {
@@ -577,11 +645,11 @@ impl Worker {
                 attempts: 0,
                 latency_ms: 0,
             },
-            None => match self.client.chat(&req).await {
+            None => match self.client.chat_json(&m.id, body).await {
                 Ok(c) => c,
                 Err(e) if e.is_fatal_for_run() => return Outcome::Fatal(e),
                 Err(e) => {
-                    r.prompt = req.prompt;
+                    r.prompt = prompt;
                     r.passed = false;
                     r.error_kind = Some("provider".into());
                     r.error = Some(e.to_string());
@@ -616,15 +684,16 @@ impl Worker {
                 r.passed = false;
                 r.error_kind = Some("format".into());
                 r.error = Some(e.0);
-                r.prompt = req.prompt;
+                r.prompt = prompt;
                 return Outcome::Stored(Box::new(r));
             }
         };
-        r.parsed = parsed.clone();
         let text = evaluate::reply_text(&completion.content, parsed.as_ref()).to_string();
+        r.parsed = parsed;
         r.quality = serde_json::to_value(crate::quality::score(&text)).ok();
 
-        if let Some(check) = parsed
+        if let Some(check) = r
+            .parsed
             .as_ref()
             .and_then(|p| evaluate::check(&s.evaluation, p))
         {
@@ -642,13 +711,14 @@ impl Worker {
             let mut all_passed = true;
             let mut judge_error = None;
             for rubric in &s.rubrics {
-                let jreq = judge::request(&judge_model, rubric, &req.prompt, &text);
-                let jhash =
-                    sha256_hex(&[jreq.body().to_string().as_bytes(), &repeat.to_le_bytes()]);
-                let cached = if self.settings.no_cache {
-                    None
-                } else {
-                    self.store.cached_judgement(&jhash).await.ok().flatten()
+                let jreq = judge::request(&judge_model, rubric, &prompt, &text);
+                let jbody = jreq.body_json();
+                let jhash = sha256_hex(&[jbody.as_bytes(), &repeat.to_le_bytes()]);
+                let cached = match &self.cache {
+                    Some(f) if f.may_have_judgement(&jhash) => {
+                        self.store.cached_judgement(&jhash).await.ok().flatten()
+                    }
+                    _ => None,
                 };
                 let mut j = NewJudgement {
                     criterion: rubric.code.clone(),
@@ -665,7 +735,7 @@ impl Worker {
                             j.cached = true;
                             c
                         }
-                        None => match self.client.chat(&jreq).await {
+                        None => match self.client.chat_json(&jreq.model, jbody.clone()).await {
                             Ok(c) => {
                                 j.cached = false;
                                 j.prompt_tokens += c.prompt_tokens;
@@ -713,7 +783,7 @@ impl Worker {
                 r.error = Some(e);
             }
         }
-        r.prompt = req.prompt;
+        r.prompt = prompt;
         Outcome::Stored(Box::new(r))
     }
 }

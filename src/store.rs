@@ -174,6 +174,12 @@ fn connect_options(url: &str) -> Result<SqliteConnectOptions, StoreError> {
         });
     }
     Ok(opts
+        // New databases only (an existing one keeps its page size). Composed
+        // prompts run 1.5-2.5 KB: on 4 KB pages only one fits per page, half
+        // of it wasted; 8 KB pages hold three. Larger pages would pack a
+        // little better but double again the bytes each random insert into
+        // the hash indexes writes to the WAL.
+        .page_size(8192)
         .create_if_missing(true)
         .journal_mode(SqliteJournalMode::Wal)
         .synchronous(SqliteSynchronous::Normal)
@@ -405,6 +411,36 @@ impl Store {
         }))
     }
 
+    /// [`request_key`]s of every request hash stored with a result, and of
+    /// every judge request hash: a superset of what [`Store::cached_reply`]
+    /// and [`Store::cached_judgement`] can find, so that a run asks the
+    /// database only about requests it may have answered before. Read in
+    /// pages along the hash indexes (8 bytes kept per stored row).
+    pub async fn request_keys(&self) -> Result<(HashSet<u64>, HashSet<u64>), StoreError> {
+        const PAGE: i64 = 20_000;
+        let mut out = (HashSet::new(), HashSet::new());
+        for (table, set) in [("result", &mut out.0), ("judgement", &mut out.1)] {
+            // Built from the two constant table names only.
+            let sql = format!(
+                "SELECT request_hash FROM {table} WHERE request_hash > ? ORDER BY request_hash LIMIT ?"
+            );
+            let mut after = String::new();
+            loop {
+                let page: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(sql.clone()))
+                    .bind(&after)
+                    .bind(PAGE)
+                    .fetch_all(&self.pool)
+                    .await?;
+                set.extend(page.iter().map(|h| request_key(h)));
+                match page.into_iter().last() {
+                    Some(last) => after = last,
+                    None => break,
+                }
+            }
+        }
+        Ok(out)
+    }
+
     /// A judge's raw answer to an identical judge request, if any.
     pub async fn cached_judgement(&self, request_hash: &str) -> Result<Option<String>, StoreError> {
         Ok(sqlx::query_scalar(
@@ -428,55 +464,57 @@ impl Store {
 
     /// Writes results in one transaction. A (run, test code, repeat) already
     /// stored is skipped, so a replayed write never duplicates a row.
+    ///
+    /// Rows go in multi-row INSERTs of power-of-two sizes (so each connection
+    /// caches a handful of prepared statements, not one per batch size), and
+    /// each distinct prompt text is sent once per batch.
     pub async fn write_results(&self, results: &[NewResult]) -> Result<usize, StoreError> {
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        let mut written = 0;
-        for r in results {
-            sqlx::query(
-                "INSERT INTO prompt_text (hash, text) VALUES (?, ?) ON CONFLICT(hash) DO NOTHING",
-            )
-            .bind(&r.prompt_hash)
-            .bind(&r.prompt)
-            .execute(&mut *tx)
-            .await?;
-            let id: Option<i64> = sqlx::query_scalar(
-                "INSERT INTO result (run_id, test_code, repeat_index, scenario_id, condition_id, user_context_id, perturbation_id,
-                   prompt_hash, request_hash, base_severity, difficulty, response, parsed, matched, passed, error_kind, error,
-                   evaluation_details, latency_ms, prompt_tokens, completion_tokens, cost_usd, upstream_cost_usd, generation_id,
-                   finish_reason, attempts, cached, quality)
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                 ON CONFLICT(run_id, test_code, repeat_index) DO NOTHING RETURNING id",
-            )
-            .bind(r.run_id)
-            .bind(&r.test_code)
-            .bind(r.repeat_index)
-            .bind(r.scenario_id)
-            .bind(r.condition_id)
-            .bind(r.user_context_id)
-            .bind(r.perturbation_id)
-            .bind(&r.prompt_hash)
-            .bind(&r.request_hash)
-            .bind(r.base_severity)
-            .bind(r.difficulty)
-            .bind(&r.response)
-            .bind(r.parsed.as_ref().map(Value::to_string))
-            .bind(r.matched)
-            .bind(r.passed)
-            .bind(&r.error_kind)
-            .bind(&r.error)
-            .bind(r.evaluation_details.to_string())
-            .bind(r.latency_ms)
-            .bind(r.prompt_tokens)
-            .bind(r.completion_tokens)
-            .bind(r.cost_usd)
-            .bind(r.upstream_cost_usd)
-            .bind(&r.generation_id)
-            .bind(&r.finish_reason)
-            .bind(r.attempts)
-            .bind(r.cached)
-            .bind(r.quality.as_ref().map(Value::to_string))
-            .fetch_optional(&mut *tx)
-            .await?;
+
+        let mut seen = HashSet::with_capacity(results.len());
+        let prompts: Vec<&NewResult> = results
+            .iter()
+            .filter(|r| seen.insert(r.prompt_hash.as_str()))
+            .collect();
+        drop(seen);
+        for chunk in pow2_chunks(&prompts, MAX_PROMPT_ROWS) {
+            let sql = values_sql(
+                "INSERT INTO prompt_text (hash, text) VALUES ",
+                2,
+                chunk.len(),
+                " ON CONFLICT(hash) DO NOTHING",
+            );
+            let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+            for r in chunk {
+                q = q.bind(&r.prompt_hash).bind(&r.prompt);
+            }
+            q.execute(&mut *tx).await?;
+        }
+
+        let mut written = 0usize;
+        // Results with judgements need their id back, one row at a time; the
+        // rest (every deterministic evaluation) go many rows per statement.
+        let (plain, judged): (Vec<&NewResult>, Vec<&NewResult>) =
+            results.iter().partition(|r| r.judgements.is_empty());
+        for chunk in pow2_chunks(&plain, MAX_RESULT_ROWS) {
+            let sql = values_sql(RESULT_INSERT, RESULT_COLUMNS, chunk.len(), RESULT_CONFLICT);
+            let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+            for r in chunk {
+                q = bind_result(q, r);
+            }
+            written += q.execute(&mut *tx).await?.rows_affected() as usize;
+        }
+        for r in judged {
+            let sql = values_sql(
+                RESULT_INSERT,
+                RESULT_COLUMNS,
+                1,
+                &format!("{RESULT_CONFLICT} RETURNING id"),
+            );
+            let id: Option<i64> = bind_result(sqlx::query(sqlx::AssertSqlSafe(sql)), r)
+                .fetch_optional(&mut *tx)
+                .await?
+                .map(|row| row.get(0));
             let Some(id) = id else { continue };
             written += 1;
             for j in &r.judgements {
@@ -507,6 +545,16 @@ impl Store {
         Ok(written)
     }
 
+    /// How many results a run has stored.
+    pub async fn count_results(&self, run_id: i64) -> Result<i64, StoreError> {
+        Ok(
+            sqlx::query_scalar("SELECT COUNT(*) FROM result WHERE run_id = ?")
+                .bind(run_id)
+                .fetch_one(&self.pool)
+                .await?,
+        )
+    }
+
     /// Every run, newest first, with totals computed from its results.
     pub async fn runs(&self) -> Result<Vec<RunRow>, StoreError> {
         Ok(sqlx::query_as::<_, RunRow>(sqlx::AssertSqlSafe(format!(
@@ -530,6 +578,93 @@ impl Store {
             StoreError::NotFound(format!("no run with id {run_id} (see `helmbench runs`)"))
         })
     }
+}
+
+/// A 64-bit key of a request hash (FNV-1a), for [`Store::request_keys`].
+pub fn request_key(hash: &str) -> u64 {
+    hash.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// Rows per multi-row INSERT, at most: well under SQLite's 32,766 bound
+/// variables (28 columns x 64 rows = 1,792).
+const MAX_RESULT_ROWS: usize = 64;
+const MAX_PROMPT_ROWS: usize = 128;
+
+const RESULT_INSERT: &str = "INSERT INTO result (run_id, test_code, repeat_index, scenario_id, condition_id, user_context_id, perturbation_id,
+   prompt_hash, request_hash, base_severity, difficulty, response, parsed, matched, passed, error_kind, error,
+   evaluation_details, latency_ms, prompt_tokens, completion_tokens, cost_usd, upstream_cost_usd, generation_id,
+   finish_reason, attempts, cached, quality) VALUES ";
+const RESULT_COLUMNS: usize = 28;
+const RESULT_CONFLICT: &str = " ON CONFLICT(run_id, test_code, repeat_index) DO NOTHING";
+
+/// `head` + `rows` groups of `columns` placeholders + `tail`. Built only
+/// from constants and counts: no user input reaches the SQL text.
+fn values_sql(head: &str, columns: usize, rows: usize, tail: &str) -> String {
+    let group = format!("({})", vec!["?"; columns].join(", "));
+    let mut sql = String::with_capacity(head.len() + rows * (group.len() + 2) + tail.len());
+    sql.push_str(head);
+    for i in 0..rows {
+        if i > 0 {
+            sql.push_str(", ");
+        }
+        sql.push_str(&group);
+    }
+    sql.push_str(tail);
+    sql
+}
+
+/// Splits `items` into chunks of `max` and then descending powers of two,
+/// so only log2(max) + 1 distinct statement shapes ever exist.
+fn pow2_chunks<T>(items: &[T], max: usize) -> Vec<&[T]> {
+    let mut out = Vec::new();
+    let mut rest = items;
+    while !rest.is_empty() {
+        let n = if rest.len() >= max {
+            max
+        } else {
+            1 << rest.len().ilog2()
+        };
+        let (chunk, tail) = rest.split_at(n);
+        out.push(chunk);
+        rest = tail;
+    }
+    out
+}
+
+type SqliteQuery = sqlx::query::Query<'static, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>;
+
+/// Binds one result's 28 values in `RESULT_INSERT` column order.
+fn bind_result(q: SqliteQuery, r: &NewResult) -> SqliteQuery {
+    q.bind(r.run_id)
+        .bind(r.test_code.clone())
+        .bind(r.repeat_index)
+        .bind(r.scenario_id)
+        .bind(r.condition_id)
+        .bind(r.user_context_id)
+        .bind(r.perturbation_id)
+        .bind(r.prompt_hash.clone())
+        .bind(r.request_hash.clone())
+        .bind(r.base_severity)
+        .bind(r.difficulty)
+        .bind(r.response.clone())
+        .bind(r.parsed.as_ref().map(Value::to_string))
+        .bind(r.matched)
+        .bind(r.passed)
+        .bind(r.error_kind.clone())
+        .bind(r.error.clone())
+        .bind(r.evaluation_details.to_string())
+        .bind(r.latency_ms)
+        .bind(r.prompt_tokens)
+        .bind(r.completion_tokens)
+        .bind(r.cost_usd)
+        .bind(r.upstream_cost_usd)
+        .bind(r.generation_id.clone())
+        .bind(r.finish_reason.clone())
+        .bind(r.attempts)
+        .bind(r.cached)
+        .bind(r.quality.as_ref().map(Value::to_string))
 }
 
 /// Totals per run from its results (`r`): an mcsqe result counts one
