@@ -492,6 +492,9 @@ fn parse_yaml_map(
     if yaml.trim().is_empty() {
         return Ok(Map::new());
     }
+    if let Some(msg) = yaml_too_complex(yaml) {
+        return Err(located(msg, first_line));
+    }
     let value: serde_yaml::Value = serde_yaml::from_str(yaml).map_err(|e| {
         // An error at the end of input is reported past the block: clamp it.
         let last = first_line + yaml.lines().count().max(1) - 1;
@@ -526,6 +529,22 @@ fn parse_yaml_map(
             first_line,
         )),
     }
+}
+
+/// Most `[`/`{` a YAML text may hold. The YAML parser's time grows with the
+/// square of flow-collection nesting (20,000 nested `[` take seconds, an
+/// 8 MB file hours), so a nesting bomb must be refused before parsing.
+/// Counting every bracket, quoted or not, cannot be evaded by hiding
+/// closers in strings; real frontmatter and models.yml hold a handful.
+const MAX_YAML_FLOW_BRACKETS: usize = 2000;
+
+fn yaml_too_complex(yaml: &str) -> Option<String> {
+    let n = yaml.bytes().filter(|b| matches!(b, b'[' | b'{')).count();
+    (n > MAX_YAML_FLOW_BRACKETS).then(|| {
+        format!(
+            "YAML holds {n} `[`/`{{` brackets (expected at most {MAX_YAML_FLOW_BRACKETS}; write long or nested lists in block style, one `- item` per line)"
+        )
+    })
 }
 
 /// The key path of the first NaN or infinite number in `v`, if any.
@@ -578,6 +597,10 @@ fn load_models(
     }
     let text = read_text(&path, errors)?;
     hasher.update(text.as_bytes());
+    if let Some(msg) = yaml_too_complex(&text) {
+        errors.push(ContentError::new(&path, msg));
+        return None;
+    }
     match serde_yaml::from_str::<ModelsConfig>(&text) {
         Ok(m) => {
             let mut seen = BTreeSet::new();
@@ -631,6 +654,10 @@ fn load_scoring(root: &Path, errors: &mut Vec<ContentError>, hasher: &mut Sha256
         return ScoringConfig::default();
     };
     hasher.update(text.as_bytes());
+    if let Some(msg) = yaml_too_complex(&text) {
+        errors.push(ContentError::new(&path, msg));
+        return ScoringConfig::default();
+    }
     match serde_yaml::from_str::<Option<ScoringConfig>>(&text) {
         Ok(c) => c.unwrap_or_default(),
         Err(e) => {

@@ -246,10 +246,12 @@ pub fn to_xml(body: &str) -> Result<String, MarkdownError> {
     for (i, h) in h2s.iter().enumerate() {
         let end = h2s.get(i + 1).map_or(body.len(), |n| n.range.start);
         let tag = tag_name(&h.text);
-        let line = line_of(body, h.range.start);
+        // Only errors need the line: counting it for every heading would
+        // make a file of many sections quadratic.
+        let line = || line_of(body, h.range.start);
         if tag.is_empty() {
             return Err(MarkdownError {
-                line,
+                line: line(),
                 message: format!(
                     "heading `## {}` gives no XML tag name (expected ASCII letters or digits)",
                     h.text
@@ -259,7 +261,7 @@ pub fn to_xml(body: &str) -> Result<String, MarkdownError> {
         let section = trim_blank_lines(&body[h.range.end.min(end)..end]);
         if section.is_empty() {
             return Err(MarkdownError {
-                line,
+                line: line(),
                 message: format!("section `## {}` is empty (expected text under it)", h.text),
             });
         }
@@ -381,6 +383,9 @@ pub fn split_sections<'a>(
     let mut candidates: Vec<Heading> = shift(headings(text, 1), 0);
     let mut idx = 0;
     let mut open: Option<(String, usize, usize)> = None; // heading, line, body start
+    // Lines are counted incrementally (headings come in order): a line_of
+    // per heading would make a file of many sections quadratic.
+    let (mut counted_to, mut counted_line) = (0usize, 1usize);
     loop {
         let next = candidates.get(idx).cloned();
         // Close the open section at the next heading (or the end of the file).
@@ -395,7 +400,12 @@ pub fn split_sections<'a>(
         }
         let Some(h) = next else { break };
         idx += 1;
-        let line = line_of(text, h.range.start);
+        counted_line += text.as_bytes()[counted_to..h.range.start]
+            .iter()
+            .filter(|&&b| b == b'\n')
+            .count();
+        counted_to = h.range.start;
+        let line = counted_line;
         if !is_code(&h.text) {
             if sections.is_empty() {
                 // A title before the first section belongs to the preamble.

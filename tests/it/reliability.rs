@@ -90,8 +90,20 @@ fn billion_laughs_yaml_is_refused_quickly() {
         "scenarios/P1-B1-S1/conditions.md",
         format!("# C1\n---\n{yaml}---\n## A\nx\n"),
     );
+    // And flow nesting, which the YAML parser handles in quadratic time:
+    // this 100 kB line took over three minutes before it was refused.
+    b.scenario("P1-B1-S2", "S2").file(
+        "scenarios/P1-B1-S2/perturbations.md",
+        format!("# PT1\n---\nx: {}\n---\n## A\nx\n", "[".repeat(100_000)),
+    );
     let started = std::time::Instant::now();
-    expect_content_error(&b, "conditions.md", "[# C1]");
+    let err = expect_content_error(&b, "P1-B1-S1/conditions.md", "[# C1]");
+    assert!(
+        err.lines()
+            .any(|l| l.contains("P1-B1-S2/perturbations.md:3 [# PT1]")
+                && l.contains("YAML holds 100000 `[`/`{` brackets")),
+        "{err}"
+    );
     assert!(
         started.elapsed() < std::time::Duration::from_secs(20),
         "alias expansion took {:?}",
@@ -359,6 +371,34 @@ fn sections_swallowed_by_open_blocks() {
             "missing `{place}` … `{what}` in:\n{err}"
         );
     }
+}
+
+/// A big but legal file must load in linear time: numbering the line of
+/// every H2 from the start of the file took over two minutes for this one.
+#[test]
+fn many_sections_load_in_linear_time() {
+    let b = Bench::new();
+    let mut body = String::from("---\ncategory: HANDOFF\n---\n");
+    for i in 0..200_000 {
+        body.push_str(&format!("## H{i}\nx\n"));
+    }
+    let mut pts = String::new();
+    for i in 1..=20_000 {
+        pts.push_str(&format!("# PT{i}\n---\nseverity: 1\n---\n## A\nx\n\n"));
+    }
+    b.scenario("P1-B1-S1", "S1")
+        .file("scenarios/P1-B1-S1/S1.md", body)
+        .file("scenarios/P1-B1-S1/perturbations.md", pts);
+    let started = std::time::Instant::now();
+    let out = b.cmd().args(["list", "--format", "json"]).output().unwrap();
+    assert_no_panic(&out);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(crate::harness::json(&out)["total_test_cases"], 20_000);
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "took {:?}",
+        started.elapsed()
+    );
 }
 
 #[test]
