@@ -497,7 +497,22 @@ fn swallowed_heading<'a>(
         .into_offset_iter()
         .filter_map(|(e, r)| matches!(e, Event::Start(Tag::CodeBlock(_))).then_some(r))
         .collect();
-    heading_lines(body, is_code).find(|(at, _)| !code_blocks.iter().any(|r| r.contains(at)))
+    heading_lines(body, is_code).find(|&(at, line)| {
+        // In a code block a heading line is code, unless frontmatter follows
+        // it: then a fence left open above was closed by a ``` in the next
+        // section's YAML, and that YAML would be sent as this section's text.
+        !code_blocks.iter().any(|r| r.contains(&at))
+            || frontmatter_follows(&body[at + line.len()..])
+    })
+}
+
+/// Whether `rest` (what follows a line) opens with a `---` line, after
+/// blank lines.
+fn frontmatter_follows(rest: &str) -> bool {
+    rest.split('\n')
+        .skip(1) // the remainder of the heading's own line
+        .find(|l| !l.trim().is_empty())
+        .is_some_and(|l| l.trim_end() == "---")
 }
 
 /// Lines of `text` shaped like an ATX section heading (`# C3`, up to three
@@ -689,6 +704,11 @@ mod tests {
         // In a closed code fence it is only code.
         let (_, secs) = split_sections("# C1\n## A\n```\n# C2\n```\n", is_c).unwrap();
         assert_eq!(secs.len(), 1);
+        // Unless frontmatter follows it: C1's fence was left open and a ```
+        // in C2's YAML closed it (found by fuzzing).
+        let text = "# C1\n## A\n```\n# C2\n\n---\nnote: |\n  ```\n---\n## A\ny\n";
+        let err = split_sections(text, is_c).unwrap_err();
+        assert_eq!(err.line, 4);
     }
 
     #[test]
