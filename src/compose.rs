@@ -17,6 +17,13 @@ pub fn compose(case: &TestCase<'_>) -> String {
 /// Composes into `out` (cleared first), reusing its allocation.
 pub fn compose_into(case: &TestCase<'_>, out: &mut String) {
     out.clear();
+    out.reserve(
+        case.scenario.prompt.len()
+            + case.condition.prompt.len()
+            + case.user_context.map_or(0, |u| u.prompt.len())
+            + case.perturbation.prompt.len()
+            + 6,
+    );
     let parts = [
         Some(case.scenario.prompt.as_str()),
         Some(case.condition.prompt.as_str()),

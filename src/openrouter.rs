@@ -199,8 +199,15 @@ impl ChatBody<'_> {
             max_tokens: self.max_tokens,
             usage: Usage { include: true },
         };
-        // Serialising borrowed strings, numbers and a `Value` cannot fail.
-        serde_json::to_string(&body).unwrap_or_default()
+        // Sized for the prompt plus some escaping, the schema and the rest,
+        // so the buffer is not regrown while the prompt is written.
+        let mut out = Vec::with_capacity(self.prompt.len() * 9 / 8 + 2048);
+        // Serialising borrowed strings, numbers and a `Value` cannot fail,
+        // and serde_json writes UTF-8.
+        match serde_json::to_writer(&mut out, &body) {
+            Ok(()) => String::from_utf8(out).unwrap_or_default(),
+            Err(_) => String::new(),
+        }
     }
 }
 
@@ -271,14 +278,15 @@ impl ProviderError {
 /// OpenRouter client holding one connection pool.
 pub struct Client {
     http: reqwest::Client,
-    url: String,
+    /// Parsed once: `post(&String)` would parse (and IDNA-check) it per request.
+    url: reqwest::Url,
     cfg: ClientConfig,
 }
 
 impl fmt::Debug for Client {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Client")
-            .field("url", &self.url)
+            .field("url", &self.url.as_str())
             .field("cfg", &self.cfg)
             .finish_non_exhaustive()
     }
@@ -354,7 +362,9 @@ impl Client {
 
         Ok(Client {
             http,
-            url: format!("{base}/chat/completions"),
+            url: reqwest::Url::parse(&format!("{base}/chat/completions")).map_err(|_| {
+                ProviderError::Config(format!("base URL is not a valid URL: {base:?}"))
+            })?,
             cfg,
         })
     }
@@ -426,7 +436,7 @@ impl Client {
     async fn attempt(&self, body: &str, timeout: Duration) -> Result<Outcome, ProviderError> {
         let sent = self
             .http
-            .post(&self.url)
+            .post(self.url.clone())
             .timeout(timeout)
             // Content-Type: application/json is a default header.
             .body(body.to_owned())
