@@ -472,6 +472,11 @@ pub fn split_sections<'a>(
             });
         }
         let body_offset = split_frontmatter(s.text).map_or(0, |fm| fm.body_offset);
+        // An unclosed fence or HTML block is the cause; the loader reports it
+        // with this section's name, which says more than "swallowed".
+        if unclosed_block(&s.text[body_offset..]).is_some() {
+            continue;
+        }
         if let Some((at, line)) = swallowed_heading(&s.text[body_offset..], &is_code) {
             return Err(MarkdownError {
                 line: line_of(text, s.offset + body_offset + at),
