@@ -349,7 +349,7 @@ fn sections_swallowed_by_open_blocks() {
         .scenario("P1-B1-S3", "S3")
         .file(
             "scenarios/P1-B1-S3/conditions.md",
-            "# C1\n## A\n```\nx\n\n# C2\n---\ndifficulty: 9\n---\n## A\ny\n",
+            "# C1\n## A\n```\nx\n\n# C2\n## A\ny\n",
         );
     let err = expect_content_error(
         &b,
