@@ -434,6 +434,22 @@ fn non_utf8_in_scenario_prompt_and_names() {
     }
 }
 
+/// Found by fuzzing: a lone `\r` ends a line for markdown, not for the
+/// frontmatter splitter; a heading ended by one made the parser panic.
+#[test]
+fn classic_mac_line_endings() {
+    let b = Bench::new();
+    b.scenario("P1-B1-S1", "S1").file(
+        "scenarios/P1-B1-S1/perturbations.md",
+        "# PT1\n## A\nx\n# PT2\r---\rseverity: 9\r---\r## A\ry\r",
+    );
+    expect_content_error(
+        &b,
+        "P1-B1-S1/perturbations.md:4",
+        "lone carriage return (classic Mac line endings; expected LF or CRLF)",
+    );
+}
+
 #[cfg(unix)]
 #[test]
 fn symlink_loop_in_scenarios() {
