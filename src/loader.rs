@@ -458,7 +458,19 @@ pub fn read_text(path: &Path, errors: &mut Vec<ContentError>) -> Option<String> 
         }
     };
     match String::from_utf8(bytes) {
-        Ok(s) => Some(s),
+        Ok(s) => {
+            if let Some(line) = markdown::lone_cr_line(&s) {
+                errors.push(
+                    ContentError::new(
+                        path,
+                        "line ends with a lone carriage return (classic Mac line endings; expected LF or CRLF)",
+                    )
+                    .at(line),
+                );
+                return None;
+            }
+            Some(s)
+        }
         Err(e) => {
             let at = e.utf8_error().valid_up_to();
             let bytes = e.as_bytes();

@@ -183,14 +183,33 @@ fn is_container_end(tag: &TagEnd) -> bool {
 
 /// Extends `end` to just past the end of its line (heading ranges from the
 /// parser may stop before the newline).
+/// CommonMark ends lines at `\n`, `\r\n` or a lone `\r`: a heading ended by
+/// a lone `\r` must not extend over the next line (which may be the next
+/// heading: slicing from past its start panicked).
 fn line_end(text: &str, end: usize) -> usize {
-    if end > 0 && text.as_bytes().get(end - 1) == Some(&b'\n') {
-        return end;
+    let b = text.as_bytes();
+    let after_cr = |i: usize| if b.get(i) == Some(&b'\n') { i + 1 } else { i };
+    match end.checked_sub(1).and_then(|i| b.get(i)) {
+        Some(b'\n') => return end,
+        Some(b'\r') => return after_cr(end),
+        _ => {}
     }
-    match text[end..].find('\n') {
+    match text[end..].find(['\n', '\r']) {
+        Some(i) if b[end + i] == b'\r' => after_cr(end + i + 1),
         Some(i) => end + i + 1,
         None => text.len(),
     }
+}
+
+/// The 1-based line of the first lone `\r` (a classic-Mac line ending), if
+/// any. Markdown reads it as a line break but the frontmatter splitter and
+/// every line number here count `\n` only, so such a file is refused.
+pub fn lone_cr_line(text: &str) -> Option<usize> {
+    let b = text.as_bytes();
+    b.iter()
+        .enumerate()
+        .find(|&(i, &c)| c == b'\r' && b.get(i + 1) != Some(&b'\n'))
+        .map(|(i, _)| line_of(text, i))
 }
 
 /// The XML tag name for an H2 heading: lower case, apostrophes dropped, every
@@ -638,6 +657,19 @@ mod tests {
             to_xml("User input\n---\nhello\n").unwrap(),
             "<user_input>\nhello\n</user_input>"
         );
+    }
+
+    #[test]
+    fn headings_ended_by_a_lone_cr_do_not_overlap() {
+        // Found by fuzzing: the first heading's range ran past the second's start.
+        let text = "x\r# C1\r# C2\rbody";
+        let hs = headings(text, 1);
+        assert_eq!(hs.len(), 2);
+        assert!(hs[0].range.end <= hs[1].range.start);
+        let (_, secs) = split_sections(text, is_c).unwrap();
+        assert_eq!(secs.len(), 2);
+        assert_eq!(lone_cr_line(text), Some(1));
+        assert_eq!(lone_cr_line("a\r\nb\n"), None);
     }
 
     #[test]

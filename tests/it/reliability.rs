@@ -349,7 +349,7 @@ fn sections_swallowed_by_open_blocks() {
         .scenario("P1-B1-S3", "S3")
         .file(
             "scenarios/P1-B1-S3/conditions.md",
-            "# C1\n## A\n```\nx\n\n# C2\n---\ndifficulty: 9\n---\n## A\ny\n",
+            "# C1\n## A\n```\nx\n\n# C2\n## A\ny\n",
         );
     let err = expect_content_error(
         &b,
@@ -432,6 +432,22 @@ fn non_utf8_in_scenario_prompt_and_names() {
         b.scenario("P1-B1-S1", "S1");
         expect_content_error(&b, "scenarios/P1-B1-S", "folder name is not valid UTF-8");
     }
+}
+
+/// Found by fuzzing: a lone `\r` ends a line for markdown, not for the
+/// frontmatter splitter; a heading ended by one made the parser panic.
+#[test]
+fn classic_mac_line_endings() {
+    let b = Bench::new();
+    b.scenario("P1-B1-S1", "S1").file(
+        "scenarios/P1-B1-S1/perturbations.md",
+        "# PT1\n## A\nx\n# PT2\r---\rseverity: 9\r---\r## A\ry\r",
+    );
+    expect_content_error(
+        &b,
+        "P1-B1-S1/perturbations.md:4",
+        "lone carriage return (classic Mac line endings; expected LF or CRLF)",
+    );
 }
 
 #[cfg(unix)]
