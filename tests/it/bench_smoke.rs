@@ -8,14 +8,14 @@ use std::time::Duration;
 use crate::harness::{json, stderr, stdout};
 
 #[allow(dead_code)]
+#[path = "../../examples/bare_client.rs"]
+mod bare_client;
+#[allow(dead_code)]
 #[path = "../../examples/gen_bench.rs"]
 mod gen_bench;
 #[allow(dead_code)]
 #[path = "../../examples/mock_openrouter.rs"]
 mod mock_openrouter;
-#[allow(dead_code)]
-#[path = "../../examples/bare_client.rs"]
-mod bare_client;
 
 fn helmbench(dir: &std::path::Path) -> assert_cmd::Command {
     let mut c = assert_cmd::Command::cargo_bin("helmbench").unwrap();
@@ -43,7 +43,13 @@ fn harness_runs_on_a_tiny_benchmark() {
 
     // The generated content is valid and every test case composes.
     let out = helmbench(tmp.path())
-        .args(["run-batch", "--all-scenarios", "--dry-run", "--format", "json"])
+        .args([
+            "run-batch",
+            "--all-scenarios",
+            "--dry-run",
+            "--format",
+            "json",
+        ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
