@@ -31,7 +31,7 @@ TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
 if [[ $SMOKE == 1 ]]; then
     SHAPE=(3 2 2 2)          # 3*2*3*2 = 36 test cases
     BATCH=(1:20 4:36 16:36 16:36:cache)
-    RSS_SIZES=(10 36)
+    RSS_SIZES=(10 36 72)
     REPEATS=1
     LATENCY_MS=1
     STARTUP_RUNS=3
@@ -39,7 +39,7 @@ if [[ $SMOKE == 1 ]]; then
 else
     SHAPE=(100 10 10 10)     # 100*10*(10+1)*10 = 110,000 test cases
     BATCH=(1:2000 16:20000 64:20000 256:20000 64:20000:cache 256:20000:cache)
-    RSS_SIZES=(5000 20000 110000)
+    RSS_SIZES=(5000 20000 110000 330000)   # 330,000 = every test case x --repeats 3
     STARTUP_RUNS=30
     SELECTION="--scenario P1 --scenario P2-B1-S3-C4"
 fi
@@ -100,14 +100,17 @@ db_bytes() {
 # with --no-cache unless the third argument is `cache` (the default of the CLI).
 # Sets WALL, RSS, WINDOW (mock's first-request-to-last-reply seconds), SERVED, STORED.
 helmbench_batch() {
-    local n=$1 c=$2 db=$OUT/run-$1-$2.db cache=--no-cache
+    local n=$1 c=$2 db=$OUT/run-$1-$2.db cache=--no-cache limit=$1 repeats=1
     [[ "${3:-}" == cache ]] && cache=
+    # More results than test cases: every test case, repeated.
+    if ((n > CASES)); then limit=$CASES repeats=$((n / CASES)); fi
     rm -f "$db" "$db-wal" "$db-shm"
+    sync # the previous run's writes must not land on this one's clock
     mock_reset
     # shellcheck disable=SC2086
     OPENROUTER_API_KEY=bench OPENROUTER_BASE_URL=$MOCK timed "$BIN" -q \
         --benchmark-dir "$BENCH" --database-url "$db" run-batch --all-scenarios \
-        --limit "$n" --concurrency "$c" $cache --max-attempts 1 >/dev/null
+        --limit "$limit" --repeats "$repeats" --concurrency "$c" $cache --max-attempts 1 >/dev/null
     local s
     s=$(mock_stats)
     WINDOW=$(json_field "$s" window_s)
@@ -123,6 +126,7 @@ helmbench_batch() {
 
 bare_batch() {
     local n=$1 c=$2 out
+    sync
     mock_reset
     out=$("$EX/bare_client" "$MOCK" "$BENCH" "$n" "$c")
     local s
@@ -185,6 +189,7 @@ for spec in "${BATCH[@]}"; do
     for _ in $(seq "$reps"); do
         bare_batch "$n" "$c"
         helmbench_batch "$n" "$c" "$mode"
+        rm -f "$DB" "$DB-wal" "$DB-shm"
         b=$(calc "%.1f" "$n / $BARE_WINDOW")
         h=$(calc "%.1f" "$n / $WINDOW")
         bare_rates+=("$b") hb_rates+=("$h") walls+=("$WALL") rsss+=("$RSS")
@@ -242,12 +247,15 @@ echo "bench: 4. database size and RSS" >&2
 {
     echo "### 4. Database size and peak RSS against the number of results (concurrency 64)"
     echo
+    echo "More results than the $CASES test cases means every test case with \`--repeats\`."
+    echo
     echo "| results | database MB (checkpointed) | MB per 10,000 results | peak RSS MB |"
     echo "| ---: | ---: | ---: | ---: |"
 } >>"$MD"
 for n in "${RSS_SIZES[@]}"; do
     helmbench_batch "$n" 64
     bytes=$(db_bytes "$DB")
+    rm -f "$DB" "$DB-wal" "$DB-shm"
     echo "| $n | $(calc "%.1f" "$bytes / 1048576") | $(calc "%.1f" "$bytes / 1048576 * 10000 / $n") | $RSS |" >>"$MD"
     echo "bench:   $n results: $bytes bytes, rss ${RSS}MB" >&2
 done
