@@ -19,6 +19,11 @@ use std::time::Instant;
 use helmbench::openrouter::ChatRequest;
 use helmbench::{compose, discovery, loader};
 
+// The same allocator as the helmbench binary, so the floor is not handicapped.
+#[cfg(not(test))]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// What one bare run measured.
 #[derive(Debug, Clone, Copy)]
 pub struct Floor {

@@ -353,7 +353,9 @@ impl Client {
             // never reach another host, and the API has no reason to redirect.
             // A 3xx therefore comes back as a non-retryable `Rejected`.
             .redirect(reqwest::redirect::Policy::none())
-            .pool_max_idle_per_host(32)
+            // No cap on idle connections: the worker pool already bounds them
+            // (one per worker), and a cap below --concurrency would close and
+            // reopen a connection for most requests.
             .pool_idle_timeout(Duration::from_secs(90))
             .connect_timeout(cfg.request_timeout.min(Duration::from_secs(30)))
             .tcp_keepalive(Duration::from_secs(60))
@@ -378,6 +380,8 @@ impl Client {
     /// [`ChatBody::to_json`] or [`ChatRequest::body_json`]); `model` is only
     /// used in logs.
     pub async fn chat_json(&self, model: &str, body: String) -> Result<Completion, ProviderError> {
+        // Bytes: every attempt shares the one serialised body.
+        let body = bytes::Bytes::from(body);
         let started = Instant::now();
         let mut attempt: u32 = 0;
         loop {
@@ -433,13 +437,17 @@ impl Client {
 
     /// One HTTP attempt. `Err` is only used for configuration-like failures
     /// that no retry can fix.
-    async fn attempt(&self, body: &str, timeout: Duration) -> Result<Outcome, ProviderError> {
+    async fn attempt(
+        &self,
+        body: &bytes::Bytes,
+        timeout: Duration,
+    ) -> Result<Outcome, ProviderError> {
         let sent = self
             .http
             .post(self.url.clone())
             .timeout(timeout)
             // Content-Type: application/json is a default header.
-            .body(body.to_owned())
+            .body(body.clone())
             .send()
             .await;
         let resp = match sent {
