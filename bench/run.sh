@@ -77,12 +77,13 @@ json_field() { sed -n "s/.*\"$2\":\([^,}]*\).*/\1/p" <<<"$1"; }
 mock_reset() { curl -fsS -X POST "$MOCK/reset" >/dev/null; }
 mock_stats() { curl -fsS "$MOCK/stats"; }
 calc() { awk "BEGIN { printf \"$1\", $2 }"; }
-# Runs a command under GNU time; sets WALL (s) and RSS (MB).
+# Runs a command under GNU time; sets WALL (s), RSS (MB) and CPU (user + system s).
 timed() {
     local tf=$OUT/time.txt
-    /usr/bin/time -f "%e %M" -o "$tf" "$@"
+    /usr/bin/time -f "%e %M %U %S" -o "$tf" "$@"
     WALL=$(awk '{print $1}' "$tf")
     RSS=$(awk '{printf "%.1f", $2/1024}' "$tf")
+    CPU=$(awk '{printf "%.2f", $3 + $4}' "$tf")
 }
 db_bytes() {
     local db=$1
@@ -128,7 +129,8 @@ bare_batch() {
     local n=$1 c=$2 out
     sync
     mock_reset
-    out=$("$EX/bare_client" "$MOCK" "$BENCH" "$n" "$c")
+    out=$(timed "$EX/bare_client" "$MOCK" "$BENCH" "$n" "$c")
+    BARE_CPU=$CPU
     local s
     s=$(mock_stats)
     BARE_WINDOW=$(json_field "$s" window_s)
@@ -176,16 +178,19 @@ echo "bench: 2. run-batch vs bare client" >&2
     echo "Rates are requests / the mock's window (first request in to last reply out), the same"
     echo "clock for both clients. Ideal = concurrency / latency. Each row: median of $REPEATS runs;"
     echo "the bare client and helmbench alternate, so each ratio compares runs seconds apart."
+    echo "CPU µs/request: the whole process's user + system time (start-up included) / requests;"
+    echo "when the clients and the mock together need more than the machine's cores, this, not"
+    echo "the latency, sets the rate."
     echo
-    echo "| concurrency | test cases | ideal req/s | bare req/s | helmbench req/s | helmbench / ideal | helmbench / bare | helmbench wall s (start-up + tail) | peak RSS MB |"
-    echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+    echo "| concurrency | test cases | ideal req/s | bare req/s | helmbench req/s | helmbench / ideal | helmbench / bare | CPU µs/request bare, helmbench | helmbench wall s (start-up + tail) | peak RSS MB |"
+    echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 } >>"$MD"
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 for spec in "${BATCH[@]}"; do
     IFS=: read -r c n mode <<<"$spec"
     reps=$REPEATS
     [[ $c == 1 && $SMOKE == 0 ]] && reps=1
-    bare_rates=() hb_rates=() ratios=() walls=() rsss=() overheads=()
+    bare_rates=() hb_rates=() ratios=() walls=() rsss=() overheads=() bare_cpus=() hb_cpus=()
     for _ in $(seq "$reps"); do
         bare_batch "$n" "$c"
         helmbench_batch "$n" "$c" "$mode"
@@ -195,7 +200,9 @@ for spec in "${BATCH[@]}"; do
         bare_rates+=("$b") hb_rates+=("$h") walls+=("$WALL") rsss+=("$RSS")
         ratios+=("$(calc "%.4f" "$h / $b")")
         overheads+=("$(calc "%.2f" "$WALL - $WINDOW")")
-        echo "bench:   c=$c n=$n bare ${b}/s helmbench ${h}/s wall ${WALL}s rss ${RSS}MB" >&2
+        bare_cpus+=("$(calc "%.0f" "$BARE_CPU * 1000000 / $n")")
+        hb_cpus+=("$(calc "%.0f" "$CPU * 1000000 / $n")")
+        echo "bench:   c=$c n=$n bare ${b}/s ${BARE_CPU}s cpu, helmbench ${h}/s ${CPU}s cpu wall ${WALL}s rss ${RSS}MB" >&2
     done
     mb=$(printf '%s\n' "${bare_rates[@]}" | median)
     mh=$(printf '%s\n' "${hb_rates[@]}" | median)
@@ -203,10 +210,12 @@ for spec in "${BATCH[@]}"; do
     mw=$(printf '%s\n' "${walls[@]}" | median)
     mo=$(printf '%s\n' "${overheads[@]}" | median)
     mrss=$(printf '%s\n' "${rsss[@]}" | median)
+    mbc=$(printf '%s\n' "${bare_cpus[@]}" | median)
+    mhc=$(printf '%s\n' "${hb_cpus[@]}" | median)
     ideal=$(calc "%.0f" "$c * 1000 / $LATENCY_MS")
     label=$c
     [[ "$mode" == cache ]] && label="$c, cache on"
-    echo "| $label | $n | $ideal | $mb | $mh | $(calc "%.1f %%" "100 * $mh / $ideal") | $(calc "%.1f %%" "100 * $mr") | $mw ($mo) | $mrss |" >>"$MD"
+    echo "| $label | $n | $ideal | $mb | $mh | $(calc "%.1f %%" "100 * $mh / $ideal") | $(calc "%.1f %%" "100 * $mr") | $mbc, $mhc | $mw ($mo) | $mrss |" >>"$MD"
 done
 echo >>"$MD"
 
