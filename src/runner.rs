@@ -418,41 +418,59 @@ pub async fn run_batch(
     }
     drop(tx);
 
-    // The collector: the only writer of results.
-    let mut batch: Vec<NewResult> = Vec::with_capacity(WRITE_BATCH);
-    let mut stored = 0usize;
-    let (mut passed_so_far, mut seen) = (0usize, 0usize);
-    let mut write_error: Option<crate::Error> = None;
-    let mut tick = tokio::time::interval(WRITE_INTERVAL);
-    loop {
-        tokio::select! {
-            r = rx.recv() => match r {
-                Some(r) => {
-                    seen += 1;
-                    passed_so_far += usize::from(r.passed);
-                    batch.push(r);
-                    progress.inc(1);
-                    if !progress.is_hidden() {
-                        progress.set_message(format!("pass {:.0}% ${:.4}", 100.0 * passed_so_far as f64 / seen as f64, shared.spend()));
-                    }
-                    if batch.len() >= WRITE_BATCH {
-                        flush(&ctx.store, &mut batch, &mut stored, &mut write_error, &abort, cache.as_deref()).await;
-                    }
+    // The collector: the only writer of results. A task on the runtime, not
+    // the thread blocked in `block_on`, so a finished request does not have
+    // to wake a parked thread; `recv_many` takes whatever has queued since.
+    let collector = {
+        let (store, abort, cache, progress, shared) = (
+            ctx.store.clone(),
+            abort.clone(),
+            cache.clone(),
+            progress.clone(),
+            shared.clone(),
+        );
+        tokio::spawn(async move {
+            let mut batch: Vec<NewResult> = Vec::with_capacity(WRITE_BATCH);
+            let mut stored = 0usize;
+            let (mut passed_so_far, mut seen) = (0usize, 0usize);
+            let mut write_error: Option<crate::Error> = None;
+            let mut tick = tokio::time::interval(WRITE_INTERVAL);
+            loop {
+                tokio::select! {
+                    n = rx.recv_many(&mut batch, WRITE_BATCH) => {
+                        if n == 0 {
+                            break;
+                        }
+                        seen += n;
+                        passed_so_far += batch[batch.len() - n..].iter().filter(|r| r.passed).count();
+                        progress.inc(n as u64);
+                        if !progress.is_hidden() {
+                            progress.set_message(format!("pass {:.0}% ${:.4}", 100.0 * passed_so_far as f64 / seen as f64, shared.spend()));
+                        }
+                        if batch.len() >= WRITE_BATCH {
+                            flush(&store, &mut batch, &mut stored, &mut write_error, &abort, cache.as_deref()).await;
+                        }
+                    },
+                    _ = tick.tick() => flush(&store, &mut batch, &mut stored, &mut write_error, &abort, cache.as_deref()).await,
                 }
-                None => break,
-            },
-            _ = tick.tick() => flush(&ctx.store, &mut batch, &mut stored, &mut write_error, &abort, cache.as_deref()).await,
-        }
-    }
-    flush(
-        &ctx.store,
-        &mut batch,
-        &mut stored,
-        &mut write_error,
-        &abort,
-        cache.as_deref(),
-    )
-    .await;
+            }
+            flush(
+                &store,
+                &mut batch,
+                &mut stored,
+                &mut write_error,
+                &abort,
+                cache.as_deref(),
+            )
+            .await;
+            tracing::debug!(stored, "results written");
+            write_error
+        })
+    };
+    let write_error = match collector.await {
+        Ok(v) => v,
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
+    };
     for h in handles {
         let _ = h.await;
     }
