@@ -242,7 +242,7 @@ pub struct RunBatchArgs {
     #[arg(long)]
     pub limit: Option<usize>,
     /// Run each test case this many times (for consistency and intervals).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub repeats: u32,
     /// Stop cleanly once the provider-reported spend reaches this many USD.
     #[arg(long, value_name = "USD")]

@@ -338,23 +338,24 @@ impl Selector {
 }
 
 /// A test case as indices into the benchmark: `Copy` and `'static`, so it
-/// can be queued and sent between tasks.
+/// can be queued and sent between tasks. `u32`, not `usize`: a run holds one
+/// per planned request (hundreds of thousands), and this halves that list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CaseIndex {
-    pub scenario: usize,
-    pub condition: usize,
-    pub user_context: Option<usize>,
-    pub perturbation: usize,
+    pub scenario: u32,
+    pub condition: u32,
+    pub user_context: Option<u32>,
+    pub perturbation: u32,
 }
 
 impl CaseIndex {
     pub fn resolve(self, b: &Benchmark) -> TestCase<'_> {
-        let s = &b.scenarios[self.scenario];
+        let s = &b.scenarios[self.scenario as usize];
         TestCase {
             scenario: s,
-            condition: &s.conditions[self.condition],
-            user_context: self.user_context.map(|u| &s.user_contexts[u]),
-            perturbation: &s.perturbations[self.perturbation],
+            condition: &s.conditions[self.condition as usize],
+            user_context: self.user_context.map(|u| &s.user_contexts[u as usize]),
+            perturbation: &s.perturbations[self.perturbation as usize],
         }
     }
 }
@@ -389,16 +390,17 @@ pub fn select_indices(
         if !whole && partial.is_empty() {
             continue;
         }
-        let contexts: Vec<Option<usize>> = include_no_context
+        // Counts fit in u32: the loader caps each file at 8 MB.
+        let contexts: Vec<Option<u32>> = include_no_context
             .then_some(None)
             .into_iter()
-            .chain((0..scenario.user_contexts.len()).map(Some))
+            .chain((0..scenario.user_contexts.len() as u32).map(Some))
             .collect();
-        for ci in 0..scenario.conditions.len() {
+        for ci in 0..scenario.conditions.len() as u32 {
             for &ui in &contexts {
-                for pi in 0..scenario.perturbations.len() {
+                for pi in 0..scenario.perturbations.len() as u32 {
                     let idx = CaseIndex {
-                        scenario: si,
+                        scenario: si as u32,
                         condition: ci,
                         user_context: ui,
                         perturbation: pi,

@@ -202,7 +202,7 @@ pub struct RunSummary {
 }
 
 /// The planned work of a run: every selected test case times its repeats.
-pub fn plan(benchmark: &Benchmark, settings: &RunSettings) -> crate::Result<Vec<(CaseIndex, i64)>> {
+pub fn plan(benchmark: &Benchmark, settings: &RunSettings) -> crate::Result<Vec<(CaseIndex, u32)>> {
     let selectors = settings
         .selectors
         .iter()
@@ -213,11 +213,14 @@ pub fn plan(benchmark: &Benchmark, settings: &RunSettings) -> crate::Result<Vec<
     if let Some(limit) = settings.limit {
         cases.truncate(limit);
     }
-    let repeats = i64::from(settings.repeats.max(1));
-    Ok(cases
-        .into_iter()
-        .flat_map(|c| (0..repeats).map(move |r| (c, r)))
-        .collect())
+    let repeats = settings.repeats.max(1);
+    // Sized up front: collecting a flat_map would double its way there and
+    // hold both copies at the peak.
+    let mut work = Vec::with_capacity(cases.len() * repeats as usize);
+    for c in cases {
+        work.extend((0..repeats).map(|r| (c, r)));
+    }
+    Ok(work)
 }
 
 /// What one worker produced for one test case.
@@ -287,11 +290,11 @@ pub async fn run_batch(
         }
     };
     let done = ctx.store.stored_cases(run_id).await?;
-    let todo: Vec<(CaseIndex, i64)> = if done.is_empty() {
+    let todo: Vec<(CaseIndex, u32)> = if done.is_empty() {
         work
     } else {
         work.into_iter()
-            .filter(|(c, r)| !done.contains(&(c.resolve(b).code(), *r)))
+            .filter(|(c, r)| !done.contains(&(c.resolve(b).code(), i64::from(*r))))
             .collect()
     };
     let already_done = done.len();
@@ -377,7 +380,7 @@ pub async fn run_batch(
                     break;
                 };
                 let outcome = tokio::select! {
-                    o = worker.process(case, repeat) => o,
+                    o = worker.process(case, i64::from(repeat)) => o,
                     _ = abort.cancelled() => Outcome::Aborted,
                 };
                 match outcome {
@@ -806,5 +809,45 @@ impl Worker {
         }
         r.prompt = prompt;
         Outcome::Stored(Box::new(r))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plan_repeats_each_test_case_in_order_and_holds_no_spare_capacity() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("benchmark");
+        let b = crate::loader::load_strict(&root).unwrap();
+        let settings = RunSettings {
+            model: crate::loader::ModelEntry {
+                id: "m".into(),
+                temperature: None,
+                seed: None,
+                max_tokens: None,
+            },
+            judge_model: None,
+            selectors: vec!["P1-B1-S1".into()],
+            include_no_context: true,
+            concurrency: 1,
+            limit: Some(5),
+            repeats: 3,
+            no_cache: false,
+            max_cost: None,
+            tool_version: String::new(),
+            benchmark_hash: String::new(),
+        };
+        let work = plan(&b, &settings).unwrap();
+        let cases =
+            discovery::select_indices(&b, &[Selector::parse("P1-B1-S1").unwrap()], true).unwrap();
+        let expected: Vec<(CaseIndex, u32)> = cases[..5]
+            .iter()
+            .flat_map(|&c| (0..3).map(move |r| (c, r)))
+            .collect();
+        assert_eq!(work, expected);
+        // A run keeps this list for its whole length: no doubling slack.
+        assert_eq!(work.capacity(), work.len());
+        assert!(std::mem::size_of::<(CaseIndex, u32)>() <= 24);
     }
 }

@@ -200,6 +200,79 @@ async fn identical_requests_come_from_cache() {
     assert_eq!(m.calls.load(Ordering::SeqCst), 4);
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn repeats_send_every_test_case_again_and_each_repeat_has_its_own_cache_entry() {
+    let m = triage_server().await;
+    let b = bench();
+    let out = run(
+        &b,
+        &m.server,
+        &["run-batch", "--all-scenarios", "--repeats", "3"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        m.calls.load(Ordering::SeqCst),
+        6,
+        "2 test cases x 3 repeats"
+    );
+    let runs = runs_json(&b);
+    assert_eq!(runs["runs"][0]["planned_test_cases"], 6);
+    assert_eq!(runs["runs"][0]["test_cases"], 6);
+    assert_eq!(
+        runs["runs"][0]["cached_replies"], 0,
+        "a repeat must not reuse another's reply"
+    );
+    let out = b
+        .cmd()
+        .arg("--database-url")
+        .arg(b.dir.path().join("h.db"))
+        .args(["export", "--format", "jsonl"])
+        .output()
+        .unwrap();
+    let mut keys: Vec<(String, i64)> = crate::harness::jsonl(&out)
+        .iter()
+        .map(|r| {
+            (
+                r["test_code"].as_str().unwrap().to_string(),
+                r["repeat_index"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    keys.sort();
+    assert_eq!(
+        keys,
+        [
+            ("P1-B1-S1-C1-PT1", 0),
+            ("P1-B1-S1-C1-PT1", 1),
+            ("P1-B1-S1-C1-PT1", 2),
+            ("P1-B1-S1-C1-PT2", 0),
+            ("P1-B1-S1-C1-PT2", 1),
+            ("P1-B1-S1-C1-PT2", 2)
+        ]
+        .map(|(c, r)| (c.to_string(), r))
+    );
+    // The same repeats again: each one's own earlier reply, no new calls.
+    let out = run(
+        &b,
+        &m.server,
+        &["run-batch", "--all-scenarios", "--repeats", "3"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(m.calls.load(Ordering::SeqCst), 6);
+    assert_eq!(runs_json(&b)["runs"][0]["cached_replies"], 6);
+
+    for bad in ["0", "10001"] {
+        let out = run(
+            &b,
+            &m.server,
+            &["run-batch", "--all-scenarios", "--repeats", bad],
+        );
+        assert_eq!(out.status.code(), Some(2), "--repeats {bad}");
+        assert!(stderr(&out).contains("--repeats"), "{}", stderr(&out));
+    }
+    assert_eq!(m.calls.load(Ordering::SeqCst), 6);
+}
+
 /// Responds with a fixed sequence, then the last item forever.
 struct Sequence {
     items: Vec<ResponseTemplate>,
