@@ -129,7 +129,10 @@ bare_batch() {
     local n=$1 c=$2 out
     sync
     mock_reset
-    out=$(timed "$EX/bare_client" "$MOCK" "$BENCH" "$n" "$c")
+    # Not `out=$(timed ...)`: a command substitution is a subshell, and the
+    # CPU figure `timed` sets would not come back from it.
+    timed "$EX/bare_client" "$MOCK" "$BENCH" "$n" "$c" >"$OUT/bare.out"
+    out=$(cat "$OUT/bare.out")
     BARE_CPU=$CPU
     local s
     s=$(mock_stats)
