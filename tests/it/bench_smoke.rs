@@ -12,7 +12,7 @@ use crate::harness::{json, stderr, stdout};
 mod bare_client;
 #[allow(dead_code)]
 #[path = "../../examples/gen_bench.rs"]
-mod gen_bench;
+pub(crate) mod gen_bench;
 #[allow(dead_code)]
 #[path = "../../examples/mock_openrouter.rs"]
 mod mock_openrouter;

@@ -292,3 +292,77 @@ async fn unusable_databases_give_clear_errors() {
     assert!(stderr(&out).contains("does not exist"), "{}", stderr(&out));
     assert!(!Path::new(&missing).exists());
 }
+
+/// Components are written many rows a statement: more than one statement's
+/// worth (500) of a kind still gets every row, link and id, and seeding
+/// again returns the same ids without new rows.
+#[tokio::test(flavor = "multi_thread")]
+async fn seeding_a_large_benchmark_stores_every_component_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let shape = crate::bench_smoke::gen_bench::Shape {
+        scenarios: 30,
+        conditions: 21,
+        user_contexts: 2,
+        perturbations: 17,
+    };
+    crate::bench_smoke::gen_bench::generate(&dir.path().join("bench"), shape).unwrap();
+    let b = helmbench::loader::load_strict(&dir.path().join("bench")).unwrap();
+    let url = dir.path().join("h.db").display().to_string();
+    let store = Store::open(&url).await.unwrap();
+    let ids = store.seed(&b).await.unwrap();
+    assert_eq!(ids.conditions.len(), 30 * 21);
+    assert_eq!(ids.user_contexts.len(), 30 * 2);
+    assert_eq!(ids.perturbations.len(), 30 * 17);
+    let pool = store.pool();
+    for (table, n) in [
+        ("condition", 630),
+        ("user_context", 60),
+        ("perturbation", 510),
+        ("scenario_condition", 630),
+        ("scenario_user_context", 60),
+    ] {
+        let count: i64 =
+            sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM {table}")))
+                .fetch_one(pool)
+                .await
+                .unwrap();
+        assert_eq!(count, n, "{table}");
+    }
+    // Each id is the row of its own full code, linked to its own scenario.
+    let rows = sqlx::query(
+        "SELECT c.id, c.full_code, s.code FROM condition c
+         JOIN scenario_condition sc ON sc.condition_id = c.id JOIN scenario s ON s.id = sc.scenario_id",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    for row in &rows {
+        let (id, full, scenario): (i64, String, String) = (row.get(0), row.get(1), row.get(2));
+        assert_eq!(ids.conditions[&full], id);
+        assert!(
+            full.starts_with(&format!("{scenario}-")),
+            "{full} under {scenario}"
+        );
+    }
+    let rows = sqlx::query(
+        "SELECT p.id, p.full_code, s.code FROM perturbation p JOIN scenario s ON s.id = p.scenario_id",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    assert_eq!(rows.len(), 510);
+    for row in &rows {
+        let (id, full, scenario): (i64, String, String) = (row.get(0), row.get(1), row.get(2));
+        assert_eq!(ids.perturbations[&full], id);
+        assert!(full.starts_with(&format!("{scenario}-")));
+    }
+    let again = store.seed(&b).await.unwrap();
+    assert_eq!(again.conditions, ids.conditions);
+    assert_eq!(again.user_contexts, ids.user_contexts);
+    assert_eq!(again.perturbations, ids.perturbations);
+    let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM condition")
+        .fetch_one(pool)
+        .await
+        .unwrap();
+    assert_eq!(count, 630);
+}
