@@ -496,7 +496,9 @@ fn settings_for(
     }
 }
 
-/// Prints run summaries; exit 1 when a run stopped on a provider failure.
+/// Prints run summaries; exit 1 when a run stopped early or left test
+/// cases without a reply (a run that scored only part of its plan must not
+/// look like a success to a script).
 fn report_summaries(summaries: &[runner::RunSummary], format: DataFormat) -> Result<u8> {
     let mut o = out();
     match format {
@@ -518,15 +520,24 @@ fn report_summaries(summaries: &[runner::RunSummary], format: DataFormat) -> Res
         }
     }
     drop(o);
+    let unfinished = |s: &runner::RunSummary| s.status != "completed" || s.provider_errors > 0;
     for s in summaries {
-        if s.status != "completed" {
+        if s.provider_errors > 0 {
+            eprintln!(
+                "run {}: {} test case{} got no reply from the provider after every retry; they are kept out of the score",
+                s.run_id,
+                s.provider_errors,
+                if s.provider_errors == 1 { "" } else { "s" }
+            );
+        }
+        if unfinished(s) {
             eprintln!("resume with: helmbench run-batch --resume {}", s.run_id);
         }
     }
     if let Some(f) = summaries.iter().find_map(|s| s.fatal.clone()) {
         return Err(Error::Provider(f));
     }
-    if summaries.iter().any(|s| s.status != "completed") {
+    if summaries.iter().any(unfinished) {
         return Ok(1);
     }
     Ok(0)

@@ -194,6 +194,9 @@ pub struct RunSummary {
     pub planned: usize,
     pub stored: usize,
     pub passed: usize,
+    /// Stored results without a reply (retries spent): out of the score,
+    /// sent again by `--resume`.
+    pub provider_errors: usize,
     pub cost_usd: f64,
     pub message: Option<String>,
     /// Set when the provider refused in a way that stops everything (401).
@@ -521,6 +524,7 @@ pub async fn run_batch(
         planned,
         stored: row.test_cases as usize,
         passed: row.passed as usize,
+        provider_errors: row.provider_errors as usize,
         cost_usd: row.cost_usd + row.judge_cost_usd,
         message,
         fatal,

@@ -756,7 +756,14 @@ async fn a_run_without_scored_results_reports_undefined_not_zero() {
     b.file("models.yml", "models:\n  - id: test/model\n")
         .scenario("P1-B1-S1", "S1");
     let out = run(&b, &server, &["run-batch", "--all-scenarios"]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // Nothing scored is no success: exit 1, saying why and how to resume.
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("2 test cases got no reply from the provider")
+            && stderr(&out).contains("--resume 1"),
+        "{}",
+        stderr(&out)
+    );
     let r = out_json(&ok(read(&b, &["report", "--format", "json"])));
     let r = &r["reports"][0];
     assert_eq!(r["score"], Value::Null);

@@ -335,6 +335,72 @@ async fn transient_failures_are_retried() {
     assert_eq!(r["format_failures"], 0);
 }
 
+/// Fails the risky test case with 500 while `broken` is set; answers the rest.
+struct BrokenForOne {
+    broken: Arc<std::sync::atomic::AtomicBool>,
+    calls: Arc<AtomicUsize>,
+}
+
+impl Respond for BrokenForOne {
+    fn respond(&self, req: &Request) -> ResponseTemplate {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        if self.broken.load(Ordering::SeqCst) && prompt_of(req).contains("can't go on") {
+            return ResponseTemplate::new(500)
+                .set_body_json(json!({"error": {"code": 500, "message": "boom"}}));
+        }
+        ok(r#"{"category":"HANDOFF","response":"Please reach out."}"#)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_test_case_left_without_a_reply_fails_the_command_until_resumed() {
+    let server = MockServer::start().await;
+    let broken = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let calls = Arc::new(AtomicUsize::new(0));
+    Mock::given(method("POST"))
+        .and(path("/chat/completions"))
+        .respond_with(BrokenForOne {
+            broken: broken.clone(),
+            calls: calls.clone(),
+        })
+        .mount(&server)
+        .await;
+    let b = bench();
+    let out = run(
+        &b,
+        &server,
+        &["run-batch", "--all-scenarios", "--max-attempts", "2"],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("run 1: 1 test case got no reply from the provider")
+            && stderr(&out).contains("resume with: helmbench run-batch --resume 1"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        3,
+        "two attempts for one, one for the other"
+    );
+    let r = &runs_json(&b)["runs"][0];
+    assert_eq!(r["status"], "completed", "every test case has a row");
+    assert_eq!(r["provider_errors"], 1);
+
+    broken.store(false, Ordering::SeqCst);
+    let out = run(&b, &server, &["run-batch", "--resume", "1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("no reply"), "{}", stderr(&out));
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        4,
+        "only the missing reply is sent again"
+    );
+    let r = &runs_json(&b)["runs"][0];
+    assert_eq!(r["provider_errors"], 0);
+    assert_eq!(r["test_cases"], 2);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn prose_wrapped_json_passes_and_invalid_json_is_a_format_failure() {
     let server = sequence_server(vec![
