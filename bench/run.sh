@@ -145,7 +145,7 @@ bare_batch() {
 
 MD=$OUT/figures.md
 {
-    echo "Measured $(date -u +%Y-%m-%dT%H:%MZ) at commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet 2>/dev/null || echo ' (uncommitted changes)')"
+    echo "Measured $(date -u +%Y-%m-%dT%H:%MZ) at commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD -- . ':!BENCHMARKS.md' 2>/dev/null || echo ' (uncommitted changes)')"
     echo "on $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')),"
     echo "$(awk '/MemTotal/ {printf "%.1f GB", $2/1048576}' /proc/meminfo) RAM, load average at start $(cut -d' ' -f1-3 /proc/loadavg);"
     echo "command: \`bench/run.sh$([[ $SMOKE == 1 ]] && echo ' --smoke')\` (REPEATS=$REPEATS, LATENCY_MS=$LATENCY_MS)."
