@@ -307,27 +307,21 @@ impl Store {
         let conditions = all(|s| &s.conditions);
         let user_contexts = all(|s| &s.user_contexts);
         let perturbations = all(|s| &s.perturbations);
-        ids.conditions = upsert_components(
-            &mut tx,
-            ComponentKind::Condition,
-            &conditions,
-            &ids.scenarios,
-        )
-        .await?;
-        ids.user_contexts = upsert_components(
-            &mut tx,
-            ComponentKind::UserContext,
-            &user_contexts,
-            &ids.scenarios,
-        )
-        .await?;
-        ids.perturbations = upsert_components(
-            &mut tx,
-            ComponentKind::Perturbation,
-            &perturbations,
-            &ids.scenarios,
-        )
-        .await?;
+        for (kind, rows, slot) in [
+            (ComponentKind::Condition, &conditions, &mut ids.conditions),
+            (
+                ComponentKind::UserContext,
+                &user_contexts,
+                &mut ids.user_contexts,
+            ),
+            (
+                ComponentKind::Perturbation,
+                &perturbations,
+                &mut ids.perturbations,
+            ),
+        ] {
+            *slot = upsert_components(&mut tx, kind, rows, &ids.scenarios).await?;
+        }
         for (table, column, rows, component_ids) in [
             (
                 "scenario_condition",
