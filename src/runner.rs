@@ -276,8 +276,9 @@ pub async fn run_batch(
     let settings_json = serde_json::to_value(settings)?;
     let run_id = match resume {
         Some(id) => {
+            // Claimed first: provider errors are cleared only by the owner.
+            ctx.store.claim_run(id).await?;
             ctx.store.clear_provider_errors(id).await?;
-            ctx.store.reopen_run(id).await?;
             id
         }
         None => {
@@ -428,9 +429,10 @@ pub async fn run_batch(
     // the thread blocked in `block_on`, so a finished request does not have
     // to wake a parked thread; `recv_many` takes whatever has queued since.
     let collector = {
-        let (store, abort, cache, progress, shared) = (
+        let (store, abort, stop, cache, progress, shared) = (
             ctx.store.clone(),
             abort.clone(),
+            stop.clone(),
             cache.clone(),
             progress.clone(),
             shared.clone(),
@@ -441,6 +443,7 @@ pub async fn run_batch(
             let (mut passed_so_far, mut seen) = (0usize, 0usize);
             let mut write_error: Option<crate::Error> = None;
             let mut tick = tokio::time::interval(WRITE_INTERVAL);
+            let mut last_beat = tokio::time::Instant::now();
             loop {
                 tokio::select! {
                     n = rx.recv_many(&mut batch, WRITE_BATCH) => {
@@ -457,7 +460,22 @@ pub async fn run_batch(
                             flush(&store, &mut batch, &mut stored, &mut write_error, &abort, cache.as_deref()).await;
                         }
                     },
-                    _ = tick.tick() => flush(&store, &mut batch, &mut stored, &mut write_error, &abort, cache.as_deref()).await,
+                    _ = tick.tick() => {
+                        flush(&store, &mut batch, &mut stored, &mut write_error, &abort, cache.as_deref()).await;
+                        if last_beat.elapsed() >= crate::store::HEARTBEAT_INTERVAL {
+                            last_beat = tokio::time::Instant::now();
+                            match store.heartbeat(run_id).await {
+                                Ok(true) => {}
+                                // Another process judged this one gone and took
+                                // the run: stop sending, or both would pay.
+                                Ok(false) => {
+                                    shared.set_stop(format!("another helmbench took over run {run_id}; stopped sending"), false);
+                                    stop.cancel();
+                                }
+                                Err(e) => tracing::warn!(error = %e, "heartbeat not written"),
+                            }
+                        }
+                    },
                 }
             }
             flush(

@@ -34,12 +34,15 @@ pub enum StoreError {
     NotFound(String),
     #[error("database content is inconsistent: {0}")]
     Integrity(String),
+    /// Another live process is running the run.
+    #[error("{0}")]
+    Busy(String),
 }
 
 impl From<StoreError> for crate::Error {
     fn from(e: StoreError) -> Self {
         match e {
-            StoreError::NotFound(m) => crate::Error::Usage(m),
+            StoreError::NotFound(m) | StoreError::Busy(m) => crate::Error::Usage(m),
             other => crate::Error::Store(other.to_string()),
         }
     }
@@ -50,6 +53,7 @@ impl From<StoreError> for crate::Error {
 pub struct Store {
     pool: SqlitePool,
     url: String,
+    owner: Owner,
 }
 
 /// Ids of the seeded rows of one benchmark, by code.
@@ -152,6 +156,86 @@ pub struct RunRow {
     pub settings: String,
     pub benchmark_hash: String,
     pub message: Option<String>,
+    #[serde(skip)]
+    pub owner_host: Option<String>,
+    #[serde(skip)]
+    pub owner_pid: Option<i64>,
+    /// Seconds since the owner's last heartbeat; None before migration 2.
+    #[serde(skip)]
+    pub heartbeat_age_s: Option<f64>,
+}
+
+/// How often a process running a run says it is alive, and how long a
+/// silence means it is gone (a process on another host, or a reused pid).
+pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(5);
+pub const STALE_AFTER_S: f64 = 30.0;
+
+/// This process, as a run's owner.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owner {
+    pub host: String,
+    pub pid: i64,
+}
+
+impl Owner {
+    pub fn this_process() -> Owner {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+            .ok()
+            .map(|h| h.trim().to_string())
+            .or_else(|| std::env::var("HOSTNAME").ok())
+            .or_else(|| std::env::var("COMPUTERNAME").ok())
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| "unknown-host".into());
+        Owner {
+            host,
+            pid: i64::from(std::process::id()),
+        }
+    }
+}
+
+impl RunRow {
+    /// Whether a process other than `me` is running this run now: its status
+    /// is `running`, it beat recently, and (on this host) its pid is alive.
+    pub fn live_owner(&self, me: &Owner) -> Option<String> {
+        if self.status != "running" {
+            return None;
+        }
+        let age = self.heartbeat_age_s.filter(|a| *a < STALE_AFTER_S)?;
+        let (host, pid) = (self.owner_host.as_deref()?, self.owner_pid?);
+        if host == me.host && (pid == me.pid || !pid_alive(pid)) {
+            return None;
+        }
+        Some(format!("pid {pid} on {host}, last heard {age:.0} s ago"))
+    }
+
+    /// A `running` run whose process is gone shows as `interrupted`; the
+    /// stored status stays until a resume claims the run.
+    fn settle(mut self, me: &Owner) -> RunRow {
+        if self.status == "running" && self.live_owner(me).is_none() && !self.is_ours(me) {
+            self.status = "interrupted".into();
+            if self.message.is_none() {
+                self.message = Some(
+                    "the process running it stopped without finishing; resume it with run-batch --resume"
+                        .into(),
+                );
+            }
+        }
+        self
+    }
+
+    fn is_ours(&self, me: &Owner) -> bool {
+        self.owner_host.as_deref() == Some(me.host.as_str()) && self.owner_pid == Some(me.pid)
+    }
+}
+
+/// Whether a process with this pid exists on this host. Without /proc
+/// (not Linux) it is assumed alive, and only the heartbeat decides.
+fn pid_alive(pid: i64) -> bool {
+    if !Path::new("/proc/self").exists() {
+        return true;
+    }
+    Path::new(&format!("/proc/{pid}")).exists()
 }
 
 /// Turns `--database-url` into connect options: a `sqlite:` URL, or a plain path.
@@ -221,9 +305,9 @@ impl Store {
                 version: *v,
             });
         }
-        // Two processes opening a new database at once both try to apply
-        // the first migration; the loser's transaction fails ("table ...
-        // already exists") and rolls back whole. Running the migrator again
+        // Two processes opening a database at once both try to apply a
+        // migration; the loser's transaction fails ("table ... already
+        // exists", "duplicate column name") and rolls back whole. Running the migrator again
         // then finds the migration recorded by the winner and skips it.
         let mut attempt = 0u64;
         loop {
@@ -248,6 +332,7 @@ impl Store {
         Ok(Store {
             pool,
             url: url.to_string(),
+            owner: Owner::this_process(),
         })
     }
 
@@ -366,8 +451,8 @@ impl Store {
             .execute(&mut *tx)
             .await?;
         let id: i64 = sqlx::query_scalar(
-            "INSERT INTO evaluation_run (benchmark_id, llm_id, kind, status, settings, tool_version, total_test_cases)
-             VALUES (?, (SELECT id FROM llm WHERE model_id = ?), ?, 'running', ?, ?, ?) RETURNING id",
+            "INSERT INTO evaluation_run (benchmark_id, llm_id, kind, status, settings, tool_version, total_test_cases, owner_host, owner_pid, heartbeat_at)
+             VALUES (?, (SELECT id FROM llm WHERE model_id = ?), ?, 'running', ?, ?, ?, ?, ?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')) RETURNING id",
         )
         .bind(benchmark_id)
         .bind(model)
@@ -375,6 +460,8 @@ impl Store {
         .bind(settings.to_string())
         .bind(env!("CARGO_PKG_VERSION"))
         .bind(planned_test_cases)
+        .bind(&self.owner.host)
+        .bind(self.owner.pid)
         .fetch_one(&mut *tx)
         .await?;
         tx.commit().await?;
@@ -382,12 +469,54 @@ impl Store {
     }
 
     /// Marks a run running again (resume).
-    pub async fn reopen_run(&self, run_id: i64) -> Result<(), StoreError> {
-        sqlx::query("UPDATE evaluation_run SET status = 'running', completed_at = NULL, message = NULL WHERE id = ?")
-            .bind(run_id)
-            .execute(&self.pool)
-            .await?;
+    /// Takes a run over for `--resume`: refused while another live process
+    /// runs it (both would pay for the same test cases).
+    pub async fn claim_run(&self, run_id: i64) -> Result<(), StoreError> {
+        // IMMEDIATE: two processes claiming at once are serialised here.
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let row = sqlx::query_as::<_, RunRow>(sqlx::AssertSqlSafe(format!(
+            "{} WHERE er.id = ?",
+            runs_query("WHERE r.run_id = ?")
+        )))
+        .bind(run_id)
+        .bind(run_id)
+        .fetch_optional(&mut *tx)
+        .await?
+        .ok_or_else(|| {
+            StoreError::NotFound(format!("no run with id {run_id} (see `helmbench runs`)"))
+        })?;
+        if let Some(owner) = row.live_owner(&self.owner) {
+            return Err(StoreError::Busy(format!(
+                "run {run_id} is being run by another helmbench ({owner}); wait for it to finish, or stop it and resume again"
+            )));
+        }
+        sqlx::query(
+            "UPDATE evaluation_run SET status = 'running', completed_at = NULL, message = NULL,
+               owner_host = ?, owner_pid = ?, heartbeat_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = ?",
+        )
+        .bind(&self.owner.host)
+        .bind(self.owner.pid)
+        .bind(run_id)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
         Ok(())
+    }
+
+    /// Says this process still runs `run_id`. False when another process
+    /// has taken the run over (it judged this one gone): stop sending.
+    pub async fn heartbeat(&self, run_id: i64) -> Result<bool, StoreError> {
+        let n = sqlx::query(
+            "UPDATE evaluation_run SET heartbeat_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+             WHERE id = ? AND owner_host = ? AND owner_pid = ?",
+        )
+        .bind(run_id)
+        .bind(&self.owner.host)
+        .bind(self.owner.pid)
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
+        Ok(n == 1)
     }
 
     /// Records the end of a run with its totals recomputed from its results.
@@ -398,10 +527,15 @@ impl Store {
         message: Option<&str>,
     ) -> Result<(), StoreError> {
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        sqlx::query("UPDATE evaluation_run SET status = ?, message = ?, completed_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = ?")
+        // Only the owner ends a run: a process that lost it to a resume
+        // elsewhere must not mark the other's run finished.
+        sqlx::query("UPDATE evaluation_run SET status = ?, message = ?, completed_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+                     WHERE id = ? AND owner_host IS ? AND owner_pid IS ?")
             .bind(status)
             .bind(message)
             .bind(run_id)
+            .bind(&self.owner.host)
+            .bind(self.owner.pid)
             .execute(&mut *tx)
             .await?;
         // Built only from constants: no user input reaches the SQL text.
@@ -607,7 +741,10 @@ impl Store {
             runs_query("")
         )))
         .fetch_all(&self.pool)
-        .await?)
+        .await?
+        .into_iter()
+        .map(|r| r.settle(&self.owner))
+        .collect())
     }
 
     pub async fn run(&self, run_id: i64) -> Result<RunRow, StoreError> {
@@ -619,6 +756,7 @@ impl Store {
         .bind(run_id)
         .fetch_optional(&self.pool)
         .await?
+        .map(|r| r.settle(&self.owner))
         .ok_or_else(|| {
             StoreError::NotFound(format!("no run with id {run_id} (see `helmbench runs`)"))
         })
@@ -741,7 +879,8 @@ fn runs_query(filter: &str) -> String {
     COALESCE(t.provider_errors, 0) AS provider_errors, COALESCE(t.cached_replies, 0) AS cached_replies,
     COALESCE(t.cost_usd, 0.0) AS cost_usd, COALESCE(t.judge_cost_usd, 0.0) AS judge_cost_usd,
     COALESCE(t.prompt_tokens, 0) AS prompt_tokens, COALESCE(t.completion_tokens, 0) AS completion_tokens,
-    er.settings, b.content_hash AS benchmark_hash, er.message
+    er.settings, b.content_hash AS benchmark_hash, er.message,
+    er.owner_host, er.owner_pid, (julianday('now') - julianday(er.heartbeat_at)) * 86400.0 AS heartbeat_age_s
   FROM evaluation_run er
   JOIN llm l ON l.id = er.llm_id
   JOIN benchmark b ON b.id = er.benchmark_id
@@ -819,7 +958,10 @@ fn lost_migration_race(e: &sqlx::migrate::MigrateError) -> bool {
         | sqlx::migrate::MigrateError::ExecuteMigration(inner, _) => inner.to_string(),
         other => other.to_string(),
     };
-    msg.contains("already exists") || msg.contains("locked") || msg.contains("UNIQUE constraint")
+    msg.contains("already exists")
+        || msg.contains("duplicate column name")
+        || msg.contains("locked")
+        || msg.contains("UNIQUE constraint")
 }
 
 /// A readable cause for the common ways a file is not a usable database.

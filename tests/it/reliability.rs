@@ -1017,6 +1017,160 @@ async fn sigkill_during_final_bookkeeping_then_resume() {
     assert_eq!(resumed, 0, "nothing is paid twice");
 }
 
+/// A run has one owner: `--resume` of a run another live process is running
+/// is refused before anything is sent; once that process is killed, `runs`
+/// calls the run interrupted at once and the resume goes ahead.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_is_resumed_by_one_process_at_a_time() {
+    let b = grid_bench(2, 20);
+    let (server, _gate) = gate_server(5).await;
+    let mut child = spawn(&b, &server.uri(), &batch_args(), &[]);
+    let pool = open_db(&b).await;
+    wait_until(60, "five results", || {
+        let pool = pool.clone();
+        async move { count(&pool, "SELECT COUNT(*) FROM result").await >= 5 }
+    })
+    .await;
+
+    let (other, other_gate) = gate_server(usize::MAX).await;
+    let out = run_to_end(&b, &other.uri(), &["run-batch", "--resume", "1"]).await;
+    assert_no_panic(&out);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!(
+            "run 1 is being run by another helmbench (pid {}",
+            child.id()
+        )),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        other_gate.calls.load(Ordering::SeqCst),
+        0,
+        "nothing sent twice"
+    );
+    assert_eq!(runs_json(&b)["runs"][0]["status"], "running");
+
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let r = &runs_json(&b)["runs"][0];
+    assert_eq!(r["status"], "interrupted", "{r}");
+    assert!(
+        r["message"]
+            .as_str()
+            .unwrap()
+            .contains("stopped without finishing"),
+        "{r}"
+    );
+    pool.close().await;
+    resume_to_completion(&b, 5).await;
+}
+
+/// Across hosts only the heartbeat tells a live owner from a dead one: a
+/// fresh one refuses the resume, one older than 30 s lets it through.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_owner_on_another_host_counts_while_its_heartbeat_is_fresh() {
+    let b = grid_bench(2, 20);
+    let (stored, _) = run_and_kill(&b, &batch_args(), 7, 0, &[]).await;
+    let pool = open_db(&b).await;
+    sqlx::query(
+        "UPDATE evaluation_run SET owner_host = 'lab-node-7', owner_pid = 4242,
+           heartbeat_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    assert_eq!(runs_json(&b)["runs"][0]["status"], "running");
+    let (server, gate) = gate_server(usize::MAX).await;
+    let out = run_to_end(&b, &server.uri(), &["run-batch", "--resume", "1"]).await;
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("pid 4242 on lab-node-7"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(gate.calls.load(Ordering::SeqCst), 0);
+
+    sqlx::query(
+        "UPDATE evaluation_run SET heartbeat_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-31 seconds')",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    assert_eq!(runs_json(&b)["runs"][0]["status"], "interrupted");
+    pool.close().await;
+    resume_to_completion(&b, stored).await;
+}
+
+/// A running process keeps its heartbeat fresh, and stops sending when
+/// another process has taken its run over (here: the row names pid 1).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_taken_over_elsewhere_stops_sending_and_leaves_the_row_alone() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/chat/completions"))
+        .respond_with(|req: &Request| {
+            ResponseTemplate::new(200)
+                .set_body_json(completion(&triage_content(&prompt_of(req)), 0.001))
+                .set_delay(Duration::from_millis(500))
+        })
+        .mount(&server)
+        .await;
+    // 40 test cases one at a time: 20 s, and two heartbeats (5 s apart) come first.
+    let b = grid_bench(2, 20);
+    let child = spawn(
+        &b,
+        &server.uri(),
+        &["run-batch", "--all-scenarios", "--concurrency", "1"],
+        &[],
+    );
+    let pool = open_db(&b).await;
+    let beat = || {
+        let pool = pool.clone();
+        async move {
+            // An error is "not yet": the binary may still be migrating.
+            sqlx::query_scalar::<_, String>("SELECT heartbeat_at FROM evaluation_run WHERE id = 1")
+                .fetch_optional(&pool)
+                .await
+                .ok()
+                .flatten()
+        }
+    };
+    wait_until(60, "the run row", || {
+        let beat = beat();
+        async move { beat.await.is_some() }
+    })
+    .await;
+    let first = beat().await.unwrap();
+    wait_until(20, "a second heartbeat", || {
+        let (beat, first) = (beat(), first.clone());
+        async move { beat.await.is_some_and(|b| b > first) }
+    })
+    .await;
+
+    sqlx::query("UPDATE evaluation_run SET owner_pid = 1 WHERE id = 1")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    assert_no_panic(&out);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("another helmbench took over run 1"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let stored = count(&pool, "SELECT COUNT(*) FROM result").await;
+    assert!(stored < 40, "it stopped early: {stored}");
+    // The new owner's row is not marked finished by the old one.
+    assert_eq!(
+        count(&pool, "SELECT COUNT(*) FROM evaluation_run WHERE status = 'running' AND completed_at IS NULL AND owner_pid = 1").await,
+        1
+    );
+}
+
 /// Interrupts a run with `signal` once 9 results are stored and every
 /// worker is blocked on a held request, then resumes it.
 #[cfg(unix)]
