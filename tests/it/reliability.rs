@@ -889,6 +889,21 @@ async fn gate_server(fast: usize) -> (MockServer, Arc<Gate>) {
     (server, gate)
 }
 
+/// Answers every request correctly after `ms` milliseconds.
+async fn slow_triage_server(ms: u64) -> MockServer {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/chat/completions"))
+        .respond_with(move |req: &Request| {
+            ResponseTemplate::new(200)
+                .set_body_json(completion(&triage_content(&prompt_of(req)), 0.001))
+                .set_delay(Duration::from_millis(ms))
+        })
+        .mount(&server)
+        .await;
+    server
+}
+
 const N: usize = 40; // grid_bench(2, 20)
 const CONCURRENCY: usize = 4;
 
@@ -1106,16 +1121,7 @@ async fn an_owner_on_another_host_counts_while_its_heartbeat_is_fresh() {
 /// another process has taken its run over (here: the row names pid 1).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_run_taken_over_elsewhere_stops_sending_and_leaves_the_row_alone() {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/chat/completions"))
-        .respond_with(|req: &Request| {
-            ResponseTemplate::new(200)
-                .set_body_json(completion(&triage_content(&prompt_of(req)), 0.001))
-                .set_delay(Duration::from_millis(500))
-        })
-        .mount(&server)
-        .await;
+    let server = slow_triage_server(500).await;
     // 40 test cases one at a time: 20 s, and two heartbeats (5 s apart) come first.
     let b = grid_bench(2, 20);
     let child = spawn(
@@ -1236,16 +1242,7 @@ async fn sigterm_is_handled_like_ctrl_c() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn two_batches_on_one_database_at_once_and_a_consistent_reader() {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/chat/completions"))
-        .respond_with(|req: &Request| {
-            ResponseTemplate::new(200)
-                .set_body_json(completion(&triage_content(&prompt_of(req)), 0.001))
-                .set_delay(Duration::from_millis(20))
-        })
-        .mount(&server)
-        .await;
+    let server = slow_triage_server(20).await;
     let b = grid_bench(3, 100); // 300 test cases per run
     let args = [
         "run-batch",
