@@ -450,7 +450,7 @@ pub fn split_sections<'a>(
             let fm_end = body_start + fm.body_offset;
             // Drop headings that were really inside the YAML; re-parse the rest
             // when the YAML could have changed how markdown reads what follows.
-            if yaml.contains("```") || yaml.contains("~~~") || yaml.contains('<') {
+            if may_open_block(yaml) {
                 candidates = shift(headings(&text[fm_end..], 1), fm_end);
                 idx = 0;
             } else {
@@ -559,6 +559,22 @@ fn heading_lines<'a>(
     })
 }
 
+/// Whether a line of `yaml`, read as markdown, could open a block that runs
+/// on past the YAML (a code fence or an HTML block) and so change where the
+/// headings after it are. Only a line's start counts (after indentation and
+/// list or quote markers): `age < 18` mid-line cannot, and re-parsing the
+/// rest of the file for every such section made loading quadratic.
+fn may_open_block(yaml: &str) -> bool {
+    yaml.split(['\n', '\r']).any(|line| {
+        let rest = line.trim_start_matches(|c: char| {
+            c.is_whitespace()
+                || c.is_ascii_digit()
+                || matches!(c, '>' | '-' | '*' | '+' | '.' | ')')
+        });
+        rest.starts_with('<') || rest.starts_with("```") || rest.starts_with("~~~")
+    })
+}
+
 fn shift(mut hs: Vec<Heading>, by: usize) -> Vec<Heading> {
     for h in &mut hs {
         h.range = h.range.start + by..h.range.end + by;
@@ -656,6 +672,36 @@ mod tests {
         assert_eq!(
             to_xml("User input\n---\nhello\n").unwrap(),
             "<user_input>\nhello\n</user_input>"
+        );
+    }
+
+    #[test]
+    fn only_a_line_start_in_yaml_can_open_a_block() {
+        assert!(!may_open_block("note: ages < 18\nrange: 1 <= x"));
+        assert!(!may_open_block("code: a ``` b"));
+        for y in [
+            "<div>",
+            "  <!-- x",
+            "a: 1\n```",
+            "a: 1\r~~~",
+            "- <b>",
+            "> <div>",
+            "1. <p>",
+            "- ```",
+        ] {
+            assert!(may_open_block(y), "{y:?}");
+        }
+        // Mid-line `<` never changes the sections after it.
+        let text = "# C1\n---\nnote: ages < 18\n---\nbody one\n# C2\n---\na: 1\n---\nbody two\n";
+        let (_, secs) = split_sections(text, is_c).unwrap();
+        assert_eq!(secs.len(), 2);
+        // Read whole, `<div>` opens an HTML block that runs to the next blank
+        // line and swallows `# C2`; the re-parse after the YAML finds it.
+        let text = "# C1\n---\n<div>\n---\nbody\n# C2\nbody two\n";
+        let (_, secs) = split_sections(text, is_c).unwrap();
+        assert_eq!(
+            secs.iter().map(|s| s.heading.as_str()).collect::<Vec<_>>(),
+            ["C1", "C2"]
         );
     }
 
