@@ -1,0 +1,40 @@
+//! `costs`: spend per run, model and scenario.
+
+use std::io::Write;
+
+use clap::Args;
+
+use super::{Cli, DataFormat, existing_database, out, runtime};
+use crate::store::Store;
+use crate::{Error, Result};
+
+#[derive(Debug, Args)]
+pub struct CostsArgs {
+    /// Only this run.
+    #[arg(long, value_name = "ID")]
+    pub run_id: Option<i64>,
+    /// Only the runs of this model.
+    #[arg(long)]
+    pub model: Option<String>,
+    #[arg(long, value_enum, default_value_t = DataFormat::Table)]
+    pub format: DataFormat,
+}
+
+pub fn run(cli: &Cli, args: &CostsArgs) -> Result<u8> {
+    let url = existing_database(cli)?;
+    let report = runtime()?.block_on(async {
+        let store = Store::open(&url).await?;
+        crate::report::costs(&store, args.run_id, args.model.as_deref())
+            .await
+            .map_err(Error::from)
+    })?;
+    let mut o = out();
+    match args.format {
+        DataFormat::Json => {
+            serde_json::to_writer_pretty(&mut o, &report)?;
+            writeln!(o)?;
+        }
+        DataFormat::Table => crate::report_text::write_costs(&mut o, &report)?,
+    }
+    Ok(0)
+}

@@ -1,0 +1,68 @@
+//! `export`: every stored result as CSV or JSONL, streamed.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+
+use super::{Cli, existing_database, out, runtime, write_file};
+use crate::store::Store;
+use crate::{Error, Result};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ExportFormat {
+    /// One JSON object per result and line.
+    Jsonl,
+    /// A header row, then one row per result (nested values as JSON text).
+    Csv,
+}
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// Only this run (default: every run).
+    #[arg(long, value_name = "ID")]
+    pub run_id: Option<i64>,
+    #[arg(long, value_enum, default_value_t = ExportFormat::Jsonl)]
+    pub format: ExportFormat,
+    /// Write to this file instead of standard output.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Add each result's composed prompt (large).
+    #[arg(long)]
+    pub with_prompts: bool,
+}
+
+pub fn run(cli: &Cli, args: &ExportArgs) -> Result<u8> {
+    let url = existing_database(cli)?;
+    let format = match args.format {
+        ExportFormat::Csv => crate::export::Format::Csv,
+        ExportFormat::Jsonl => crate::export::Format::Jsonl,
+    };
+    let rt = runtime()?;
+    let store = rt.block_on(async {
+        let store = Store::open(&url).await?;
+        if let Some(id) = args.run_id {
+            store.run(id).await?;
+        }
+        Ok::<_, Error>(store)
+    })?;
+    let write = |o: &mut dyn Write| -> Result<()> {
+        let n = rt.block_on(crate::export::export(
+            &store,
+            args.run_id,
+            format,
+            args.with_prompts,
+            o,
+        ))?;
+        tracing::info!(results = n, "exported");
+        if args.out.is_some() {
+            eprintln!("exported {n} result(s)");
+        }
+        Ok(())
+    };
+    match &args.out {
+        Some(path) => write_file(path, write)?,
+        None => write(&mut std::io::BufWriter::new(out()))?,
+    }
+    Ok(0)
+}

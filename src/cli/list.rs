@@ -1,0 +1,74 @@
+//! `list`: scenarios with their evaluation type and counts.
+
+use std::io::Write;
+
+use clap::Args;
+use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
+use serde_json::json;
+
+use super::{Cli, DataFormat, load_reporting, out};
+use crate::Result;
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    #[arg(long, value_enum, default_value_t = DataFormat::Table)]
+    pub format: DataFormat,
+}
+
+pub fn run(cli: &Cli, args: &ListArgs) -> Result<u8> {
+    let (b, errors) = load_reporting(cli);
+    let rows: Vec<_> = b
+        .scenarios
+        .iter()
+        .map(|s| {
+            json!({
+                "code": s.code,
+                "evaluation": s.evaluation.type_name(),
+                "conditions": s.conditions.len(),
+                "user_contexts": s.user_contexts.len(),
+                "perturbations": s.perturbations.len(),
+                "test_cases": s.test_case_count(true),
+                "behaviour": b.behaviour(&s.behaviour).map(|x| x.name.clone()),
+                "criteria": s.rubrics.len(),
+            })
+        })
+        .collect();
+    let total = b.total_test_cases(true);
+    let mut o = out();
+    match args.format {
+        DataFormat::Json => {
+            serde_json::to_writer_pretty(
+                &mut o,
+                &json!({"scenarios": rows, "total_test_cases": total, "content_errors": errors.len()}),
+            )?;
+            writeln!(o)?;
+        }
+        DataFormat::Table => {
+            let mut t = Table::new();
+            t.load_preset(UTF8_FULL_CONDENSED);
+            t.set_header([
+                "scenario",
+                "behaviour",
+                "evaluation",
+                "conditions",
+                "user contexts",
+                "perturbations",
+                "test cases",
+            ]);
+            for (s, r) in b.scenarios.iter().zip(&rows) {
+                t.add_row([
+                    s.code.clone(),
+                    r["behaviour"].as_str().unwrap_or_default().to_string(),
+                    s.evaluation.type_name().to_string(),
+                    s.conditions.len().to_string(),
+                    s.user_contexts.len().to_string(),
+                    s.perturbations.len().to_string(),
+                    s.test_case_count(true).to_string(),
+                ]);
+            }
+            writeln!(o, "{t}")?;
+            writeln!(o, "{} scenarios, {total} test cases", b.scenarios.len())?;
+        }
+    }
+    Ok(if errors.is_empty() { 0 } else { 2 })
+}

@@ -1,0 +1,62 @@
+//! `prompts`: the exact composed prompt and response format of test cases.
+
+use std::io::Write;
+
+use clap::{Args, ValueEnum};
+use serde_json::json;
+
+use super::{Cli, load_reporting, out, parse_selectors};
+use crate::{Error, Result, compose, discovery};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PromptFormat {
+    Text,
+    Jsonl,
+}
+
+#[derive(Debug, Args)]
+pub struct PromptsArgs {
+    /// Scenario codes, test codes or prefixes (P1, P1-B2); all when none.
+    pub selectors: Vec<String>,
+    #[arg(long, value_enum, default_value_t = PromptFormat::Text)]
+    pub format: PromptFormat,
+    /// Leave out the test cases without a user context.
+    #[arg(long)]
+    pub skip_no_context: bool,
+}
+
+pub fn run(cli: &Cli, args: &PromptsArgs) -> Result<u8> {
+    let selectors = parse_selectors(&args.selectors)?;
+    let (b, errors) = load_reporting(cli);
+    let cases = discovery::select(&b, &selectors, !args.skip_no_context).map_err(Error::Usage)?;
+    let mut o = std::io::BufWriter::new(out());
+    let mut prompt = String::new();
+    for case in &cases {
+        compose::compose_into(case, &mut prompt);
+        let rf = compose::response_format(case);
+        match args.format {
+            PromptFormat::Jsonl => {
+                serde_json::to_writer(
+                    &mut o,
+                    &json!({"test_code": case.code(), "prompt": prompt, "response_format": rf}),
+                )?;
+                writeln!(o)?;
+            }
+            PromptFormat::Text => {
+                writeln!(o, "=== {} ===", case.code())?;
+                writeln!(o, "{prompt}")?;
+                match rf {
+                    Some(rf) => writeln!(
+                        o,
+                        "--- response_format ---\n{}",
+                        serde_json::to_string_pretty(rf)?
+                    )?,
+                    None => writeln!(o, "--- response_format ---\n(none: free-text reply)")?,
+                }
+                writeln!(o)?;
+            }
+        }
+    }
+    o.flush()?;
+    Ok(if errors.is_empty() { 0 } else { 2 })
+}

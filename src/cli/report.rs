@@ -1,0 +1,124 @@
+//! `report`: severity-weighted scores of runs as a table, JSON or HTML.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+use serde_json::json;
+
+use super::{Cli, existing_database, out, runtime, write_file};
+use crate::loader::{self, ContentErrors};
+use crate::store::Store;
+use crate::{Error, Result};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ReportFormat {
+    Table,
+    Json,
+    /// One self-contained page with inline SVG charts.
+    Html,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Report this run (any status). Without --run-id or --model: the latest
+    /// completed batch run of every model, side by side.
+    #[arg(long, value_name = "ID", conflicts_with = "model")]
+    pub run_id: Option<i64>,
+    /// Report the latest completed batch run of this model.
+    #[arg(long)]
+    pub model: Option<String>,
+    #[arg(long, value_enum, default_value_t = ReportFormat::Table)]
+    pub format: ReportFormat,
+    /// Write to this file instead of standard output.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// List every failed test case with its error and each criterion's verdict and justification.
+    #[arg(long)]
+    pub details: bool,
+}
+
+/// The weights and floors for `report`: the benchmark's `scoring.yaml`, or the
+/// defaults (said on stderr) when there is no benchmark folder. A broken
+/// `scoring.yaml` is a content error: scoring it with other weights would
+/// give numbers nobody asked for. Other content problems do not matter here.
+fn report_scoring(cli: &Cli) -> Result<(loader::ScoringConfig, String, Option<String>)> {
+    let root = &cli.benchmark_dir;
+    if !root.is_dir() {
+        eprintln!(
+            "note: benchmark folder {} not found: scoring with default weights (every behaviour weighs 1, no safety floors)",
+            root.display()
+        );
+        return Ok((loader::ScoringConfig::default(), "default".into(), None));
+    }
+    let (b, errors) = loader::load(root);
+    let path = root.join("scoring.yaml");
+    let broken: Vec<loader::ContentError> = errors.into_iter().filter(|e| e.path == path).collect();
+    if !broken.is_empty() {
+        return Err(Error::Content(ContentErrors(broken)));
+    }
+    let source = if path.is_file() {
+        path.display().to_string()
+    } else {
+        "default (no scoring.yaml)".to_string()
+    };
+    Ok((b.scoring, source, Some(b.content_hash)))
+}
+
+pub fn run(cli: &Cli, args: &ReportArgs) -> Result<u8> {
+    let url = existing_database(cli)?;
+    let (scoring, source, benchmark_hash) = report_scoring(cli)?;
+    let target = match (&args.run_id, &args.model) {
+        (Some(id), _) => crate::report::Target::Run(*id),
+        (None, Some(m)) => crate::report::Target::Model(m.clone()),
+        (None, None) => crate::report::Target::LatestPerModel,
+    };
+    let reports = runtime()?.block_on(async {
+        let store = Store::open(&url).await?;
+        let runs = crate::report::select_runs(&store, &target).await?;
+        let mut reports = Vec::with_capacity(runs.len());
+        for run in &runs {
+            if run.status != "completed" {
+                eprintln!(
+                    "note: run {} is {}: the report covers the {} of {} planned test cases stored",
+                    run.run_id, run.status, run.test_cases, run.planned_test_cases
+                );
+            }
+            if benchmark_hash.as_ref().is_some_and(|h| *h != run.benchmark_hash) {
+                eprintln!(
+                    "note: run {} used another version of the benchmark; weights and floors come from {source}",
+                    run.run_id
+                );
+            }
+            reports.push(
+                crate::report::model_report(&store, run, &scoring, &source, args.details).await?,
+            );
+        }
+        Ok::<_, Error>(reports)
+    })?;
+    let render = |o: &mut dyn Write| -> Result<()> {
+        match args.format {
+            // One run named: its object; the default: every model's, wrapped.
+            ReportFormat::Json => {
+                match target {
+                    crate::report::Target::LatestPerModel => {
+                        serde_json::to_writer_pretty(&mut *o, &json!({"reports": reports}))?
+                    }
+                    _ => serde_json::to_writer_pretty(&mut *o, &reports[0])?,
+                }
+                writeln!(o)?;
+            }
+            ReportFormat::Html => o.write_all(crate::report_html::render(&reports).as_bytes())?,
+            ReportFormat::Table => crate::report_text::write_report(o, &reports)?,
+        }
+        Ok(())
+    };
+    match &args.out {
+        Some(path) => {
+            write_file(path, render)?;
+            eprintln!("wrote {}", path.display());
+        }
+        None => render(&mut out())?,
+    }
+    Ok(0)
+}

@@ -1,0 +1,75 @@
+//! `runs`: every evaluation run with status, counts and cost.
+
+use std::io::Write;
+
+use clap::Args;
+use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
+use serde_json::json;
+
+use super::{Cli, DataFormat, existing_database, out, runtime};
+use crate::store::Store;
+use crate::{Error, Result};
+
+#[derive(Debug, Args)]
+pub struct RunsArgs {
+    #[arg(long, value_enum, default_value_t = DataFormat::Table)]
+    pub format: DataFormat,
+}
+
+pub fn run(cli: &Cli, args: &RunsArgs) -> Result<u8> {
+    let url = existing_database(cli)?;
+    let rt = runtime()?;
+    let rows = rt.block_on(async { Store::open(&url).await?.runs().await.map_err(Error::from) })?;
+    let mut o = out();
+    match args.format {
+        DataFormat::Json => {
+            let runs: Vec<_> = rows
+                .iter()
+                .map(|r| {
+                    json!({"run_id": r.run_id, "model": r.model, "kind": r.kind, "status": r.status,
+                           "test_cases": r.test_cases, "planned_test_cases": r.planned_test_cases,
+                           "evaluations": r.evaluations, "passed": r.passed, "passed_evaluations": r.passed_evaluations,
+                           "format_failures": r.format_failures, "judge_errors": r.judge_errors, "provider_errors": r.provider_errors,
+                           "cached_replies": r.cached_replies, "cost_usd": r.cost_usd, "judge_cost_usd": r.judge_cost_usd,
+                           "started_at": r.started_at, "completed_at": r.completed_at, "message": r.message})
+                })
+                .collect();
+            serde_json::to_writer_pretty(&mut o, &json!({"runs": runs}))?;
+            writeln!(o)?;
+        }
+        DataFormat::Table => {
+            let mut t = Table::new();
+            t.load_preset(UTF8_FULL_CONDENSED);
+            t.set_header([
+                "run",
+                "model",
+                "kind",
+                "status",
+                "test cases",
+                "passed",
+                "evaluations",
+                "format fail",
+                "cost USD",
+                "started",
+                "completed",
+            ]);
+            for r in &rows {
+                t.add_row([
+                    r.run_id.to_string(),
+                    r.model.clone(),
+                    r.kind.clone(),
+                    r.status.clone(),
+                    format!("{}/{}", r.test_cases, r.planned_test_cases),
+                    r.passed.to_string(),
+                    r.evaluations.to_string(),
+                    r.format_failures.to_string(),
+                    format!("{:.4}", r.cost_usd + r.judge_cost_usd),
+                    r.started_at.clone(),
+                    r.completed_at.clone().unwrap_or_default(),
+                ]);
+            }
+            writeln!(o, "{t}")?;
+        }
+    }
+    Ok(0)
+}
