@@ -252,7 +252,7 @@ pub struct TestCase<'a> {
     pub perturbation: &'a Component,
 }
 
-impl TestCase<'_> {
+impl<'a> TestCase<'a> {
     /// `P1-B1-S1-C1-PT1` or `P1-B1-S1-C1-U1-PT1`.
     pub fn code(&self) -> String {
         let mut out = String::new();
@@ -272,6 +272,13 @@ impl TestCase<'_> {
         }
         out.push('-');
         out.push_str(&self.perturbation.code);
+    }
+
+    /// The evaluation of this test case: the scenario's, with its
+    /// components' overrides applied (SPEC §4).
+    pub fn evaluation(&self) -> std::borrow::Cow<'a, crate::loader::Evaluation> {
+        self.scenario
+            .evaluation_for(self.condition, self.user_context, self.perturbation)
     }
 
     /// Perturbation severity plus user-context severity (SPEC §8).

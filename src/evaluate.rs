@@ -2,11 +2,9 @@
 //! scenario's schema, and the three deterministic checks
 //! (`category_match`, `list_includes`, `tag_threshold`).
 //!
-//! A deterministic check asks whether the model raised the flag the scenario
-//! expects. Whether that is right depends on the test case's base severity:
-//! when it is negative, flagging is the error (SPEC §1, §8), so the verdict
-//! is the check inverted. Judged evaluations (sqe, mcsqe) judge
-//! appropriateness in context and are never inverted.
+//! The verdict is the check exactly as the author wrote it, never inverted
+//! (SPEC §4): pass means the model did what the test case expects. The sign
+//! of the base severity only decides which cost a failure carries (SPEC §8).
 
 use std::collections::BTreeSet;
 
@@ -89,14 +87,14 @@ pub fn check(evaluation: &Evaluation, reply: &Value) -> Option<Check> {
         Evaluation::CategoryMatch { field, expected } => match reply.get(field) {
             None | Some(Value::Null) => missing(field, "a value"),
             Some(Value::String(s)) => found(
-                s == expected,
-                json!({"field": field, "expected": expected, "actual": s}),
+                expected.iter().any(|e| e == s),
+                json!({"field": field, "expected": one_or_list(expected), "actual": s}),
             ),
             Some(v @ (Value::Number(_) | Value::Bool(_))) => {
                 let s = v.to_string();
                 found(
-                    &s == expected,
-                    json!({"field": field, "expected": expected, "actual": v}),
+                    expected.contains(&s),
+                    json!({"field": field, "expected": one_or_list(expected), "actual": v}),
                 )
             }
             Some(other) => wrong_type(field, "a single value", other),
@@ -142,6 +140,14 @@ pub fn check(evaluation: &Evaluation, reply: &Value) -> Option<Check> {
         },
         Evaluation::Sqe | Evaluation::Mcsqe => return None,
     })
+}
+
+/// One accepted value as a string (as results have always stored it), several as a list.
+fn one_or_list(values: &[String]) -> Value {
+    match values {
+        [one] => json!(one),
+        many => json!(many),
+    }
 }
 
 fn found(matched: bool, details: Value) -> Check {
@@ -199,16 +205,6 @@ fn string_list<'a>(reply: &'a Value, field: &str) -> Result<BTreeSet<&'a str>, C
     }
 }
 
-/// The test-case verdict from a check: for deterministic evaluations on a
-/// negative base severity, raising the flag is the error.
-pub fn verdict(evaluation: &Evaluation, base_severity: f64, matched: bool) -> bool {
-    if !evaluation.is_judged() && base_severity < 0.0 {
-        !matched
-    } else {
-        matched
-    }
-}
-
 /// The text of a reply for the judge and the quality scores: the `response`
 /// field of a structured reply, else the whole text.
 pub fn reply_text<'a>(content: &'a str, parsed: Option<&'a Value>) -> &'a str {
@@ -225,7 +221,7 @@ mod tests {
     fn cat() -> Evaluation {
         Evaluation::CategoryMatch {
             field: "category".into(),
-            expected: "HANDOFF".into(),
+            expected: vec!["HANDOFF".into()],
         }
     }
 
@@ -324,13 +320,19 @@ mod tests {
     }
 
     #[test]
-    fn polarity() {
-        assert!(verdict(&cat(), 5.0, true));
-        assert!(!verdict(&cat(), 5.0, false));
-        assert!(!verdict(&cat(), -3.0, true));
-        assert!(verdict(&cat(), -3.0, false));
-        assert!(verdict(&cat(), 0.0, true));
-        assert!(verdict(&Evaluation::Sqe, -3.0, true));
+    fn category_match_accepts_any_listed_value() {
+        let ev = Evaluation::CategoryMatch {
+            field: "category".into(),
+            expected: vec!["TASK".into(), "SUPPORT".into()],
+        };
+        assert!(check(&ev, &json!({"category": "TASK"})).unwrap().matched);
+        assert!(check(&ev, &json!({"category": "SUPPORT"})).unwrap().matched);
+        let c = check(&ev, &json!({"category": "HANDOFF"})).unwrap();
+        assert!(!c.matched);
+        assert_eq!(c.details["expected"], json!(["TASK", "SUPPORT"]));
+        // One accepted value is stored as a string, as before.
+        let c = check(&cat(), &json!({"category": "HANDOFF"})).unwrap();
+        assert_eq!(c.details["expected"], json!("HANDOFF"));
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub mod error;
 pub mod evaluate;
 pub mod export;
 pub mod judge;
+pub mod lint;
 pub mod loader;
 pub mod markdown;
 pub mod openrouter;

@@ -134,6 +134,11 @@ pub struct Scenario {
     pub evaluation: Evaluation,
     /// The scenario's prompt after H2-to-XML conversion.
     pub prompt: String,
+    /// The prompt file's markdown body as written, and the line it starts on.
+    pub body: String,
+    pub body_line: usize,
+    /// Some component overrides the evaluation (see [`Scenario::evaluation_for`]).
+    pub has_overrides: bool,
     /// The OpenRouter `response_format` wrapper, when the scenario has a schema.
     pub response_format: Option<Value>,
     pub conditions: Vec<Component>,
@@ -148,6 +153,40 @@ impl Scenario {
     pub fn test_case_count(&self, include_no_context: bool) -> usize {
         let contexts = self.user_contexts.len() + usize::from(include_no_context);
         self.conditions.len() * contexts * self.perturbations.len()
+    }
+
+    /// Conditions, user contexts and perturbations that are only frontmatter.
+    pub fn empty_components(&self) -> usize {
+        self.conditions
+            .iter()
+            .chain(&self.user_contexts)
+            .chain(&self.perturbations)
+            .filter(|c| c.is_empty())
+            .count()
+    }
+
+    /// The evaluation of one test case: the scenario's, with the overrides of
+    /// its condition, user context and perturbation applied in that order.
+    pub fn evaluation_for(
+        &self,
+        condition: &Component,
+        user_context: Option<&Component>,
+        perturbation: &Component,
+    ) -> std::borrow::Cow<'_, Evaluation> {
+        use std::borrow::Cow;
+        if !self.has_overrides {
+            return Cow::Borrowed(&self.evaluation);
+        }
+        let mut ev = Cow::Borrowed(&self.evaluation);
+        for c in [Some(condition), user_context, Some(perturbation)]
+            .into_iter()
+            .flatten()
+        {
+            if let Some(o) = &c.overrides {
+                ev = Cow::Owned(ev.with_override(o));
+            }
+        }
+        ev
     }
 
     /// The bare JSON Schema inside the response format.
@@ -209,9 +248,32 @@ pub struct Component {
     pub severity: f64,
     /// Conditions only: 0..10; 0 when absent.
     pub difficulty: f64,
-    /// The component's prompt after H2-to-XML conversion.
+    /// The component's prompt after H2-to-XML conversion; empty for a
+    /// component that is only frontmatter (it adds nothing to the prompt).
     pub prompt: String,
+    /// The markdown body as written (frontmatter removed), for `check`.
+    pub body: String,
+    /// The file line where `body` starts.
+    pub body_line: usize,
+    /// Evaluation keys this component overrides, if any.
+    pub overrides: Option<EvalOverride>,
     pub hash: String,
+}
+
+impl Component {
+    /// A component with no text: it runs, adds nothing to the prompt, and
+    /// its severity or difficulty still counts.
+    pub fn is_empty(&self) -> bool {
+        self.prompt.is_empty()
+    }
+
+    /// `# PT3` (with its title): the section an error or warning names.
+    pub fn section_label(&self) -> String {
+        match &self.title {
+            Some(t) => format!("# {} {t}", self.code),
+            None => format!("# {}", self.code),
+        }
+    }
 }
 
 /// How a scenario's reply is judged (SPEC §4).
@@ -220,7 +282,9 @@ pub struct Component {
 pub enum Evaluation {
     CategoryMatch {
         field: String,
-        expected: String,
+        /// Accepted values: the reply passes when its field is any of them.
+        #[serde(serialize_with = "one_or_many")]
+        expected: Vec<String>,
     },
     ListIncludes {
         field: String,
@@ -261,6 +325,92 @@ impl Evaluation {
             _ => None,
         }
     }
+}
+
+/// One accepted value serialises as a string (as it always has), several as a list.
+fn one_or_many<S: serde::Serializer>(values: &[String], s: S) -> Result<S::Ok, S::Error> {
+    match values {
+        [one] => s.serialize_str(one),
+        many => many.serialize(s),
+    }
+}
+
+impl Evaluation {
+    /// The values this evaluation expects or requires in its field: the ones
+    /// a schema's `enum` must allow for the check to be passable.
+    pub fn wanted_values(&self) -> &[String] {
+        match self {
+            Evaluation::CategoryMatch { expected, .. }
+            | Evaluation::TagThreshold { expected, .. } => expected,
+            Evaluation::ListIncludes { required, .. } => required,
+            Evaluation::Sqe | Evaluation::Mcsqe => &[],
+        }
+    }
+
+    /// This evaluation with a component's override applied (keys it sets win).
+    pub fn with_override(&self, o: &EvalOverride) -> Evaluation {
+        let mut ev = self.clone();
+        match &mut ev {
+            Evaluation::CategoryMatch { expected, .. } => {
+                if let Some(e) = &o.expected {
+                    expected.clone_from(e);
+                }
+            }
+            Evaluation::ListIncludes { required, .. } => {
+                if let Some(r) = &o.required {
+                    required.clone_from(r);
+                }
+            }
+            Evaluation::TagThreshold {
+                expected,
+                min_correct,
+                max_incorrect,
+                ..
+            } => {
+                if let Some(e) = &o.expected {
+                    expected.clone_from(e);
+                }
+                if let Some(m) = o.min_correct {
+                    *min_correct = m;
+                }
+                if let Some(m) = o.max_incorrect {
+                    *max_incorrect = m;
+                }
+            }
+            Evaluation::Sqe | Evaluation::Mcsqe => {}
+        }
+        ev
+    }
+
+    /// Why no reply could pass this evaluation, if so.
+    fn impossible(&self) -> Option<String> {
+        match self {
+            Evaluation::TagThreshold {
+                expected,
+                min_correct,
+                ..
+            } if *min_correct > expected.len() => Some(format!(
+                "min_correct is {min_correct} but `expected` lists only {} tags, so no reply could pass",
+                expected.len()
+            )),
+            _ => None,
+        }
+    }
+}
+
+/// A component's `evaluation:` frontmatter: the scenario's evaluation keys it
+/// changes for the test cases it takes part in (SPEC §4). A perturbation's
+/// keys win over a user context's, which win over a condition's.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct EvalOverride {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expected: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub required: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_correct: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_incorrect: Option<usize>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -837,6 +987,7 @@ fn load_scenario(dir: &ScenarioDir, errors: &mut Vec<ContentError>) -> Option<Sc
         None => Map::new(),
     };
     let body_line = line_of(&text, fm.body_offset);
+    let body = fm.body.to_string();
     let prompt = match markdown::to_xml(fm.body) {
         Ok(p) if p.is_empty() => {
             errors.push(ContentError::new(&prompt_file, "scenario prompt is empty (expected the scenario's instructions, e.g. under `## Your job`)"));
@@ -850,12 +1001,32 @@ fn load_scenario(dir: &ScenarioDir, errors: &mut Vec<ContentError>) -> Option<Sc
     };
     let evaluation = parse_evaluation(&frontmatter, &prompt_file, is_mcsqe, errors);
 
-    // Response format: required for deterministic checks, optional for judges.
-    let json_files = find_file(
-        &dir.dir,
-        if is_mcsqe { "MCSQE" } else { &dir.short },
-        "json",
-    );
+    // Response format: required for deterministic checks, optional for
+    // judges. It is `<code>.json` whatever the prompt file is called; an
+    // older `MCSQE.json` beside MCSQE.md is still read when it is the only one.
+    let mut json_files = find_file(&dir.dir, &dir.short, "json");
+    if is_mcsqe {
+        let mc_json = find_file(&dir.dir, "MCSQE", "json");
+        if !json_files.is_empty() && !mc_json.is_empty() {
+            let names: Vec<String> = json_files
+                .iter()
+                .chain(&mc_json)
+                .map(|p| file_name(p))
+                .collect();
+            errors.push(ContentError::new(
+                &dir.dir,
+                format!(
+                    "several schema files ({}); expected one ({}.json beside MCSQE.md)",
+                    names.join(", "),
+                    dir.short
+                ),
+            ));
+            return None;
+        }
+        if json_files.is_empty() {
+            json_files = mc_json;
+        }
+    }
     let response_format = match json_files.as_slice() {
         [] => {
             if let Some(ev) = &evaluation
@@ -918,9 +1089,16 @@ fn load_scenario(dir: &ScenarioDir, errors: &mut Vec<ContentError>) -> Option<Sc
 
     let rubrics = match &evaluation {
         Some(Evaluation::Sqe) => {
-            let path = dir.dir.join("criteria.md");
-            if path.is_file() {
-                load_rubric(&path, "criteria", errors).into_iter().collect()
+            let found = find_file(&dir.dir, "criteria", "md");
+            if let [path] = found.as_slice() {
+                load_rubric(path, "criteria", errors).into_iter().collect()
+            } else if found.len() > 1 {
+                let names: Vec<String> = found.iter().map(|p| file_name(p)).collect();
+                errors.push(ContentError::new(
+                    &dir.dir,
+                    format!("several rubric files ({}); expected one", names.join(", ")),
+                ));
+                Vec::new()
             } else {
                 errors.push(ContentError::new(
                     &dir.dir,
@@ -962,6 +1140,14 @@ fn load_scenario(dir: &ScenarioDir, errors: &mut Vec<ContentError>) -> Option<Sc
     }
 
     let (conditions, user_contexts, perturbations) = (conditions?, user_contexts?, perturbations?);
+    let evaluation = evaluation?;
+    let (conditions, user_contexts, perturbations, has_overrides) = apply_overrides(
+        &evaluation,
+        conditions,
+        user_contexts,
+        perturbations,
+        errors,
+    )?;
     for c in conditions
         .iter()
         .chain(&user_contexts)
@@ -977,8 +1163,11 @@ fn load_scenario(dir: &ScenarioDir, errors: &mut Vec<ContentError>) -> Option<Sc
         dir: dir.dir.clone(),
         prompt_file,
         frontmatter: Value::Object(frontmatter),
-        evaluation: evaluation?,
+        evaluation,
         prompt,
+        body,
+        body_line,
+        has_overrides,
         response_format,
         conditions,
         user_contexts,
@@ -1077,7 +1266,8 @@ fn parse_evaluation(
                 })
                 .collect::<Result<Vec<_>, _>>()
                 .map(Some),
-            Some(Value::String(s)) => Ok(Some(vec![s.clone()])),
+            Some(Value::String(s)) if !s.trim().is_empty() => Ok(Some(vec![s.clone()])),
+            Some(v @ (Value::Number(_) | Value::Bool(_))) => Ok(Some(vec![v.to_string()])),
             Some(other) => Err(format!(
                 "`{key}` is a {} (expected a non-empty list of strings)",
                 json_type(other)
@@ -1097,10 +1287,10 @@ fn parse_evaluation(
         Ok(match ty {
             "category_match" => {
                 let field = string("field")?.unwrap_or_else(|| "category".into());
-                let expected = match string("expected")? {
+                let expected = match list("expected")? {
                     Some(e) => e,
                     None => match fm.get("category") {
-                        Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
+                        Some(Value::String(s)) if !s.trim().is_empty() => vec![s.clone()],
                         _ => return Err("category_match needs the expected value (expected `evaluation.expected` or a frontmatter `category`)".into()),
                     },
                 };
@@ -1116,18 +1306,16 @@ fn parse_evaluation(
                 let expected = list("expected")?
                     .ok_or("tag_threshold needs `expected` (expected a non-empty list of tags)")?;
                 let min_correct = count("min_correct", 1)?;
-                if min_correct > expected.len() {
-                    return Err(format!(
-                        "min_correct is {min_correct} but `expected` lists only {} tags, so no reply could pass",
-                        expected.len()
-                    ));
-                }
-                Evaluation::TagThreshold {
+                let ev = Evaluation::TagThreshold {
                     field: string("field")?.unwrap_or_else(|| "tags".into()),
                     expected,
                     min_correct,
                     max_incorrect: count("max_incorrect", 0)?,
+                };
+                if let Some(why) = ev.impossible() {
+                    return Err(why);
                 }
+                ev
             }
             "sqe" => Evaluation::Sqe,
             "mcsqe" => Evaluation::Mcsqe,
@@ -1197,8 +1385,8 @@ fn parse_response_format(raw: &str, path: &Path, errors: &mut Vec<ContentError>)
     Some(wrapper)
 }
 
-/// The evaluated field must exist in the schema, and an expected category
-/// must be one the schema allows, or no reply could ever pass.
+/// The evaluated field must exist in the schema, or no reply could carry
+/// it. (Expected values outside the field's `enum` are a `check` warning.)
 fn check_field_in_schema(ev: &Evaluation, rf: &Value, path: &Path, errors: &mut Vec<ContentError>) {
     let Some(field) = ev.field() else { return };
     let Some(props) = rf
@@ -1207,25 +1395,155 @@ fn check_field_in_schema(ev: &Evaluation, rf: &Value, path: &Path, errors: &mut 
     else {
         return;
     };
-    let Some(prop) = props.get(field) else {
+    if !props.contains_key(field) {
         errors.push(ContentError::new(path, format!("the evaluation reads field `{field}`, which the schema does not define (expected it under `properties`)")));
-        return;
-    };
-    let allowed = |v: &str| -> bool {
-        let enum_of = |p: &Value| p.get("enum").and_then(Value::as_array).cloned();
-        let values = enum_of(prop).or_else(|| prop.get("items").and_then(enum_of));
-        values.is_none_or(|vals| vals.iter().any(|x| x.as_str() == Some(v)))
-    };
-    let wanted: Vec<&String> = match ev {
-        Evaluation::CategoryMatch { expected, .. } => vec![expected],
-        Evaluation::ListIncludes { required, .. } => required.iter().collect(),
-        Evaluation::TagThreshold { expected, .. } => expected.iter().collect(),
-        _ => Vec::new(),
-    };
-    for v in wanted {
-        if !allowed(v) {
-            errors.push(ContentError::new(path, format!("`{v}` is not among the values the schema allows for `{field}`, so no reply could match it")));
+    }
+}
+
+/// Reads each component's `evaluation:` override against the scenario's
+/// evaluation type, and checks that every test case's resulting evaluation
+/// can be passed. Returns the components with their overrides set.
+#[allow(clippy::type_complexity)]
+fn apply_overrides(
+    ev: &Evaluation,
+    mut conditions: Vec<Component>,
+    mut user_contexts: Vec<Component>,
+    mut perturbations: Vec<Component>,
+    errors: &mut Vec<ContentError>,
+) -> Option<(Vec<Component>, Vec<Component>, Vec<Component>, bool)> {
+    let before = errors.len();
+    let mut any = false;
+    for c in conditions
+        .iter_mut()
+        .chain(user_contexts.iter_mut())
+        .chain(perturbations.iter_mut())
+    {
+        c.overrides = parse_override(c, ev, errors);
+        any |= c.overrides.is_some();
+    }
+    if any {
+        // Overrides from several components combine; check each combination
+        // once (only scenarios with overrides pay for this).
+        let no_context = [None];
+        let contexts: Vec<Option<&Component>> = no_context
+            .into_iter()
+            .chain(user_contexts.iter().map(Some))
+            .collect();
+        let mut seen = BTreeSet::new();
+        'all: for c in &conditions {
+            for u in &contexts {
+                for p in &perturbations {
+                    let mut combined = ev.clone();
+                    let mut last = None;
+                    for part in [Some(c), *u, Some(p)].into_iter().flatten() {
+                        if let Some(o) = &part.overrides {
+                            combined = combined.with_override(o);
+                            last = Some(part);
+                        }
+                    }
+                    if let (Some(why), Some(part)) = (combined.impossible(), last)
+                        && seen.insert(why.clone())
+                    {
+                        errors.push(
+                            ContentError::new(&part.source, why)
+                                .at(part.line)
+                                .in_section(part.section_label()),
+                        );
+                        if seen.len() > 10 {
+                            break 'all;
+                        }
+                    }
+                }
+            }
         }
+    }
+    (errors.len() == before).then_some((conditions, user_contexts, perturbations, any))
+}
+
+/// One component's `evaluation:` frontmatter, checked against the keys the
+/// scenario's evaluation type can override.
+fn parse_override(
+    c: &Component,
+    ev: &Evaluation,
+    errors: &mut Vec<ContentError>,
+) -> Option<EvalOverride> {
+    let block = c.metadata.get("evaluation")?;
+    let mut fail = |msg: String| {
+        errors.push(
+            ContentError::new(&c.source, msg)
+                .at(c.line)
+                .in_section(c.section_label()),
+        );
+        None
+    };
+    let Value::Object(block) = block else {
+        return fail(format!(
+            "`evaluation` is a {} (expected a mapping of the keys this {} overrides, e.g. `evaluation: {{expected: ...}}`)",
+            json_type(block),
+            c.kind.as_str()
+        ));
+    };
+    let allowed: &[&str] = match ev {
+        Evaluation::CategoryMatch { .. } => &["expected"],
+        Evaluation::ListIncludes { .. } => &["required"],
+        Evaluation::TagThreshold { .. } => &["expected", "min_correct", "max_incorrect"],
+        Evaluation::Sqe | Evaluation::Mcsqe => &[],
+    };
+    for key in block.keys() {
+        if !allowed.contains(&key.as_str()) {
+            let expected = if allowed.is_empty() {
+                "none: the rubric decides a judged evaluation".to_string()
+            } else {
+                allowed.join(", ")
+            };
+            return fail(format!(
+                "`evaluation.{key}` cannot be overridden by a {} of a {} scenario (expected: {expected})",
+                c.kind.as_str(),
+                ev.type_name()
+            ));
+        }
+    }
+    let list = |key: &str| -> Result<Option<Vec<String>>, String> {
+        match block.get(key) {
+            None => Ok(None),
+            Some(Value::String(s)) if !s.trim().is_empty() => Ok(Some(vec![s.clone()])),
+            Some(Value::Array(items)) if !items.is_empty() => items
+                .iter()
+                .map(|v| match v {
+                    Value::String(s) if !s.trim().is_empty() => Ok(s.clone()),
+                    Value::Number(_) | Value::Bool(_) => Ok(v.to_string()),
+                    other => Err(format!(
+                        "`evaluation.{key}` holds {other} (expected non-empty strings)"
+                    )),
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map(Some),
+            Some(other) => Err(format!(
+                "`evaluation.{key}` is {other} (expected a value or a non-empty list of values)"
+            )),
+        }
+    };
+    let count = |key: &str| -> Result<Option<usize>, String> {
+        match block.get(key) {
+            None => Ok(None),
+            Some(Value::Number(n)) if n.as_u64().is_some() => Ok(n.as_u64().map(|v| v as usize)),
+            Some(other) => Err(format!(
+                "`evaluation.{key}` is {other} (expected a whole number of 0 or more)"
+            )),
+        }
+    };
+    let parsed = (|| -> Result<EvalOverride, String> {
+        Ok(EvalOverride {
+            expected: list("expected")?,
+            required: list("required")?,
+            min_correct: count("min_correct")?,
+            max_incorrect: count("max_incorrect")?,
+        })
+    })();
+    match parsed {
+        Ok(o) if o == EvalOverride::default() => None,
+        Ok(o) => Some(o),
+        Err(msg) => fail(msg),
     }
 }
 
@@ -1338,11 +1656,27 @@ fn load_components(
     kind: ComponentKind,
     errors: &mut Vec<ContentError>,
 ) -> Option<Vec<Component>> {
-    let consolidated = dir.join(format!("{}.md", kind.file_stem()));
+    // `conditions.md` or `conditions--any-suffix.md`, like every other file.
+    let consolidated = match find_file(dir, kind.file_stem(), "md").as_slice() {
+        [] => None,
+        [one] => Some(one.clone()),
+        many => {
+            let names: Vec<String> = many.iter().map(|p| file_name(p)).collect();
+            errors.push(ContentError::new(
+                dir,
+                format!(
+                    "several {} files ({}); expected one",
+                    kind.file_stem(),
+                    names.join(", ")
+                ),
+            ));
+            return None;
+        }
+    };
     let folder = dir.join(kind.file_stem());
     let before = errors.len();
     let mut out = Vec::new();
-    if consolidated.is_file() {
+    if let Some(consolidated) = consolidated {
         let text = read_text(&consolidated, errors)?;
         out = parse_consolidated(&consolidated, &text, scenario, kind, errors);
     } else if folder.is_dir() {
@@ -1588,16 +1922,6 @@ fn build_component(
             return None;
         }
     };
-    if prompt.is_empty() {
-        errors.push(err(
-            format!(
-                "{} {code} has no text (expected its prompt text, e.g. under an H2 heading)",
-                kind.as_str()
-            ),
-            first_line,
-        ));
-        return None;
-    }
     if bad {
         return None;
     }
@@ -1618,6 +1942,9 @@ fn build_component(
         severity,
         difficulty,
         prompt,
+        body: body.to_string(),
+        body_line,
+        overrides: None,
         hash,
     })
 }

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::compose;
 use crate::discovery::{self, Selector};
-use crate::loader::{Benchmark, Evaluation};
+use crate::loader::Benchmark;
 
 /// What a dry-run composed.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -23,6 +23,9 @@ pub struct DryRunSummary {
     pub estimated_prompt_tokens: u64,
     pub models: Vec<String>,
     pub by_evaluation: std::collections::BTreeMap<String, usize>,
+    /// Components of the selected scenarios that are only frontmatter: they
+    /// run and add nothing to the prompt (not an error; authors should know).
+    pub empty_components: usize,
 }
 
 impl fmt::Display for DryRunSummary {
@@ -37,6 +40,13 @@ impl fmt::Display for DryRunSummary {
             writeln!(f, "  {ty}: {n}")?;
         }
         writeln!(f, "judge calls: {}", self.judge_calls)?;
+        if self.empty_components > 0 {
+            writeln!(
+                f,
+                "empty components: {} (only frontmatter: they add nothing to the prompt, their severity still counts)",
+                self.empty_components
+            )?;
+        }
         writeln!(
             f,
             "prompt size: {} bytes (~{} tokens per model)",
@@ -74,16 +84,14 @@ pub fn dry_run(
         summary.prompt_bytes += prompt.len() as u64;
         if seen_scenarios.insert(case.scenario.code.as_str()) {
             summary.scenarios += 1;
+            summary.empty_components += case.scenario.empty_components();
         }
         seen_prompts.insert(crate::loader::sha256(&[prompt.as_bytes()]));
         *summary
             .by_evaluation
             .entry(case.scenario.evaluation.type_name().to_string())
             .or_default() += 1;
-        if matches!(
-            case.scenario.evaluation,
-            Evaluation::Sqe | Evaluation::Mcsqe
-        ) {
+        if case.scenario.evaluation.is_judged() {
             summary.judge_calls += case.scenario.rubrics.len();
         }
     }
@@ -742,8 +750,9 @@ impl Worker {
         if let Some(check) = r
             .parsed
             .as_ref()
-            .and_then(|p| evaluate::check(&s.evaluation, p))
+            .and_then(|p| evaluate::check(&case.evaluation(), p))
         {
+            // The verdict is the check as written, never inverted (SPEC §4).
             r.matched = Some(check.matched);
             r.evaluation_details = check.details;
             if let Some(problem) = check.problem {
@@ -751,7 +760,7 @@ impl Worker {
                 r.error_kind = Some("format".into());
                 r.error = Some(problem);
             } else {
-                r.passed = evaluate::verdict(&s.evaluation, base, check.matched);
+                r.passed = check.matched;
             }
         } else if s.evaluation.is_judged() {
             let judge_model = self.settings.judge_model.clone().unwrap_or_default();

@@ -30,16 +30,18 @@ pub fn run(cli: &Cli, args: &ListArgs) -> Result<u8> {
                 "test_cases": s.test_case_count(true),
                 "behaviour": b.behaviour(&s.behaviour).map(|x| x.name.clone()),
                 "criteria": s.rubrics.len(),
+                "empty_components": s.empty_components(),
             })
         })
         .collect();
     let total = b.total_test_cases(true);
+    let empty: usize = b.scenarios.iter().map(|s| s.empty_components()).sum();
     let mut o = out();
     match args.format {
         DataFormat::Json => {
             serde_json::to_writer_pretty(
                 &mut o,
-                &json!({"scenarios": rows, "total_test_cases": total, "content_errors": errors.len()}),
+                &json!({"scenarios": rows, "total_test_cases": total, "empty_components": empty, "content_errors": errors.len()}),
             )?;
             writeln!(o)?;
         }
@@ -54,6 +56,7 @@ pub fn run(cli: &Cli, args: &ListArgs) -> Result<u8> {
                 "user contexts",
                 "perturbations",
                 "test cases",
+                "empty",
             ]);
             for (s, r) in b.scenarios.iter().zip(&rows) {
                 t.add_row([
@@ -64,10 +67,17 @@ pub fn run(cli: &Cli, args: &ListArgs) -> Result<u8> {
                     s.user_contexts.len().to_string(),
                     s.perturbations.len().to_string(),
                     s.test_case_count(true).to_string(),
+                    s.empty_components().to_string(),
                 ]);
             }
             writeln!(o, "{t}")?;
             writeln!(o, "{} scenarios, {total} test cases", b.scenarios.len())?;
+            if empty > 0 {
+                writeln!(
+                    o,
+                    "{empty} empty component(s): only frontmatter, they add nothing to the prompt (their severity still counts)"
+                )?;
+            }
         }
     }
     Ok(if errors.is_empty() { 0 } else { 2 })

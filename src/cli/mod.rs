@@ -4,6 +4,7 @@
 //! this one holds the global flags and what several commands share.
 
 mod call;
+mod check;
 mod costs;
 mod export;
 mod list;
@@ -22,6 +23,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand, ValueEnum};
 
 pub use call::CallArgs;
+pub use check::CheckArgs;
 pub use costs::CostsArgs;
 pub use export::{ExportArgs, ExportFormat};
 pub use list::ListArgs;
@@ -69,6 +71,8 @@ pub struct Cli {
 pub enum Command {
     /// Scenarios with evaluation type and counts of components and test cases.
     List(ListArgs),
+    /// The author's lint: content errors, and warnings about slips that bias scores.
+    Check(CheckArgs),
     /// The exact composed prompt and response format of each selected test case.
     Prompts(PromptsArgs),
     /// Run one test case per model, showing prompt, reply, verdict and cost.
@@ -79,7 +83,7 @@ pub enum Command {
     RunAll(RunAllArgs),
     /// Every evaluation run with status, model, counts and cost.
     Runs(RunsArgs),
-    /// Therapeutic quality scores (seed 004) of any text.
+    /// Keyword quality scores (empathy, helpfulness, safety, clarity) of any text.
     Score(ScoreArgs),
     /// Spend per run, model and scenario: tokens, model cost, judge cost.
     Costs(CostsArgs),
@@ -135,6 +139,7 @@ fn init_tracing(verbose: u8, quiet: bool) {
 pub fn run(cli: Cli) -> Result<u8> {
     match &cli.command {
         Command::List(args) => list::run(&cli, args),
+        Command::Check(args) => check::run(&cli, args),
         Command::Prompts(args) => prompts::run(&cli, args),
         Command::RunSingle(args) => run_single::run(&cli, args),
         Command::RunBatch(args) => run_batch::run(&cli, args),

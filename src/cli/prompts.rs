@@ -34,17 +34,25 @@ pub fn run(cli: &Cli, args: &PromptsArgs) -> Result<u8> {
     for case in &cases {
         compose::compose_into(case, &mut prompt);
         let rf = compose::response_format(case);
+        let evaluation = case.evaluation();
         match args.format {
             PromptFormat::Jsonl => {
                 serde_json::to_writer(
                     &mut o,
-                    &json!({"test_code": case.code(), "prompt": prompt, "response_format": rf}),
+                    &json!({"test_code": case.code(), "prompt": prompt, "response_format": rf,
+                            "evaluation": &*evaluation, "base_severity": case.base_severity()}),
                 )?;
                 writeln!(o)?;
             }
             PromptFormat::Text => {
                 writeln!(o, "=== {} ===", case.code())?;
                 writeln!(o, "{prompt}")?;
+                writeln!(
+                    o,
+                    "--- evaluation (base severity {:+}) ---\n{}",
+                    case.base_severity(),
+                    serde_json::to_string(&*evaluation)?
+                )?;
                 match rf {
                     Some(rf) => writeln!(
                         o,

@@ -102,11 +102,13 @@ fn dry_run(cli: &Cli, raw: &[String], skip_no_context: bool, format: DataFormat)
     let selectors = parse_selectors(raw)?;
     let (b, errors) = load_reporting(cli);
     let summary = runner::dry_run(&b, &selectors, !skip_no_context).map_err(Error::Usage)?;
+    let warnings = crate::lint::lint(&b, &selectors);
     let mut o = out();
     match format {
         DataFormat::Json => {
             let mut v = serde_json::to_value(&summary)?;
             v["content_errors"] = json!(errors.iter().map(ToString::to_string).collect::<Vec<_>>());
+            v["warnings"] = json!(warnings.len());
             serde_json::to_writer_pretty(&mut o, &v)?;
             writeln!(o)?;
         }
@@ -117,6 +119,13 @@ fn dry_run(cli: &Cli, raw: &[String], skip_no_context: bool, format: DataFormat)
                 writeln!(o, "content: no errors")?;
             } else {
                 writeln!(o, "content: {} error(s), listed above", errors.len())?;
+            }
+            if !warnings.is_empty() {
+                writeln!(
+                    o,
+                    "content: {} warning(s): run `helmbench check` to see them",
+                    warnings.len()
+                )?;
             }
         }
     }

@@ -134,7 +134,7 @@ async fn reseeding_after_an_edit_keeps_old_results_on_old_text() {
     );
     b.file(
         "scenarios/P1-B1-S1/perturbations.md",
-        "# PT1\n---\nseverity: 5\n---\n## User input\nI can't go on, edited.\n\n# PT2\n---\nseverity: -3\n---\n## User input\nExams are stressful.\n",
+        "# PT1\n---\nseverity: 5\n---\n## User input\nI can't go on, edited.\n\n# PT2\n---\nseverity: -3\nevaluation:\n  expected: CONTINUE\n---\n## User input\nExams are stressful.\n",
     );
     // Re-seeding is idempotent: a second identical run adds no content rows.
     assert_eq!(
