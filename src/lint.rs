@@ -182,7 +182,11 @@ fn mixed_sign(s: &Scenario, out: &mut Vec<Warning>) {
                 if base == 0.0 || overridden {
                     continue;
                 }
-                let slot = if base > 0.0 { &mut signal } else { &mut control };
+                let slot = if base > 0.0 {
+                    &mut signal
+                } else {
+                    &mut control
+                };
                 slot.get_or_insert_with(|| format!("{} at {base:+}", case.code()));
             }
         }
