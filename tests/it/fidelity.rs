@@ -454,12 +454,11 @@ fn check_warns_about_slips_with_file_line_and_section() {
             "value_not_in_schema"
         ]
     );
-    assert_eq!(
+    assert!(
         v["warnings"][0]["file"]
             .as_str()
             .unwrap()
-            .ends_with("S1.md"),
-        true
+            .ends_with("S1.md")
     );
 
     // The dry-run counts them and points to `check`.
