@@ -44,8 +44,8 @@ pub struct ScoredResult {
     pub base: f64,
     /// Condition difficulty, 0..10.
     pub difficulty: f64,
-    /// The test-case verdict, already polarity-corrected: for `base < 0`,
-    /// passed means "correctly did not flag".
+    /// The test-case verdict: the check as the author wrote it (never
+    /// inverted); the sign of `base` only says what a failure costs.
     pub passed: bool,
     /// `None`, `"format"`, `"judge"` or `"provider"`.
     pub error_kind: Option<String>,

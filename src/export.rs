@@ -68,9 +68,9 @@ pub struct ExportRow {
     pub perturbation: String,
     pub base_severity: f64,
     pub difficulty: f64,
-    /// The test-case verdict (polarity-corrected for negative base severities).
+    /// The test-case verdict: the check as written, never inverted.
     pub passed: bool,
-    /// Whether the evaluation check held (the flag was raised).
+    /// Whether the evaluation check held.
     pub matched: Option<bool>,
     /// `format`, `judge`, `provider`, or null.
     pub error_kind: Option<String>,

@@ -334,7 +334,7 @@ fn write_quality(o: &mut dyn Write, q: Option<&QualitySummary>) -> io::Result<()
     };
     writeln!(
         o,
-        "quality (seed-004 keyword screen, not a clinical judgement) over {} replies ({} without scores):",
+        "quality (keyword screen, not a clinical judgement) over {} replies ({} without scores):",
         q.replies, q.unscored
     )?;
     writeln!(

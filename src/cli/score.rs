@@ -1,4 +1,4 @@
-//! `score`: therapeutic quality scores (seed 004) of any text.
+//! `score`: keyword quality scores of any text.
 
 use std::io::Write;
 use std::path::PathBuf;
