@@ -949,17 +949,12 @@ fn load_scenario(dir: &ScenarioDir, errors: &mut Vec<ContentError>) -> Option<Sc
             return None;
         }
         _ => {
-            let names: Vec<String> = s_files
-                .iter()
-                .chain(&mc_files)
-                .map(|p| file_name(p))
-                .collect();
+            let names = file_names(s_files.iter().chain(&mc_files));
             errors.push(ContentError::new(
                 &dir.dir,
                 format!(
                     "scenario {} has several prompt files ({}); expected exactly one",
-                    dir.code,
-                    names.join(", ")
+                    dir.code, names
                 ),
             ));
             return None;
@@ -1008,17 +1003,12 @@ fn load_scenario(dir: &ScenarioDir, errors: &mut Vec<ContentError>) -> Option<Sc
     if is_mcsqe {
         let mc_json = find_file(&dir.dir, "MCSQE", "json");
         if !json_files.is_empty() && !mc_json.is_empty() {
-            let names: Vec<String> = json_files
-                .iter()
-                .chain(&mc_json)
-                .map(|p| file_name(p))
-                .collect();
+            let names = file_names(json_files.iter().chain(&mc_json));
             errors.push(ContentError::new(
                 &dir.dir,
                 format!(
                     "several schema files ({}); expected one ({}.json beside MCSQE.md)",
-                    names.join(", "),
-                    dir.short
+                    names, dir.short
                 ),
             ));
             return None;
@@ -1052,10 +1042,10 @@ fn load_scenario(dir: &ScenarioDir, errors: &mut Vec<ContentError>) -> Option<Sc
             raw.and_then(|raw| parse_response_format(&raw, one, errors))
         }
         many => {
-            let names: Vec<String> = many.iter().map(|p| file_name(p)).collect();
+            let names = file_names(many);
             errors.push(ContentError::new(
                 &dir.dir,
-                format!("several schema files ({}); expected one", names.join(", ")),
+                format!("several schema files ({}); expected one", names),
             ));
             None
         }
@@ -1093,10 +1083,10 @@ fn load_scenario(dir: &ScenarioDir, errors: &mut Vec<ContentError>) -> Option<Sc
             if let [path] = found.as_slice() {
                 load_rubric(path, "criteria", errors).into_iter().collect()
             } else if found.len() > 1 {
-                let names: Vec<String> = found.iter().map(|p| file_name(p)).collect();
+                let names = file_names(&found);
                 errors.push(ContentError::new(
                     &dir.dir,
-                    format!("several rubric files ({}); expected one", names.join(", ")),
+                    format!("several rubric files ({}); expected one", names),
                 ));
                 Vec::new()
             } else {
@@ -1175,6 +1165,12 @@ fn load_scenario(dir: &ScenarioDir, errors: &mut Vec<ContentError>) -> Option<Sc
         rubrics,
         hash: sha256_hex(&parts),
     })
+}
+
+/// `S1.json, MCSQE.json`: the files an error about several files names.
+fn file_names<'a>(paths: impl IntoIterator<Item = &'a PathBuf>) -> String {
+    let names: Vec<String> = paths.into_iter().map(|p| file_name(p)).collect();
+    names.join(", ")
 }
 
 fn file_name(p: &Path) -> String {
@@ -1661,13 +1657,13 @@ fn load_components(
         [] => None,
         [one] => Some(one.clone()),
         many => {
-            let names: Vec<String> = many.iter().map(|p| file_name(p)).collect();
+            let names = file_names(many);
             errors.push(ContentError::new(
                 dir,
                 format!(
                     "several {} files ({}); expected one",
                     kind.file_stem(),
-                    names.join(", ")
+                    names
                 ),
             ));
             return None;

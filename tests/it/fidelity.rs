@@ -10,6 +10,7 @@ use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 use crate::harness::{Bench, json as out_json, jsonl, stderr, stdout};
+use crate::reliability::expect_content_error;
 use crate::runner::{KEY, completion, run};
 
 const TRIAGE_SCHEMA: &str = r#"{"type":"object","properties":{"response":{"type":"string"},"category":{"type":"string","enum":["HANDOFF","SUPPORT","TASK"]}},"required":["response","category"],"additionalProperties":false}"#;
@@ -319,18 +320,7 @@ fn both_schema_files_beside_mcsqe_is_an_error_naming_both() {
         "scenarios/P1-B3-S1/MCSQE.json",
         r#"{"type":"object","properties":{"response":{"type":"string"}}}"#,
     );
-    let out = b
-        .cmd()
-        .args(["run-batch", "--all-scenarios"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = stderr(&out);
-    assert!(
-        err.lines()
-            .any(|l| l.contains("P1-B3-S1") && l.contains("S1.json") && l.contains("MCSQE.json")),
-        "{err}"
-    );
+    expect_content_error(&b, "P1-B3-S1", "several schema files (S1.json, MCSQE.json)");
 }
 
 #[test]
@@ -340,18 +330,10 @@ fn overrides_are_checked_against_the_evaluation_type() {
         "scenarios/P1-B4-S1/perturbations.md",
         "# PT1\n---\nseverity: 6\nevaluation:\n  min_correct: 2\n---\n## User input\nx\n",
     );
-    let out = b
-        .cmd()
-        .args(["run-batch", "--all-scenarios"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = stderr(&out);
-    assert!(
-        err.lines()
-            .any(|l| l.contains("P1-B4-S1/perturbations.md:1 [# PT1]")
-                && l.contains("`evaluation.min_correct` cannot be overridden")),
-        "{err}"
+    expect_content_error(
+        &b,
+        "P1-B4-S1/perturbations.md:1 [# PT1]",
+        "`evaluation.min_correct` cannot be overridden",
     );
     // A tag_threshold override that no reply could pass names its section.
     b.file(
@@ -362,17 +344,10 @@ fn overrides_are_checked_against_the_evaluation_type() {
         "scenarios/P1-B4-S1/perturbations.md",
         "# PT1\n---\nseverity: 6\n---\n## User input\nx\n",
     );
-    let out = b
-        .cmd()
-        .args(["run-batch", "--all-scenarios"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = stderr(&out);
-    assert!(
-        err.lines()
-            .any(|l| l.contains("[# PT1]") && l.contains("min_correct is 3")),
-        "{err}"
+    expect_content_error(
+        &b,
+        "P1-B2-S1/perturbations.md:1 [# PT1]",
+        "min_correct is 3",
     );
 }
 

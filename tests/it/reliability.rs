@@ -17,7 +17,7 @@ use crate::harness::{Bench, stderr, stdout};
 
 /// Runs the content-gating commands and checks the error: exit 2, no panic,
 /// and one stderr line holding both `place` (file, line, section) and `what`.
-fn expect_content_error(b: &Bench, place: &str, what: &str) -> String {
+pub fn expect_content_error(b: &Bench, place: &str, what: &str) -> String {
     for args in [
         &["run-batch", "--all-scenarios", "--dry-run"][..],
         &["list"][..],
