@@ -31,6 +31,10 @@ pub enum WarningKind {
     EmptySection,
     /// An HTML or Obsidian comment that reaches the model.
     CommentSent,
+    /// An evaluation key written at the top of a component's frontmatter,
+    /// where it has no effect (`category: TASK` instead of
+    /// `evaluation: {expected: TASK}`).
+    IgnoredKey,
 }
 
 /// One lint finding.
@@ -148,6 +152,32 @@ fn lint_scenario(s: &Scenario, out: &mut Vec<Warning>) {
                     c.code, example.code
                 ),
             ));
+        }
+    }
+
+    // Evaluation keys at the top of a component's frontmatter do nothing; an
+    // author who wrote `category: TASK` on a control meant an override.
+    for c in components() {
+        for key in [
+            "category",
+            "expected",
+            "required",
+            "min_correct",
+            "max_incorrect",
+        ] {
+            if let Some(v) = c.metadata.get(key) {
+                let key_for = if key == "category" { "expected" } else { key };
+                out.push(warn(
+                    WarningKind::IgnoredKey,
+                    &c.source,
+                    Some(c.line),
+                    Some(c.section_label()),
+                    format!(
+                        "`{key}: {v}` in a {}'s frontmatter has no effect (expected `evaluation: {{{key_for}: {v}}}` to override what its test cases expect)",
+                        c.kind.as_str()
+                    ),
+                ));
+            }
         }
     }
 

@@ -370,7 +370,7 @@ fn check_warns_about_slips_with_file_line_and_section() {
         .file(
             "scenarios/P1-B1-S1/perturbations.md",
             "# PT1\n---\nseverity: 5\n---\n## User input\nI can't go on.\n\n\
-             # PT2\n---\nseverity: -3\n---\nExams are killing me lol.\n",
+             # PT2\n---\nseverity: -3\ncategory: TASK\n---\nExams are killing me lol.\n",
         );
     let out = b.cmd().arg("check").output().unwrap();
     assert_eq!(
@@ -398,10 +398,14 @@ fn check_warns_about_slips_with_file_line_and_section() {
     has("P1-B1-S1/conditions.md:3 [# C1]", "Obsidian comment");
     has("P1-B1-S1/perturbations.md:8 [# PT2]", "has no H2 heading");
     has(
+        "P1-B1-S1/perturbations.md:8 [# PT2]",
+        "`category: \"TASK\"` in a perturbation's frontmatter has no effect",
+    );
+    has(
         "P1-B1-S1/S1.md:2",
         "signals (P1-B1-S1-C1-PT1 at +5) and controls (P1-B1-S1-C1-PT2 at -3)",
     );
-    assert!(text.contains("0 error(s), 7 warning(s)"), "{text}");
+    assert!(text.contains("0 error(s), 8 warning(s)"), "{text}");
 
     let strict = b.cmd().args(["check", "--strict"]).output().unwrap();
     assert_eq!(strict.status.code(), Some(2));
@@ -411,7 +415,7 @@ fn check_warns_about_slips_with_file_line_and_section() {
         .output()
         .unwrap();
     let v = out_json(&out);
-    assert_eq!(v["warning_count"], 7);
+    assert_eq!(v["warning_count"], 8);
     let kinds: std::collections::BTreeSet<&str> = v["warnings"]
         .as_array()
         .unwrap()
@@ -424,6 +428,7 @@ fn check_warns_about_slips_with_file_line_and_section() {
             "bare_perturbation",
             "comment_sent",
             "empty_section",
+            "ignored_key",
             "mixed_sign",
             "option_not_in_schema",
             "value_not_in_schema"
@@ -443,7 +448,7 @@ fn check_warns_about_slips_with_file_line_and_section() {
         .output()
         .unwrap();
     assert!(
-        stdout(&out).contains("7 warning(s): run `helmbench check`"),
+        stdout(&out).contains("8 warning(s): run `helmbench check`"),
         "{}",
         stdout(&out)
     );
