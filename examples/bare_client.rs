@@ -16,8 +16,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
+use helmbench::benchmark::compose;
 use helmbench::openrouter::ChatRequest;
-use helmbench::{compose, discovery, loader};
+use helmbench::{content, discovery};
 
 // The same allocator as the helmbench binary, so the floor is not handicapped.
 #[cfg(not(test))]
@@ -40,7 +41,7 @@ impl Floor {
 
 /// The first `n` request bodies of the benchmark at `root`, for its first model.
 pub fn bodies(root: &Path, n: usize) -> Result<Vec<String>, String> {
-    let b = loader::load_strict(root).map_err(|e| e.to_string())?;
+    let b = content::load_strict(root).map_err(|e| e.to_string())?;
     let model = b
         .models
         .as_ref()

@@ -13,8 +13,8 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
+use crate::benchmark::ScoringConfig;
 use crate::discovery::natural_cmp;
-use crate::loader::ScoringConfig;
 
 /// Bootstrap samples [`analyse`] draws for `score_ci`.
 pub const BOOTSTRAP_SAMPLES: usize = 1000;

@@ -6,7 +6,8 @@ use std::cmp::Ordering;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use crate::loader::{Benchmark, Component, ContentError, Scenario};
+use crate::benchmark::{Benchmark, Component, Scenario};
+use crate::content::ContentError;
 
 /// Strips a readability suffix: `S1--basic-threat` -> `S1`.
 pub fn strip_suffix(name: &str) -> &str {
@@ -276,7 +277,7 @@ impl<'a> TestCase<'a> {
 
     /// The evaluation of this test case: the scenario's, with its
     /// components' overrides applied (SPEC §4).
-    pub fn evaluation(&self) -> std::borrow::Cow<'a, crate::loader::Evaluation> {
+    pub fn evaluation(&self) -> std::borrow::Cow<'a, crate::benchmark::Evaluation> {
         self.scenario
             .evaluation_for(self.condition, self.user_context, self.perturbation)
     }
@@ -499,7 +500,7 @@ mod tests {
     #[test]
     fn selection_matches_codes_one_by_one() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("benchmark");
-        let b = crate::loader::load_strict(&root).unwrap();
+        let b = crate::content::load_strict(&root).unwrap();
         let all = select_indices(&b, &[], true).unwrap();
         assert_eq!(all.len(), b.total_test_cases(true));
         let groups: &[&[&str]] = &[

@@ -1,7 +1,7 @@
 //! The library's error type and its mapping to exit codes (SPEC §7):
 //! 0 success, 1 failure of the tool or provider, 2 bad usage or bad content.
 
-use crate::loader::ContentErrors;
+use crate::content::ContentErrors;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
 
-use crate::loader::Evaluation;
+use crate::benchmark::Evaluation;
 
 /// Why a reply could not be evaluated as an answer.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -6,7 +6,7 @@
 
 use serde_json::{Value, json};
 
-use crate::loader::{ResponseType, Rubric};
+use crate::benchmark::{ResponseType, Rubric};
 use crate::openrouter::ChatRequest;
 
 /// The judge's response format for `rubric`.

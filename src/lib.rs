@@ -7,16 +7,14 @@
 //! prompt, and [`cli`] drives it all.
 
 pub mod analytics;
+pub mod benchmark;
 pub mod cli;
-pub mod compose;
+pub mod content;
 pub mod discovery;
 pub mod error;
 pub mod evaluate;
 pub mod export;
 pub mod judge;
-pub mod lint;
-pub mod loader;
-pub mod markdown;
 pub mod openrouter;
 pub mod quality;
 pub mod report;

@@ -14,8 +14,8 @@ use serde_json::Value;
 use sqlx::Row;
 
 use crate::analytics::{self, ScoredResult};
+use crate::benchmark::ScoringConfig;
 use crate::discovery::natural_cmp;
-use crate::loader::ScoringConfig;
 use crate::quality::{self, Band, QualityScores, RedFlag};
 use crate::report_html::ModelReport;
 use crate::store::{RunRow, Store, StoreError};

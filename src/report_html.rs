@@ -917,7 +917,7 @@ fn key_cmp(a: &str, b: &str) -> Ordering {
 mod tests {
     use super::*;
     use crate::analytics::{ScoredResult, analyse};
-    use crate::loader::ScoringConfig;
+    use crate::benchmark::ScoringConfig;
 
     fn res(test_code: &str, base: f64, passed: bool) -> ScoredResult {
         let parts: Vec<&str> = test_code.split('-').collect();

@@ -456,7 +456,7 @@ pub fn write_costs(o: &mut dyn Write, c: &CostReport) -> io::Result<()> {
 mod tests {
     use super::*;
     use crate::analytics::{ScoredResult, analyse};
-    use crate::loader::ScoringConfig;
+    use crate::benchmark::ScoringConfig;
     use crate::report::ScoringUsed;
 
     fn res(perturbation: usize, base: f64, passed: bool) -> ScoredResult {

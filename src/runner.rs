@@ -6,9 +6,9 @@ use std::fmt;
 
 use serde::Serialize;
 
-use crate::compose;
+use crate::benchmark::Benchmark;
+use crate::benchmark::compose;
 use crate::discovery::{self, Selector};
-use crate::loader::Benchmark;
 
 /// What a dry-run composed.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -86,7 +86,7 @@ pub fn dry_run(
             summary.scenarios += 1;
             summary.empty_components += case.scenario.empty_components();
         }
-        seen_prompts.insert(crate::loader::sha256(&[prompt.as_bytes()]));
+        seen_prompts.insert(crate::benchmark::sha256(&[prompt.as_bytes()]));
         *summary
             .by_evaluation
             .entry(case.scenario.evaluation.type_name().to_string())
@@ -117,10 +117,10 @@ use serde_json::json;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::benchmark::{ModelEntry, sha256_hex};
 use crate::discovery::CaseIndex;
 use crate::evaluate;
 use crate::judge;
-use crate::loader::{ModelEntry, sha256_hex};
 use crate::openrouter::{ChatBody, Client, Completion, ProviderError};
 use crate::store::{NewJudgement, NewResult, SeedIds, Store, request_key};
 
@@ -851,9 +851,9 @@ mod tests {
     #[test]
     fn plan_repeats_each_test_case_in_order_and_holds_no_spare_capacity() {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("benchmark");
-        let b = crate::loader::load_strict(&root).unwrap();
+        let b = crate::content::load_strict(&root).unwrap();
         let settings = RunSettings {
-            model: crate::loader::ModelEntry {
+            model: crate::benchmark::ModelEntry {
                 id: "m".into(),
                 temperature: None,
                 seed: None,

@@ -12,7 +12,7 @@ use serde_json::Value;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Row, SqlitePool};
 
-use crate::loader::{Benchmark, Component, ComponentKind, Scenario};
+use crate::benchmark::{Benchmark, Component, ComponentKind, Scenario};
 
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://helmbench.db";
 

@@ -10,8 +10,11 @@
 
 use std::path::Path;
 
-use helmbench::loader::{self, ComponentKind};
-use helmbench::markdown::{self, headings, line_of, split_frontmatter, split_sections, tag_name};
+use helmbench::benchmark::ComponentKind;
+use helmbench::content;
+use helmbench::content::markdown::{
+    self, headings, line_of, split_frontmatter, split_sections, tag_name,
+};
 
 /// A marker put into every generated YAML block and removed from every
 /// generated body: finding it in a prompt means frontmatter leaked.
@@ -254,7 +257,7 @@ pub fn sections(data: &[u8]) {
     }
     let path = Path::new("conditions.md");
     let mut errors = Vec::new();
-    let comps = loader::parse_consolidated(
+    let comps = content::parse_consolidated(
         path,
         &text,
         "P1-B1-S1",
@@ -314,7 +317,7 @@ fn check_sections(text: &str) {
     }
     let mut errors = Vec::new();
     let path = Path::new("perturbations.md");
-    let comps = loader::parse_consolidated(
+    let comps = content::parse_consolidated(
         path,
         text,
         "P1-B1-S1",

@@ -9,7 +9,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::{Cli, DataFormat, database_url, out};
-use crate::loader::{self, Benchmark};
+use crate::benchmark::Benchmark;
 use crate::store::Store;
 use crate::{Error, Result, openrouter, runner};
 
@@ -109,13 +109,13 @@ pub(super) async fn context(
 }
 
 /// The models to run: `--models` or models.yml (with its parameters).
-pub(super) fn models(b: &Benchmark, call: &CallArgs) -> Result<Vec<loader::ModelEntry>> {
+pub(super) fn models(b: &Benchmark, call: &CallArgs) -> Result<Vec<crate::benchmark::ModelEntry>> {
     let configured = b
         .models
         .as_ref()
         .map(|m| m.models.clone())
         .unwrap_or_default();
-    let chosen: Vec<loader::ModelEntry> = if call.models.is_empty() {
+    let chosen: Vec<crate::benchmark::ModelEntry> = if call.models.is_empty() {
         configured
     } else {
         call.models
@@ -127,7 +127,7 @@ pub(super) fn models(b: &Benchmark, call: &CallArgs) -> Result<Vec<loader::Model
                     .iter()
                     .find(|m| m.id == id)
                     .cloned()
-                    .unwrap_or_else(|| loader::ModelEntry::new(id))
+                    .unwrap_or_else(|| crate::benchmark::ModelEntry::new(id))
             })
             .collect()
     };
@@ -143,7 +143,7 @@ pub(super) fn models(b: &Benchmark, call: &CallArgs) -> Result<Vec<loader::Model
 /// spending cap; `run-batch` overrides those from its own flags.
 pub(super) fn settings_for(
     b: &Benchmark,
-    model: loader::ModelEntry,
+    model: crate::benchmark::ModelEntry,
     selectors: Vec<String>,
     include_no_context: bool,
     call: &CallArgs,

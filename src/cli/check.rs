@@ -9,8 +9,9 @@ use serde_json::json;
 
 use super::{Cli, DataFormat, out, parse_selectors};
 use crate::Result;
-use crate::lint::{self, Warning};
-use crate::loader::{self, ContentError};
+use crate::content;
+use crate::content::ContentError;
+use crate::content::lint::{self, Warning};
 
 #[derive(Debug, Args)]
 pub struct CheckArgs {
@@ -25,7 +26,7 @@ pub struct CheckArgs {
 
 pub fn run(cli: &Cli, args: &CheckArgs) -> Result<u8> {
     let selectors = parse_selectors(&args.selectors)?;
-    let (b, errors) = loader::load(&cli.benchmark_dir);
+    let (b, errors) = content::load(&cli.benchmark_dir);
     // A selector that names nothing is a slip of its own, as everywhere else.
     crate::discovery::select_indices(&b, &selectors, true).map_err(crate::Error::Usage)?;
     let warnings = lint::lint(&b, &selectors);

@@ -35,8 +35,10 @@ pub use run_single::RunSingleArgs;
 pub use runs::RunsArgs;
 pub use score::ScoreArgs;
 
+use crate::benchmark::Benchmark;
+use crate::content;
+use crate::content::ContentErrors;
 use crate::discovery::Selector;
-use crate::loader::{self, Benchmark, ContentErrors};
 use crate::{Error, Result};
 
 #[derive(Debug, Parser)]
@@ -162,8 +164,8 @@ fn parse_selectors(raw: &[String]) -> Result<Vec<Selector>> {
 
 /// Loads the benchmark, printing content errors to stderr; the caller
 /// decides whether they are fatal.
-fn load_reporting(cli: &Cli) -> (Benchmark, Vec<loader::ContentError>) {
-    let (benchmark, errors) = loader::load(&cli.benchmark_dir);
+fn load_reporting(cli: &Cli) -> (Benchmark, Vec<content::ContentError>) {
+    let (benchmark, errors) = content::load(&cli.benchmark_dir);
     if !errors.is_empty() {
         eprint!("{}", ContentErrors(errors.clone()));
     }
@@ -180,7 +182,7 @@ pub fn is_dry_run(forced: bool) -> bool {
 }
 
 fn load_strict(cli: &Cli) -> Result<Benchmark> {
-    loader::load_strict(&cli.benchmark_dir).map_err(Error::Content)
+    content::load_strict(&cli.benchmark_dir).map_err(Error::Content)
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime> {

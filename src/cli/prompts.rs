@@ -6,7 +6,8 @@ use clap::{Args, ValueEnum};
 use serde_json::json;
 
 use super::{Cli, load_reporting, out, parse_selectors};
-use crate::{Error, Result, compose, discovery};
+use crate::benchmark::compose;
+use crate::{Error, Result, discovery};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum PromptFormat {

@@ -7,7 +7,8 @@ use clap::{Args, ValueEnum};
 use serde_json::json;
 
 use super::{Cli, existing_database, out, runtime, write_file};
-use crate::loader::{self, ContentErrors};
+use crate::content;
+use crate::content::ContentErrors;
 use crate::store::Store;
 use crate::{Error, Result};
 
@@ -42,18 +43,23 @@ pub struct ReportArgs {
 /// defaults (said on stderr) when there is no benchmark folder. A broken
 /// `scoring.yaml` is a content error: scoring it with other weights would
 /// give numbers nobody asked for. Other content problems do not matter here.
-fn report_scoring(cli: &Cli) -> Result<(loader::ScoringConfig, String, Option<String>)> {
+fn report_scoring(cli: &Cli) -> Result<(crate::benchmark::ScoringConfig, String, Option<String>)> {
     let root = &cli.benchmark_dir;
     if !root.is_dir() {
         eprintln!(
             "note: benchmark folder {} not found: scoring with default weights (every behaviour weighs 1, no safety floors)",
             root.display()
         );
-        return Ok((loader::ScoringConfig::default(), "default".into(), None));
+        return Ok((
+            crate::benchmark::ScoringConfig::default(),
+            "default".into(),
+            None,
+        ));
     }
-    let (b, errors) = loader::load(root);
+    let (b, errors) = content::load(root);
     let path = root.join("scoring.yaml");
-    let broken: Vec<loader::ContentError> = errors.into_iter().filter(|e| e.path == path).collect();
+    let broken: Vec<content::ContentError> =
+        errors.into_iter().filter(|e| e.path == path).collect();
     if !broken.is_empty() {
         return Err(Error::Content(ContentErrors(broken)));
     }

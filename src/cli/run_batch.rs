@@ -102,7 +102,7 @@ fn dry_run(cli: &Cli, raw: &[String], skip_no_context: bool, format: DataFormat)
     let selectors = parse_selectors(raw)?;
     let (b, errors) = load_reporting(cli);
     let summary = runner::dry_run(&b, &selectors, !skip_no_context).map_err(Error::Usage)?;
-    let warnings = crate::lint::lint(&b, &selectors);
+    let warnings = crate::content::lint::lint(&b, &selectors);
     let mut o = out();
     match format {
         DataFormat::Json => {

@@ -6,9 +6,10 @@ use clap::Args;
 
 use super::call::{self, CallArgs};
 use super::{Cli, DataFormat, is_dry_run, load_reporting, load_strict, out, runtime};
+use crate::benchmark::compose;
 use crate::discovery::{self, Selector};
 use crate::store::Store;
-use crate::{Error, Result, compose, runner};
+use crate::{Error, Result, runner};
 
 #[derive(Debug, Args)]
 pub struct RunSingleArgs {

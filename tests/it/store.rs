@@ -306,7 +306,7 @@ async fn seeding_a_large_benchmark_stores_every_component_once() {
         perturbations: 17,
     };
     crate::bench_smoke::gen_bench::generate(&dir.path().join("bench"), shape).unwrap();
-    let b = helmbench::loader::load_strict(&dir.path().join("bench")).unwrap();
+    let b = helmbench::content::load_strict(&dir.path().join("bench")).unwrap();
     let url = dir.path().join("h.db").display().to_string();
     let store = Store::open(&url).await.unwrap();
     let ids = store.seed(&b).await.unwrap();
