@@ -6,21 +6,16 @@
 //! H2-to-XML), [`discovery`] enumerates test cases, [`compose`] builds each
 //! prompt, and [`cli`] drives it all.
 
-pub mod analytics;
 pub mod benchmark;
 pub mod cli;
 pub mod content;
 pub mod discovery;
 pub mod error;
-pub mod evaluate;
-pub mod export;
-pub mod judge;
+pub mod judging;
 pub mod openrouter;
-pub mod quality;
 pub mod report;
-pub mod report_html;
-pub mod report_text;
 pub mod runner;
+pub mod scoring;
 pub mod store;
 
 pub use error::{Error, Result};

@@ -119,8 +119,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::benchmark::{ModelEntry, sha256_hex};
 use crate::discovery::CaseIndex;
-use crate::evaluate;
-use crate::judge;
+use crate::judging::checks;
+use crate::judging::judge;
 use crate::openrouter::{ChatBody, Client, Completion, ProviderError};
 use crate::store::{NewJudgement, NewResult, SeedIds, Store, request_key};
 
@@ -725,7 +725,7 @@ impl Worker {
 
         // Parse and validate a structured reply; a free-text reply is taken as is.
         let parsed = match self.validators.get(&s.code) {
-            Some(v) => evaluate::parse_reply(
+            Some(v) => checks::parse_reply(
                 &completion.content,
                 completion.finish_reason.as_deref(),
                 Some(v),
@@ -743,14 +743,14 @@ impl Worker {
                 return Outcome::Stored(Box::new(r));
             }
         };
-        let text = evaluate::reply_text(&completion.content, parsed.as_ref()).to_string();
+        let text = checks::reply_text(&completion.content, parsed.as_ref()).to_string();
         r.parsed = parsed;
-        r.quality = serde_json::to_value(crate::quality::score(&text)).ok();
+        r.quality = serde_json::to_value(crate::scoring::quality::score(&text)).ok();
 
         if let Some(check) = r
             .parsed
             .as_ref()
-            .and_then(|p| evaluate::check(&case.evaluation(), p))
+            .and_then(|p| checks::check(&case.evaluation(), p))
         {
             // The verdict is the check as written, never inverted (SPEC §4).
             r.matched = Some(check.matched);

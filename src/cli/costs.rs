@@ -34,7 +34,7 @@ pub fn run(cli: &Cli, args: &CostsArgs) -> Result<u8> {
             serde_json::to_writer_pretty(&mut o, &report)?;
             writeln!(o)?;
         }
-        DataFormat::Table => crate::report_text::write_costs(&mut o, &report)?,
+        DataFormat::Table => crate::report::text::write_costs(&mut o, &report)?,
     }
     Ok(0)
 }

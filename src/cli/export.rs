@@ -35,8 +35,8 @@ pub struct ExportArgs {
 pub fn run(cli: &Cli, args: &ExportArgs) -> Result<u8> {
     let url = existing_database(cli)?;
     let format = match args.format {
-        ExportFormat::Csv => crate::export::Format::Csv,
-        ExportFormat::Jsonl => crate::export::Format::Jsonl,
+        ExportFormat::Csv => crate::report::export::Format::Csv,
+        ExportFormat::Jsonl => crate::report::export::Format::Jsonl,
     };
     let rt = runtime()?;
     let store = rt.block_on(async {
@@ -47,7 +47,7 @@ pub fn run(cli: &Cli, args: &ExportArgs) -> Result<u8> {
         Ok::<_, Error>(store)
     })?;
     let write = |o: &mut dyn Write| -> Result<()> {
-        let n = rt.block_on(crate::export::export(
+        let n = rt.block_on(crate::report::export::export(
             &store,
             args.run_id,
             format,

@@ -114,8 +114,8 @@ pub fn run(cli: &Cli, args: &ReportArgs) -> Result<u8> {
                 }
                 writeln!(o)?;
             }
-            ReportFormat::Html => o.write_all(crate::report_html::render(&reports).as_bytes())?,
-            ReportFormat::Table => crate::report_text::write_report(o, &reports)?,
+            ReportFormat::Html => o.write_all(crate::report::html::render(&reports).as_bytes())?,
+            ReportFormat::Table => crate::report::text::write_report(o, &reports)?,
         }
         Ok(())
     };

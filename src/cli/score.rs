@@ -39,7 +39,7 @@ pub fn run(args: &ScoreArgs) -> Result<u8> {
             ));
         }
     };
-    let report = crate::quality::report(&text, args.crisis);
+    let report = crate::scoring::quality::report(&text, args.crisis);
     let mut o = out();
     match args.format {
         DataFormat::Json => {

@@ -32,7 +32,8 @@ fn stdin_json_equals_the_library() {
             let out = cmd.output().unwrap();
             assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
             let got = json(&out);
-            let want = serde_json::to_value(helmbench::quality::report(text, crisis)).unwrap();
+            let want =
+                serde_json::to_value(helmbench::scoring::quality::report(text, crisis)).unwrap();
             assert_eq!(got, want, "text: {text:?}");
             for key in [
                 "empathy",

@@ -10,40 +10,9 @@
 use std::cmp::Ordering;
 use std::fmt::{self, Write};
 
-use serde::{Deserialize, Serialize};
-
-use crate::analytics::{Analysis, BehaviourScore, Breakdown};
 use crate::discovery::natural_cmp;
-use crate::report::{CriterionSummary, FailedCase, QualitySummary, ScoringUsed};
-
-/// One run as the report shows it; also the JSON object `report` prints for
-/// one run (the analysis is flattened into it, so `score`, `behaviours` and
-/// `format_failures` sit at the top level as SPEC section 7 lists them).
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
-pub struct ModelReport {
-    pub run_id: i64,
-    pub model: String,
-    pub status: String,
-    /// `batch` or `single`.
-    pub kind: String,
-    pub started_at: String,
-    pub completed_at: Option<String>,
-    /// Provider-reported cost of the model calls (USD).
-    pub cost_usd: f64,
-    /// Provider-reported cost of the judge calls (USD).
-    pub judge_cost_usd: f64,
-    #[serde(flatten)]
-    pub analysis: Analysis,
-    /// Seed-004 quality of the replies (SPEC section 9); `None` without any scored reply.
-    pub quality: Option<QualitySummary>,
-    /// Verdict counts per judged criterion.
-    pub criteria: Vec<CriterionSummary>,
-    /// The failed test cases with their criteria (`report --details` only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub failures: Option<Vec<FailedCase>>,
-    /// The weights and floors used.
-    pub scoring: ScoringUsed,
-}
+use crate::report::{ModelReport, QualitySummary};
+use crate::scoring::analysis::{BehaviourScore, Breakdown};
 
 /// One colour per model, reused in every chart and the legend.
 const PALETTE: [&str; 8] = [
@@ -916,8 +885,9 @@ fn key_cmp(a: &str, b: &str) -> Ordering {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analytics::{ScoredResult, analyse};
     use crate::benchmark::ScoringConfig;
+    use crate::report::{CriterionSummary, FailedCase, ScoringUsed};
+    use crate::scoring::analysis::{ScoredResult, analyse};
 
     fn res(test_code: &str, base: f64, passed: bool) -> ScoredResult {
         let parts: Vec<&str> = test_code.split('-').collect();
@@ -1122,7 +1092,7 @@ mod tests {
     }
 
     fn quality_of(texts: &[(&str, f64)]) -> QualitySummary {
-        use crate::quality;
+        use crate::scoring::quality;
         // Built the way the report builds it, through its JSON form.
         let scores: Vec<_> = texts.iter().map(|(t, _)| quality::score(t)).collect();
         let n = scores.len() as f64;

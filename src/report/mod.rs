@@ -2,8 +2,12 @@
 //! judgements (`run-single`), the inputs of the severity-weighted analysis with
 //! the per-model quality section and the judged criteria (`report`), and the
 //! spend per run, model and scenario (`costs`). `export` lives in
-//! [`crate::export`]; the text tables of `report` and `costs` in
-//! [`crate::report_text`]; the HTML page in [`crate::report_html`].
+//! [`crate::report::export`]; the text tables of `report` and `costs` in
+//! [`crate::report::text`]; the HTML page in [`crate::report::html`].
+
+pub mod export;
+pub mod html;
+pub mod text;
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
@@ -13,12 +17,40 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sqlx::Row;
 
-use crate::analytics::{self, ScoredResult};
 use crate::benchmark::ScoringConfig;
 use crate::discovery::natural_cmp;
-use crate::quality::{self, Band, QualityScores, RedFlag};
-use crate::report_html::ModelReport;
+use crate::scoring::analysis::{self, Analysis, ScoredResult};
+use crate::scoring::quality::{self, Band, QualityScores, RedFlag};
 use crate::store::{RunRow, Store, StoreError};
+
+/// One run as the report shows it; also the JSON object `report` prints for
+/// one run (the analysis is flattened into it, so `score`, `behaviours` and
+/// `format_failures` sit at the top level as SPEC section 7 lists them).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct ModelReport {
+    pub run_id: i64,
+    pub model: String,
+    pub status: String,
+    /// `batch` or `single`.
+    pub kind: String,
+    pub started_at: String,
+    pub completed_at: Option<String>,
+    /// Provider-reported cost of the model calls (USD).
+    pub cost_usd: f64,
+    /// Provider-reported cost of the judge calls (USD).
+    pub judge_cost_usd: f64,
+    #[serde(flatten)]
+    pub analysis: Analysis,
+    /// Keyword quality of the replies (SPEC section 9); `None` without any scored reply.
+    pub quality: Option<QualitySummary>,
+    /// Verdict counts per judged criterion.
+    pub criteria: Vec<CriterionSummary>,
+    /// The failed test cases with their criteria (`report --details` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failures: Option<Vec<FailedCase>>,
+    /// The weights and floors used.
+    pub scoring: ScoringUsed,
+}
 
 /// One judged criterion as stored.
 #[derive(Debug, Clone, Serialize)]
@@ -307,7 +339,7 @@ pub fn excerpt(text: &str) -> String {
 /// field of a structured reply, else the whole reply.
 fn reply_text(response: &str, parsed: Option<&str>) -> String {
     let parsed: Option<Value> = parsed.and_then(|p| serde_json::from_str(p).ok());
-    crate::evaluate::reply_text(response, parsed.as_ref()).to_string()
+    crate::judging::checks::reply_text(response, parsed.as_ref()).to_string()
 }
 
 /// A candidate example before its excerpt is cut (cut only when kept).
@@ -641,7 +673,7 @@ pub async fn model_report(
     details: bool,
 ) -> Result<ModelReport, StoreError> {
     let (results, quality) = scored_results(store, run.run_id).await?;
-    let analysis = analytics::analyse(&results, scoring);
+    let analysis = analysis::analyse(&results, scoring);
     Ok(ModelReport {
         run_id: run.run_id,
         model: run.model.clone(),

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sqlx::Row;
 
-use crate::quality::QualityScores;
+use crate::scoring::quality::QualityScores;
 use crate::store::Store;
 
 #[derive(Debug, thiserror::Error)]
@@ -418,7 +418,7 @@ mod tests {
             generation_id: None,
             created_at: "t".into(),
             judgements: Vec::new(),
-            quality: Some(crate::quality::score("I hear you.")),
+            quality: Some(crate::scoring::quality::score("I hear you.")),
             prompt_hash: "h".into(),
             prompt: None,
         };

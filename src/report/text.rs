@@ -6,8 +6,8 @@ use std::io::{self, Write};
 
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 
+use crate::report::ModelReport;
 use crate::report::{CostReport, QualitySummary, Spend};
-use crate::report_html::ModelReport;
 
 fn table<I, S>(header: I) -> Table
 where
@@ -455,9 +455,9 @@ pub fn write_costs(o: &mut dyn Write, c: &CostReport) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analytics::{ScoredResult, analyse};
     use crate::benchmark::ScoringConfig;
     use crate::report::ScoringUsed;
+    use crate::scoring::analysis::{ScoredResult, analyse};
 
     fn res(perturbation: usize, base: f64, passed: bool) -> ScoredResult {
         ScoredResult {
