@@ -121,6 +121,7 @@ use crate::benchmark::{ModelEntry, sha256_hex};
 use crate::discovery::CaseIndex;
 use crate::judging::checks;
 use crate::judging::judge;
+use crate::judging::reply;
 use crate::openrouter::{ChatBody, Client, Completion, ProviderError};
 use crate::store::{NewJudgement, NewResult, SeedIds, Store, request_key};
 
@@ -725,7 +726,7 @@ impl Worker {
 
         // Parse and validate a structured reply; a free-text reply is taken as is.
         let parsed = match self.validators.get(&s.code) {
-            Some(v) => checks::parse_reply(
+            Some(v) => reply::parse_reply(
                 &completion.content,
                 completion.finish_reason.as_deref(),
                 Some(v),
@@ -743,7 +744,7 @@ impl Worker {
                 return Outcome::Stored(Box::new(r));
             }
         };
-        let text = checks::reply_text(&completion.content, parsed.as_ref()).to_string();
+        let text = reply::reply_text(&completion.content, parsed.as_ref()).to_string();
         r.parsed = parsed;
         r.quality = serde_json::to_value(crate::scoring::quality::score(&text)).ok();
 

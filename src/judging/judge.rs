@@ -85,7 +85,7 @@ pub fn parse(rubric: &Rubric, content: &str) -> Result<Verdict, String> {
     let v = crate::openrouter::extract_json(content).ok_or_else(|| {
         format!(
             "the judge's answer is not JSON: {}",
-            crate::judging::checks::excerpt(content, 120)
+            crate::judging::reply::excerpt(content, 120)
         )
     })?;
     let field = &rubric.response_field;

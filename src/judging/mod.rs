@@ -3,3 +3,4 @@
 
 pub mod checks;
 pub mod judge;
+pub mod reply;

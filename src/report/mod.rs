@@ -313,33 +313,16 @@ pub struct QualityExample {
     pub excerpt: String,
 }
 
-/// The start of `text` on one line: whitespace runs collapsed, at most
-/// [`EXCERPT_CHARS`] characters, `…` when cut.
+/// The start of `text` on one line, at most [`EXCERPT_CHARS`] characters.
 pub fn excerpt(text: &str) -> String {
-    let mut out = String::new();
-    let mut chars = 0;
-    for word in text.split_whitespace() {
-        if chars > 0 {
-            out.push(' ');
-            chars += 1;
-        }
-        for c in word.chars() {
-            if chars == EXCERPT_CHARS {
-                out.push('…');
-                return out;
-            }
-            out.push(c);
-            chars += 1;
-        }
-    }
-    out
+    crate::judging::reply::excerpt(text, EXCERPT_CHARS)
 }
 
 /// The reply text that quality scores and excerpts are about: the `response`
 /// field of a structured reply, else the whole reply.
 fn reply_text(response: &str, parsed: Option<&str>) -> String {
     let parsed: Option<Value> = parsed.and_then(|p| serde_json::from_str(p).ok());
-    crate::judging::checks::reply_text(response, parsed.as_ref()).to_string()
+    crate::judging::reply::reply_text(response, parsed.as_ref()).to_string()
 }
 
 /// A candidate example before its excerpt is cut (cut only when kept).
