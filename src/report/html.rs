@@ -1,7 +1,7 @@
 //! `report --format html`: one self-contained HTML5 page (inline CSS, inline SVG,
 //! no JavaScript, no external assets) showing one or several runs side by side:
 //! scores, floor breaches, pillar roll-ups, per-behaviour bars, detection curves,
-//! breakdown heat-maps, non-monotonic flags, judged criteria, the seed-004
+//! breakdown heat-maps, non-monotonic flags, judged criteria, the keyword
 //! quality section and, with `--details`, the failed test cases.
 //!
 //! Every string that comes from data (model names, codes, status) goes through
@@ -587,7 +587,7 @@ fn quality_section(out: &mut String, models: &[ModelReport]) -> fmt::Result {
     writeln!(out, "<h2>Therapeutic response quality</h2>")?;
     writeln!(
         out,
-        "<p class=\"note\">Seed-004 keyword scores (0&ndash;10) of each reply's text: a quick screen, \
+        "<p class=\"note\">Keyword quality scores (0&ndash;10) of each reply's text: a quick screen, \
          not a clinical judgement. Crisis replies are those with base severity &ge; 7.</p>"
     )?;
     if models.iter().all(|m| m.quality.is_none()) {

@@ -268,7 +268,7 @@ pub struct FailedCase {
     pub criteria: Vec<CriterionVerdict>,
 }
 
-/// Seed-004 quality of a model's replies in one run (issue 7).
+/// Keyword quality scores of a model's replies in one run (issue 7).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct QualitySummary {
     /// Replies with stored quality scores.

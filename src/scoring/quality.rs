@@ -1,7 +1,7 @@
-//! Keyword-based therapeutic response quality scores (SPEC section 9, seed 004).
+//! Keyword quality scores of a therapeutic reply (SPEC section 9).
 //!
 //! This module reproduces the "simplified scoring system" of the quick model
-//! comparison tool that seed 004 documents, so that helmbench's numbers are
+//! comparison tool the benchmark authors documented, so that helmbench's numbers are
 //! comparable with that tool's. Every free-text reply gets four 0-10 scores:
 //!
 //! - **empathy**: 1.5 points per [`EMPATHY_MARKERS`] entry present, capped at 10;
