@@ -1689,6 +1689,41 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn charged_replies_that_are_retried_or_refused_are_noted() {
+        let server = MockServer::start().await;
+        let usage = json!({"cost": 0.25});
+        mount_sequence(
+            &server,
+            vec![
+                // Empty content (charged, 0.42 from ok_body), no choices,
+                // an error inside a 200, then a 400 inside a 200: all charged.
+                ResponseTemplate::new(200).set_body_json(ok_body("")),
+                ResponseTemplate::new(200).set_body_json(json!({"choices": [], "usage": usage})),
+                ResponseTemplate::new(200).set_body_json(
+                    json!({"error": {"code": 502, "message": "x"}, "usage": {"cost": "0.25"}}),
+                ),
+                ResponseTemplate::new(200).set_body_json(
+                    json!({"error": {"code": 400, "message": "bad"}, "usage": {"cost": "NaN"}}),
+                ),
+            ],
+        )
+        .await;
+        let log = std::sync::Arc::new(CallLog::default());
+        let e = log.scope(client(&server).chat(&req())).await.unwrap_err();
+        assert_eq!(e.kind(), "rejected");
+        let notes = log.take();
+        assert_eq!(notes.len(), 1);
+        let (model, n) = &notes[0];
+        assert_eq!(model, "openai/gpt-4o-mini");
+        // The NaN cost is not a charge.
+        assert_eq!(n.discarded_attempts, 3);
+        assert!((n.discarded_cost_usd - 0.50042).abs() < 1e-12, "{n:?}");
+        assert_eq!(n.failures, 1);
+        // Outside a scope nothing is noted, and nothing fails.
+        assert!(log.take().is_empty());
+    }
+
+    #[tokio::test]
     async fn refusal_is_returned_as_content() {
         let server = MockServer::start().await;
         let body = json!({"choices": [{"message": {"content": null, "refusal": "I can't help with that."}, "finish_reason": "stop"}]});

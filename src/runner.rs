@@ -261,8 +261,9 @@ enum ToWrite {
 struct Shared {
     next: AtomicUsize,
     provider_errors_in_a_row: AtomicUsize,
-    /// Everything this run paid for, earlier processes included, in micro-USD.
-    spend_micro: std::sync::atomic::AtomicU64,
+    /// Everything this run paid for, earlier processes included, in nano-USD
+    /// (a cheap model's reply costs well under a micro-dollar).
+    spend_nano: std::sync::atomic::AtomicU64,
     /// Set while results cannot be written: workers send nothing new.
     write_blocked: AtomicBool,
     stop_reason: Mutex<Option<(String, bool)>>, // (message, fatal)
@@ -270,11 +271,11 @@ struct Shared {
 
 impl Shared {
     fn spend(&self) -> f64 {
-        self.spend_micro.load(Ordering::Relaxed) as f64 / 1e6
+        self.spend_nano.load(Ordering::Relaxed) as f64 / 1e9
     }
     fn add_spend(&self, usd: f64) {
-        self.spend_micro
-            .fetch_add((usd * 1e6).round().max(0.0) as u64, Ordering::Relaxed);
+        self.spend_nano
+            .fetch_add((usd * 1e9).round().max(0.0) as u64, Ordering::Relaxed);
     }
     fn set_stop(&self, msg: String, fatal: bool) {
         let mut s = self.stop_reason.lock().unwrap_or_else(|e| e.into_inner());
@@ -423,7 +424,7 @@ pub async fn run_batch(
     let shared = Arc::new(Shared {
         next: AtomicUsize::new(0),
         provider_errors_in_a_row: AtomicUsize::new(0),
-        spend_micro: Default::default(),
+        spend_nano: Default::default(),
         write_blocked: AtomicBool::new(false),
         stop_reason: Mutex::new(None),
     });

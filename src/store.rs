@@ -875,8 +875,12 @@ impl Store {
     /// short busy timeout, for a writer that must notice a lock held by
     /// another program within `busy` and decide what to do, rather than
     /// wait in SQLite for the pool's 60 s.
+    /// An in-memory database has no second connection: the same handle.
     pub async fn with_busy_timeout(&self, busy: Duration) -> Result<Store, StoreError> {
         let opts = connect_options(&self.url)?.busy_timeout(busy);
+        if opts.get_filename().as_os_str() == ":memory:" {
+            return Ok(self.clone());
+        }
         let pool = SqlitePoolOptions::new()
             .max_connections(1)
             .connect_with(opts)
@@ -1286,4 +1290,68 @@ pub fn database_exists(url: &str) -> bool {
         .unwrap_or(url);
     let path = path.split('?').next().unwrap_or(path);
     path == ":memory:" || Path::new(path).exists()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_live_pid_counts_only_with_its_own_start_time() {
+        if !Path::new("/proc/self").exists() {
+            return;
+        }
+        let me = i64::from(std::process::id());
+        let started = process_started(me).expect("our own start time");
+        assert!(pid_alive(me, None));
+        assert!(pid_alive(me, Some(started)));
+        // The same pid, started at another time: a reused pid, not the owner.
+        assert!(!pid_alive(me, Some(started + 1)));
+        assert!(!pid_alive(i64::from(i32::MAX), None));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn an_owner_on_this_host_is_live_while_its_pid_is_whatever_its_heartbeat() {
+        let me = Owner::this_process();
+        let parent = i64::from(std::os::unix::process::parent_id());
+        let mut row = RunRow {
+            run_id: 1,
+            model: "m".into(),
+            kind: "batch".into(),
+            status: "running".into(),
+            started_at: String::new(),
+            completed_at: None,
+            planned_test_cases: 0,
+            test_cases: 0,
+            passed: 0,
+            evaluations: 0,
+            passed_evaluations: 0,
+            format_failures: 0,
+            judge_errors: 0,
+            provider_errors: 0,
+            cached_replies: 0,
+            cost_usd: 0.0,
+            judge_cost_usd: 0.0,
+            prompt_tokens: 0,
+            completion_tokens: 0,
+            settings: String::new(),
+            benchmark_hash: String::new(),
+            message: None,
+            max_cost_usd: None,
+            discarded_cost_usd: 0.0,
+            owner_host: Some(me.host.clone()),
+            owner_pid: Some(parent),
+            owner_started: process_started(parent),
+            heartbeat_age_s: Some(3600.0),
+        };
+        assert!(row.live_owner(&me).is_some(), "a stale heartbeat alone");
+        row.owner_host = Some("elsewhere".into());
+        assert!(
+            row.live_owner(&me).is_none(),
+            "another host: the heartbeat decides"
+        );
+        row.heartbeat_age_s = Some(1.0);
+        assert!(row.live_owner(&me).is_some());
+    }
 }
