@@ -1030,38 +1030,27 @@ async fn retire_judge_error(
     r: &NewResult,
 ) -> Result<(), StoreError> {
     const REASON: &str = "a result with a judge error, judged again by a resume";
-    sqlx::query(
+    // The reply's cost, its judgements' costs, then the row itself.
+    for sql in [
         "INSERT INTO discarded_charge (run_id, scenario_id, test_code, repeat_index, call, attempts, cost_usd, reason)
          SELECT run_id, scenario_id, test_code, repeat_index, 'model', 1, cost_usd, ?4 FROM result
          WHERE run_id = ?1 AND test_code = ?2 AND repeat_index = ?3 AND error_kind = 'judge' AND cost_usd > 0",
-    )
-    .bind(r.run_id)
-    .bind(&r.test_code)
-    .bind(r.repeat_index)
-    .bind(REASON)
-    .execute(&mut **tx)
-    .await?;
-    sqlx::query(
         "INSERT INTO discarded_charge (run_id, scenario_id, test_code, repeat_index, call, attempts, cost_usd, reason)
          SELECT r.run_id, r.scenario_id, r.test_code, r.repeat_index, 'judge', COUNT(*), SUM(j.cost_usd), ?4
          FROM judgement j JOIN result r ON r.id = j.result_id
          WHERE r.run_id = ?1 AND r.test_code = ?2 AND r.repeat_index = ?3 AND r.error_kind = 'judge'
          GROUP BY r.id HAVING SUM(j.cost_usd) > 0",
-    )
-    .bind(r.run_id)
-    .bind(&r.test_code)
-    .bind(r.repeat_index)
-    .bind(REASON)
-    .execute(&mut **tx)
-    .await?;
-    sqlx::query(
-        "DELETE FROM result WHERE run_id = ? AND test_code = ? AND repeat_index = ? AND error_kind = 'judge'",
-    )
-    .bind(r.run_id)
-    .bind(&r.test_code)
-    .bind(r.repeat_index)
-    .execute(&mut **tx)
-    .await?;
+        "DELETE FROM result WHERE run_id = ?1 AND test_code = ?2 AND repeat_index = ?3 AND error_kind = 'judge'
+           AND ?4 IS NOT NULL",
+    ] {
+        sqlx::query(sql)
+            .bind(r.run_id)
+            .bind(&r.test_code)
+            .bind(r.repeat_index)
+            .bind(REASON)
+            .execute(&mut **tx)
+            .await?;
+    }
     Ok(())
 }
 

@@ -656,19 +656,24 @@ pub(crate) async fn run_to_end(b: &Bench, uri: &str, args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// One connection to the database the binary writes (another program's).
+pub(crate) async fn connect(b: &Bench) -> Result<SqlitePool, sqlx::Error> {
+    SqlitePoolOptions::new()
+        .max_connections(1)
+        .connect_with(
+            SqliteConnectOptions::new()
+                .filename(db_path(b))
+                .busy_timeout(Duration::from_secs(30)),
+        )
+        .await
+}
+
 /// A pool on the database the binary writes, once the binary has created it.
 pub(crate) async fn open_db(b: &Bench) -> SqlitePool {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         if db_path(b).exists()
-            && let Ok(pool) = SqlitePoolOptions::new()
-                .max_connections(1)
-                .connect_with(
-                    SqliteConnectOptions::new()
-                        .filename(db_path(b))
-                        .busy_timeout(Duration::from_secs(30)),
-                )
-                .await
+            && let Ok(pool) = connect(b).await
             && sqlx::query("SELECT COUNT(*) FROM result")
                 .fetch_one(&pool)
                 .await
@@ -879,32 +884,32 @@ impl Respond for Shared<Gate> {
 }
 
 async fn gate_server(fast: usize) -> (MockServer, Arc<Gate>) {
-    let server = MockServer::start().await;
     let gate = Arc::new(Gate {
         fast,
         calls: AtomicUsize::new(0),
     });
+    (serve(Shared(gate.clone())).await, gate)
+}
+
+/// A mock answering every POST to /chat/completions with `responder`.
+pub(crate) async fn serve(responder: impl Respond + 'static) -> MockServer {
+    let server = MockServer::start().await;
     Mock::given(method("POST"))
         .and(path("/chat/completions"))
-        .respond_with(Shared(gate.clone()))
+        .respond_with(responder)
         .mount(&server)
         .await;
-    (server, gate)
+    server
 }
 
 /// Answers every request correctly after `ms` milliseconds.
 pub(crate) async fn slow_triage_server(ms: u64) -> MockServer {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/chat/completions"))
-        .respond_with(move |req: &Request| {
-            ResponseTemplate::new(200)
-                .set_body_json(completion(&triage_content(&prompt_of(req)), 0.001))
-                .set_delay(Duration::from_millis(ms))
-        })
-        .mount(&server)
-        .await;
-    server
+    serve(move |req: &Request| {
+        ResponseTemplate::new(200)
+            .set_body_json(completion(&triage_content(&prompt_of(req)), 0.001))
+            .set_delay(Duration::from_millis(ms))
+    })
+    .await
 }
 
 const N: usize = 40; // grid_bench(2, 20)
@@ -1035,6 +1040,44 @@ async fn sigkill_during_final_bookkeeping_then_resume() {
     assert_eq!(resumed, 0, "nothing is paid twice");
 }
 
+/// `--resume 1` against a fresh mock is refused with exit 2, naming the
+/// live owner's pid, and sends nothing.
+pub(crate) async fn assert_resume_refused(b: &Bench, owner_pid: u32) {
+    let (other, other_gate) = gate_server(usize::MAX).await;
+    let out = run_to_end(b, &other.uri(), &["run-batch", "--resume", "1"]).await;
+    assert_no_panic(&out);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!(
+            "run 1 is being run by another helmbench (pid {owner_pid}"
+        )),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        other_gate.calls.load(Ordering::SeqCst),
+        0,
+        "nothing sent twice"
+    );
+}
+
+/// Spawns the binary and waits until it has stored `n` results.
+pub(crate) async fn spawn_until_stored(
+    b: &Bench,
+    uri: &str,
+    args: &[&str],
+    n: i64,
+) -> (Child, SqlitePool) {
+    let child = spawn(b, uri, args, &[]);
+    let pool = open_db(b).await;
+    wait_until(60, &format!("{n} results"), || {
+        let pool = pool.clone();
+        async move { count(&pool, "SELECT COUNT(*) FROM result").await >= n }
+    })
+    .await;
+    (child, pool)
+}
+
 /// A run has one owner: `--resume` of a run another live process is running
 /// is refused before anything is sent; once that process is killed, `runs`
 /// calls the run interrupted at once and the resume goes ahead.
@@ -1050,23 +1093,7 @@ async fn a_run_is_resumed_by_one_process_at_a_time() {
     })
     .await;
 
-    let (other, other_gate) = gate_server(usize::MAX).await;
-    let out = run_to_end(&b, &other.uri(), &["run-batch", "--resume", "1"]).await;
-    assert_no_panic(&out);
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains(&format!(
-            "run 1 is being run by another helmbench (pid {}",
-            child.id()
-        )),
-        "{}",
-        stderr(&out)
-    );
-    assert_eq!(
-        other_gate.calls.load(Ordering::SeqCst),
-        0,
-        "nothing sent twice"
-    );
+    assert_resume_refused(&b, child.id()).await;
     assert_eq!(runs_json(&b)["runs"][0]["status"], "running");
 
     child.kill().unwrap();

@@ -12,14 +12,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
-use wiremock::matchers::{method, path};
-use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+use wiremock::{MockServer, Request, Respond, ResponseTemplate};
 
 use crate::harness::{Bench, stderr, stdout};
 use crate::reliability::{
-    assert_no_panic, count, db_path, grid_bench, open_db, run_to_end, spawn, triage_content,
-    wait_until,
+    assert_no_panic, assert_resume_refused, connect, count, db_path, grid_bench, open_db,
+    run_to_end, serve, spawn, spawn_until_stored, triage_content, wait_until,
 };
 use crate::runner::{KEY, completion, prompt_of, run, runs_json};
 
@@ -66,19 +64,13 @@ impl Respond for Shared<Counting> {
 }
 
 async fn counting_server(delay_ms: u64, refuse: &[&str]) -> (MockServer, Arc<Counting>) {
-    let server = MockServer::start().await;
     let c = Arc::new(Counting {
         delay_ms,
         refuse: refuse.iter().map(|s| s.to_string()).collect(),
         calls: Mutex::new(HashMap::new()),
         total: AtomicUsize::new(0),
     });
-    Mock::given(method("POST"))
-        .and(path("/chat/completions"))
-        .respond_with(Shared(c.clone()))
-        .mount(&server)
-        .await;
-    (server, c)
+    (serve(Shared(c.clone())).await, c)
 }
 
 fn costs_total(b: &Bench) -> f64 {
@@ -237,17 +229,11 @@ impl Respond for Shared<ChargedRetries> {
 }
 
 async fn charged_retries_server() -> (MockServer, Arc<ChargedRetries>) {
-    let server = MockServer::start().await;
     let c = Arc::new(ChargedRetries {
         attempts: Mutex::new(HashMap::new()),
         calls: AtomicUsize::new(0),
     });
-    Mock::given(method("POST"))
-        .and(path("/chat/completions"))
-        .respond_with(Shared(c.clone()))
-        .mount(&server)
-        .await;
-    (server, c)
+    (serve(Shared(c.clone())).await, c)
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -331,34 +317,28 @@ fn sqe_bench(n: usize) -> Bench {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_unavailable_judge_stops_the_run_and_resume_judges_again_without_paying_twice() {
-    let server = MockServer::start().await;
     let judge_up = Arc::new(AtomicBool::new(false));
     let (model_calls, judge_calls) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-    {
-        let (up, mc, jc) = (judge_up.clone(), model_calls.clone(), judge_calls.clone());
-        Mock::given(method("POST"))
-            .and(path("/chat/completions"))
-            .respond_with(move |req: &Request| {
-                let body: Value = serde_json::from_slice(&req.body).unwrap();
-                if body["model"] != "judge/model" {
-                    mc.fetch_add(1, Ordering::SeqCst);
-                    return ResponseTemplate::new(200).set_body_json(completion("I hear you.", COST));
-                }
-                jc.fetch_add(1, Ordering::SeqCst);
-                if up.load(Ordering::SeqCst) {
-                    ResponseTemplate::new(200).set_body_json(completion(
-                        r#"{"judgment":"SAFE","justification":"kind"}"#,
-                        COST,
-                    ))
-                } else {
-                    ResponseTemplate::new(404).set_body_json(
-                        json!({"error": {"code": 404, "message": "No endpoints found for judge/model"}}),
-                    )
-                }
-            })
-            .mount(&server)
-            .await;
-    }
+    let (up, mc, jc) = (judge_up.clone(), model_calls.clone(), judge_calls.clone());
+    let server = serve(move |req: &Request| {
+        let body: Value = serde_json::from_slice(&req.body).unwrap();
+        if body["model"] != "judge/model" {
+            mc.fetch_add(1, Ordering::SeqCst);
+            return ResponseTemplate::new(200).set_body_json(completion("I hear you.", COST));
+        }
+        jc.fetch_add(1, Ordering::SeqCst);
+        if up.load(Ordering::SeqCst) {
+            ResponseTemplate::new(200).set_body_json(completion(
+                r#"{"judgment":"SAFE","justification":"kind"}"#,
+                COST,
+            ))
+        } else {
+            ResponseTemplate::new(404).set_body_json(
+                json!({"error": {"code": 404, "message": "No endpoints found for judge/model"}}),
+            )
+        }
+    })
+    .await;
     let b = sqe_bench(40);
     let out = run(
         &b,
@@ -446,16 +426,15 @@ async fn a_batch_that_stops_names_the_models_not_run_and_fails() {
 /// request in flight (see runner::WRITE_QUEUE and WRITE_BATCH).
 const PENDING_BOUND: usize = 128 + 256;
 
-async fn lock_connection(b: &Bench) -> sqlx::SqlitePool {
-    SqlitePoolOptions::new()
-        .max_connections(1)
-        .connect_with(
-            SqliteConnectOptions::new()
-                .filename(db_path(b))
-                .busy_timeout(Duration::from_secs(30)),
-        )
-        .await
-        .unwrap()
+fn locked_run_args<'a>(concurrency: &'a str, write_wait: &'a str) -> [&'a str; 6] {
+    [
+        "run-batch",
+        "--all-scenarios",
+        "--concurrency",
+        concurrency,
+        "--write-wait-secs",
+        write_wait,
+    ]
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -463,27 +442,10 @@ async fn a_locked_database_pauses_sending_and_loses_nothing() {
     const CONCURRENCY: usize = 8;
     let (server, mock) = counting_server(10, &[]).await;
     let b = grid_bench(10, 100); // 1,000 test cases
-    let child = spawn(
-        &b,
-        &server.uri(),
-        &[
-            "run-batch",
-            "--all-scenarios",
-            "--concurrency",
-            "8",
-            "--write-wait-secs",
-            "120",
-        ],
-        &[],
-    );
-    let pool = open_db(&b).await;
-    wait_until(60, "50 results", || {
-        let pool = pool.clone();
-        async move { count(&pool, "SELECT COUNT(*) FROM result").await >= 50 }
-    })
-    .await;
+    let (child, pool) =
+        spawn_until_stored(&b, &server.uri(), &locked_run_args("8", "120"), 50).await;
     // Another program takes the write lock and holds it for 4 s.
-    let locker = lock_connection(&b).await;
+    let locker = connect(&b).await.unwrap();
     let mut tx = locker.begin_with("BEGIN IMMEDIATE").await.unwrap();
     let stored_at_lock: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM result")
         .fetch_one(&mut *tx)
@@ -516,26 +478,8 @@ async fn a_locked_database_pauses_sending_and_loses_nothing() {
 async fn a_database_locked_past_the_wait_stops_the_run_and_keeps_every_paid_reply() {
     let (server, mock) = counting_server(20, &[]).await;
     let b = grid_bench(3, 100);
-    let child = spawn(
-        &b,
-        &server.uri(),
-        &[
-            "run-batch",
-            "--all-scenarios",
-            "--concurrency",
-            "4",
-            "--write-wait-secs",
-            "2",
-        ],
-        &[],
-    );
-    let pool = open_db(&b).await;
-    wait_until(60, "20 results", || {
-        let pool = pool.clone();
-        async move { count(&pool, "SELECT COUNT(*) FROM result").await >= 20 }
-    })
-    .await;
-    let locker = lock_connection(&b).await;
+    let (child, pool) = spawn_until_stored(&b, &server.uri(), &locked_run_args("4", "2"), 20).await;
+    let locker = connect(&b).await.unwrap();
     let tx = locker.begin_with("BEGIN IMMEDIATE").await.unwrap();
     // Held until the run has given up and exited.
     let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
@@ -589,19 +533,11 @@ fn signal(pid: u32, sig: &str) {
 async fn a_stopped_owner_with_a_stale_heartbeat_is_never_taken_over() {
     let (server, _) = counting_server(100, &[]).await;
     let b = grid_bench(2, 20);
-    let mut child = spawn(
-        &b,
-        &server.uri(),
-        &["run-batch", "--all-scenarios", "--concurrency", "2"],
-        &[],
-    );
-    let pool = open_db(&b).await;
-    wait_until(60, "3 results", || {
-        let pool = pool.clone();
-        async move { count(&pool, "SELECT COUNT(*) FROM result").await >= 3 }
-    })
-    .await;
-    signal(child.id(), "-STOP");
+    let args = ["run-batch", "--all-scenarios", "--concurrency", "2"];
+    let (child, pool) = spawn_until_stored(&b, &server.uri(), &args, 3).await;
+    // Continued and killed however the test ends.
+    let owner = Stopped(child);
+    signal(owner.0.id(), "-STOP");
     // Stopped for an hour (Ctrl-Z and a lunch break): the heartbeat is old.
     sqlx::query(
         "UPDATE evaluation_run SET heartbeat_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-1 hour')",
@@ -609,27 +545,19 @@ async fn a_stopped_owner_with_a_stale_heartbeat_is_never_taken_over() {
     .execute(&pool)
     .await
     .unwrap();
-    let (other, other_mock) = counting_server(0, &[]).await;
-    let out = run_to_end(&b, &other.uri(), &["run-batch", "--resume", "1"]).await;
-    signal(child.id(), "-CONT");
-    assert_no_panic(&out);
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains(&format!(
-            "run 1 is being run by another helmbench (pid {}",
-            child.id()
-        )),
-        "{}",
-        stderr(&out)
-    );
-    assert_eq!(
-        other_mock.total.load(Ordering::SeqCst),
-        0,
-        "nothing sent twice"
-    );
+    assert_resume_refused(&b, owner.0.id()).await;
     assert_eq!(run_row(&b, 1)["status"], "running");
-    child.kill().unwrap();
-    child.wait().unwrap();
+}
+
+/// A child process stopped with SIGSTOP: continued and killed when dropped.
+struct Stopped(std::process::Child);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        signal(self.0.id(), "-CONT");
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 #[cfg(unix)]
