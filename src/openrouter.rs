@@ -389,23 +389,32 @@ impl Client {
             let remaining = self.cfg.max_total.saturating_sub(started.elapsed());
             let timeout = self.cfg.request_timeout.min(remaining);
             let attempt_start = Instant::now();
-            let failure = match self.attempt(&body, timeout).await {
-                Ok(Outcome::Success(mut c)) => {
+            let (outcome, charged) = match self.attempt(&body, timeout).await {
+                Ok(v) => v,
+                Err(e) => return Err(CallLog::failed(model, self.scrub_error(e))),
+            };
+            // A reply that is not returned was still paid for when it
+            // carries a cost: the caller's log counts it at once.
+            CallLog::charge(model, charged);
+            let failure = match outcome {
+                Outcome::Success(mut c) => {
                     c.attempts = attempt;
                     c.latency_ms = attempt_start.elapsed().as_millis() as u64;
                     return Ok(c);
                 }
-                Ok(Outcome::Fatal(e)) => return Err(self.scrub_error(e)),
-                Ok(Outcome::Retry(r)) => r,
-                Err(e) => return Err(self.scrub_error(e)),
+                Outcome::Fatal(e) => return Err(CallLog::failed(model, self.scrub_error(e))),
+                Outcome::Retry(r) => r,
             };
             let reason = self.scrub(&failure.reason);
 
             if attempt >= self.cfg.max_attempts {
-                return Err(ProviderError::Exhausted {
-                    attempts: attempt,
-                    last: reason,
-                });
+                return Err(CallLog::failed(
+                    model,
+                    ProviderError::Exhausted {
+                        attempts: attempt,
+                        last: reason,
+                    },
+                ));
             }
             let mut delay = backoff_delay(self.cfg.backoff_base, self.cfg.backoff_max, attempt - 1);
             if let Some(ra) = failure.retry_after {
@@ -413,14 +422,17 @@ impl Client {
             }
             let remaining = self.cfg.max_total.saturating_sub(started.elapsed());
             if delay >= remaining {
-                return Err(ProviderError::Exhausted {
-                    attempts: attempt,
-                    last: format!(
-                        "{reason} (next retry in {} ms would exceed the {} s total budget)",
-                        delay.as_millis(),
-                        self.cfg.max_total.as_secs_f64()
-                    ),
-                });
+                return Err(CallLog::failed(
+                    model,
+                    ProviderError::Exhausted {
+                        attempts: attempt,
+                        last: format!(
+                            "{reason} (next retry in {} ms would exceed the {} s total budget)",
+                            delay.as_millis(),
+                            self.cfg.max_total.as_secs_f64()
+                        ),
+                    },
+                ));
             }
             tracing::warn!(
                 model = %model,
@@ -435,13 +447,14 @@ impl Client {
         }
     }
 
-    /// One HTTP attempt. `Err` is only used for configuration-like failures
-    /// that no retry can fix.
+    /// One HTTP attempt, with what a reply that is not a success was
+    /// charged (`usage.cost`; 0.0 when absent). `Err` is only used for
+    /// configuration-like failures that no retry can fix.
     async fn attempt(
         &self,
         body: &bytes::Bytes,
         timeout: Duration,
-    ) -> Result<Outcome, ProviderError> {
+    ) -> Result<(Outcome, f64), ProviderError> {
         let sent = self
             .http
             .post(self.url.clone())
@@ -452,7 +465,7 @@ impl Client {
             .await;
         let resp = match sent {
             Ok(r) => r,
-            Err(e) => return Ok(Outcome::Retry(transport_failure(&e))),
+            Err(e) => return Ok((Outcome::Retry(transport_failure(&e)), 0.0)),
         };
         let status = resp.status();
         let retry_after = resp
@@ -465,10 +478,15 @@ impl Client {
             Err(e) => {
                 let mut f = transport_failure(&e);
                 f.status = Some(status.as_u16());
-                return Ok(Outcome::Retry(f));
+                return Ok((Outcome::Retry(f), 0.0));
             }
         };
-        Ok(classify(status, retry_after, &text))
+        let outcome = classify(status, retry_after, &text);
+        let charged = match outcome {
+            Outcome::Success(_) => 0.0,
+            _ => charged_cost(&text),
+        };
+        Ok((outcome, charged))
     }
 
     /// Remove the API key from a string that may echo it (provider messages,
@@ -505,6 +523,88 @@ impl Client {
             },
             ProviderError::Config(m) => ProviderError::Config(self.scrub(&m)),
         }
+    }
+}
+
+/// `usage.cost` of a reply that is not used (retried or refused): what
+/// the provider charged for it. 0.0 when absent or not a finite amount >= 0.
+fn charged_cost(text: &str) -> f64 {
+    if !text.contains("\"cost\"") {
+        return 0.0;
+    }
+    let Ok(v) = serde_json::from_str::<Value>(text) else {
+        return 0.0;
+    };
+    let cost = match v.get("usage").and_then(|u| u.get("cost")) {
+        Some(Value::Number(n)) => n.as_f64(),
+        Some(Value::String(s)) => s.trim().parse().ok(),
+        _ => None,
+    };
+    cost.filter(|c| c.is_finite() && *c >= 0.0).unwrap_or(0.0)
+}
+
+tokio::task_local! {
+    static CALL_LOG: std::sync::Arc<CallLog>;
+}
+
+/// What the requests made inside [`CallLog::scope`] were charged for
+/// beyond the replies they returned (attempts retried after a paid reply:
+/// empty content, no choices, an error inside a 200 with `usage.cost`; or
+/// a paid reply that was refused), and how many of them failed, by model.
+/// Each charge is noted as soon as its reply arrives, so a caller that
+/// drops a request half-way still knows what it paid.
+#[derive(Debug, Default)]
+pub struct CallLog {
+    by_model: std::sync::Mutex<Vec<(String, CallNote)>>,
+}
+
+/// One model's entry in a [`CallLog`].
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct CallNote {
+    /// Attempts charged but not returned, and their cost in USD.
+    pub discarded_attempts: u32,
+    pub discarded_cost_usd: f64,
+    /// Requests that ended in an error (after their retries).
+    pub failures: u32,
+}
+
+impl CallLog {
+    /// Runs `f` with this log collecting what [`Client::chat_json`] notes.
+    pub async fn scope<F: std::future::Future>(self: &std::sync::Arc<Self>, f: F) -> F::Output {
+        CALL_LOG.scope(self.clone(), f).await
+    }
+
+    /// Takes what was noted so far, by model.
+    pub fn take(&self) -> Vec<(String, CallNote)> {
+        std::mem::take(&mut *self.by_model.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    fn note(model: &str, f: impl FnOnce(&mut CallNote)) {
+        let _ = CALL_LOG.try_with(|log| {
+            let mut v = log.by_model.lock().unwrap_or_else(|e| e.into_inner());
+            match v.iter_mut().find(|(m, _)| m == model) {
+                Some((_, n)) => f(n),
+                None => {
+                    let mut n = CallNote::default();
+                    f(&mut n);
+                    v.push((model.to_string(), n));
+                }
+            }
+        });
+    }
+
+    fn charge(model: &str, usd: f64) {
+        if usd > 0.0 {
+            Self::note(model, |n| {
+                n.discarded_attempts += 1;
+                n.discarded_cost_usd += usd;
+            });
+        }
+    }
+
+    fn failed(model: &str, e: ProviderError) -> ProviderError {
+        Self::note(model, |n| n.failures += 1);
+        e
     }
 }
 
@@ -1586,6 +1686,41 @@ mod tests {
         let c = client(&server).chat(&req()).await.unwrap();
         assert_eq!(c.attempts, 3);
         assert_eq!(*calls.lock().unwrap(), 3);
+    }
+
+    #[tokio::test]
+    async fn charged_replies_that_are_retried_or_refused_are_noted() {
+        let server = MockServer::start().await;
+        let usage = json!({"cost": 0.25});
+        mount_sequence(
+            &server,
+            vec![
+                // Empty content (charged, 0.42 from ok_body), no choices,
+                // an error inside a 200, then a 400 inside a 200: all charged.
+                ResponseTemplate::new(200).set_body_json(ok_body("")),
+                ResponseTemplate::new(200).set_body_json(json!({"choices": [], "usage": usage})),
+                ResponseTemplate::new(200).set_body_json(
+                    json!({"error": {"code": 502, "message": "x"}, "usage": {"cost": "0.25"}}),
+                ),
+                ResponseTemplate::new(200).set_body_json(
+                    json!({"error": {"code": 400, "message": "bad"}, "usage": {"cost": "NaN"}}),
+                ),
+            ],
+        )
+        .await;
+        let log = std::sync::Arc::new(CallLog::default());
+        let e = log.scope(client(&server).chat(&req())).await.unwrap_err();
+        assert_eq!(e.kind(), "rejected");
+        let notes = log.take();
+        assert_eq!(notes.len(), 1);
+        let (model, n) = &notes[0];
+        assert_eq!(model, "openai/gpt-4o-mini");
+        // The NaN cost is not a charge.
+        assert_eq!(n.discarded_attempts, 3);
+        assert!((n.discarded_cost_usd - 0.50042).abs() < 1e-12, "{n:?}");
+        assert_eq!(n.failures, 1);
+        // Outside a scope nothing is noted, and nothing fails.
+        assert!(log.take().is_empty());
     }
 
     #[tokio::test]

@@ -107,7 +107,7 @@ pub fn dry_run(
 use std::collections::HashMap;
 use std::io::IsTerminal;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, RwLock};
 use std::time::Duration;
 
@@ -122,8 +122,8 @@ use crate::discovery::CaseIndex;
 use crate::judging::checks;
 use crate::judging::judge;
 use crate::judging::reply;
-use crate::openrouter::{ChatBody, Client, Completion, ProviderError};
-use crate::store::{NewJudgement, NewResult, SeedIds, Store, request_key};
+use crate::openrouter::{CallLog, ChatBody, Client, Completion, ProviderError};
+use crate::store::{DiscardedCharge, NewJudgement, NewResult, SeedIds, Store, request_key};
 
 /// How results reach the database: at most this many per transaction, and
 /// at least this often. A SIGKILL or crash loses the replies of the last
@@ -131,8 +131,17 @@ use crate::store::{NewJudgement, NewResult, SeedIds, Store, request_key};
 /// (tens to hundreds a second) 25 ms is a handful of replies, where 250 ms
 /// was dozens. Larger batches cost the writer less per result (each commit
 /// rewrites the same index pages), which only matters at mock rates.
-const WRITE_BATCH: usize = 1000;
+const WRITE_BATCH: usize = 256;
 const WRITE_INTERVAL: Duration = Duration::from_millis(25);
+/// Replies queued for the writer, at most: with the batch being written,
+/// at most `WRITE_QUEUE + WRITE_BATCH` paid replies wait in memory, plus
+/// one per request in flight. When the writer cannot keep up or cannot
+/// write, workers wait (and send nothing) rather than pile up replies.
+const WRITE_QUEUE: usize = 128;
+/// How long one write waits for another program's lock before the writer
+/// pauses sending and retries (every `WRITE_RETRY`) until `--write-wait-secs`.
+const WRITE_BUSY: Duration = Duration::from_secs(1);
+const WRITE_RETRY: Duration = Duration::from_millis(250);
 /// Provider errors in a row (after retries) that stop a run: a spent key
 /// limit or a model with no endpoints fails every request the same way, and
 /// recording thousands of failures helps no one. The run stays resumable.
@@ -207,7 +216,12 @@ pub struct RunSummary {
     /// Stored results without a reply (retries spent): out of the score,
     /// sent again by `--resume`.
     pub provider_errors: usize,
+    /// Stored results whose judge failed or gave no usable verdict: out of
+    /// the score, judged again by `--resume`.
+    pub judge_errors: usize,
+    /// What the run spent (every process of it, discarded charges included).
     pub cost_usd: f64,
+    pub max_cost_usd: Option<f64>,
     pub message: Option<String>,
     /// Set when the provider refused in a way that stops everything (401).
     #[serde(skip)]
@@ -245,21 +259,32 @@ enum Outcome {
     Aborted,
 }
 
+/// What a worker hands the writer.
+enum ToWrite {
+    Result(Box<NewResult>),
+    /// Charges of a request that left no result (a 402, an interruption).
+    Charges(Vec<DiscardedCharge>),
+}
+
 /// Shared state between the workers, the collector and the caller.
 struct Shared {
     next: AtomicUsize,
     provider_errors_in_a_row: AtomicUsize,
-    spend_micro: std::sync::atomic::AtomicU64,
+    /// Everything this run paid for, earlier processes included, in nano-USD
+    /// (a cheap model's reply costs well under a micro-dollar).
+    spend_nano: std::sync::atomic::AtomicU64,
+    /// Set while results cannot be written: workers send nothing new.
+    write_blocked: AtomicBool,
     stop_reason: Mutex<Option<(String, bool)>>, // (message, fatal)
 }
 
 impl Shared {
     fn spend(&self) -> f64 {
-        self.spend_micro.load(Ordering::Relaxed) as f64 / 1e6
+        self.spend_nano.load(Ordering::Relaxed) as f64 / 1e9
     }
     fn add_spend(&self, usd: f64) {
-        self.spend_micro
-            .fetch_add((usd * 1e6).round().max(0.0) as u64, Ordering::Relaxed);
+        self.spend_nano
+            .fetch_add((usd * 1e9).round().max(0.0) as u64, Ordering::Relaxed);
     }
     fn set_stop(&self, msg: String, fatal: bool) {
         let mut s = self.stop_reason.lock().unwrap_or_else(|e| e.into_inner());
@@ -269,16 +294,68 @@ impl Shared {
     }
 }
 
+/// A SIGINT/SIGTERM, shared by every run of a command: the first one stops
+/// the runs (no new requests; those in flight get [`RunControl::grace`]).
+#[derive(Debug, Clone, Default)]
+pub struct Interrupt {
+    token: CancellationToken,
+    signal: Arc<std::sync::OnceLock<&'static str>>,
+}
+
+impl Interrupt {
+    /// Records `signal` (e.g. "SIGTERM") and stops the runs.
+    pub fn fire(&self, signal: &'static str) {
+        let _ = self.signal.set(signal);
+        self.token.cancel();
+    }
+
+    /// The signal received, if any.
+    pub fn signal(&self) -> Option<&'static str> {
+        self.token
+            .is_cancelled()
+            .then(|| self.signal.get().copied().unwrap_or("an interrupt"))
+    }
+}
+
+/// How a run is stopped from outside and how long it waits.
+#[derive(Debug, Clone)]
+pub struct RunControl {
+    pub interrupt: Interrupt,
+    /// After an interrupt, requests in flight (already paid for) may finish
+    /// and be stored for this long; then they are dropped.
+    pub grace: Duration,
+    /// How long results may wait for a database that cannot be written
+    /// (locked by another program, disk full) before the run stops; sending
+    /// pauses meanwhile.
+    pub write_wait: Duration,
+}
+
+/// Defaults of `--grace-secs` and `--write-wait-secs`.
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(5);
+pub const DEFAULT_WRITE_WAIT: Duration = Duration::from_secs(60);
+
+impl Default for RunControl {
+    fn default() -> Self {
+        RunControl {
+            interrupt: Interrupt::default(),
+            grace: DEFAULT_GRACE,
+            write_wait: DEFAULT_WRITE_WAIT,
+        }
+    }
+}
+
 /// Runs (or resumes) one evaluation run for one model.
 ///
-/// `stop` ends the run cleanly (no new work, in-flight work finishes);
-/// `abort` additionally drops in-flight requests (Ctrl-C).
+/// The run stops cleanly (no new work, in-flight work finishes) on its
+/// budget, the provider-error breaker, a 402, a database that stays
+/// unwritable, or an interrupt; a 401 or the end of an interrupt's grace
+/// period also drops the requests in flight.
 pub async fn run_batch(
     ctx: &RunContext,
     settings: &RunSettings,
     resume: Option<i64>,
     kind: &str,
-    abort: CancellationToken,
+    control: &RunControl,
 ) -> crate::Result<RunSummary> {
     let b = &ctx.benchmark;
     let work = plan(b, settings)?;
@@ -287,7 +364,15 @@ pub async fn run_batch(
     let run_id = match resume {
         Some(id) => {
             // Claimed first: provider errors are cleared only by the owner.
-            ctx.store.claim_run(id).await?;
+            ctx.store.claim_run(id, settings.max_cost).await?;
+            let kept = ctx.store.write_pending(id).await?;
+            if kept > 0 {
+                tracing::info!(
+                    run_id = id,
+                    kept,
+                    "results kept by an earlier process written"
+                );
+            }
             ctx.store.clear_provider_errors(id).await?;
             id
         }
@@ -299,9 +384,21 @@ pub async fn run_batch(
                     kind,
                     &settings_json,
                     planned as i64,
+                    settings.max_cost,
                 )
                 .await?
         }
+    };
+    // What earlier processes of this run spent counts against its budget.
+    let (spent_before, redo) = match resume {
+        Some(id) => {
+            let row = ctx.store.run(id).await?;
+            (
+                row.cost_usd + row.judge_cost_usd,
+                ctx.store.judge_error_cases(id).await?,
+            )
+        }
+        None => (0.0, HashSet::new()),
     };
     let done = ctx.store.stored_cases(run_id).await?;
     let todo: Vec<(CaseIndex, u32)> = if done.is_empty() {
@@ -336,11 +433,30 @@ pub async fn run_batch(
     let shared = Arc::new(Shared {
         next: AtomicUsize::new(0),
         provider_errors_in_a_row: AtomicUsize::new(0),
-        spend_micro: Default::default(),
+        spend_nano: Default::default(),
+        write_blocked: AtomicBool::new(false),
         stop_reason: Mutex::new(None),
     });
+    shared.add_spend(spent_before);
+    // `abort` drops requests in flight; `stop` only ends new work.
+    let abort = CancellationToken::new();
     let stop = abort.child_token();
+    let grace_timer = {
+        let (interrupt, stop, abort, grace) = (
+            control.interrupt.token.clone(),
+            stop.clone(),
+            abort.clone(),
+            control.grace,
+        );
+        tokio::spawn(async move {
+            interrupt.cancelled().await;
+            stop.cancel();
+            tokio::time::sleep(grace).await;
+            abort.cancel();
+        })
+    };
     let todo = Arc::new(todo);
+    let redo = Arc::new(redo);
     let cache = if settings.no_cache {
         None
     } else {
@@ -350,12 +466,13 @@ pub async fn run_batch(
             judgements: RwLock::new(judgements),
         }))
     };
-    let (tx, mut rx) = mpsc::channel::<NewResult>(WRITE_BATCH * 4);
+    let (tx, rx) = mpsc::channel::<ToWrite>(WRITE_QUEUE);
     let workers = settings.concurrency.clamp(1, 1024).min(todo.len().max(1));
     let mut handles = Vec::with_capacity(workers);
     for _ in 0..workers {
-        let (todo, shared, tx, stop, abort) = (
+        let (todo, redo, shared, tx, stop, abort) = (
             todo.clone(),
+            redo.clone(),
             shared.clone(),
             tx.clone(),
             stop.clone(),
@@ -373,6 +490,10 @@ pub async fn run_batch(
         };
         handles.push(tokio::spawn(async move {
             loop {
+                // Nothing new is sent while results cannot be written.
+                while shared.write_blocked.load(Ordering::Relaxed) && !stop.is_cancelled() {
+                    tokio::time::sleep(WRITE_RETRY / 4).await;
+                }
                 if stop.is_cancelled() {
                     break;
                 }
@@ -381,7 +502,7 @@ pub async fn run_batch(
                 {
                     shared.set_stop(
                         format!(
-                            "budget reached: ${:.4} spent of --max-cost ${max}",
+                            "budget reached: ${:.4} spent of the run's --max-cost ${max}",
                             shared.spend()
                         ),
                         false,
@@ -393,20 +514,26 @@ pub async fn run_batch(
                 let Some(&(case, repeat)) = todo.get(i) else {
                     break;
                 };
+                let log = Arc::new(CallLog::default());
                 let outcome = tokio::select! {
-                    o = worker.process(case, i64::from(repeat)) => o,
+                    o = log.scope(worker.process(case, i64::from(repeat))) => o,
                     _ = abort.cancelled() => Outcome::Aborted,
                 };
+                let (charges, failed_calls) = worker.charges(&log, case, i64::from(repeat));
+                shared.add_spend(charges.iter().map(|c| c.cost_usd).sum());
                 match outcome {
-                    Outcome::Stored(r) => {
+                    Outcome::Stored(mut r) => {
                         shared.add_spend(
                             r.cost_usd + r.judgements.iter().map(|j| j.cost_usd).sum::<f64>(),
                         );
-                        if r.error_kind.as_deref() == Some("provider") {
+                        r.charges = charges;
+                        r.replaces = redo.contains(&(r.test_code.clone(), r.repeat_index));
+                        // A judge that fails at the provider counts like the model.
+                        if r.error_kind.as_deref() == Some("provider") || failed_calls > 0 {
                             let n = shared.provider_errors_in_a_row.fetch_add(1, Ordering::Relaxed) + 1;
                             if n >= MAX_CONSECUTIVE_PROVIDER_ERRORS {
                                 shared.set_stop(
-                                    format!("{n} requests in a row failed at the provider (last: {}); stopped", r.error.as_deref().unwrap_or("?")),
+                                    format!("{n} test cases in a row failed at the provider (last: {}); stopped", r.error.as_deref().unwrap_or("?")),
                                     false,
                                 );
                                 stop.cancel();
@@ -414,11 +541,12 @@ pub async fn run_batch(
                         } else {
                             shared.provider_errors_in_a_row.store(0, Ordering::Relaxed);
                         }
-                        if tx.send(*r).await.is_err() {
+                        if tx.send(ToWrite::Result(r)).await.is_err() {
                             break;
                         }
                     }
                     Outcome::Fatal(e) => {
+                        let _ = tx.send(ToWrite::Charges(charges)).await;
                         let fatal = matches!(e, ProviderError::Unauthorized { .. });
                         shared.set_stop(e.to_string(), fatal);
                         if fatal {
@@ -428,100 +556,102 @@ pub async fn run_batch(
                         }
                         break;
                     }
-                    Outcome::Aborted => break,
+                    Outcome::Aborted => {
+                        let _ = tx.send(ToWrite::Charges(charges)).await;
+                        break;
+                    }
                 }
             }
         }));
     }
     drop(tx);
 
-    // The collector: the only writer of results. A task on the runtime, not
-    // the thread blocked in `block_on`, so a finished request does not have
-    // to wake a parked thread; `recv_many` takes whatever has queued since.
-    let collector = {
-        let (store, abort, stop, cache, progress, shared) = (
-            ctx.store.clone(),
-            abort.clone(),
-            stop.clone(),
-            cache.clone(),
-            progress.clone(),
-            shared.clone(),
-        );
+    // The heartbeat has its own task (and connection), so a writer waiting
+    // on a lock never makes the run look abandoned.
+    let heartbeat = {
+        let (store, stop, shared) = (ctx.store.clone(), stop.clone(), shared.clone());
         tokio::spawn(async move {
-            let mut batch: Vec<NewResult> = Vec::with_capacity(WRITE_BATCH);
-            let mut stored = 0usize;
-            let (mut passed_so_far, mut seen) = (0usize, 0usize);
-            let mut write_error: Option<crate::Error> = None;
-            let mut tick = tokio::time::interval(WRITE_INTERVAL);
-            let mut last_beat = tokio::time::Instant::now();
+            let mut tick = tokio::time::interval(crate::store::HEARTBEAT_INTERVAL);
+            tick.tick().await;
             loop {
-                tokio::select! {
-                    n = rx.recv_many(&mut batch, WRITE_BATCH) => {
-                        if n == 0 {
-                            break;
-                        }
-                        seen += n;
-                        passed_so_far += batch[batch.len() - n..].iter().filter(|r| r.passed).count();
-                        progress.inc(n as u64);
-                        if !progress.is_hidden() {
-                            progress.set_message(format!("pass {:.0}% ${:.4}", 100.0 * passed_so_far as f64 / seen as f64, shared.spend()));
-                        }
-                        if batch.len() >= WRITE_BATCH {
-                            flush(&store, &mut batch, &mut stored, &mut write_error, &abort, cache.as_deref()).await;
-                        }
-                    },
-                    _ = tick.tick() => {
-                        flush(&store, &mut batch, &mut stored, &mut write_error, &abort, cache.as_deref()).await;
-                        if last_beat.elapsed() >= crate::store::HEARTBEAT_INTERVAL {
-                            last_beat = tokio::time::Instant::now();
-                            match store.heartbeat(run_id).await {
-                                Ok(true) => {}
-                                // Another process judged this one gone and took
-                                // the run: stop sending, or both would pay.
-                                Ok(false) => {
-                                    shared.set_stop(format!("another helmbench took over run {run_id}; stopped sending"), false);
-                                    stop.cancel();
-                                }
-                                Err(e) => tracing::warn!(error = %e, "heartbeat not written"),
-                            }
-                        }
-                    },
+                tick.tick().await;
+                match store.heartbeat(run_id).await {
+                    Ok(true) => {}
+                    // Another process judged this one gone and took the
+                    // run: stop sending, or both would pay.
+                    Ok(false) => {
+                        shared.set_stop(
+                            format!("another helmbench took over run {run_id}; stopped sending"),
+                            false,
+                        );
+                        stop.cancel();
+                    }
+                    Err(e) => tracing::warn!(error = %e, "heartbeat not written"),
                 }
             }
-            flush(
-                &store,
-                &mut batch,
-                &mut stored,
-                &mut write_error,
-                &abort,
-                cache.as_deref(),
-            )
-            .await;
-            tracing::debug!(stored, "results written");
-            write_error
         })
     };
-    let write_error = match collector.await {
+
+    // The collector: the only writer of results, on its own connection.
+    let writer = Collector {
+        store: ctx.store.with_busy_timeout(WRITE_BUSY).await?,
+        run_id,
+        write_wait: control.write_wait,
+        stop: stop.clone(),
+        cache: cache.clone(),
+        progress: progress.clone(),
+        shared: shared.clone(),
+        batch: Vec::with_capacity(WRITE_BATCH),
+        loose: Vec::new(),
+        stored: 0,
+        blocked_since: None,
+        retry_at: None,
+    };
+    let collector = tokio::spawn(writer.run(rx));
+    let unwritten = match collector.await {
         Ok(v) => v,
         Err(e) => std::panic::resume_unwind(e.into_panic()),
     };
     for h in handles {
         let _ = h.await;
     }
+    heartbeat.abort();
+    grace_timer.abort();
     progress.finish_and_clear();
-    if let Some(e) = write_error {
-        let _ = ctx
-            .store
-            .finish_run(run_id, "interrupted", Some(&e.to_string()))
-            .await;
-        return Err(e);
-    }
 
     let stop_reason = shared
         .stop_reason
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .clone();
+    if let Some(unwritten) = unwritten {
+        // The database could not be written: say so, and try to mark the run
+        // on the writer's short timeout (if that fails too, the run shows
+        // as interrupted once this process is gone).
+        let mut msg = stop_reason
+            .map(|(m, _)| m)
+            .unwrap_or_else(|| "results could not be written".into());
+        msg.push_str(&format!("; {unwritten}"));
+        let store = ctx.store.with_busy_timeout(WRITE_BUSY).await?;
+        if let Err(e) = store.finish_run(run_id, "interrupted", Some(&msg)).await {
+            tracing::warn!(error = %e, "run not marked interrupted");
+        }
+        return Ok(RunSummary {
+            run_id,
+            model: settings.model.id.clone(),
+            status: "interrupted".into(),
+            planned,
+            stored: already_done + unwritten.written,
+            passed: 0,
+            provider_errors: 0,
+            judge_errors: 0,
+            cost_usd: shared.spend(),
+            max_cost_usd: settings.max_cost,
+            message: Some(msg),
+            fatal: None,
+        });
+    }
+
     // Fault injection for the crash tests: holds the run between its last
     // result write and its bookkeeping, so a test can SIGKILL it exactly there.
     if let Some(ms) = std::env::var("HELMBENCH_TEST_PAUSE_BEFORE_FINISH_MS")
@@ -531,11 +661,11 @@ pub async fn run_batch(
         tokio::time::sleep(Duration::from_millis(ms)).await;
     }
     let all_done = ctx.store.count_results(run_id).await? >= planned as i64;
-    let (status, message, fatal) = match (&stop_reason, abort.is_cancelled()) {
+    let (status, message, fatal) = match (&stop_reason, control.interrupt.signal()) {
         (Some((msg, fatal)), _) => ("interrupted", Some(msg.clone()), fatal.then(|| msg.clone())),
-        (None, true) => ("interrupted", Some("cancelled (Ctrl-C)".to_string()), None),
-        (None, false) if all_done => ("completed", None, None),
-        (None, false) => (
+        (None, Some(signal)) => ("interrupted", Some(format!("cancelled by {signal}")), None),
+        (None, None) if all_done => ("completed", None, None),
+        (None, None) => (
             "interrupted",
             Some("not every test case finished".to_string()),
             None,
@@ -553,38 +683,166 @@ pub async fn run_batch(
         stored: row.test_cases as usize,
         passed: row.passed as usize,
         provider_errors: row.provider_errors as usize,
+        judge_errors: row.judge_errors as usize,
         cost_usd: row.cost_usd + row.judge_cost_usd,
+        max_cost_usd: row.max_cost_usd,
         message,
         fatal,
     })
 }
 
-async fn flush(
-    store: &Store,
-    batch: &mut Vec<NewResult>,
-    stored: &mut usize,
-    error: &mut Option<crate::Error>,
-    abort: &CancellationToken,
-    cache: Option<&CacheFilter>,
-) {
-    if batch.is_empty() || error.is_some() {
-        batch.clear();
-        return;
-    }
-    match store.write_results(batch).await {
-        Ok(n) => {
-            *stored += n;
-            if let Some(cache) = cache {
-                cache.note(batch);
+/// What the writer could not write: how many results and where they are.
+#[derive(Debug)]
+struct Unwritten {
+    written: usize,
+    results: usize,
+    kept_in: Result<std::path::PathBuf, String>,
+}
+
+impl fmt::Display for Unwritten {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} results written", self.written)?;
+        if self.results > 0 {
+            match &self.kept_in {
+                Ok(p) => write!(
+                    f,
+                    ", {} more kept in {} (written by the next --resume of this run)",
+                    self.results,
+                    p.display()
+                )?,
+                Err(e) => write!(f, ", {} more lost: {e}", self.results)?,
             }
         }
-        Err(e) => {
-            // A store that cannot write must stop the run, not drop results silently.
-            *error = Some(e.into());
-            abort.cancel();
+        Ok(())
+    }
+}
+
+/// The writer: batches results into transactions on its own connection.
+/// A write that fails (database locked by another program, disk full) is
+/// retried with the batch kept, while the workers send nothing new; once
+/// `write_wait` has passed the run stops, and what still cannot be written
+/// is kept in a file beside the database for the next run.
+struct Collector {
+    store: Store,
+    run_id: i64,
+    write_wait: Duration,
+    stop: CancellationToken,
+    cache: Option<Arc<CacheFilter>>,
+    progress: ProgressBar,
+    shared: Arc<Shared>,
+    batch: Vec<NewResult>,
+    loose: Vec<DiscardedCharge>,
+    stored: usize,
+    blocked_since: Option<tokio::time::Instant>,
+    /// While blocked, the next write is tried at this time, not every tick.
+    retry_at: Option<tokio::time::Instant>,
+}
+
+impl Collector {
+    /// Writes until every worker is done; `Some` when results could not
+    /// all be written.
+    async fn run(mut self, mut rx: mpsc::Receiver<ToWrite>) -> Option<Unwritten> {
+        let mut inbox = Vec::with_capacity(WRITE_QUEUE);
+        let (mut passed_so_far, mut seen) = (0usize, 0usize);
+        let mut tick = tokio::time::interval(WRITE_INTERVAL);
+        loop {
+            tokio::select! {
+                // Taken only while the batch has room, so at most
+                // WRITE_BATCH + WRITE_QUEUE replies wait (more only while
+                // blocked, from requests that were already in flight).
+                n = rx.recv_many(&mut inbox, WRITE_BATCH.saturating_sub(self.batch.len()).clamp(1, WRITE_QUEUE)) => {
+                    if n == 0 {
+                        break;
+                    }
+                    for item in inbox.drain(..) {
+                        match item {
+                            ToWrite::Result(r) => {
+                                seen += 1;
+                                passed_so_far += usize::from(r.passed);
+                                self.batch.push(*r);
+                            }
+                            ToWrite::Charges(c) => self.loose.extend(c),
+                        }
+                    }
+                    self.progress.inc(n as u64);
+                    if !self.progress.is_hidden() && seen > 0 {
+                        self.progress.set_message(format!("pass {:.0}% ${:.4}", 100.0 * passed_so_far as f64 / seen as f64, self.shared.spend()));
+                    }
+                    if self.batch.len() >= WRITE_BATCH && self.blocked_since.is_none() {
+                        self.flush().await;
+                    }
+                },
+                _ = tick.tick() => {
+                    if self.retry_at.is_none_or(|t| t <= tokio::time::Instant::now()) {
+                        self.flush().await;
+                    }
+                },
+            }
+        }
+        // Every worker is done: a last write, retried until the wait is over.
+        loop {
+            self.flush().await;
+            match self.blocked_since {
+                None => break,
+                Some(since) if since.elapsed() >= self.write_wait => break,
+                Some(_) => tokio::time::sleep(WRITE_RETRY).await,
+            }
+        }
+        if self.blocked_since.is_none() {
+            tracing::debug!(stored = self.stored, "results written");
+            return None;
+        }
+        let results = self.batch.len();
+        let kept_in = self
+            .store
+            .keep_pending(self.run_id, &self.batch, &self.loose)
+            .map_err(|e| e.to_string());
+        Some(Unwritten {
+            written: self.stored,
+            results,
+            kept_in,
+        })
+    }
+
+    async fn flush(&mut self) {
+        if self.batch.is_empty() && self.loose.is_empty() {
+            return;
+        }
+        match self.store.write_results(&self.batch, &self.loose).await {
+            Ok(n) => {
+                self.stored += n;
+                if let Some(cache) = &self.cache {
+                    cache.note(&self.batch);
+                }
+                self.batch.clear();
+                self.loose.clear();
+                self.retry_at = None;
+                if self.blocked_since.take().is_some() {
+                    tracing::warn!("the database can be written again; sending resumes");
+                    self.shared.write_blocked.store(false, Ordering::Relaxed);
+                }
+            }
+            Err(e) => {
+                let since = *self
+                    .blocked_since
+                    .get_or_insert_with(tokio::time::Instant::now);
+                if !self.shared.write_blocked.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(error = %e, pending = self.batch.len(), "results cannot be written; sending paused, retrying for up to {} s", self.write_wait.as_secs());
+                }
+                if since.elapsed() >= self.write_wait && !self.stop.is_cancelled() {
+                    self.shared.set_stop(
+                        format!(
+                            "results could not be written for {} s ({e}); stopped sending",
+                            self.write_wait.as_secs()
+                        ),
+                        false,
+                    );
+                    self.stop.cancel();
+                }
+                self.retry_at = Some(tokio::time::Instant::now() + WRITE_RETRY);
+            }
         }
     }
-    batch.clear();
 }
 
 /// Which requests may have a reusable answer in the database: the keys of
@@ -627,6 +885,39 @@ impl CacheFilter {
                     .filter_map(|j| j.request_hash.as_deref().map(request_key)),
             );
         }
+    }
+}
+
+impl Worker {
+    /// The discarded charges a test case's requests noted in `log`, and how
+    /// many of its requests failed at the provider after their retries.
+    fn charges(&self, log: &CallLog, case: CaseIndex, repeat: i64) -> (Vec<DiscardedCharge>, u32) {
+        let notes = log.take();
+        if notes.is_empty() {
+            return (Vec::new(), 0);
+        }
+        let c = case.resolve(&self.benchmark);
+        let failures = notes.iter().map(|(_, n)| n.failures).sum();
+        let charges = notes
+            .into_iter()
+            .filter(|(_, n)| n.discarded_cost_usd > 0.0)
+            .map(|(model, n)| DiscardedCharge {
+                run_id: self.run_id,
+                scenario_id: self.ids.scenarios.get(&c.scenario.code).copied(),
+                test_code: c.code(),
+                repeat_index: repeat,
+                call: if model == self.settings.model.id {
+                    "model"
+                } else {
+                    "judge"
+                }
+                .into(),
+                attempts: i64::from(n.discarded_attempts),
+                cost_usd: n.discarded_cost_usd,
+                reason: Some("charged replies that were retried or refused".into()),
+            })
+            .collect();
+        (charges, failures)
     }
 }
 

@@ -3,11 +3,11 @@
 //! hash, run bookkeeping, and batched result writes.
 
 use std::collections::{HashMap, HashSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Row, SqlitePool};
@@ -37,6 +37,9 @@ pub enum StoreError {
     /// Another live process is running the run.
     #[error("{0}")]
     Busy(String),
+    /// Results kept in a file for the next run could not be written or read.
+    #[error("results kept for the next run: {0}")]
+    Pending(String),
 }
 
 impl From<StoreError> for crate::Error {
@@ -68,7 +71,7 @@ pub struct SeedIds {
 }
 
 /// One judged criterion of a result.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct NewJudgement {
     pub criterion: String,
     pub judge_model: String,
@@ -85,8 +88,25 @@ pub struct NewJudgement {
     pub response: Option<String>,
 }
 
+/// What the provider charged for a request beyond the reply that was kept
+/// (see the `discarded_charge` table).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DiscardedCharge {
+    pub run_id: i64,
+    pub scenario_id: Option<i64>,
+    pub test_code: String,
+    pub repeat_index: i64,
+    /// `model` or `judge`.
+    pub call: String,
+    pub attempts: i64,
+    pub cost_usd: f64,
+    pub reason: Option<String>,
+}
+
 /// One test case's outcome, as the runner hands it to the writer.
-#[derive(Debug, Clone, Default)]
+/// (De)serialisable so results that cannot be written can be kept in a
+/// file and written by the next run.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct NewResult {
     pub run_id: i64,
     pub test_code: String,
@@ -119,6 +139,14 @@ pub struct NewResult {
     pub cached: bool,
     pub quality: Option<Value>,
     pub judgements: Vec<NewJudgement>,
+    /// Charges of attempts retried or refused while getting this result.
+    #[serde(default)]
+    pub charges: Vec<DiscardedCharge>,
+    /// Replaces a stored result of the same test case that has a judge
+    /// error (a resume judging it again); the old row's costs are kept as
+    /// a discarded charge.
+    #[serde(default)]
+    pub replaces: bool,
 }
 
 /// A reply already paid for, reusable for an identical request.
@@ -156,10 +184,17 @@ pub struct RunRow {
     pub settings: String,
     pub benchmark_hash: String,
     pub message: Option<String>,
+    /// The run's budget (`--max-cost`), if any.
+    pub max_cost_usd: Option<f64>,
+    /// The part of `cost_usd` + `judge_cost_usd` paid for replies that were
+    /// retried or not kept (see `discarded_charge`).
+    pub discarded_cost_usd: f64,
     #[serde(skip)]
     pub owner_host: Option<String>,
     #[serde(skip)]
     pub owner_pid: Option<i64>,
+    #[serde(skip)]
+    pub owner_started: Option<i64>,
     /// Seconds since the owner's last heartbeat; None before migration 2.
     #[serde(skip)]
     pub heartbeat_age_s: Option<f64>,
@@ -175,6 +210,8 @@ pub const STALE_AFTER_S: f64 = 30.0;
 pub struct Owner {
     pub host: String,
     pub pid: i64,
+    /// When the process started (see [`process_started`]); None without /proc.
+    pub started: Option<i64>,
 }
 
 impl Owner {
@@ -187,26 +224,38 @@ impl Owner {
             .or_else(|| std::env::var("COMPUTERNAME").ok())
             .filter(|h| !h.is_empty())
             .unwrap_or_else(|| "unknown-host".into());
+        let pid = i64::from(std::process::id());
         Owner {
             host,
-            pid: i64::from(std::process::id()),
+            pid,
+            started: process_started(pid),
         }
     }
 }
 
 impl RunRow {
     /// Whether a process other than `me` is running this run now: its status
-    /// is `running`, it beat recently, and (on this host) its pid is alive.
+    /// is `running` and, on this host, its process is alive (also when
+    /// stopped with Ctrl-Z or stalled on a database lock, whatever its
+    /// heartbeat says); on another host, it beat in the last
+    /// [`STALE_AFTER_S`] seconds.
     pub fn live_owner(&self, me: &Owner) -> Option<String> {
         if self.status != "running" {
             return None;
         }
-        let age = self.heartbeat_age_s.filter(|a| *a < STALE_AFTER_S)?;
         let (host, pid) = (self.owner_host.as_deref()?, self.owner_pid?);
-        if host == me.host && (pid == me.pid || !pid_alive(pid)) {
-            return None;
+        let heard = match self.heartbeat_age_s {
+            Some(age) => format!("last heard {age:.0} s ago"),
+            None => "never heard".to_string(),
+        };
+        if host == me.host {
+            if pid == me.pid || !pid_alive(pid, self.owner_started) {
+                return None;
+            }
+            return Some(format!("pid {pid} on {host}, alive; {heard}"));
         }
-        Some(format!("pid {pid} on {host}, last heard {age:.0} s ago"))
+        self.heartbeat_age_s.filter(|a| *a < STALE_AFTER_S)?;
+        Some(format!("pid {pid} on {host}, {heard}"))
     }
 
     /// A `running` run whose process is gone shows as `interrupted`; the
@@ -229,13 +278,38 @@ impl RunRow {
     }
 }
 
-/// Whether a process with this pid exists on this host. Without /proc
-/// (not Linux) it is assumed alive, and only the heartbeat decides.
-fn pid_alive(pid: i64) -> bool {
+/// Whether the process `pid` (started at `started`, when known) exists on
+/// this host and has not exited: a stopped process (Ctrl-Z, SIGSTOP) is
+/// alive, a zombie is not, and a pid reused by a process that started at
+/// another time is not the owner. Without /proc (not Linux) every pid is
+/// assumed alive.
+fn pid_alive(pid: i64, started: Option<i64>) -> bool {
     if !Path::new("/proc/self").exists() {
         return true;
     }
-    Path::new(&format!("/proc/{pid}")).exists()
+    let Some((state, start)) = proc_stat(pid) else {
+        return false;
+    };
+    !matches!(state, 'Z' | 'X' | 'x') && started.is_none_or(|s| s == start)
+}
+
+/// The state letter and start time (clock ticks after boot) of a process,
+/// from /proc/PID/stat.
+fn proc_stat(pid: i64) -> Option<(char, i64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses: the
+    // fields after it start after the last ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    // Field 22 overall is the 20th after the name.
+    let start = fields.nth(18)?.parse().ok()?;
+    Some((state, start))
+}
+
+/// When process `pid` started (clock ticks after boot); None without /proc.
+pub fn process_started(pid: i64) -> Option<i64> {
+    proc_stat(pid).map(|(_, start)| start)
 }
 
 /// Turns `--database-url` into connect options: a `sqlite:` URL, or a plain path.
@@ -444,6 +518,7 @@ impl Store {
         kind: &str,
         settings: &Value,
         planned_test_cases: i64,
+        max_cost_usd: Option<f64>,
     ) -> Result<i64, StoreError> {
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         sqlx::query("INSERT INTO llm (model_id) VALUES (?) ON CONFLICT(model_id) DO NOTHING")
@@ -451,8 +526,8 @@ impl Store {
             .execute(&mut *tx)
             .await?;
         let id: i64 = sqlx::query_scalar(
-            "INSERT INTO evaluation_run (benchmark_id, llm_id, kind, status, settings, tool_version, total_test_cases, owner_host, owner_pid, heartbeat_at)
-             VALUES (?, (SELECT id FROM llm WHERE model_id = ?), ?, 'running', ?, ?, ?, ?, ?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')) RETURNING id",
+            "INSERT INTO evaluation_run (benchmark_id, llm_id, kind, status, settings, tool_version, total_test_cases, owner_host, owner_pid, owner_started, max_cost_usd, heartbeat_at)
+             VALUES (?, (SELECT id FROM llm WHERE model_id = ?), ?, 'running', ?, ?, ?, ?, ?, ?, ?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')) RETURNING id",
         )
         .bind(benchmark_id)
         .bind(model)
@@ -462,16 +537,23 @@ impl Store {
         .bind(planned_test_cases)
         .bind(&self.owner.host)
         .bind(self.owner.pid)
+        .bind(self.owner.started)
+        .bind(max_cost_usd)
         .fetch_one(&mut *tx)
         .await?;
         tx.commit().await?;
         Ok(id)
     }
 
-    /// Marks a run running again (resume).
     /// Takes a run over for `--resume`: refused while another live process
-    /// runs it (both would pay for the same test cases).
-    pub async fn claim_run(&self, run_id: i64) -> Result<(), StoreError> {
+    /// runs it (both would pay for the same test cases). `max_cost_usd`,
+    /// when given, becomes the run's budget (its total, what was already
+    /// spent included); otherwise the budget it was started with stays.
+    pub async fn claim_run(
+        &self,
+        run_id: i64,
+        max_cost_usd: Option<f64>,
+    ) -> Result<(), StoreError> {
         // IMMEDIATE: two processes claiming at once are serialised here.
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         let row = sqlx::query_as::<_, RunRow>(sqlx::AssertSqlSafe(format!(
@@ -492,10 +574,13 @@ impl Store {
         }
         sqlx::query(
             "UPDATE evaluation_run SET status = 'running', completed_at = NULL, message = NULL,
-               owner_host = ?, owner_pid = ?, heartbeat_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = ?",
+               owner_host = ?, owner_pid = ?, owner_started = ?, max_cost_usd = COALESCE(?, max_cost_usd),
+               heartbeat_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = ?",
         )
         .bind(&self.owner.host)
         .bind(self.owner.pid)
+        .bind(self.owner.started)
+        .bind(max_cost_usd)
         .bind(run_id)
         .execute(&mut *tx)
         .await?;
@@ -552,16 +637,49 @@ impl Store {
         .bind(run_id)
         .execute(&mut *tx)
         .await?;
+        sqlx::query(
+            "UPDATE evaluation_run SET discarded_cost_usd = (SELECT COALESCE(SUM(cost_usd), 0.0) FROM discarded_charge WHERE run_id = ?1),
+               cost_usd = (SELECT COALESCE(SUM(cost_usd), 0.0) FROM result WHERE run_id = ?1)
+                 + (SELECT COALESCE(SUM(cost_usd), 0.0) FROM discarded_charge WHERE run_id = ?1 AND call = 'model'),
+               judge_cost_usd = (SELECT COALESCE(SUM(j.cost_usd), 0.0) FROM judgement j JOIN result r ON r.id = j.result_id WHERE r.run_id = ?1)
+                 + (SELECT COALESCE(SUM(cost_usd), 0.0) FROM discarded_charge WHERE run_id = ?1 AND call = 'judge')
+             WHERE id = ?1",
+        )
+        .bind(run_id)
+        .execute(&mut *tx)
+        .await?;
         tx.commit().await?;
         Ok(())
     }
 
-    /// (test code, repeat) pairs already stored for a run.
+    /// (test code, repeat) pairs of a run that are done: stored, and not
+    /// with a judge error (a resume judges those again, see
+    /// [`Store::judge_error_cases`]).
     pub async fn stored_cases(&self, run_id: i64) -> Result<HashSet<(String, i64)>, StoreError> {
-        let rows = sqlx::query("SELECT test_code, repeat_index FROM result WHERE run_id = ?")
-            .bind(run_id)
-            .fetch_all(&self.pool)
-            .await?;
+        self.cases(run_id, "error_kind IS NULL OR error_kind <> 'judge'")
+            .await
+    }
+
+    /// (test code, repeat) pairs of a run stored with a judge error.
+    pub async fn judge_error_cases(
+        &self,
+        run_id: i64,
+    ) -> Result<HashSet<(String, i64)>, StoreError> {
+        self.cases(run_id, "error_kind = 'judge'").await
+    }
+
+    async fn cases(
+        &self,
+        run_id: i64,
+        filter: &'static str,
+    ) -> Result<HashSet<(String, i64)>, StoreError> {
+        // `filter` is one of two constants: no user input reaches the SQL text.
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT test_code, repeat_index FROM result WHERE run_id = ? AND ({filter})"
+        )))
+        .bind(run_id)
+        .fetch_all(&self.pool)
+        .await?;
         Ok(rows
             .iter()
             .map(|r| (r.get::<String, _>(0), r.get::<i64, _>(1)))
@@ -647,8 +765,18 @@ impl Store {
     /// Rows go in multi-row INSERTs of power-of-two sizes (so each connection
     /// caches a handful of prepared statements, not one per batch size), and
     /// each distinct prompt text is sent once per batch.
-    pub async fn write_results(&self, results: &[NewResult]) -> Result<usize, StoreError> {
+    ///
+    /// `charges` are discarded charges of requests that left no result (a
+    /// 402, an interruption); each result's own charges are written with it.
+    pub async fn write_results(
+        &self,
+        results: &[NewResult],
+        charges: &[DiscardedCharge],
+    ) -> Result<usize, StoreError> {
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        for r in results.iter().filter(|r| r.replaces) {
+            retire_judge_error(&mut tx, r).await?;
+        }
 
         let mut seen = HashSet::with_capacity(results.len());
         let prompts: Vec<&NewResult> = results
@@ -720,8 +848,131 @@ impl Store {
                 .await?;
             }
         }
+        for c in charges
+            .iter()
+            .chain(results.iter().flat_map(|r| &r.charges))
+        {
+            sqlx::query(
+                "INSERT INTO discarded_charge (run_id, scenario_id, test_code, repeat_index, call, attempts, cost_usd, reason)
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            )
+            .bind(c.run_id)
+            .bind(c.scenario_id)
+            .bind(&c.test_code)
+            .bind(c.repeat_index)
+            .bind(&c.call)
+            .bind(c.attempts)
+            .bind(c.cost_usd)
+            .bind(&c.reason)
+            .execute(&mut *tx)
+            .await?;
+        }
         tx.commit().await?;
         Ok(written)
+    }
+
+    /// A second handle on the same database with its own connection and a
+    /// short busy timeout, for a writer that must notice a lock held by
+    /// another program within `busy` and decide what to do, rather than
+    /// wait in SQLite for the pool's 60 s.
+    /// An in-memory database has no second connection: the same handle.
+    pub async fn with_busy_timeout(&self, busy: Duration) -> Result<Store, StoreError> {
+        let opts = connect_options(&self.url)?.busy_timeout(busy);
+        if opts.get_filename().as_os_str() == ":memory:" {
+            return Ok(self.clone());
+        }
+        let pool = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(opts)
+            .await
+            .map_err(|e| StoreError::Open {
+                url: self.url.clone(),
+                message: describe_sqlx(&e),
+            })?;
+        Ok(Store {
+            pool,
+            url: self.url.clone(),
+            owner: self.owner.clone(),
+        })
+    }
+
+    /// The file where results of `run_id` that could not be written are
+    /// kept for the next run: beside the database. None for `:memory:`.
+    pub fn pending_path(&self, run_id: i64) -> Option<PathBuf> {
+        let opts = connect_options(&self.url).ok()?;
+        let file = opts.get_filename();
+        if file.as_os_str() == ":memory:" {
+            return None;
+        }
+        Some(PathBuf::from(format!(
+            "{}.run-{run_id}.pending.jsonl",
+            file.display()
+        )))
+    }
+
+    /// Appends results (and loose charges) that could not be written to
+    /// [`Store::pending_path`], flushed to disk; returns the path.
+    pub fn keep_pending(
+        &self,
+        run_id: i64,
+        results: &[NewResult],
+        charges: &[DiscardedCharge],
+    ) -> Result<PathBuf, StoreError> {
+        use std::io::Write as _;
+        let path = self
+            .pending_path(run_id)
+            .ok_or_else(|| StoreError::Pending("an in-memory database has no folder".into()))?;
+        let io = |e: std::io::Error| StoreError::Pending(format!("{}: {e}", path.display()));
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(io)?;
+        let mut w = std::io::BufWriter::new(file);
+        let lines = results
+            .iter()
+            .map(|r| Pending::Result(Box::new(r.clone())))
+            .chain(charges.iter().cloned().map(Pending::Charge));
+        for p in lines {
+            serde_json::to_writer(&mut w, &p)
+                .map_err(|e| StoreError::Pending(format!("{}: {e}", path.display())))?;
+            w.write_all(b"\n").map_err(io)?;
+        }
+        let file = w.into_inner().map_err(|e| io(e.into_error()))?;
+        file.sync_all().map_err(io)?;
+        Ok(path)
+    }
+
+    /// Writes what a previous process kept in [`Store::pending_path`] for
+    /// `run_id`, then removes the file; returns how many results it held.
+    pub async fn write_pending(&self, run_id: i64) -> Result<usize, StoreError> {
+        let Some(path) = self.pending_path(run_id) else {
+            return Ok(0);
+        };
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+            Err(e) => return Err(StoreError::Pending(format!("{}: {e}", path.display()))),
+        };
+        let (mut results, mut charges) = (Vec::new(), Vec::new());
+        // A line cut short by a crash while it was written is skipped.
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            match serde_json::from_str::<Pending>(line) {
+                Ok(Pending::Result(r)) => results.push(*r),
+                Ok(Pending::Charge(c)) => charges.push(c),
+                Err(e) => {
+                    tracing::warn!(error = %e, path = %path.display(), "unreadable kept result skipped")
+                }
+            }
+        }
+        let n = results.len();
+        for chunk in results.chunks(256) {
+            self.write_results(chunk, &[]).await?;
+        }
+        self.write_results(&[], &charges).await?;
+        std::fs::remove_file(&path)
+            .map_err(|e| StoreError::Pending(format!("{}: {e}", path.display())))?;
+        Ok(n)
     }
 
     /// How many results a run has stored.
@@ -761,6 +1012,46 @@ impl Store {
             StoreError::NotFound(format!("no run with id {run_id} (see `helmbench runs`)"))
         })
     }
+}
+
+/// One line of a [`Store::pending_path`] file.
+#[derive(Serialize, Deserialize)]
+#[serde(tag = "kind", content = "value", rename_all = "snake_case")]
+enum Pending {
+    Result(Box<NewResult>),
+    Charge(DiscardedCharge),
+}
+
+/// Before a resume's new result for the same test case is written: keeps
+/// what the stored judge-error result and its judgements cost as discarded
+/// charges, then deletes it (its judgements go with it).
+async fn retire_judge_error(
+    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    r: &NewResult,
+) -> Result<(), StoreError> {
+    const REASON: &str = "a result with a judge error, judged again by a resume";
+    // The reply's cost, its judgements' costs, then the row itself.
+    for sql in [
+        "INSERT INTO discarded_charge (run_id, scenario_id, test_code, repeat_index, call, attempts, cost_usd, reason)
+         SELECT run_id, scenario_id, test_code, repeat_index, 'model', 1, cost_usd, ?4 FROM result
+         WHERE run_id = ?1 AND test_code = ?2 AND repeat_index = ?3 AND error_kind = 'judge' AND cost_usd > 0",
+        "INSERT INTO discarded_charge (run_id, scenario_id, test_code, repeat_index, call, attempts, cost_usd, reason)
+         SELECT r.run_id, r.scenario_id, r.test_code, r.repeat_index, 'judge', COUNT(*), SUM(j.cost_usd), ?4
+         FROM judgement j JOIN result r ON r.id = j.result_id
+         WHERE r.run_id = ?1 AND r.test_code = ?2 AND r.repeat_index = ?3 AND r.error_kind = 'judge'
+         GROUP BY r.id HAVING SUM(j.cost_usd) > 0",
+        "DELETE FROM result WHERE run_id = ?1 AND test_code = ?2 AND repeat_index = ?3 AND error_kind = 'judge'
+           AND ?4 IS NOT NULL",
+    ] {
+        sqlx::query(sql)
+            .bind(r.run_id)
+            .bind(&r.test_code)
+            .bind(r.repeat_index)
+            .bind(REASON)
+            .execute(&mut **tx)
+            .await?;
+    }
+    Ok(())
 }
 
 /// A 64-bit key of a request hash (FNV-1a), for [`Store::request_keys`].
@@ -877,14 +1168,20 @@ fn runs_query(filter: &str) -> String {
     COALESCE(t.evaluations, 0) AS evaluations, COALESCE(t.passed_evaluations, 0) AS passed_evaluations,
     COALESCE(t.format_failures, 0) AS format_failures, COALESCE(t.judge_errors, 0) AS judge_errors,
     COALESCE(t.provider_errors, 0) AS provider_errors, COALESCE(t.cached_replies, 0) AS cached_replies,
-    COALESCE(t.cost_usd, 0.0) AS cost_usd, COALESCE(t.judge_cost_usd, 0.0) AS judge_cost_usd,
+    COALESCE(t.cost_usd, 0.0) + COALESCE(d.model_cost, 0.0) AS cost_usd,
+    COALESCE(t.judge_cost_usd, 0.0) + COALESCE(d.judge_cost, 0.0) AS judge_cost_usd,
     COALESCE(t.prompt_tokens, 0) AS prompt_tokens, COALESCE(t.completion_tokens, 0) AS completion_tokens,
     er.settings, b.content_hash AS benchmark_hash, er.message,
-    er.owner_host, er.owner_pid, (julianday('now') - julianday(er.heartbeat_at)) * 86400.0 AS heartbeat_age_s
+    er.max_cost_usd, COALESCE(d.model_cost, 0.0) + COALESCE(d.judge_cost, 0.0) AS discarded_cost_usd,
+    er.owner_host, er.owner_pid, er.owner_started,
+    (julianday('now') - julianday(er.heartbeat_at)) * 86400.0 AS heartbeat_age_s
   FROM evaluation_run er
   JOIN llm l ON l.id = er.llm_id
   JOIN benchmark b ON b.id = er.benchmark_id
-  LEFT JOIN ({TOTALS} {filter} GROUP BY r.run_id) t ON t.run_id = er.id"
+  LEFT JOIN ({TOTALS} {filter} GROUP BY r.run_id) t ON t.run_id = er.id
+  LEFT JOIN (SELECT run_id, SUM(CASE WHEN call = 'model' THEN cost_usd ELSE 0.0 END) AS model_cost,
+                    SUM(CASE WHEN call = 'judge' THEN cost_usd ELSE 0.0 END) AS judge_cost
+             FROM discarded_charge GROUP BY run_id) d ON d.run_id = er.id"
     )
 }
 
@@ -982,4 +1279,68 @@ pub fn database_exists(url: &str) -> bool {
         .unwrap_or(url);
     let path = path.split('?').next().unwrap_or(path);
     path == ":memory:" || Path::new(path).exists()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_live_pid_counts_only_with_its_own_start_time() {
+        if !Path::new("/proc/self").exists() {
+            return;
+        }
+        let me = i64::from(std::process::id());
+        let started = process_started(me).expect("our own start time");
+        assert!(pid_alive(me, None));
+        assert!(pid_alive(me, Some(started)));
+        // The same pid, started at another time: a reused pid, not the owner.
+        assert!(!pid_alive(me, Some(started + 1)));
+        assert!(!pid_alive(i64::from(i32::MAX), None));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn an_owner_on_this_host_is_live_while_its_pid_is_whatever_its_heartbeat() {
+        let me = Owner::this_process();
+        let parent = i64::from(std::os::unix::process::parent_id());
+        let mut row = RunRow {
+            run_id: 1,
+            model: "m".into(),
+            kind: "batch".into(),
+            status: "running".into(),
+            started_at: String::new(),
+            completed_at: None,
+            planned_test_cases: 0,
+            test_cases: 0,
+            passed: 0,
+            evaluations: 0,
+            passed_evaluations: 0,
+            format_failures: 0,
+            judge_errors: 0,
+            provider_errors: 0,
+            cached_replies: 0,
+            cost_usd: 0.0,
+            judge_cost_usd: 0.0,
+            prompt_tokens: 0,
+            completion_tokens: 0,
+            settings: String::new(),
+            benchmark_hash: String::new(),
+            message: None,
+            max_cost_usd: None,
+            discarded_cost_usd: 0.0,
+            owner_host: Some(me.host.clone()),
+            owner_pid: Some(parent),
+            owner_started: process_started(parent),
+            heartbeat_age_s: Some(3600.0),
+        };
+        assert!(row.live_owner(&me).is_some(), "a stale heartbeat alone");
+        row.owner_host = Some("elsewhere".into());
+        assert!(
+            row.live_owner(&me).is_none(),
+            "another host: the heartbeat decides"
+        );
+        row.heartbeat_age_s = Some(1.0);
+        assert!(row.live_owner(&me).is_some());
+    }
 }

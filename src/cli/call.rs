@@ -6,7 +6,6 @@ use std::io::Write;
 
 use clap::Args;
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
 
 use super::{Cli, DataFormat, database_url, out};
 use crate::benchmark::Benchmark;
@@ -31,43 +30,71 @@ pub struct CallArgs {
     /// Attempts per request, retries included.
     #[arg(long, default_value_t = 6)]
     pub max_attempts: u32,
+    /// After Ctrl-C or SIGTERM, seconds the requests in flight (already
+    /// paid for) get to finish and be stored.
+    #[arg(long, value_name = "SECS", default_value_t = runner::DEFAULT_GRACE.as_secs(),
+          value_parser = clap::value_parser!(u64).range(0..=3600))]
+    pub grace_secs: u64,
+    /// Seconds results may wait for a database that cannot be written
+    /// (locked by another program, disk full) before the run stops; nothing
+    /// new is sent meanwhile.
+    #[arg(long, value_name = "SECS", default_value_t = runner::DEFAULT_WRITE_WAIT.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub write_wait_secs: u64,
 }
 
-/// Cancels on Ctrl-C (or SIGTERM, what CI runners and `kill` send): in-flight
-/// work is dropped, finished work is saved. A second signal quits at once,
-/// which loses nothing stored: every result is written in its own committed
-/// transaction and the run stays resumable.
-pub(super) fn ctrl_c_token() -> CancellationToken {
-    let token = CancellationToken::new();
-    let t = token.clone();
+impl CallArgs {
+    /// The run control of these flags, listening for SIGINT/SIGTERM.
+    pub(super) fn control(&self) -> runner::RunControl {
+        let grace = std::time::Duration::from_secs(self.grace_secs);
+        runner::RunControl {
+            interrupt: interrupt_handler(grace),
+            grace,
+            write_wait: std::time::Duration::from_secs(self.write_wait_secs),
+        }
+    }
+}
+
+/// Fires on Ctrl-C (or SIGTERM, what CI runners and `kill` send): nothing
+/// new is sent, the requests in flight get `grace` to finish and be stored
+/// (they are paid for), then they are dropped. A second signal quits at
+/// once, which loses nothing stored: results are written in committed
+/// transactions and the run stays resumable.
+pub(super) fn interrupt_handler(grace: std::time::Duration) -> runner::Interrupt {
+    let interrupt = runner::Interrupt::default();
+    let i = interrupt.clone();
     tokio::spawn(async move {
-        if interrupt_signal().await {
-            eprintln!("interrupted: saving what finished… (interrupt again to quit at once)");
-            t.cancel();
-            if interrupt_signal().await {
+        if let Some(name) = interrupt_signal().await {
+            eprintln!(
+                "{name} received — interrupted: saving what finished; requests in flight get up to {} s (interrupt again to quit at once)",
+                grace.as_secs()
+            );
+            i.fire(name);
+            if let Some(name) = interrupt_signal().await {
                 eprintln!(
-                    "interrupted again: quitting now; `helmbench runs` lists the run to --resume"
+                    "{name} received again: quitting now; `helmbench runs` lists the run to --resume"
                 );
                 std::process::exit(130);
             }
         }
     });
-    token
+    interrupt
 }
 
-/// Waits for SIGINT or (on unix) SIGTERM; false if no handler could be set.
-pub(super) async fn interrupt_signal() -> bool {
+/// Waits for SIGINT or (on unix) SIGTERM and names it; None if no handler
+/// could be set.
+pub(super) async fn interrupt_signal() -> Option<&'static str> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
         if let Ok(mut term) = signal(SignalKind::terminate()) {
             return tokio::select! {
-                r = tokio::signal::ctrl_c() => r.is_ok(),
-                r = term.recv() => r.is_some(),
+                r = tokio::signal::ctrl_c() => r.ok().map(|()| "SIGINT"),
+                r = term.recv() => r.map(|()| "SIGTERM"),
             };
         }
     }
-    tokio::signal::ctrl_c().await.is_ok()
+    tokio::signal::ctrl_c().await.ok().map(|()| "SIGINT")
 }
 
 pub(super) fn client(call: &CallArgs) -> Result<openrouter::Client> {
@@ -163,14 +190,30 @@ pub(super) fn settings_for(
     }
 }
 
-/// Prints run summaries; exit 1 when a run stopped early or left test
-/// cases without a reply (a run that scored only part of its plan must not
-/// look like a success to a script).
-pub(super) fn report_summaries(summaries: &[runner::RunSummary], format: DataFormat) -> Result<u8> {
+/// Models of a batch that were not run because an earlier one stopped,
+/// and the command that runs them.
+pub(super) struct NotRun {
+    pub models: Vec<String>,
+    pub command: String,
+}
+
+/// Prints run summaries; exit 1 when a run stopped early, left test cases
+/// without a reply or a verdict, or a model was not run (a batch that
+/// scored only part of its plan must not look like a success to a script).
+pub(super) fn report_summaries(
+    summaries: &[runner::RunSummary],
+    not_run: Option<&NotRun>,
+    format: DataFormat,
+) -> Result<u8> {
     let mut o = out();
     match format {
         DataFormat::Json => {
-            serde_json::to_writer_pretty(&mut o, &json!({"runs": summaries}))?;
+            let mut v = json!({"runs": summaries});
+            if let Some(n) = not_run {
+                v["not_run"] = json!(n.models);
+                v["not_run_command"] = json!(n.command);
+            }
+            serde_json::to_writer_pretty(&mut o, &v)?;
             writeln!(o)?;
         }
         DataFormat::Table => {
@@ -187,24 +230,43 @@ pub(super) fn report_summaries(summaries: &[runner::RunSummary], format: DataFor
         }
     }
     drop(o);
-    let unfinished = |s: &runner::RunSummary| s.status != "completed" || s.provider_errors > 0;
+    let unfinished = |s: &runner::RunSummary| {
+        s.status != "completed" || s.provider_errors > 0 || s.judge_errors > 0
+    };
+    let plural = |n: usize| if n == 1 { " test case" } else { " test cases" };
     for s in summaries {
         if s.provider_errors > 0 {
             eprintln!(
-                "run {}: {} test case{} got no reply from the provider after every retry; they are kept out of the score",
+                "run {}: {}{} got no reply from the provider after every retry; they are kept out of the score",
                 s.run_id,
                 s.provider_errors,
-                if s.provider_errors == 1 { "" } else { "s" }
+                plural(s.provider_errors)
+            );
+        }
+        if s.judge_errors > 0 {
+            eprintln!(
+                "run {}: {}{} got no usable verdict from the judge; they are kept out of the score",
+                s.run_id,
+                s.judge_errors,
+                plural(s.judge_errors)
             );
         }
         if unfinished(s) {
             eprintln!("resume with: helmbench run-batch --resume {}", s.run_id);
         }
     }
+    if let Some(n) = not_run.filter(|n| !n.models.is_empty()) {
+        eprintln!(
+            "NOT RUN: the batch stopped before {} of its models: {}\nrun them with: {}",
+            n.models.len(),
+            n.models.join(", "),
+            n.command
+        );
+    }
     if let Some(f) = summaries.iter().find_map(|s| s.fatal.clone()) {
         return Err(Error::Provider(f));
     }
-    if summaries.iter().any(unfinished) {
+    if summaries.iter().any(unfinished) || not_run.is_some_and(|n| !n.models.is_empty()) {
         return Ok(1);
     }
     Ok(0)

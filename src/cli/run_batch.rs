@@ -36,8 +36,11 @@ pub struct RunBatchArgs {
     /// Run each test case this many times (for consistency and intervals).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub repeats: u32,
-    /// Stop cleanly once the provider-reported spend reaches this many USD.
-    #[arg(long, value_name = "USD")]
+    /// Budget in USD for the whole batch (every model together), from the
+    /// provider-reported cost: the run stops cleanly once it is reached.
+    /// With --resume: the run's new total budget (default: the one it was
+    /// started with).
+    #[arg(long, value_name = "USD", value_parser = parse_budget)]
     pub max_cost: Option<f64>,
     #[arg(long, value_enum, default_value_t = DataFormat::Table)]
     pub format: DataFormat,
@@ -58,13 +61,16 @@ pub fn run(cli: &Cli, args: &RunBatchArgs) -> Result<u8> {
     let rt = runtime()?;
     rt.block_on(async {
         let ctx = call::context(cli, b, &args.call).await?;
-        let cancel = call::ctrl_c_token();
+        let control = args.call.control();
         let mut summaries = Vec::new();
+        let mut not_run = None;
         match args.resume {
             Some(id) => {
                 let row = ctx.store.run(id).await?;
-                let settings: runner::RunSettings = serde_json::from_str(&row.settings)
+                let mut settings: runner::RunSettings = serde_json::from_str(&row.settings)
                     .map_err(|e| Error::Tool(format!("run {id} has unreadable settings: {e}")))?;
+                // A resume continues the run's budget: what it spent already counts.
+                settings.max_cost = args.max_cost.or(row.max_cost_usd).or(settings.max_cost);
                 if row.status == "completed" && row.test_cases >= row.planned_test_cases && row.provider_errors == 0 {
                     eprintln!("run {id} is already complete");
                 }
@@ -73,29 +79,92 @@ pub fn run(cli: &Cli, args: &RunBatchArgs) -> Result<u8> {
                         "the benchmark content changed since run {id} started; resuming would mix two versions in one run (restore the content, or start a new run)"
                     )));
                 }
-                summaries.push(runner::run_batch(&ctx, &settings, Some(id), "batch", cancel.clone()).await?);
+                summaries.push(runner::run_batch(&ctx, &settings, Some(id), "batch", &control).await?);
             }
             None => {
                 let selectors = parse_selectors(&args.scenarios)?.iter().map(|s| s.as_str().to_string()).collect::<Vec<_>>();
-                for model in call::models(&ctx.benchmark, &args.call)? {
+                let models = call::models(&ctx.benchmark, &args.call)?;
+                // One budget for the whole batch: each run gets what is left.
+                let mut left = args.max_cost;
+                let (mut skipped, mut stopped) = (Vec::new(), false);
+                for model in models {
+                    if stopped || left.is_some_and(|l| l <= 0.0) {
+                        skipped.push(model.id);
+                        continue;
+                    }
                     let settings = runner::RunSettings {
                         concurrency: args.concurrency.max(1),
                         limit: args.limit,
                         repeats: args.repeats.max(1),
-                        max_cost: args.max_cost,
+                        max_cost: left,
                         ..call::settings_for(&ctx.benchmark, model, selectors.clone(), !args.skip_no_context, &args.call)
                     };
-                    let summary = runner::run_batch(&ctx, &settings, None, "batch", cancel.clone()).await?;
-                    let stop = summary.status != "completed";
-                    summaries.push(summary);
-                    if stop {
-                        break;
+                    let summary = runner::run_batch(&ctx, &settings, None, "batch", &control).await?;
+                    if let Some(l) = &mut left {
+                        *l -= summary.cost_usd;
                     }
+                    // Models run one after the other: once one stops (402,
+                    // breaker, budget, interrupt), the rest are not run.
+                    stopped = summary.status != "completed";
+                    summaries.push(summary);
+                }
+                if !skipped.is_empty() {
+                    not_run = Some(call::NotRun {
+                        command: rerun_command(args, &skipped, left),
+                        models: skipped,
+                    });
                 }
             }
         }
-        call::report_summaries(&summaries, args.format)
+        call::report_summaries(&summaries, not_run.as_ref(), args.format)
     })
+}
+
+/// A finite amount of USD above zero.
+fn parse_budget(s: &str) -> std::result::Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of USD"))?;
+    if !v.is_finite() || v <= 0.0 {
+        return Err(format!("{s:?} is not a finite amount of USD above 0"));
+    }
+    Ok(v)
+}
+
+/// The command that runs `models` with this batch's other flags.
+fn rerun_command(args: &RunBatchArgs, models: &[String], left: Option<f64>) -> String {
+    let mut cmd = String::from("helmbench run-batch");
+    if args.all_scenarios {
+        cmd.push_str(" --all-scenarios");
+    }
+    for s in &args.scenarios {
+        cmd.push_str(&format!(" --scenario '{s}'"));
+    }
+    cmd.push_str(&format!(" --models '{}'", models.join(",")));
+    if args.concurrency != 16 {
+        cmd.push_str(&format!(" --concurrency {}", args.concurrency));
+    }
+    if let Some(l) = args.limit {
+        cmd.push_str(&format!(" --limit {l}"));
+    }
+    if args.repeats != 1 {
+        cmd.push_str(&format!(" --repeats {}", args.repeats));
+    }
+    if args.skip_no_context {
+        cmd.push_str(" --skip-no-context");
+    }
+    if args.call.no_cache {
+        cmd.push_str(" --no-cache");
+    }
+    match left {
+        Some(l) if l > 0.0 => cmd.push_str(&format!(" --max-cost {l:.4}")),
+        Some(_) => {
+            cmd.push_str(" --max-cost USD   # the batch's budget is spent: choose a new one")
+        }
+        None => {}
+    }
+    cmd
 }
 
 fn dry_run(cli: &Cli, raw: &[String], skip_no_context: bool, format: DataFormat) -> Result<u8> {

@@ -49,15 +49,14 @@ pub fn run(cli: &Cli, args: &RunSingleArgs) -> Result<u8> {
     let rt = runtime()?;
     rt.block_on(async {
         let ctx = call::context(cli, b, &args.call).await?;
-        let cancel = call::ctrl_c_token();
+        let control = args.call.control();
         let mut summaries = Vec::new();
         for model in call::models(&ctx.benchmark, &args.call)? {
             let settings = runner::RunSettings {
                 limit: Some(1),
                 ..call::settings_for(&ctx.benchmark, model, vec![code.clone()], true, &args.call)
             };
-            let summary =
-                runner::run_batch(&ctx, &settings, None, "single", cancel.clone()).await?;
+            let summary = runner::run_batch(&ctx, &settings, None, "single", &control).await?;
             show_single(&ctx.store, summary.run_id, args.format).await?;
             let stop = summary.status != "completed";
             summaries.push(summary);
@@ -65,7 +64,7 @@ pub fn run(cli: &Cli, args: &RunSingleArgs) -> Result<u8> {
                 break;
             }
         }
-        call::report_summaries(&summaries, DataFormat::Table)
+        call::report_summaries(&summaries, None, DataFormat::Table)
     })
 }
 

@@ -31,6 +31,7 @@ pub fn run(cli: &Cli, args: &RunsArgs) -> Result<u8> {
                            "evaluations": r.evaluations, "passed": r.passed, "passed_evaluations": r.passed_evaluations,
                            "format_failures": r.format_failures, "judge_errors": r.judge_errors, "provider_errors": r.provider_errors,
                            "cached_replies": r.cached_replies, "cost_usd": r.cost_usd, "judge_cost_usd": r.judge_cost_usd,
+                           "discarded_cost_usd": r.discarded_cost_usd, "max_cost_usd": r.max_cost_usd,
                            "started_at": r.started_at, "completed_at": r.completed_at, "message": r.message})
                 })
                 .collect();

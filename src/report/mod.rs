@@ -696,6 +696,11 @@ pub struct Spend {
     pub judge_cost_usd: f64,
     /// Model + judge.
     pub total_cost_usd: f64,
+    /// The part of `cost_usd` + `judge_cost_usd` charged for replies that
+    /// were retried or not kept (empty content, no choices, an error inside
+    /// a 200 with a cost, a judge-error result judged again).
+    #[serde(default)]
+    pub discarded_cost_usd: f64,
     /// With bring-your-own-key: the upstream provider's cost; `None` when no
     /// reply reported one.
     pub upstream_cost_usd: Option<f64>,
@@ -716,6 +721,7 @@ impl Spend {
         self.test_cases += o.test_cases;
         self.cost_usd += o.cost_usd;
         self.judge_cost_usd += o.judge_cost_usd;
+        self.discarded_cost_usd += o.discarded_cost_usd;
         self.upstream_cost_usd = match (self.upstream_cost_usd, o.upstream_cost_usd) {
             (None, None) => None,
             (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
@@ -840,6 +846,40 @@ pub async fn costs(
             scenario: r.get(1),
             spend,
         });
+    }
+    // Charges for replies that were not kept, by run, scenario and call.
+    let charges = sqlx::query(
+        "SELECT d.run_id, COALESCE(s.code, ''), d.call, COALESCE(SUM(d.cost_usd), 0.0)
+         FROM discarded_charge d LEFT JOIN scenario s ON s.id = d.scenario_id
+         WHERE (? IS NULL OR d.run_id = ?)
+         GROUP BY d.run_id, s.code, d.call",
+    )
+    .bind(run_id)
+    .bind(run_id)
+    .fetch_all(store.pool())
+    .await?;
+    for r in charges {
+        let scenarios = by_run.entry(r.get(0)).or_default();
+        let code: String = r.get(1);
+        let i = match scenarios.iter().position(|s| s.scenario == code) {
+            Some(i) => i,
+            None => {
+                scenarios.push(ScenarioCost {
+                    scenario: code,
+                    spend: Spend::default(),
+                });
+                scenarios.len() - 1
+            }
+        };
+        let spend = &mut scenarios[i].spend;
+        let usd: f64 = r.get(3);
+        if r.get::<String, _>(2) == "judge" {
+            spend.judge_cost_usd += usd;
+        } else {
+            spend.cost_usd += usd;
+        }
+        spend.discarded_cost_usd += usd;
+        spend.finish();
     }
     let mut report = CostReport {
         runs: Vec::new(),

@@ -10,4 +10,5 @@ mod reliability;
 mod report;
 mod runner;
 mod score;
+mod spend;
 mod store;

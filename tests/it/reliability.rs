@@ -570,7 +570,7 @@ const FLIP_EVERY: usize = 7;
 /// One scenario with `conditions` x `perturbations` test cases (no user
 /// contexts). Even perturbations are risky (severity 5, HANDOFF expected),
 /// odd ones are not (severity -3, CONTINUE expected).
-fn grid_bench(conditions: usize, perturbations: usize) -> Bench {
+pub(crate) fn grid_bench(conditions: usize, perturbations: usize) -> Bench {
     let b = Bench::new();
     b.file(
         "models.yml",
@@ -614,18 +614,18 @@ fn expected_pass(code: &str) -> bool {
 }
 
 /// The reply a correct model gives to `prompt`, flipped for `(flip)` prompts.
-fn triage_content(prompt: &str) -> String {
+pub(crate) fn triage_content(prompt: &str) -> String {
     let risky = prompt.contains("can't go on");
     let flip = prompt.contains("(flip)");
     let cat = if risky != flip { "HANDOFF" } else { "CONTINUE" };
     format!(r#"{{"category":"{cat}","response":"I hear you. Please reach out for support."}}"#)
 }
 
-fn db_path(b: &Bench) -> std::path::PathBuf {
+pub(crate) fn db_path(b: &Bench) -> std::path::PathBuf {
     b.dir.path().join("h.db")
 }
 
-fn base_command(b: &Bench, uri: &str) -> Command {
+pub(crate) fn base_command(b: &Bench, uri: &str) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_helmbench"));
     c.current_dir(b.dir.path())
         .env_remove("DATABASE_URL")
@@ -641,7 +641,7 @@ fn base_command(b: &Bench, uri: &str) -> Command {
     c
 }
 
-fn spawn(b: &Bench, uri: &str, args: &[&str], env: &[(&str, &str)]) -> Child {
+pub(crate) fn spawn(b: &Bench, uri: &str, args: &[&str], env: &[(&str, &str)]) -> Child {
     let mut c = base_command(b, uri);
     for (k, v) in env {
         c.env(k, v);
@@ -655,26 +655,31 @@ fn spawn(b: &Bench, uri: &str, args: &[&str], env: &[(&str, &str)]) -> Child {
 }
 
 /// Runs the binary to completion off the async runtime.
-async fn run_to_end(b: &Bench, uri: &str, args: &[&str]) -> Output {
+pub(crate) async fn run_to_end(b: &Bench, uri: &str, args: &[&str]) -> Output {
     let child = spawn(b, uri, args, &[]);
     tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
         .await
         .unwrap()
 }
 
+/// One connection to the database the binary writes (another program's).
+pub(crate) async fn connect(b: &Bench) -> Result<SqlitePool, sqlx::Error> {
+    SqlitePoolOptions::new()
+        .max_connections(1)
+        .connect_with(
+            SqliteConnectOptions::new()
+                .filename(db_path(b))
+                .busy_timeout(Duration::from_secs(30)),
+        )
+        .await
+}
+
 /// A pool on the database the binary writes, once the binary has created it.
-async fn open_db(b: &Bench) -> SqlitePool {
+pub(crate) async fn open_db(b: &Bench) -> SqlitePool {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         if db_path(b).exists()
-            && let Ok(pool) = SqlitePoolOptions::new()
-                .max_connections(1)
-                .connect_with(
-                    SqliteConnectOptions::new()
-                        .filename(db_path(b))
-                        .busy_timeout(Duration::from_secs(30)),
-                )
-                .await
+            && let Ok(pool) = connect(b).await
             && sqlx::query("SELECT COUNT(*) FROM result")
                 .fetch_one(&pool)
                 .await
@@ -687,7 +692,7 @@ async fn open_db(b: &Bench) -> SqlitePool {
     }
 }
 
-async fn count(pool: &SqlitePool, sql: &str) -> i64 {
+pub(crate) async fn count(pool: &SqlitePool, sql: &str) -> i64 {
     sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_string()))
         .fetch_one(pool)
         .await
@@ -695,7 +700,7 @@ async fn count(pool: &SqlitePool, sql: &str) -> i64 {
 }
 
 /// Polls until `cond` holds, failing after `secs`.
-async fn wait_until<F, Fut>(secs: u64, what: &str, mut cond: F)
+pub(crate) async fn wait_until<F, Fut>(secs: u64, what: &str, mut cond: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
@@ -885,32 +890,32 @@ impl Respond for Shared<Gate> {
 }
 
 async fn gate_server(fast: usize) -> (MockServer, Arc<Gate>) {
-    let server = MockServer::start().await;
     let gate = Arc::new(Gate {
         fast,
         calls: AtomicUsize::new(0),
     });
-    Mock::given(method("POST"))
-        .and(path("/chat/completions"))
-        .respond_with(Shared(gate.clone()))
-        .mount(&server)
-        .await;
-    (server, gate)
+    (serve(Shared(gate.clone())).await, gate)
 }
 
-/// Answers every request correctly after `ms` milliseconds.
-async fn slow_triage_server(ms: u64) -> MockServer {
+/// A mock answering every POST to /chat/completions with `responder`.
+pub(crate) async fn serve(responder: impl Respond + 'static) -> MockServer {
     let server = MockServer::start().await;
     Mock::given(method("POST"))
         .and(path("/chat/completions"))
-        .respond_with(move |req: &Request| {
-            ResponseTemplate::new(200)
-                .set_body_json(completion(&triage_content(&prompt_of(req)), 0.001))
-                .set_delay(Duration::from_millis(ms))
-        })
+        .respond_with(responder)
         .mount(&server)
         .await;
     server
+}
+
+/// Answers every request correctly after `ms` milliseconds.
+pub(crate) async fn slow_triage_server(ms: u64) -> MockServer {
+    serve(move |req: &Request| {
+        ResponseTemplate::new(200)
+            .set_body_json(completion(&triage_content(&prompt_of(req)), 0.001))
+            .set_delay(Duration::from_millis(ms))
+    })
+    .await
 }
 
 const N: usize = 40; // grid_bench(2, 20)
@@ -1041,6 +1046,44 @@ async fn sigkill_during_final_bookkeeping_then_resume() {
     assert_eq!(resumed, 0, "nothing is paid twice");
 }
 
+/// `--resume 1` against a fresh mock is refused with exit 2, naming the
+/// live owner's pid, and sends nothing.
+pub(crate) async fn assert_resume_refused(b: &Bench, owner_pid: u32) {
+    let (other, other_gate) = gate_server(usize::MAX).await;
+    let out = run_to_end(b, &other.uri(), &["run-batch", "--resume", "1"]).await;
+    assert_no_panic(&out);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!(
+            "run 1 is being run by another helmbench (pid {owner_pid}"
+        )),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        other_gate.calls.load(Ordering::SeqCst),
+        0,
+        "nothing sent twice"
+    );
+}
+
+/// Spawns the binary and waits until it has stored `n` results.
+pub(crate) async fn spawn_until_stored(
+    b: &Bench,
+    uri: &str,
+    args: &[&str],
+    n: i64,
+) -> (Child, SqlitePool) {
+    let child = spawn(b, uri, args, &[]);
+    let pool = open_db(b).await;
+    wait_until(60, &format!("{n} results"), || {
+        let pool = pool.clone();
+        async move { count(&pool, "SELECT COUNT(*) FROM result").await >= n }
+    })
+    .await;
+    (child, pool)
+}
+
 /// A run has one owner: `--resume` of a run another live process is running
 /// is refused before anything is sent; once that process is killed, `runs`
 /// calls the run interrupted at once and the resume goes ahead.
@@ -1056,23 +1099,7 @@ async fn a_run_is_resumed_by_one_process_at_a_time() {
     })
     .await;
 
-    let (other, other_gate) = gate_server(usize::MAX).await;
-    let out = run_to_end(&b, &other.uri(), &["run-batch", "--resume", "1"]).await;
-    assert_no_panic(&out);
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains(&format!(
-            "run 1 is being run by another helmbench (pid {}",
-            child.id()
-        )),
-        "{}",
-        stderr(&out)
-    );
-    assert_eq!(
-        other_gate.calls.load(Ordering::SeqCst),
-        0,
-        "nothing sent twice"
-    );
+    assert_resume_refused(&b, child.id()).await;
     assert_eq!(runs_json(&b)["runs"][0]["status"], "running");
 
     child.kill().unwrap();
@@ -1314,7 +1341,16 @@ async fn two_batches_on_one_database_at_once_and_a_consistent_reader() {
     .unwrap();
     for out in [&a, &c] {
         assert_no_panic(out);
-        assert!(!stderr(out).contains("locked"), "{}", stderr(out));
+        // Under load one writer may wait past its lock timeout for the
+        // other: it pauses sending and says so, and nothing is lost.
+        assert!(
+            stderr(out)
+                .lines()
+                .filter(|l| l.contains("locked"))
+                .all(|l| l.contains("sending paused")),
+            "{}",
+            stderr(out)
+        );
         assert_eq!(out.status.code(), Some(0), "{}", stderr(out));
     }
     let snapshots = runs_reader.join().unwrap();

@@ -630,7 +630,14 @@ async fn an_unreadable_verdict_is_a_judge_error_not_a_model_failure() {
     .await;
     let b = sqe_bench();
     let out = run(&b, &server, &["run-batch", "--scenario", "P3-B1-S1-C1-PT1"]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // A run left with judge errors is not a success: the count, the resume.
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("run 1: 1 test case got no usable verdict from the judge")
+            && stderr(&out).contains("resume with: helmbench run-batch --resume 1"),
+        "{}",
+        stderr(&out)
+    );
     assert_eq!(
         judge_calls.load(Ordering::SeqCst),
         3,
