@@ -14,7 +14,7 @@ pub mod error;
 pub mod judging;
 pub mod openrouter;
 pub mod report;
-pub mod runner;
+pub mod run;
 pub mod scoring;
 pub mod store;
 

@@ -10,7 +10,7 @@ use serde_json::json;
 use super::{Cli, DataFormat, database_url, out};
 use crate::benchmark::Benchmark;
 use crate::store::Store;
-use crate::{Error, Result, openrouter, runner};
+use crate::{Error, Result, openrouter, run};
 
 /// Options shared by every command that calls models.
 #[derive(Debug, Clone, Args)]
@@ -32,22 +32,22 @@ pub struct CallArgs {
     pub max_attempts: u32,
     /// After Ctrl-C or SIGTERM, seconds the requests in flight (already
     /// paid for) get to finish and be stored.
-    #[arg(long, value_name = "SECS", default_value_t = runner::DEFAULT_GRACE.as_secs(),
+    #[arg(long, value_name = "SECS", default_value_t = run::DEFAULT_GRACE.as_secs(),
           value_parser = clap::value_parser!(u64).range(0..=3600))]
     pub grace_secs: u64,
     /// Seconds results may wait for a database that cannot be written
     /// (locked by another program, disk full) before the run stops; nothing
     /// new is sent meanwhile.
-    #[arg(long, value_name = "SECS", default_value_t = runner::DEFAULT_WRITE_WAIT.as_secs(),
+    #[arg(long, value_name = "SECS", default_value_t = run::DEFAULT_WRITE_WAIT.as_secs(),
           value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub write_wait_secs: u64,
 }
 
 impl CallArgs {
     /// The run control of these flags, listening for SIGINT/SIGTERM.
-    pub(super) fn control(&self) -> runner::RunControl {
+    pub(super) fn control(&self) -> run::RunControl {
         let grace = std::time::Duration::from_secs(self.grace_secs);
-        runner::RunControl {
+        run::RunControl {
             interrupt: interrupt_handler(grace),
             grace,
             write_wait: std::time::Duration::from_secs(self.write_wait_secs),
@@ -60,8 +60,8 @@ impl CallArgs {
 /// (they are paid for), then they are dropped. A second signal quits at
 /// once, which loses nothing stored: results are written in committed
 /// transactions and the run stays resumable.
-pub(super) fn interrupt_handler(grace: std::time::Duration) -> runner::Interrupt {
-    let interrupt = runner::Interrupt::default();
+pub(super) fn interrupt_handler(grace: std::time::Duration) -> run::Interrupt {
+    let interrupt = run::Interrupt::default();
     let i = interrupt.clone();
     tokio::spawn(async move {
         if let Some(name) = interrupt_signal().await {
@@ -126,13 +126,9 @@ pub(super) fn client(call: &CallArgs) -> Result<openrouter::Client> {
     openrouter::Client::new(cfg).map_err(|e| Error::Tool(e.to_string()))
 }
 
-pub(super) async fn context(
-    cli: &Cli,
-    b: Benchmark,
-    call: &CallArgs,
-) -> Result<runner::RunContext> {
+pub(super) async fn context(cli: &Cli, b: Benchmark, call: &CallArgs) -> Result<run::RunContext> {
     let store = Store::open(&database_url(cli)).await?;
-    runner::RunContext::new(b, store, client(call)?, cli.quiet).await
+    run::RunContext::new(b, store, client(call)?, cli.quiet).await
 }
 
 /// The models to run: `--models` or models.yml (with its parameters).
@@ -174,8 +170,8 @@ pub(super) fn settings_for(
     selectors: Vec<String>,
     include_no_context: bool,
     call: &CallArgs,
-) -> runner::RunSettings {
-    runner::RunSettings {
+) -> run::RunSettings {
+    run::RunSettings {
         model,
         judge_model: b.models.as_ref().and_then(|m| m.marking_model.clone()),
         selectors,
@@ -201,7 +197,7 @@ pub(super) struct NotRun {
 /// without a reply or a verdict, or a model was not run (a batch that
 /// scored only part of its plan must not look like a success to a script).
 pub(super) fn report_summaries(
-    summaries: &[runner::RunSummary],
+    summaries: &[run::RunSummary],
     not_run: Option<&NotRun>,
     format: DataFormat,
 ) -> Result<u8> {
@@ -230,7 +226,7 @@ pub(super) fn report_summaries(
         }
     }
     drop(o);
-    let unfinished = |s: &runner::RunSummary| {
+    let unfinished = |s: &run::RunSummary| {
         s.status != "completed" || s.provider_errors > 0 || s.judge_errors > 0
     };
     let plural = |n: usize| if n == 1 { " test case" } else { " test cases" };

@@ -9,7 +9,7 @@ use super::call::{self, CallArgs};
 use super::{
     Cli, DataFormat, is_dry_run, load_reporting, load_strict, out, parse_selectors, runtime,
 };
-use crate::{Error, Result, runner};
+use crate::{Error, Result, run};
 
 #[derive(Debug, Args)]
 pub struct RunBatchArgs {
@@ -67,7 +67,7 @@ pub fn run(cli: &Cli, args: &RunBatchArgs) -> Result<u8> {
         match args.resume {
             Some(id) => {
                 let row = ctx.store.run(id).await?;
-                let mut settings: runner::RunSettings = serde_json::from_str(&row.settings)
+                let mut settings: run::RunSettings = serde_json::from_str(&row.settings)
                     .map_err(|e| Error::Tool(format!("run {id} has unreadable settings: {e}")))?;
                 // A resume continues the run's budget: what it spent already counts.
                 settings.max_cost = args.max_cost.or(row.max_cost_usd).or(settings.max_cost);
@@ -79,7 +79,7 @@ pub fn run(cli: &Cli, args: &RunBatchArgs) -> Result<u8> {
                         "the benchmark content changed since run {id} started; resuming would mix two versions in one run (restore the content, or start a new run)"
                     )));
                 }
-                summaries.push(runner::run_batch(&ctx, &settings, Some(id), "batch", &control).await?);
+                summaries.push(run::run_batch(&ctx, &settings, Some(id), "batch", &control).await?);
             }
             None => {
                 let selectors = parse_selectors(&args.scenarios)?.iter().map(|s| s.as_str().to_string()).collect::<Vec<_>>();
@@ -92,14 +92,14 @@ pub fn run(cli: &Cli, args: &RunBatchArgs) -> Result<u8> {
                         skipped.push(model.id);
                         continue;
                     }
-                    let settings = runner::RunSettings {
+                    let settings = run::RunSettings {
                         concurrency: args.concurrency.max(1),
                         limit: args.limit,
                         repeats: args.repeats.max(1),
                         max_cost: left,
                         ..call::settings_for(&ctx.benchmark, model, selectors.clone(), !args.skip_no_context, &args.call)
                     };
-                    let summary = runner::run_batch(&ctx, &settings, None, "batch", &control).await?;
+                    let summary = run::run_batch(&ctx, &settings, None, "batch", &control).await?;
                     if let Some(l) = &mut left {
                         *l -= summary.cost_usd;
                     }
@@ -170,7 +170,7 @@ fn rerun_command(args: &RunBatchArgs, models: &[String], left: Option<f64>) -> S
 fn dry_run(cli: &Cli, raw: &[String], skip_no_context: bool, format: DataFormat) -> Result<u8> {
     let selectors = parse_selectors(raw)?;
     let (b, errors) = load_reporting(cli);
-    let summary = runner::dry_run(&b, &selectors, !skip_no_context).map_err(Error::Usage)?;
+    let summary = run::dry_run(&b, &selectors, !skip_no_context).map_err(Error::Usage)?;
     let warnings = crate::content::lint::lint(&b, &selectors);
     let mut o = out();
     match format {

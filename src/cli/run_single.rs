@@ -9,7 +9,7 @@ use super::{Cli, DataFormat, is_dry_run, load_reporting, load_strict, out, runti
 use crate::benchmark::compose;
 use crate::discovery::{self, Selector};
 use crate::store::Store;
-use crate::{Error, Result, runner};
+use crate::{Error, Result, run};
 
 #[derive(Debug, Args)]
 pub struct RunSingleArgs {
@@ -52,11 +52,11 @@ pub fn run(cli: &Cli, args: &RunSingleArgs) -> Result<u8> {
         let control = args.call.control();
         let mut summaries = Vec::new();
         for model in call::models(&ctx.benchmark, &args.call)? {
-            let settings = runner::RunSettings {
+            let settings = run::RunSettings {
                 limit: Some(1),
                 ..call::settings_for(&ctx.benchmark, model, vec![code.clone()], true, &args.call)
             };
-            let summary = runner::run_batch(&ctx, &settings, None, "single", &control).await?;
+            let summary = run::run_batch(&ctx, &settings, None, "single", &control).await?;
             show_single(&ctx.store, summary.run_id, args.format).await?;
             let stop = summary.status != "completed";
             summaries.push(summary);

@@ -1,0 +1,464 @@
+//! One evaluation run for one model: plan, claim, spawn the workers, the
+//! writer, the heartbeat and the progress bar, and finish the run.
+
+use std::collections::{HashMap, HashSet};
+use std::io::IsTerminal;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Mutex, RwLock};
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::*;
+use crate::benchmark::Benchmark;
+use crate::discovery::CaseIndex;
+use crate::openrouter::{CallLog, Client, ProviderError};
+use crate::store::{SeedIds, Store};
+
+/// Provider errors in a row (after retries) that stop a run: a spent key
+/// limit or a model with no endpoints fails every request the same way, and
+/// recording thousands of failures helps no one. The run stays resumable.
+pub(super) const MAX_CONSECUTIVE_PROVIDER_ERRORS: usize = 25;
+
+/// Everything a run needs that does not change between runs.
+pub struct RunContext {
+    pub benchmark: Arc<Benchmark>,
+    pub store: Store,
+    pub ids: Arc<SeedIds>,
+    pub client: Arc<Client>,
+    pub validators: Arc<HashMap<String, jsonschema::Validator>>,
+    pub quiet: bool,
+}
+
+impl RunContext {
+    /// Seeds the database and compiles every scenario's schema once.
+    pub async fn new(
+        benchmark: Benchmark,
+        store: Store,
+        client: Client,
+        quiet: bool,
+    ) -> crate::Result<Self> {
+        let ids = store.seed(&benchmark).await?;
+        let mut validators = HashMap::new();
+        for s in &benchmark.scenarios {
+            if let Some(schema) = s.schema() {
+                let v = jsonschema::validator_for(schema).map_err(|e| {
+                    crate::Error::Tool(format!("{}: schema does not compile: {e}", s.code))
+                })?;
+                validators.insert(s.code.clone(), v);
+            }
+        }
+        Ok(RunContext {
+            benchmark: Arc::new(benchmark),
+            store,
+            ids: Arc::new(ids),
+            client: Arc::new(client),
+            validators: Arc::new(validators),
+            quiet,
+        })
+    }
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunSummary {
+    pub run_id: i64,
+    pub model: String,
+    pub status: String,
+    pub planned: usize,
+    pub stored: usize,
+    pub passed: usize,
+    /// Stored results without a reply (retries spent): out of the score,
+    /// sent again by `--resume`.
+    pub provider_errors: usize,
+    /// Stored results whose judge failed or gave no usable verdict: out of
+    /// the score, judged again by `--resume`.
+    pub judge_errors: usize,
+    /// What the run spent (every process of it, discarded charges included).
+    pub cost_usd: f64,
+    pub max_cost_usd: Option<f64>,
+    pub message: Option<String>,
+    /// Set when the provider refused in a way that stops everything (401).
+    #[serde(skip)]
+    pub fatal: Option<String>,
+}
+
+/// Shared state between the workers, the collector and the caller.
+pub(super) struct Shared {
+    pub(super) next: AtomicUsize,
+    pub(super) provider_errors_in_a_row: AtomicUsize,
+    /// Everything this run paid for, earlier processes included, in nano-USD
+    /// (a cheap model's reply costs well under a micro-dollar).
+    pub(super) spend_nano: std::sync::atomic::AtomicU64,
+    /// Set while results cannot be written: workers send nothing new.
+    pub(super) write_blocked: AtomicBool,
+    pub(super) stop_reason: Mutex<Option<(String, bool)>>, // (message, fatal)
+}
+
+impl Shared {
+    pub(super) fn spend(&self) -> f64 {
+        self.spend_nano.load(Ordering::Relaxed) as f64 / 1e9
+    }
+    pub(super) fn add_spend(&self, usd: f64) {
+        self.spend_nano
+            .fetch_add((usd * 1e9).round().max(0.0) as u64, Ordering::Relaxed);
+    }
+    pub(super) fn set_stop(&self, msg: String, fatal: bool) {
+        let mut s = self.stop_reason.lock().unwrap_or_else(|e| e.into_inner());
+        if s.is_none() {
+            *s = Some((msg, fatal));
+        }
+    }
+}
+
+/// period also drops the requests in flight.
+/// Runs (or resumes) one evaluation run for one model.
+///
+/// The run stops cleanly (no new work, in-flight work finishes) on its
+/// budget, the provider-error breaker, a 402, a database that stays
+/// unwritable, or an interrupt; a 401 or the end of an interrupt's grace
+/// period also drops the requests in flight.
+pub async fn run_batch(
+    ctx: &RunContext,
+    settings: &RunSettings,
+    resume: Option<i64>,
+    kind: &str,
+    control: &RunControl,
+) -> crate::Result<RunSummary> {
+    let b = &ctx.benchmark;
+    let work = plan(b, settings)?;
+    let planned = work.len();
+    let settings_json = serde_json::to_value(settings)?;
+    let run_id = match resume {
+        Some(id) => {
+            // Claimed first: provider errors are cleared only by the owner.
+            ctx.store.claim_run(id, settings.max_cost).await?;
+            let kept = ctx.store.write_pending(id).await?;
+            if kept > 0 {
+                tracing::info!(
+                    run_id = id,
+                    kept,
+                    "results kept by an earlier process written"
+                );
+            }
+            ctx.store.clear_provider_errors(id).await?;
+            id
+        }
+        None => {
+            ctx.store
+                .create_run(
+                    ctx.ids.benchmark_id,
+                    &settings.model.id,
+                    kind,
+                    &settings_json,
+                    planned as i64,
+                    settings.max_cost,
+                )
+                .await?
+        }
+    };
+    // What earlier processes of this run spent counts against its budget.
+    let (spent_before, redo) = match resume {
+        Some(id) => {
+            let row = ctx.store.run(id).await?;
+            (
+                row.cost_usd + row.judge_cost_usd,
+                ctx.store.judge_error_cases(id).await?,
+            )
+        }
+        None => (0.0, HashSet::new()),
+    };
+    let done = ctx.store.stored_cases(run_id).await?;
+    let todo: Vec<(CaseIndex, u32)> = if done.is_empty() {
+        work
+    } else {
+        work.into_iter()
+            .filter(|(c, r)| !done.contains(&(c.resolve(b).code(), i64::from(*r))))
+            .collect()
+    };
+    let already_done = done.len();
+    drop(done);
+    tracing::info!(run_id, model = %settings.model.id, planned, todo = todo.len(), "run starting");
+
+    // The bar draws on stderr; it is for a person watching a terminal.
+    let progress =
+        if ctx.quiet || !std::io::stdout().is_terminal() || !std::io::stderr().is_terminal() {
+            ProgressBar::hidden()
+        } else {
+            let pb = ProgressBar::new(planned as u64);
+            pb.set_style(
+                ProgressStyle::with_template(
+                    "{prefix} [{bar:30}] {pos}/{len} {msg} {per_sec} eta {eta}",
+                )
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> "),
+            );
+            pb.set_prefix(format!("run {run_id} {}", settings.model.id));
+            pb.set_position(already_done as u64);
+            pb
+        };
+
+    let shared = Arc::new(Shared {
+        next: AtomicUsize::new(0),
+        provider_errors_in_a_row: AtomicUsize::new(0),
+        spend_nano: Default::default(),
+        write_blocked: AtomicBool::new(false),
+        stop_reason: Mutex::new(None),
+    });
+    shared.add_spend(spent_before);
+    // `abort` drops requests in flight; `stop` only ends new work.
+    let abort = CancellationToken::new();
+    let stop = abort.child_token();
+    let grace_timer = {
+        let (interrupt, stop, abort, grace) = (
+            control.interrupt.token.clone(),
+            stop.clone(),
+            abort.clone(),
+            control.grace,
+        );
+        tokio::spawn(async move {
+            interrupt.cancelled().await;
+            stop.cancel();
+            tokio::time::sleep(grace).await;
+            abort.cancel();
+        })
+    };
+    let todo = Arc::new(todo);
+    let redo = Arc::new(redo);
+    let cache = if settings.no_cache {
+        None
+    } else {
+        let (replies, judgements) = ctx.store.request_keys().await?;
+        Some(Arc::new(CacheFilter {
+            replies: RwLock::new(replies),
+            judgements: RwLock::new(judgements),
+        }))
+    };
+    let (tx, rx) = mpsc::channel::<ToWrite>(WRITE_QUEUE);
+    let workers = settings.concurrency.clamp(1, 1024).min(todo.len().max(1));
+    let mut handles = Vec::with_capacity(workers);
+    for _ in 0..workers {
+        let (todo, redo, shared, tx, stop, abort) = (
+            todo.clone(),
+            redo.clone(),
+            shared.clone(),
+            tx.clone(),
+            stop.clone(),
+            abort.clone(),
+        );
+        let worker = Worker {
+            benchmark: ctx.benchmark.clone(),
+            ids: ctx.ids.clone(),
+            client: ctx.client.clone(),
+            validators: ctx.validators.clone(),
+            store: ctx.store.clone(),
+            settings: settings.clone(),
+            run_id,
+            cache: cache.clone(),
+        };
+        handles.push(tokio::spawn(async move {
+            loop {
+                // Nothing new is sent while results cannot be written.
+                while shared.write_blocked.load(Ordering::Relaxed) && !stop.is_cancelled() {
+                    tokio::time::sleep(WRITE_RETRY / 4).await;
+                }
+                if stop.is_cancelled() {
+                    break;
+                }
+                if let Some(max) = worker.settings.max_cost
+                    && shared.spend() >= max
+                {
+                    shared.set_stop(
+                        format!(
+                            "budget reached: ${:.4} spent of the run's --max-cost ${max}",
+                            shared.spend()
+                        ),
+                        false,
+                    );
+                    stop.cancel();
+                    break;
+                }
+                let i = shared.next.fetch_add(1, Ordering::Relaxed);
+                let Some(&(case, repeat)) = todo.get(i) else {
+                    break;
+                };
+                let log = Arc::new(CallLog::default());
+                let outcome = tokio::select! {
+                    o = log.scope(worker.process(case, i64::from(repeat))) => o,
+                    _ = abort.cancelled() => Outcome::Aborted,
+                };
+                let (charges, failed_calls) = worker.charges(&log, case, i64::from(repeat));
+                shared.add_spend(charges.iter().map(|c| c.cost_usd).sum());
+                match outcome {
+                    Outcome::Stored(mut r) => {
+                        shared.add_spend(
+                            r.cost_usd + r.judgements.iter().map(|j| j.cost_usd).sum::<f64>(),
+                        );
+                        r.charges = charges;
+                        r.replaces = redo.contains(&(r.test_code.clone(), r.repeat_index));
+                        // A judge that fails at the provider counts like the model.
+                        if r.error_kind.as_deref() == Some("provider") || failed_calls > 0 {
+                            let n = shared.provider_errors_in_a_row.fetch_add(1, Ordering::Relaxed) + 1;
+                            if n >= MAX_CONSECUTIVE_PROVIDER_ERRORS {
+                                shared.set_stop(
+                                    format!("{n} test cases in a row failed at the provider (last: {}); stopped", r.error.as_deref().unwrap_or("?")),
+                                    false,
+                                );
+                                stop.cancel();
+                            }
+                        } else {
+                            shared.provider_errors_in_a_row.store(0, Ordering::Relaxed);
+                        }
+                        if tx.send(ToWrite::Result(r)).await.is_err() {
+                            break;
+                        }
+                    }
+                    Outcome::Fatal(e) => {
+                        let _ = tx.send(ToWrite::Charges(charges)).await;
+                        let fatal = matches!(e, ProviderError::Unauthorized { .. });
+                        shared.set_stop(e.to_string(), fatal);
+                        if fatal {
+                            abort.cancel();
+                        } else {
+                            stop.cancel();
+                        }
+                        break;
+                    }
+                    Outcome::Aborted => {
+                        let _ = tx.send(ToWrite::Charges(charges)).await;
+                        break;
+                    }
+                }
+            }
+        }));
+    }
+    drop(tx);
+
+    // The heartbeat has its own task (and connection), so a writer waiting
+    // on a lock never makes the run look abandoned.
+    let heartbeat = {
+        let (store, stop, shared) = (ctx.store.clone(), stop.clone(), shared.clone());
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(crate::store::HEARTBEAT_INTERVAL);
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                match store.heartbeat(run_id).await {
+                    Ok(true) => {}
+                    // Another process judged this one gone and took the
+                    // run: stop sending, or both would pay.
+                    Ok(false) => {
+                        shared.set_stop(
+                            format!("another helmbench took over run {run_id}; stopped sending"),
+                            false,
+                        );
+                        stop.cancel();
+                    }
+                    Err(e) => tracing::warn!(error = %e, "heartbeat not written"),
+                }
+            }
+        })
+    };
+
+    // The collector: the only writer of results, on its own connection.
+    let writer = Collector {
+        store: ctx.store.with_busy_timeout(WRITE_BUSY).await?,
+        run_id,
+        write_wait: control.write_wait,
+        stop: stop.clone(),
+        cache: cache.clone(),
+        progress: progress.clone(),
+        shared: shared.clone(),
+        batch: Vec::with_capacity(WRITE_BATCH),
+        loose: Vec::new(),
+        stored: 0,
+        blocked_since: None,
+        retry_at: None,
+    };
+    let collector = tokio::spawn(writer.run(rx));
+    let unwritten = match collector.await {
+        Ok(v) => v,
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
+    };
+    for h in handles {
+        let _ = h.await;
+    }
+    heartbeat.abort();
+    grace_timer.abort();
+    progress.finish_and_clear();
+
+    let stop_reason = shared
+        .stop_reason
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    if let Some(unwritten) = unwritten {
+        // The database could not be written: say so, and try to mark the run
+        // on the writer's short timeout (if that fails too, the run shows
+        // as interrupted once this process is gone).
+        let mut msg = stop_reason
+            .map(|(m, _)| m)
+            .unwrap_or_else(|| "results could not be written".into());
+        msg.push_str(&format!("; {unwritten}"));
+        let store = ctx.store.with_busy_timeout(WRITE_BUSY).await?;
+        if let Err(e) = store.finish_run(run_id, "interrupted", Some(&msg)).await {
+            tracing::warn!(error = %e, "run not marked interrupted");
+        }
+        return Ok(RunSummary {
+            run_id,
+            model: settings.model.id.clone(),
+            status: "interrupted".into(),
+            planned,
+            stored: already_done + unwritten.written,
+            passed: 0,
+            provider_errors: 0,
+            judge_errors: 0,
+            cost_usd: shared.spend(),
+            max_cost_usd: settings.max_cost,
+            message: Some(msg),
+            fatal: None,
+        });
+    }
+
+    // Fault injection for the crash tests: holds the run between its last
+    // result write and its bookkeeping, so a test can SIGKILL it exactly there.
+    if let Some(ms) = std::env::var("HELMBENCH_TEST_PAUSE_BEFORE_FINISH_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+    }
+    let all_done = ctx.store.count_results(run_id).await? >= planned as i64;
+    let (status, message, fatal) = match (&stop_reason, control.interrupt.signal()) {
+        (Some((msg, fatal)), _) => ("interrupted", Some(msg.clone()), fatal.then(|| msg.clone())),
+        (None, Some(signal)) => ("interrupted", Some(format!("cancelled by {signal}")), None),
+        (None, None) if all_done => ("completed", None, None),
+        (None, None) => (
+            "interrupted",
+            Some("not every test case finished".to_string()),
+            None,
+        ),
+    };
+    ctx.store
+        .finish_run(run_id, status, message.as_deref())
+        .await?;
+    let row = ctx.store.run(run_id).await?;
+    Ok(RunSummary {
+        run_id,
+        model: settings.model.id.clone(),
+        status: status.to_string(),
+        planned,
+        stored: row.test_cases as usize,
+        passed: row.passed as usize,
+        provider_errors: row.provider_errors as usize,
+        judge_errors: row.judge_errors as usize,
+        cost_usd: row.cost_usd + row.judge_cost_usd,
+        max_cost_usd: row.max_cost_usd,
+        message,
+        fatal,
+    })
+}

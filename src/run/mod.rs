@@ -1,0 +1,61 @@
+//! Running test cases (SPEC §6, §7): the dry-run, and real runs that send
+//! every planned request, judge the replies and store them. A run is
+//! planned ([`plan`]), then [`batch::run_batch`] drives [`worker`]s that
+//! hand results to one [`writer`].
+
+mod batch;
+mod dry_run;
+mod plan;
+mod settings;
+mod worker;
+mod writer;
+
+pub use batch::{RunContext, RunSummary, run_batch};
+pub use dry_run::{DryRunSummary, dry_run};
+pub use plan::plan;
+pub use settings::{DEFAULT_GRACE, DEFAULT_WRITE_WAIT, Interrupt, RunControl, RunSettings};
+
+use batch::*;
+use worker::*;
+use writer::*;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::discovery::{self, CaseIndex, Selector};
+
+    #[test]
+    fn plan_repeats_each_test_case_in_order_and_holds_no_spare_capacity() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("benchmark");
+        let b = crate::content::load_strict(&root).unwrap();
+        let settings = RunSettings {
+            model: crate::benchmark::ModelEntry {
+                id: "m".into(),
+                temperature: None,
+                seed: None,
+                max_tokens: None,
+            },
+            judge_model: None,
+            selectors: vec!["P1-B1-S1".into()],
+            include_no_context: true,
+            concurrency: 1,
+            limit: Some(5),
+            repeats: 3,
+            no_cache: false,
+            max_cost: None,
+            tool_version: String::new(),
+            benchmark_hash: String::new(),
+        };
+        let work = plan(&b, &settings).unwrap();
+        let cases =
+            discovery::select_indices(&b, &[Selector::parse("P1-B1-S1").unwrap()], true).unwrap();
+        let expected: Vec<(CaseIndex, u32)> = cases[..5]
+            .iter()
+            .flat_map(|&c| (0..3).map(move |r| (c, r)))
+            .collect();
+        assert_eq!(work, expected);
+        // A run keeps this list for its whole length: no doubling slack.
+        assert_eq!(work.capacity(), work.len());
+        assert!(std::mem::size_of::<(CaseIndex, u32)>() <= 24);
+    }
+}

@@ -1,0 +1,76 @@
+//! What a run is started with ([`RunSettings`], stored with the run and
+//! replayed by resume) and how it is stopped from outside ([`RunControl`]).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+use crate::benchmark::ModelEntry;
+
+/// The settings a run is started with, stored with it and replayed by resume.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunSettings {
+    pub model: ModelEntry,
+    pub judge_model: Option<String>,
+    pub selectors: Vec<String>,
+    pub include_no_context: bool,
+    pub concurrency: usize,
+    pub limit: Option<usize>,
+    pub repeats: u32,
+    pub no_cache: bool,
+    pub max_cost: Option<f64>,
+    pub tool_version: String,
+    pub benchmark_hash: String,
+}
+
+/// A SIGINT/SIGTERM, shared by every run of a command: the first one stops
+/// the runs (no new requests; those in flight get [`RunControl::grace`]).
+#[derive(Debug, Clone, Default)]
+pub struct Interrupt {
+    pub(super) token: CancellationToken,
+    signal: Arc<std::sync::OnceLock<&'static str>>,
+}
+
+impl Interrupt {
+    /// Records `signal` (e.g. "SIGTERM") and stops the runs.
+    pub fn fire(&self, signal: &'static str) {
+        let _ = self.signal.set(signal);
+        self.token.cancel();
+    }
+
+    /// The signal received, if any.
+    pub fn signal(&self) -> Option<&'static str> {
+        self.token
+            .is_cancelled()
+            .then(|| self.signal.get().copied().unwrap_or("an interrupt"))
+    }
+}
+
+/// How a run is stopped from outside and how long it waits.
+#[derive(Debug, Clone)]
+pub struct RunControl {
+    pub interrupt: Interrupt,
+    /// After an interrupt, requests in flight (already paid for) may finish
+    /// and be stored for this long; then they are dropped.
+    pub grace: Duration,
+    /// How long results may wait for a database that cannot be written
+    /// (locked by another program, disk full) before the run stops; sending
+    /// pauses meanwhile.
+    pub write_wait: Duration,
+}
+
+/// Defaults of `--grace-secs` and `--write-wait-secs`.
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(5);
+pub const DEFAULT_WRITE_WAIT: Duration = Duration::from_secs(60);
+
+impl Default for RunControl {
+    fn default() -> Self {
+        RunControl {
+            interrupt: Interrupt::default(),
+            grace: DEFAULT_GRACE,
+            write_wait: DEFAULT_WRITE_WAIT,
+        }
+    }
+}

@@ -1,0 +1,279 @@
+//! One worker's handling of one test case: compose, ask the cache or the
+//! model, parse, check or judge, and hand the result to the writer.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde_json::json;
+
+use super::*;
+use crate::benchmark::{Benchmark, compose, sha256_hex};
+use crate::discovery::CaseIndex;
+use crate::judging::{checks, judge, reply};
+use crate::openrouter::{CallLog, ChatBody, Client, Completion, ProviderError};
+use crate::store::{DiscardedCharge, NewJudgement, NewResult, SeedIds, Store};
+
+/// Judge calls per criterion when the verdict cannot be read.
+pub(super) const JUDGE_ATTEMPTS: usize = 3;
+
+/// What one worker produced for one test case.
+pub(super) enum Outcome {
+    Stored(Box<NewResult>),
+    /// 401/402: the run must stop; nothing is stored for this test case.
+    Fatal(ProviderError),
+    /// Cancelled before an answer arrived.
+    Aborted,
+}
+
+impl Worker {
+    /// The discarded charges a test case's requests noted in `log`, and how
+    /// many of its requests failed at the provider after their retries.
+    pub(super) fn charges(
+        &self,
+        log: &CallLog,
+        case: CaseIndex,
+        repeat: i64,
+    ) -> (Vec<DiscardedCharge>, u32) {
+        let notes = log.take();
+        if notes.is_empty() {
+            return (Vec::new(), 0);
+        }
+        let c = case.resolve(&self.benchmark);
+        let failures = notes.iter().map(|(_, n)| n.failures).sum();
+        let charges = notes
+            .into_iter()
+            .filter(|(_, n)| n.discarded_cost_usd > 0.0)
+            .map(|(model, n)| DiscardedCharge {
+                run_id: self.run_id,
+                scenario_id: self.ids.scenarios.get(&c.scenario.code).copied(),
+                test_code: c.code(),
+                repeat_index: repeat,
+                call: if model == self.settings.model.id {
+                    "model"
+                } else {
+                    "judge"
+                }
+                .into(),
+                attempts: i64::from(n.discarded_attempts),
+                cost_usd: n.discarded_cost_usd,
+                reason: Some("charged replies that were retried or refused".into()),
+            })
+            .collect();
+        (charges, failures)
+    }
+}
+
+/// One worker's view of the run.
+pub(super) struct Worker {
+    pub(super) benchmark: Arc<Benchmark>,
+    pub(super) ids: Arc<SeedIds>,
+    pub(super) client: Arc<Client>,
+    pub(super) validators: Arc<HashMap<String, jsonschema::Validator>>,
+    pub(super) store: Store,
+    pub(super) settings: RunSettings,
+    pub(super) run_id: i64,
+    /// None with `--no-cache`.
+    pub(super) cache: Option<Arc<CacheFilter>>,
+}
+
+impl Worker {
+    pub(super) async fn process(&self, idx: CaseIndex, repeat: i64) -> Outcome {
+        let case = idx.resolve(&self.benchmark);
+        let s = case.scenario;
+        let prompt = compose::compose(&case);
+        let prompt_hash = sha256_hex(&[prompt.as_bytes()]);
+        let m = &self.settings.model;
+        // The body is serialised once: hashed here, sent as is.
+        let body = ChatBody {
+            model: &m.id,
+            prompt: &prompt,
+            response_format: s.response_format.as_ref(),
+            temperature: m.temperature,
+            seed: m.seed,
+            max_tokens: m.max_tokens,
+        }
+        .to_json();
+        // Repeats must not reuse each other's replies.
+        let request_hash = sha256_hex(&[body.as_bytes(), &repeat.to_le_bytes()]);
+        let base = case.base_severity();
+        let mut r = NewResult {
+            run_id: self.run_id,
+            test_code: case.code(),
+            repeat_index: repeat,
+            scenario_id: self.ids.scenarios[&s.code],
+            condition_id: self.ids.conditions[&case.condition.full_code],
+            user_context_id: case
+                .user_context
+                .map(|u| self.ids.user_contexts[&u.full_code]),
+            perturbation_id: self.ids.perturbations[&case.perturbation.full_code],
+            prompt_hash,
+            request_hash: request_hash.clone(),
+            base_severity: base,
+            difficulty: case.condition.difficulty,
+            attempts: 0,
+            evaluation_details: json!({}),
+            ..Default::default()
+        };
+
+        let cached = match &self.cache {
+            Some(f) if f.may_have_reply(&request_hash) => {
+                self.store.cached_reply(&request_hash).await.ok().flatten()
+            }
+            _ => None,
+        };
+        let completion = match cached {
+            Some(c) => Completion {
+                generation_id: c.generation_id,
+                content: c.response,
+                finish_reason: c.finish_reason,
+                provider: None,
+                prompt_tokens: 0,
+                completion_tokens: 0,
+                cost_usd: 0.0,
+                upstream_cost_usd: None,
+                attempts: 0,
+                latency_ms: 0,
+            },
+            None => match self.client.chat_json(&m.id, body).await {
+                Ok(c) => c,
+                Err(e) if e.is_fatal_for_run() => return Outcome::Fatal(e),
+                Err(e) => {
+                    r.prompt = prompt;
+                    r.passed = false;
+                    r.error_kind = Some("provider".into());
+                    r.error = Some(e.to_string());
+                    return Outcome::Stored(Box::new(r));
+                }
+            },
+        };
+        r.cached = completion.attempts == 0;
+        r.response = Some(completion.content.clone());
+        r.finish_reason = completion.finish_reason.clone();
+        r.generation_id = completion.generation_id.clone();
+        r.prompt_tokens = completion.prompt_tokens;
+        r.completion_tokens = completion.completion_tokens;
+        r.cost_usd = completion.cost_usd;
+        r.upstream_cost_usd = completion.upstream_cost_usd;
+        r.latency_ms = Some(completion.latency_ms as i64);
+        r.attempts = i64::from(completion.attempts);
+
+        // Parse and validate a structured reply; a free-text reply is taken as is.
+        let parsed = match self.validators.get(&s.code) {
+            Some(v) => reply::parse_reply(
+                &completion.content,
+                completion.finish_reason.as_deref(),
+                Some(v),
+            )
+            .map(Some),
+            None => Ok(None),
+        };
+        let parsed = match parsed {
+            Ok(p) => p,
+            Err(e) => {
+                r.passed = false;
+                r.error_kind = Some("format".into());
+                r.error = Some(e.0);
+                r.prompt = prompt;
+                return Outcome::Stored(Box::new(r));
+            }
+        };
+        let text = reply::reply_text(&completion.content, parsed.as_ref()).to_string();
+        r.parsed = parsed;
+        r.quality = serde_json::to_value(crate::scoring::quality::score(&text)).ok();
+
+        if let Some(check) = r
+            .parsed
+            .as_ref()
+            .and_then(|p| checks::check(&case.evaluation(), p))
+        {
+            // The verdict is the check as written, never inverted (SPEC §4).
+            r.matched = Some(check.matched);
+            r.evaluation_details = check.details;
+            if let Some(problem) = check.problem {
+                r.passed = false;
+                r.error_kind = Some("format".into());
+                r.error = Some(problem);
+            } else {
+                r.passed = check.matched;
+            }
+        } else if s.evaluation.is_judged() {
+            let judge_model = self.settings.judge_model.clone().unwrap_or_default();
+            let mut all_passed = true;
+            let mut judge_error = None;
+            for rubric in &s.rubrics {
+                let jreq = judge::request(&judge_model, rubric, &prompt, &text);
+                let jbody = jreq.body_json();
+                let jhash = sha256_hex(&[jbody.as_bytes(), &repeat.to_le_bytes()]);
+                let cached = match &self.cache {
+                    Some(f) if f.may_have_judgement(&jhash) => {
+                        self.store.cached_judgement(&jhash).await.ok().flatten()
+                    }
+                    _ => None,
+                };
+                let mut j = NewJudgement {
+                    criterion: rubric.code.clone(),
+                    judge_model: judge_model.clone(),
+                    request_hash: Some(jhash),
+                    ..Default::default()
+                };
+                // An unusable verdict is asked for again, a bounded number of times.
+                let mut parsed_verdict = None;
+                let mut cached = cached;
+                for _ in 0..JUDGE_ATTEMPTS {
+                    let content = match cached.take() {
+                        Some(c) => {
+                            j.cached = true;
+                            c
+                        }
+                        None => match self.client.chat_json(&jreq.model, jbody.clone()).await {
+                            Ok(c) => {
+                                j.cached = false;
+                                j.prompt_tokens += c.prompt_tokens;
+                                j.completion_tokens += c.completion_tokens;
+                                j.cost_usd += c.cost_usd;
+                                j.generation_id = c.generation_id;
+                                c.content
+                            }
+                            Err(e) if e.is_fatal_for_run() => return Outcome::Fatal(e),
+                            Err(e) => {
+                                parsed_verdict = Some(Err(e.to_string()));
+                                break;
+                            }
+                        },
+                    };
+                    let v = judge::parse(rubric, &content);
+                    j.response = Some(content);
+                    let usable = v.is_ok();
+                    parsed_verdict = Some(v);
+                    if usable {
+                        break;
+                    }
+                }
+                match parsed_verdict.unwrap_or_else(|| Err("no judge answer".into())) {
+                    Ok(v) => {
+                        all_passed &= v.passed;
+                        j.passed = Some(v.passed);
+                        j.verdict = Some(v.value);
+                        j.justification = v.justification;
+                    }
+                    Err(e) => {
+                        j.response = None; // never reuse an unusable answer
+                        j.error = Some(e.clone());
+                        judge_error.get_or_insert_with(|| format!("{}: {e}", rubric.code));
+                        all_passed = false;
+                    }
+                }
+                r.judgements.push(j);
+            }
+            r.matched = Some(all_passed);
+            r.passed = all_passed && judge_error.is_none();
+            r.evaluation_details = json!({"criteria": r.judgements.iter().map(|j| json!({"criterion": j.criterion, "verdict": j.verdict, "passed": j.passed, "justification": j.justification, "error": j.error})).collect::<Vec<_>>()});
+            if let Some(e) = judge_error {
+                r.error_kind = Some("judge".into());
+                r.error = Some(e);
+            }
+        }
+        r.prompt = prompt;
+        Outcome::Stored(Box::new(r))
+    }
+}

@@ -1,0 +1,240 @@
+//! The writer: one task owns the database writes of a run, batching results
+//! into transactions, pausing the workers while the database cannot be
+//! written, keeping what it could not write, and the cache filter that
+//! spares most requests a cache query.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::sync::Arc;
+use std::sync::RwLock;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use indicatif::ProgressBar;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::*;
+use crate::store::{DiscardedCharge, NewResult, Store, request_key};
+
+/// How results reach the database: at most this many per transaction, and
+/// at least this often. A SIGKILL or crash loses the replies of the last
+/// interval (paid for, and paid again on resume): at real provider rates
+/// (tens to hundreds a second) 25 ms is a handful of replies, where 250 ms
+/// was dozens. Larger batches cost the writer less per result (each commit
+/// rewrites the same index pages), which only matters at mock rates.
+pub(super) const WRITE_BATCH: usize = 256;
+pub(super) const WRITE_INTERVAL: Duration = Duration::from_millis(25);
+/// Replies queued for the writer, at most: with the batch being written,
+/// at most `WRITE_QUEUE + WRITE_BATCH` paid replies wait in memory, plus
+/// one per request in flight. When the writer cannot keep up or cannot
+/// write, workers wait (and send nothing) rather than pile up replies.
+pub(super) const WRITE_QUEUE: usize = 128;
+/// How long one write waits for another program's lock before the writer
+/// pauses sending and retries (every `WRITE_RETRY`) until `--write-wait-secs`.
+pub(super) const WRITE_BUSY: Duration = Duration::from_secs(1);
+pub(super) const WRITE_RETRY: Duration = Duration::from_millis(250);
+
+/// What a worker hands the writer.
+pub(super) enum ToWrite {
+    Result(Box<NewResult>),
+    /// Charges of a request that left no result (a 402, an interruption).
+    Charges(Vec<DiscardedCharge>),
+}
+
+/// What the writer could not write: how many results and where they are.
+#[derive(Debug)]
+pub(super) struct Unwritten {
+    pub(super) written: usize,
+    pub(super) results: usize,
+    pub(super) kept_in: Result<std::path::PathBuf, String>,
+}
+
+impl fmt::Display for Unwritten {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} results written", self.written)?;
+        if self.results > 0 {
+            match &self.kept_in {
+                Ok(p) => write!(
+                    f,
+                    ", {} more kept in {} (written by the next --resume of this run)",
+                    self.results,
+                    p.display()
+                )?,
+                Err(e) => write!(f, ", {} more lost: {e}", self.results)?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The writer: batches results into transactions on its own connection.
+/// A write that fails (database locked by another program, disk full) is
+/// retried with the batch kept, while the workers send nothing new; once
+/// `write_wait` has passed the run stops, and what still cannot be written
+/// is kept in a file beside the database for the next run.
+pub(super) struct Collector {
+    pub(super) store: Store,
+    pub(super) run_id: i64,
+    pub(super) write_wait: Duration,
+    pub(super) stop: CancellationToken,
+    pub(super) cache: Option<Arc<CacheFilter>>,
+    pub(super) progress: ProgressBar,
+    pub(super) shared: Arc<Shared>,
+    pub(super) batch: Vec<NewResult>,
+    pub(super) loose: Vec<DiscardedCharge>,
+    pub(super) stored: usize,
+    pub(super) blocked_since: Option<tokio::time::Instant>,
+    /// While blocked, the next write is tried at this time, not every tick.
+    pub(super) retry_at: Option<tokio::time::Instant>,
+}
+
+impl Collector {
+    /// Writes until every worker is done; `Some` when results could not
+    /// all be written.
+    pub(super) async fn run(mut self, mut rx: mpsc::Receiver<ToWrite>) -> Option<Unwritten> {
+        let mut inbox = Vec::with_capacity(WRITE_QUEUE);
+        let (mut passed_so_far, mut seen) = (0usize, 0usize);
+        let mut tick = tokio::time::interval(WRITE_INTERVAL);
+        loop {
+            tokio::select! {
+                // Taken only while the batch has room, so at most
+                // WRITE_BATCH + WRITE_QUEUE replies wait (more only while
+                // blocked, from requests that were already in flight).
+                n = rx.recv_many(&mut inbox, WRITE_BATCH.saturating_sub(self.batch.len()).clamp(1, WRITE_QUEUE)) => {
+                    if n == 0 {
+                        break;
+                    }
+                    for item in inbox.drain(..) {
+                        match item {
+                            ToWrite::Result(r) => {
+                                seen += 1;
+                                passed_so_far += usize::from(r.passed);
+                                self.batch.push(*r);
+                            }
+                            ToWrite::Charges(c) => self.loose.extend(c),
+                        }
+                    }
+                    self.progress.inc(n as u64);
+                    if !self.progress.is_hidden() && seen > 0 {
+                        self.progress.set_message(format!("pass {:.0}% ${:.4}", 100.0 * passed_so_far as f64 / seen as f64, self.shared.spend()));
+                    }
+                    if self.batch.len() >= WRITE_BATCH && self.blocked_since.is_none() {
+                        self.flush().await;
+                    }
+                },
+                _ = tick.tick() => {
+                    if self.retry_at.is_none_or(|t| t <= tokio::time::Instant::now()) {
+                        self.flush().await;
+                    }
+                },
+            }
+        }
+        // Every worker is done: a last write, retried until the wait is over.
+        loop {
+            self.flush().await;
+            match self.blocked_since {
+                None => break,
+                Some(since) if since.elapsed() >= self.write_wait => break,
+                Some(_) => tokio::time::sleep(WRITE_RETRY).await,
+            }
+        }
+        if self.blocked_since.is_none() {
+            tracing::debug!(stored = self.stored, "results written");
+            return None;
+        }
+        let results = self.batch.len();
+        let kept_in = self
+            .store
+            .keep_pending(self.run_id, &self.batch, &self.loose)
+            .map_err(|e| e.to_string());
+        Some(Unwritten {
+            written: self.stored,
+            results,
+            kept_in,
+        })
+    }
+
+    pub(super) async fn flush(&mut self) {
+        if self.batch.is_empty() && self.loose.is_empty() {
+            return;
+        }
+        match self.store.write_results(&self.batch, &self.loose).await {
+            Ok(n) => {
+                self.stored += n;
+                if let Some(cache) = &self.cache {
+                    cache.note(&self.batch);
+                }
+                self.batch.clear();
+                self.loose.clear();
+                self.retry_at = None;
+                if self.blocked_since.take().is_some() {
+                    tracing::warn!("the database can be written again; sending resumes");
+                    self.shared.write_blocked.store(false, Ordering::Relaxed);
+                }
+            }
+            Err(e) => {
+                let since = *self
+                    .blocked_since
+                    .get_or_insert_with(tokio::time::Instant::now);
+                if !self.shared.write_blocked.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(error = %e, pending = self.batch.len(), "results cannot be written; sending paused, retrying for up to {} s", self.write_wait.as_secs());
+                }
+                if since.elapsed() >= self.write_wait && !self.stop.is_cancelled() {
+                    self.shared.set_stop(
+                        format!(
+                            "results could not be written for {} s ({e}); stopped sending",
+                            self.write_wait.as_secs()
+                        ),
+                        false,
+                    );
+                    self.stop.cancel();
+                }
+                self.retry_at = Some(tokio::time::Instant::now() + WRITE_RETRY);
+            }
+        }
+    }
+}
+
+/// Which requests may have a reusable answer in the database: the keys of
+/// every stored request hash, loaded when the run starts and extended as
+/// its results are written. A request whose key is absent (nearly every
+/// request of a new run) needs no cache query at all.
+pub(super) struct CacheFilter {
+    pub(super) replies: RwLock<HashSet<u64>>,
+    pub(super) judgements: RwLock<HashSet<u64>>,
+}
+
+impl CacheFilter {
+    pub(super) fn may_have_reply(&self, request_hash: &str) -> bool {
+        let key = request_key(request_hash);
+        self.replies
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&key)
+    }
+
+    pub(super) fn may_have_judgement(&self, request_hash: &str) -> bool {
+        let key = request_key(request_hash);
+        self.judgements
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&key)
+    }
+
+    /// Adds the request hashes of results just written.
+    pub(super) fn note(&self, written: &[NewResult]) {
+        self.replies
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(written.iter().map(|r| request_key(&r.request_hash)));
+        let mut judgements = self.judgements.write().unwrap_or_else(|e| e.into_inner());
+        for r in written {
+            judgements.extend(
+                r.judgements
+                    .iter()
+                    .filter_map(|j| j.request_hash.as_deref().map(request_key)),
+            );
+        }
+    }
+}
