@@ -147,11 +147,20 @@ pub fn run(cli: Cli) -> Result<u8> {
     }
 }
 
+/// Selectors from the command line, comma-separated within an argument.
+/// An empty or blank piece (`""`, `" "`, `","`, `"P1,"`) is a usage error:
+/// dropping it could leave no selector at all, which means every test case.
 fn parse_selectors(raw: &[String]) -> Result<Vec<Selector>> {
     raw.iter()
-        .flat_map(|s| s.split(','))
-        .filter(|s| !s.trim().is_empty())
-        .map(|s| Selector::parse(s).map_err(Error::Usage))
+        .flat_map(|arg| arg.split(',').map(move |piece| (arg, piece)))
+        .map(|(arg, piece)| {
+            if piece.trim().is_empty() {
+                return Err(Error::Usage(format!(
+                    "empty selector in {arg:?} (expected codes such as P1, P1-B2 or P1-B2-S1, comma-separated)"
+                )));
+            }
+            Selector::parse(piece).map_err(Error::Usage)
+        })
         .collect()
 }
 
