@@ -31,6 +31,12 @@ pub struct CallArgs {
     /// Attempts per request, retries included.
     #[arg(long, default_value_t = 6)]
     pub max_attempts: u32,
+    /// Largest reply body read, in bytes; a longer one is abandoned as it
+    /// arrives and the attempt retried (default 16 MiB).
+    #[arg(long, env = "HELMBENCH_MAX_REPLY_BYTES", value_name = "BYTES",
+          default_value_t = openrouter::DEFAULT_MAX_REPLY_BYTES,
+          value_parser = clap::value_parser!(u64).range(1024..))]
+    pub max_reply_bytes: u64,
 }
 
 /// Cancels on Ctrl-C (or SIGTERM, what CI runners and `kill` send): in-flight
@@ -88,6 +94,7 @@ pub(super) fn client(call: &CallArgs) -> Result<openrouter::Client> {
     );
     cfg.request_timeout = std::time::Duration::from_secs(call.request_timeout.max(1));
     cfg.max_attempts = call.max_attempts.max(1);
+    cfg.max_reply_bytes = call.max_reply_bytes;
     // Tests shrink the backoff so retries take milliseconds.
     if let Some(ms) = std::env::var("HELMBENCH_RETRY_BASE_MS")
         .ok()
@@ -96,7 +103,12 @@ pub(super) fn client(call: &CallArgs) -> Result<openrouter::Client> {
         cfg.backoff_base = std::time::Duration::from_millis(ms);
         cfg.backoff_max = std::time::Duration::from_millis(ms * 20);
     }
-    openrouter::Client::new(cfg).map_err(|e| Error::Tool(e.to_string()))
+    openrouter::Client::new(cfg).map_err(|e| match e {
+        // A bad setting (base URL, key characters): refused before anything
+        // is sent or written.
+        openrouter::ProviderError::Config(_) => Error::Usage(e.to_string()),
+        other => Error::Tool(other.to_string()),
+    })
 }
 
 pub(super) async fn context(
@@ -104,8 +116,12 @@ pub(super) async fn context(
     b: Benchmark,
     call: &CallArgs,
 ) -> Result<runner::RunContext> {
-    let store = Store::open(&database_url(cli)).await?;
-    runner::RunContext::new(b, store, client(call)?, cli.quiet).await
+    // The client first: a refused setting must not create a database.
+    let client = client(call)?;
+    let store = Store::open(&database_url(cli))
+        .await?
+        .with_endpoint(client.endpoint());
+    runner::RunContext::new(b, store, client, cli.quiet).await
 }
 
 /// The models to run: `--models` or models.yml (with its parameters).

@@ -7,6 +7,7 @@ mod call;
 mod costs;
 mod export;
 mod list;
+mod migrate;
 mod prompts;
 mod report;
 mod run_all;
@@ -25,6 +26,7 @@ pub use call::CallArgs;
 pub use costs::CostsArgs;
 pub use export::{ExportArgs, ExportFormat};
 pub use list::ListArgs;
+pub use migrate::MigrateArgs;
 pub use prompts::{PromptFormat, PromptsArgs};
 pub use report::{ReportArgs, ReportFormat};
 pub use run_all::RunAllArgs;
@@ -87,6 +89,9 @@ pub enum Command {
     Report(ReportArgs),
     /// Every stored result as CSV or JSONL, streamed.
     Export(ExportArgs),
+    /// Upgrade an existing database to this version's schema (the read-only
+    /// commands never change a database).
+    Migrate(MigrateArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -144,6 +149,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Costs(args) => costs::run(&cli, args),
         Command::Report(args) => report::run(&cli, args),
         Command::Export(args) => export::run(&cli, args),
+        Command::Migrate(args) => migrate::run(&cli, args),
     }
 }
 
