@@ -375,19 +375,23 @@ impl Store {
     /// [`StoreError::OlderSchema`] (naming `helmbench migrate`); a newer
     /// one with [`StoreError::NewerSchema`].
     pub async fn open_read_only(url: &str) -> Result<Store, StoreError> {
-        // A database another process is creating or upgrading shows an
-        // incomplete schema for a few milliseconds: while a -wal file says a
-        // writer may be at work, look again for up to 5 s before saying so.
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        // A database another process is creating or upgrading shows no
+        // tables, or only its first migrations, for a few milliseconds:
+        // while a -wal file says a writer may be at work, look again (for up
+        // to 5 s while it has no tables, 0.3 s while it is older) before
+        // saying so.
+        let started = tokio::time::Instant::now();
         loop {
-            match Store::try_open_read_only(url).await {
-                Err(StoreError::OlderSchema { .. } | StoreError::NotHelmbench { .. })
-                    if tokio::time::Instant::now() < deadline && sidecar(url, "-wal") =>
-                {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-                other => return other,
+            let opened = Store::try_open_read_only(url).await;
+            let patience = match &opened {
+                Err(StoreError::NotHelmbench { .. }) => Duration::from_secs(5),
+                Err(StoreError::OlderSchema { .. }) => Duration::from_millis(300),
+                _ => return opened,
+            };
+            if started.elapsed() >= patience || !sidecar(url, "-wal") {
+                return opened;
             }
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
 

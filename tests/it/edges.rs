@@ -14,7 +14,7 @@ use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 use crate::harness::json as out_json;
 use crate::harness::{Bench, stderr, stdout};
 use crate::reliability::assert_no_panic;
-use crate::runner::{KEY, bench, completion, run, runs_json, triage_server};
+use crate::runner::{KEY, bench, completion, run, runs_json, sequence_server, triage_server};
 
 /// Counts the requests it gets and answers every one with `body`.
 struct Counting {
@@ -29,17 +29,24 @@ impl Respond for Counting {
     }
 }
 
-async fn counting_server(reply: ResponseTemplate) -> (MockServer, Arc<AtomicUsize>) {
+/// A mock OpenRouter answering chat completions with `responder`.
+async fn serve(responder: impl Respond + 'static) -> MockServer {
     let server = MockServer::start().await;
-    let calls = Arc::new(AtomicUsize::new(0));
     Mock::given(method("POST"))
         .and(path("/chat/completions"))
-        .respond_with(Counting {
-            calls: calls.clone(),
-            reply,
-        })
+        .respond_with(responder)
         .mount(&server)
         .await;
+    server
+}
+
+async fn counting_server(reply: ResponseTemplate) -> (MockServer, Arc<AtomicUsize>) {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let server = serve(Counting {
+        calls: calls.clone(),
+        reply,
+    })
+    .await;
     (server, calls)
 }
 
@@ -218,6 +225,16 @@ fn run_with(b: &Bench, key: &str, base: &str, args: &[&str]) -> std::process::Ou
         .args(args)
         .output()
         .unwrap()
+}
+
+/// Every test case of `b`, one request at a time (in test-code order).
+fn run_in_order(b: &Bench, key: &str, server: &MockServer) -> std::process::Output {
+    run_with(
+        b,
+        key,
+        &server.uri(),
+        &["run-batch", "--all-scenarios", "--concurrency", "1"],
+    )
 }
 
 async fn pool(b: &Bench) -> sqlx::SqlitePool {
@@ -462,20 +479,6 @@ async fn reply_bodies_over_the_limit_are_abandoned_and_retried() {
 // 6. Costs that are not usable numbers
 // ---------------------------------------------------------------------------
 
-/// Answers each request with the next cost of `costs` (then the last).
-struct Costs {
-    costs: Vec<Value>,
-    n: AtomicUsize,
-}
-
-impl Respond for Costs {
-    fn respond(&self, _: &Request) -> ResponseTemplate {
-        let i = self.n.fetch_add(1, Ordering::SeqCst);
-        let cost = self.costs[i.min(self.costs.len() - 1)].clone();
-        ResponseTemplate::new(200).set_body_json(triage_reply(cost))
-    }
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn unusable_costs_are_recorded_as_unknown_and_never_fail_a_write() {
     let costs = vec![
@@ -492,22 +495,16 @@ async fn unusable_costs_are_recorded_as_unknown_and_never_fail_a_write() {
         json!(null),
         json!(0.0),
     ];
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/chat/completions"))
-        .respond_with(Costs {
-            costs: costs.clone(),
-            n: AtomicUsize::new(0),
-        })
-        .mount(&server)
-        .await;
+    // One reply per cost, in order.
+    let server = sequence_server(
+        costs
+            .iter()
+            .map(|c| ResponseTemplate::new(200).set_body_json(triage_reply(c.clone())))
+            .collect(),
+    )
+    .await;
     let b = bench_of(costs.len());
-    let out = run_with(
-        &b,
-        KEY,
-        &server.uri(),
-        &["run-batch", "--all-scenarios", "--concurrency", "1"],
-    );
+    let out = run_in_order(&b, KEY, &server);
     assert_no_panic(&out);
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(0), "{err}");
@@ -753,21 +750,12 @@ impl Respond for Echo {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_key_echoed_inside_replies_is_scrubbed_before_storing() {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .and(path("/chat/completions"))
-        .respond_with(Echo {
-            n: AtomicUsize::new(0),
-        })
-        .mount(&server)
-        .await;
+    let server = serve(Echo {
+        n: AtomicUsize::new(0),
+    })
+    .await;
     let b = bench_of(5);
-    let out = run_with(
-        &b,
-        ODD_KEY,
-        &server.uri(),
-        &["run-batch", "--all-scenarios", "--concurrency", "1"],
-    );
+    let out = run_in_order(&b, ODD_KEY, &server);
     assert_no_panic(&out);
     // The 400 is stored as a provider error, so the run asks to be resumed.
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
