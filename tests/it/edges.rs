@@ -215,16 +215,19 @@ fn db(b: &Bench) -> std::path::PathBuf {
     b.dir.path().join("h.db")
 }
 
-fn run_with(b: &Bench, key: &str, base: &str, args: &[&str]) -> std::process::Output {
-    b.cmd()
-        .env("OPENROUTER_API_KEY", key)
+/// helmbench with this key and base URL, fast retries, on `h.db`.
+fn cmd_with(b: &Bench, key: &str, base: &str) -> assert_cmd::Command {
+    let mut c = b.cmd();
+    c.env("OPENROUTER_API_KEY", key)
         .env("OPENROUTER_BASE_URL", base)
         .env("HELMBENCH_RETRY_BASE_MS", "5")
         .arg("--database-url")
-        .arg(db(b))
-        .args(args)
-        .output()
-        .unwrap()
+        .arg(db(b));
+    c
+}
+
+fn run_with(b: &Bench, key: &str, base: &str, args: &[&str]) -> std::process::Output {
+    cmd_with(b, key, base).args(args).output().unwrap()
 }
 
 /// Every test case of `b`, one request at a time (in test-code order).
@@ -397,14 +400,8 @@ async fn reply_bodies_over_the_limit_are_abandoned_and_retried() {
     let (uri, calls) = endless_body_server().await;
     let b = bench();
     let started = std::time::Instant::now();
-    let out = b
-        .cmd()
-        .env("OPENROUTER_API_KEY", KEY)
-        .env("OPENROUTER_BASE_URL", &uri)
-        .env("HELMBENCH_RETRY_BASE_MS", "5")
+    let out = cmd_with(&b, KEY, &uri)
         .env("HELMBENCH_MAX_REPLY_BYTES", "1048576")
-        .arg("--database-url")
-        .arg(db(&b))
         .args([
             "run-batch",
             "--all-scenarios",
@@ -447,23 +444,19 @@ async fn reply_bodies_over_the_limit_are_abandoned_and_retried() {
     big["padding"] = json!("y".repeat(2 * 1024 * 1024));
     let (server, calls) = counting_server(ResponseTemplate::new(200).set_body_json(big)).await;
     let b = bench();
-    let out = b
-        .cmd()
-        .env("OPENROUTER_API_KEY", KEY)
-        .env("OPENROUTER_BASE_URL", server.uri())
-        .env("HELMBENCH_RETRY_BASE_MS", "5")
-        .arg("--database-url")
-        .arg(db(&b))
-        .args([
+    let out = run_with(
+        &b,
+        KEY,
+        &server.uri(),
+        &[
             "run-batch",
             "--all-scenarios",
             "--max-attempts",
             "3",
             "--max-reply-bytes",
             "1048576",
-        ])
-        .output()
-        .unwrap();
+        ],
+    );
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert_eq!(calls.load(Ordering::SeqCst), 6);
     assert!(stderr(&out).contains("of 2097"), "{}", stderr(&out));
