@@ -146,6 +146,18 @@ fn walk(
         let p = entry.path();
         if p.is_dir() {
             children.push(p);
+        } else if let Some(name) = entry.file_name().to_str()
+            && is_scenario_file(name)
+        {
+            // `scenarios/P1-B8/S1.md`: a scenario's file in a folder that
+            // is not a scenario; nothing would ever read it.
+            errors.push(ContentError::new(
+                &p,
+                format!(
+                    "scenario file outside a scenario folder: nothing reads it here (expected it inside a folder such as {})",
+                    example_scenario_folder(parts, name)
+                ),
+            ));
         } else if entry.file_type().is_ok_and(|t| t.is_symlink())
             && let Err(e) = std::fs::metadata(&p)
             && !entry.file_name().to_string_lossy().starts_with('.')
@@ -197,7 +209,14 @@ fn walk(
             Shape::Other => {
                 // Component folders and notes live inside scenarios; anything
                 // else named like a code is an authoring slip worth reporting.
-                if parts.len() < 3 && looks_like_code(name) {
+                if let Some(code) = near_miss(parts, name) {
+                    errors.push(ContentError::new(
+                        &child,
+                        format!(
+                            "folder name `{name}` is close to scenario path {code} but does not parse, so it would be skipped (codes are upper case, separated by `-` or nested folders, with an optional --suffix; prefix the folder with `_` to leave it out on purpose)"
+                        ),
+                    ));
+                } else if parts.len() < 3 && looks_like_code(name) {
                     errors.push(ContentError::new(
                         &child,
                         "folder name is not a scenario path (expected P<n>-B<n>-S<n>, or nested P<n>/B<n>/S<n>, with an optional --suffix)",
@@ -236,6 +255,90 @@ fn classify(codes: &[(String, PathBuf)]) -> Shape {
 fn folder_of(codes: &[(String, PathBuf)], i: usize, scenario_dir: &Path) -> Option<PathBuf> {
     let p = &codes[i].1;
     (p != scenario_dir).then(|| p.clone())
+}
+
+/// What an author probably meant by a folder name that does not parse:
+/// `p1-b3-s1`, `P1_B4_S1`, `P1.B1.S1`, `P1B1S1`, or a lower-case `b1` under
+/// `P1/`. Some(the code) when the name, upper-cased and with `_`, `.` or
+/// spaces read as `-`, continues the path so far as a scenario or as a
+/// pillar or behaviour folder. Names that are not codes at all (`notes`,
+/// `images`, `v2`) give None.
+fn near_miss(parts: &[(String, PathBuf)], name: &str) -> Option<String> {
+    let base = strip_suffix(name);
+    let mut norm = String::with_capacity(base.len() + 4);
+    let chars: Vec<char> = base.chars().collect();
+    for (i, &c) in chars.iter().enumerate() {
+        let c = c.to_ascii_uppercase();
+        match c {
+            '_' | '.' | ' ' => norm.push('-'),
+            // `P1B1S1`: a segment letter right after a number starts a new
+            // segment (but not a draft letter, which ends the name or a segment).
+            'B' | 'S' | 'P'
+                if i > 0
+                    && chars[i - 1].is_ascii_digit()
+                    && chars.get(i + 1).is_some_and(char::is_ascii_digit) =>
+            {
+                norm.push('-');
+                norm.push(c);
+            }
+            c => norm.push(c),
+        }
+    }
+    if norm == base {
+        return None;
+    }
+    let mut codes: Vec<(String, PathBuf)> = parts.to_vec();
+    for seg in norm.split('-').filter(|s| !s.is_empty()) {
+        codes.push((seg.to_string(), PathBuf::new()));
+    }
+    match classify(&codes) {
+        Shape::Scenario | Shape::Partial => Some(
+            codes
+                .iter()
+                .map(|c| c.0.as_str())
+                .collect::<Vec<_>>()
+                .join("-"),
+        ),
+        Shape::Other => None,
+    }
+}
+
+/// Files that belong inside a scenario folder: `S1.md`, `S1A.json`,
+/// `MCSQE.md`, `CR2.md`, `criteria.md` and the component files, with an
+/// optional `--suffix`, in any case. README.md and other notes are not.
+fn is_scenario_file(name: &str) -> bool {
+    let Some((stem, ext)) = name.rsplit_once('.') else {
+        return false;
+    };
+    let ext = ext.to_ascii_lowercase();
+    let stem = strip_suffix(stem).to_ascii_uppercase();
+    match ext.as_str() {
+        "md" => {
+            matches!(
+                stem.as_str(),
+                "MCSQE" | "CRITERIA" | "CONDITIONS" | "PERTURBATIONS" | "USER-CONTEXTS"
+            ) || is_segment(&stem, "S")
+                || is_segment(&stem, "CR")
+        }
+        "json" => is_segment(&stem, "S"),
+        _ => false,
+    }
+}
+
+/// A scenario folder path for the message about a stray scenario file
+/// `name`, continuing the path so far (`P1-B8-S1/ or P1/B8/S1/`).
+fn example_scenario_folder(parts: &[(String, PathBuf)], name: &str) -> String {
+    let stem = name.split('.').next().unwrap_or("");
+    let short = if is_segment(strip_suffix(stem), "S") {
+        strip_suffix(stem)
+    } else {
+        "S1"
+    };
+    let mut codes: Vec<&str> = parts.iter().map(|c| c.0.as_str()).collect();
+    for fill in ["P1", "B1", short].iter().skip(codes.len()) {
+        codes.push(fill);
+    }
+    format!("{}/ or {}/", codes.join("-"), codes.join("/"))
 }
 
 fn looks_like_code(name: &str) -> bool {

@@ -47,7 +47,19 @@ pub struct ClientConfig {
     pub backoff_base: Duration,
     /// Cap on one computed backoff delay (before jitter).
     pub backoff_max: Duration,
+    /// Largest reply body read, in bytes: a longer one is abandoned as it
+    /// streams in (never held whole) and the attempt is retried.
+    pub max_reply_bytes: u64,
 }
+
+/// Default [`ClientConfig::max_reply_bytes`]: 16 MiB, a thousand times a
+/// long chat reply.
+pub const DEFAULT_MAX_REPLY_BYTES: u64 = 16 * 1024 * 1024;
+
+/// The highest `usage.cost` of one call taken at face value, in USD. No
+/// single chat completion costs this much; a larger figure is a provider or
+/// proxy fault and is recorded as unknown, so it cannot swamp every total.
+pub const MAX_PLAUSIBLE_COST_USD: f64 = 1000.0;
 
 impl ClientConfig {
     pub fn new(base_url: impl Into<String>, api_key: impl Into<String>) -> Self {
@@ -61,6 +73,7 @@ impl ClientConfig {
             max_total: Duration::from_secs(600),
             backoff_base: Duration::from_secs(1),
             backoff_max: Duration::from_secs(60),
+            max_reply_bytes: DEFAULT_MAX_REPLY_BYTES,
         }
     }
 }
@@ -68,7 +81,7 @@ impl ClientConfig {
 impl fmt::Debug for ClientConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ClientConfig")
-            .field("base_url", &self.base_url)
+            .field("base_url", &redact_url(&self.base_url))
             .field("api_key", &format_args!("<redacted>"))
             .field("referer", &self.referer)
             .field("title", &self.title)
@@ -77,6 +90,7 @@ impl fmt::Debug for ClientConfig {
             .field("max_total", &self.max_total)
             .field("backoff_base", &self.backoff_base)
             .field("backoff_max", &self.backoff_max)
+            .field("max_reply_bytes", &self.max_reply_bytes)
             .finish()
     }
 }
@@ -224,9 +238,12 @@ pub struct Completion {
     pub provider: Option<String>,
     pub prompt_tokens: i64,
     pub completion_tokens: i64,
-    /// `usage.cost` in USD (0.0 when absent).
+    /// `usage.cost` in USD: 0.0 when absent, NaN when the provider sent
+    /// something that is not a usable cost (see [`reply_cost`]): unknown,
+    /// stored as such and never added to a total.
     pub cost_usd: f64,
-    /// `usage.cost_details.upstream_inference_cost` (bring-your-own-key).
+    /// `usage.cost_details.upstream_inference_cost` (bring-your-own-key);
+    /// None when absent or unusable.
     pub upstream_cost_usd: Option<f64>,
     /// Attempts made, the successful one included.
     pub attempts: u32,
@@ -281,6 +298,9 @@ pub struct Client {
     /// Parsed once: `post(&String)` would parse (and IDNA-check) it per request.
     url: reqwest::Url,
     cfg: ClientConfig,
+    /// The key as a reply may echo it: as is, JSON-escaped, HTML-escaped and
+    /// percent-encoded; longest first. Empty for a key under 4 characters.
+    secret_forms: Vec<String>,
 }
 
 impl fmt::Debug for Client {
@@ -295,19 +315,37 @@ impl fmt::Debug for Client {
 impl Client {
     pub fn new(cfg: ClientConfig) -> Result<Self, ProviderError> {
         let base = cfg.base_url.trim().trim_end_matches('/');
+        // Every message below shows the URL without its userinfo: a
+        // `user:pass@` (valid or not) is never printed.
+        let shown = redact_url(base);
         if !(base.starts_with("http://") || base.starts_with("https://")) {
             return Err(ProviderError::Config(format!(
-                "base URL must start with http:// or https://, got {base:?}"
+                "base URL (OPENROUTER_BASE_URL) must start with http:// or https://, got {shown:?}"
             )));
         }
-        if reqwest::Url::parse(base).is_err() {
+        let parsed = reqwest::Url::parse(base).map_err(|_| {
+            ProviderError::Config(format!(
+                "base URL (OPENROUTER_BASE_URL) is not a valid URL: {shown:?}"
+            ))
+        })?;
+        if !parsed.username().is_empty() || parsed.password().is_some() {
             return Err(ProviderError::Config(format!(
-                "base URL is not a valid URL: {base:?}"
+                "base URL (OPENROUTER_BASE_URL) must not carry credentials (user:password@): they would be sent to the server and stored with every cached reply; the key goes in OPENROUTER_API_KEY (got {shown:?})"
+            )));
+        }
+        if parsed.query().is_some() || parsed.fragment().is_some() {
+            return Err(ProviderError::Config(format!(
+                "base URL (OPENROUTER_BASE_URL) must not have a ?query or #fragment (requests go to {{base}}/chat/completions), got {shown:?}"
             )));
         }
         if cfg.api_key.trim().is_empty() {
             return Err(ProviderError::Config(
                 "the API key is empty (set OPENROUTER_API_KEY)".into(),
+            ));
+        }
+        if cfg.max_reply_bytes == 0 {
+            return Err(ProviderError::Config(
+                "the reply size limit must be at least 1 byte".into(),
             ));
         }
         if cfg.max_attempts == 0 {
@@ -363,12 +401,19 @@ impl Client {
             .map_err(|e| ProviderError::Config(format!("cannot build HTTP client: {e}")))?;
 
         Ok(Client {
+            secret_forms: secret_forms(cfg.api_key.trim()),
             http,
             url: reqwest::Url::parse(&format!("{base}/chat/completions")).map_err(|_| {
                 ProviderError::Config(format!("base URL is not a valid URL: {base:?}"))
             })?,
             cfg,
         })
+    }
+
+    /// The URL requests go to (`{base}/chat/completions`), never with
+    /// credentials: what the reply cache is keyed by.
+    pub fn endpoint(&self) -> &str {
+        self.url.as_str()
     }
 
     /// Send `req`, retrying transient failures; see the module docs.
@@ -473,30 +518,67 @@ impl Client {
             .get(RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
             .and_then(parse_retry_after);
-        let text = match resp.text().await {
+        let text = match read_capped(resp, self.cfg.max_reply_bytes).await {
             Ok(t) => t,
-            Err(e) => {
-                let mut f = transport_failure(&e);
+            Err(mut f) => {
                 f.status = Some(status.as_u16());
                 return Ok((Outcome::Retry(f), 0.0));
             }
         };
-        let outcome = classify(status, retry_after, &text);
+        // A proxy may echo the key anywhere in a reply: every form of it is
+        // removed from the raw text, and every string of the parsed JSON
+        // (where a `\u` escape may have hidden it) is scrubbed again, before
+        // any field is read, truncated or stored.
+        let text = self.scrub(&text);
+        let mut parsed: Option<Value> = serde_json::from_str(&text).ok();
+        if let Some(v) = parsed.as_mut() {
+            self.scrub_value(v);
+        }
+        let cost = parsed
+            .as_ref()
+            .and_then(|v| v.pointer("/usage/cost"))
+            .cloned();
+        let outcome = classify(status, retry_after, &text, parsed);
         let charged = match outcome {
             Outcome::Success(_) => 0.0,
-            _ => charged_cost(&text),
+            _ => charged_cost(cost.as_ref()),
         };
         Ok((outcome, charged))
     }
 
-    /// Remove the API key from a string that may echo it (provider messages,
-    /// transport errors).
+    /// Remove the API key, in any of [`secret_forms`], from a string that
+    /// may echo it (replies, provider messages, transport errors).
     fn scrub(&self, s: &str) -> String {
-        let key = self.cfg.api_key.trim();
-        if key.len() >= 4 && s.contains(key) {
-            s.replace(key, "<redacted>")
-        } else {
-            s.to_string()
+        let mut out: Option<String> = None;
+        for form in &self.secret_forms {
+            let cur = out.as_deref().unwrap_or(s);
+            if cur.contains(form.as_str()) {
+                out = Some(cur.replace(form.as_str(), "<redacted>"));
+            }
+        }
+        out.unwrap_or_else(|| s.to_string())
+    }
+
+    /// [`Client::scrub`] on every string (and key) of a JSON value.
+    fn scrub_value(&self, v: &mut Value) {
+        match v {
+            Value::String(s) if self.secret_forms.iter().any(|f| s.contains(f.as_str())) => {
+                *s = self.scrub(s);
+            }
+            Value::Array(items) => items.iter_mut().for_each(|i| self.scrub_value(i)),
+            Value::Object(map) => {
+                if map
+                    .keys()
+                    .any(|k| self.secret_forms.iter().any(|f| k.contains(f.as_str())))
+                {
+                    *map = std::mem::take(map)
+                        .into_iter()
+                        .map(|(k, v)| (self.scrub(&k), v))
+                        .collect();
+                }
+                map.values_mut().for_each(|i| self.scrub_value(i));
+            }
+            _ => {}
         }
     }
 
@@ -527,20 +609,12 @@ impl Client {
 }
 
 /// `usage.cost` of a reply that is not used (retried or refused): what
-/// the provider charged for it. 0.0 when absent or not a finite amount >= 0.
-fn charged_cost(text: &str) -> f64 {
-    if !text.contains("\"cost\"") {
-        return 0.0;
-    }
-    let Ok(v) = serde_json::from_str::<Value>(text) else {
-        return 0.0;
-    };
-    let cost = match v.get("usage").and_then(|u| u.get("cost")) {
-        Some(Value::Number(n)) => n.as_f64(),
-        Some(Value::String(s)) => s.trim().parse().ok(),
-        _ => None,
-    };
-    cost.filter(|c| c.is_finite() && *c >= 0.0).unwrap_or(0.0)
+/// the provider charged for it. 0.0 when absent or unknown (see
+/// [`reply_cost`]): an unknown charge is warned about, never summed.
+fn charged_cost(cost: Option<&Value>) -> f64 {
+    reply_cost(cost, "usage.cost")
+        .filter(|c| c.is_finite())
+        .unwrap_or(0.0)
 }
 
 tokio::task_local! {
@@ -606,6 +680,128 @@ impl CallLog {
         Self::note(model, |n| n.failures += 1);
         e
     }
+}
+
+/// `url` as it may be shown: anything before the last `@` (after
+/// `scheme://`) replaced by `***`, and any `?query` or `#fragment` by `?…`,
+/// whether or not the URL parses (a password or a token never reaches a
+/// message).
+pub fn redact_url(url: &str) -> String {
+    let (scheme, rest) = match url.find("://") {
+        Some(i) => url.split_at(i + 3),
+        None => ("", url),
+    };
+    let (rest, tail) = match rest.find(['?', '#']) {
+        Some(i) => (&rest[..i], "?…"),
+        None => (rest, ""),
+    };
+    match rest.rfind('@') {
+        Some(at) => format!("{scheme}***@{}{tail}", &rest[at + 1..]),
+        None => format!("{scheme}{rest}{tail}"),
+    }
+}
+
+/// The forms in which a reply may echo `key`: as is; JSON-escaped as
+/// serde does it, with `\/`, as Go does it (`\u003c` for `<`, `>`, `&`),
+/// with every character `\u`-escaped, and escaped twice (a JSON text inside
+/// a JSON string, as a model's structured reply is); HTML-escaped (named,
+/// numeric, every character numeric) and percent-encoded. Distinct,
+/// longest first, none under 4 characters. (A real OpenRouter key is
+/// letters, digits and `-`, where most of these forms are the key itself.)
+fn secret_forms(key: &str) -> Vec<String> {
+    if key.len() < 4 {
+        return Vec::new();
+    }
+    let json = |s: &str| {
+        let q = serde_json::to_string(s).unwrap_or_default();
+        q[1..q.len() - 1].to_string()
+    };
+    let json1 = json(key);
+    let go = json1
+        .replace('<', "\\u003c")
+        .replace('>', "\\u003e")
+        .replace('&', "\\u0026");
+    let every = |upper: bool| -> String {
+        key.encode_utf16()
+            .map(|u| {
+                if upper {
+                    format!("\\u{u:04X}")
+                } else {
+                    format!("\\u{u:04x}")
+                }
+            })
+            .collect()
+    };
+    let html = |apos: &str| {
+        key.replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;")
+            .replace('"', "&quot;")
+            .replace('\'', apos)
+    };
+    let html_numeric: String = key.chars().map(|c| format!("&#{};", c as u32)).collect();
+    let percent: String = key
+        .bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect();
+    let mut forms = vec![
+        key.to_string(),
+        json1.replace('/', "\\/"),
+        json(&json1),
+        json(&go),
+        go,
+        every(false),
+        every(true),
+        json1,
+        html("&#39;"),
+        html("&#x27;"),
+        html("&apos;"),
+        html_numeric,
+        percent,
+    ];
+    forms.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+    forms.dedup();
+    forms.retain(|f| f.len() >= 4);
+    forms
+}
+
+/// Reads a reply body chunk by chunk, giving up as soon as it passes
+/// `limit` bytes (or announces more in Content-Length): a huge body is
+/// never held in memory. Invalid UTF-8 is replaced, as `text()` would.
+async fn read_capped(mut resp: reqwest::Response, limit: u64) -> Result<String, RetryableFailure> {
+    let too_large = |what: String| RetryableFailure {
+        status: None,
+        retry_after: None,
+        reason: format!(
+            "reply body {what} the {limit}-byte limit (HELMBENCH_MAX_REPLY_BYTES); not read further"
+        ),
+    };
+    if let Some(n) = resp.content_length().filter(|n| *n > limit) {
+        return Err(too_large(format!("of {n} bytes is over")));
+    }
+    let mut buf: Vec<u8> = Vec::new();
+    loop {
+        match resp.chunk().await {
+            Ok(Some(chunk)) => {
+                if (buf.len() + chunk.len()) as u64 > limit {
+                    return Err(too_large("is over".into()));
+                }
+                buf.extend_from_slice(&chunk);
+            }
+            Ok(None) => break,
+            Err(e) => return Err(transport_failure(&e)),
+        }
+    }
+    Ok(match String::from_utf8(buf) {
+        Ok(s) => s,
+        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+    })
 }
 
 /// What one attempt produced.
@@ -762,8 +958,13 @@ impl ApiError {
 }
 
 /// Map one HTTP answer to success, retry or a final error.
-fn classify(status: StatusCode, retry_after_header: Option<Duration>, text: &str) -> Outcome {
-    let parsed: Option<Value> = serde_json::from_str(text).ok();
+/// `parsed` is `text` as JSON, if it is JSON.
+fn classify(
+    status: StatusCode,
+    retry_after_header: Option<Duration>,
+    text: &str,
+    parsed: Option<Value>,
+) -> Outcome {
     let api_error = parsed
         .as_ref()
         .and_then(|v| v.get("error"))
@@ -930,11 +1131,42 @@ fn classify(status: StatusCode, retry_after_header: Option<Duration>, text: &str
             .map(str::to_string),
         prompt_tokens: num(&["prompt_tokens"]).map_or(0, |n| n as i64),
         completion_tokens: num(&["completion_tokens"]).map_or(0, |n| n as i64),
-        cost_usd: num(&["cost"]).unwrap_or(0.0),
-        upstream_cost_usd: num(&["cost_details", "upstream_inference_cost"]),
+        cost_usd: reply_cost(usage.and_then(|u| u.get("cost")), "usage.cost").unwrap_or(0.0),
+        upstream_cost_usd: reply_cost(
+            usage
+                .and_then(|u| u.get("cost_details"))
+                .and_then(|d| d.get("upstream_inference_cost")),
+            "usage.cost_details.upstream_inference_cost",
+        )
+        .filter(|c| !c.is_nan()),
         attempts: 0,
         latency_ms: 0,
     })
+}
+
+/// A cost field of a reply, in USD: None when absent or null; the number
+/// when it is finite, at least 0 and at most [`MAX_PLAUSIBLE_COST_USD`]
+/// (a numeric string counts); NaN, with a warning, for anything else
+/// (`"NaN"`, `inf`, a negative or absurd figure, text, an object): the
+/// cost is unknown, and is stored and counted as such.
+pub fn reply_cost(v: Option<&Value>, field: &str) -> Option<f64> {
+    let v = v.filter(|v| !v.is_null())?;
+    let n = match v {
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => s.trim().parse::<f64>().ok(),
+        _ => None,
+    };
+    match n {
+        Some(c) if c.is_finite() && (0.0..=MAX_PLAUSIBLE_COST_USD).contains(&c) => Some(c.max(0.0)),
+        _ => {
+            tracing::warn!(
+                field,
+                reported = %truncate(&v.to_string(), 80),
+                "the provider reported a cost that is not a number from 0 to {MAX_PLAUSIBLE_COST_USD} USD; it is recorded as unknown"
+            );
+            Some(f64::NAN)
+        }
+    }
 }
 
 /// `message.content` as text: a string, or the text parts of an array.

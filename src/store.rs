@@ -26,6 +26,14 @@ pub enum StoreError {
         "database {url} was written by a newer helmbench (it has migration {version}, unknown to this version); use a newer helmbench or another --database-url"
     )]
     NewerSchema { url: String, version: i64 },
+    #[error(
+        "database {url} was written by an older helmbench (migration {version} is not applied); read-only commands never change a database: run `helmbench migrate` first (it upgrades the file in place; keep a copy if an older helmbench must still read it)"
+    )]
+    OlderSchema { url: String, version: i64 },
+    #[error(
+        "database {url} has no helmbench tables (an empty file, or another program's database); pass the right --database-url"
+    )]
+    NotHelmbench { url: String },
     #[error("database {url} cannot be migrated: {message}")]
     Migrate { url: String, message: String },
     #[error("database query failed: {0}")]
@@ -57,6 +65,9 @@ pub struct Store {
     pool: SqlitePool,
     url: String,
     owner: Owner,
+    /// The endpoint results written through this handle came from, and the
+    /// only one whose cached replies it reuses; None reuses nothing.
+    endpoint: Option<String>,
 }
 
 /// Ids of the seeded rows of one benchmark, by code.
@@ -81,6 +92,7 @@ pub struct NewJudgement {
     pub error: Option<String>,
     pub prompt_tokens: i64,
     pub completion_tokens: i64,
+    /// NaN when a judge call's cost was unusable: stored as unknown.
     pub cost_usd: f64,
     pub generation_id: Option<String>,
     pub cached: bool,
@@ -131,6 +143,8 @@ pub struct NewResult {
     pub latency_ms: Option<i64>,
     pub prompt_tokens: i64,
     pub completion_tokens: i64,
+    /// NaN (or any value that is not finite) when the provider's figure was
+    /// unusable: stored as an unknown cost.
     pub cost_usd: f64,
     pub upstream_cost_usd: Option<f64>,
     pub generation_id: Option<String>,
@@ -314,26 +328,7 @@ pub fn process_started(pid: i64) -> Option<i64> {
 
 /// Turns `--database-url` into connect options: a `sqlite:` URL, or a plain path.
 fn connect_options(url: &str) -> Result<SqliteConnectOptions, StoreError> {
-    let opts = if url.starts_with("sqlite:") {
-        SqliteConnectOptions::from_str(url).map_err(|e| StoreError::Open {
-            url: url.into(),
-            message: e.to_string(),
-        })?
-    } else {
-        SqliteConnectOptions::new().filename(url)
-    };
-    let filename = opts.get_filename().to_path_buf();
-    if filename.as_os_str() != ":memory:"
-        && let Some(parent) = filename.parent()
-        && !parent.as_os_str().is_empty()
-        && !parent.is_dir()
-    {
-        return Err(StoreError::Open {
-            url: url.into(),
-            message: format!("folder {} does not exist", parent.display()),
-        });
-    }
-    Ok(opts
+    Ok(base_options(url)?
         // New databases only (an existing one keeps its page size). Composed
         // prompts run 1.5-2.5 KB: on 4 KB pages only one fits per page, half
         // of it wasted; 8 KB pages hold three. Larger pages would pack a
@@ -353,6 +348,30 @@ fn connect_options(url: &str) -> Result<SqliteConnectOptions, StoreError> {
         // back when the last connection closes.
         .pragma("wal_autocheckpoint", "4000")
         .pragma("cache_size", "-8192"))
+}
+
+/// The options a URL or path names, with its folder checked to exist.
+fn base_options(url: &str) -> Result<SqliteConnectOptions, StoreError> {
+    let opts = if url.starts_with("sqlite:") {
+        SqliteConnectOptions::from_str(url).map_err(|e| StoreError::Open {
+            url: url.into(),
+            message: e.to_string(),
+        })?
+    } else {
+        SqliteConnectOptions::new().filename(url)
+    };
+    let filename = opts.get_filename().to_path_buf();
+    if filename.as_os_str() != ":memory:"
+        && let Some(parent) = filename.parent()
+        && !parent.as_os_str().is_empty()
+        && !parent.is_dir()
+    {
+        return Err(StoreError::Open {
+            url: url.into(),
+            message: format!("folder {} does not exist", parent.display()),
+        });
+    }
+    Ok(opts)
 }
 
 impl Store {
@@ -407,7 +426,110 @@ impl Store {
             pool,
             url: url.to_string(),
             owner: Owner::this_process(),
+            endpoint: None,
         })
+    }
+
+    /// This handle, recording `endpoint` (the request URL of the client that
+    /// answers) with every result and judgement it writes, and reusing
+    /// cached replies of that endpoint only.
+    pub fn with_endpoint(mut self, endpoint: impl Into<String>) -> Store {
+        self.endpoint = Some(endpoint.into());
+        self
+    }
+
+    /// Opens an existing database for reading only, for `runs`, `report`,
+    /// `costs` and `export`: nothing is created, written or migrated.
+    ///
+    /// SQLite opens it with `mode=ro`; with `immutable=1` when no `-wal` or
+    /// `-shm` file lies beside it and the file or its folder is read-only
+    /// (an archived copy, a read-only mount), where `mode=ro` would need to
+    /// create them, and as a fallback when `mode=ro` cannot open such a file.
+    /// A database without every migration of this version is refused with
+    /// [`StoreError::OlderSchema`] (naming `helmbench migrate`); a newer
+    /// one with [`StoreError::NewerSchema`].
+    pub async fn open_read_only(url: &str) -> Result<Store, StoreError> {
+        // A database another process is creating or upgrading shows no
+        // tables, or only its first migrations, for a few milliseconds:
+        // while a -wal file says a writer may be at work, look again (for up
+        // to 5 s while it has no tables, 0.3 s while it is older) before
+        // saying so.
+        let started = tokio::time::Instant::now();
+        loop {
+            let opened = Store::try_open_read_only(url).await;
+            let patience = match &opened {
+                Err(StoreError::NotHelmbench { .. }) => Duration::from_secs(5),
+                Err(StoreError::OlderSchema { .. }) => Duration::from_millis(300),
+                _ => return opened,
+            };
+            if started.elapsed() >= patience || !sidecar(url, "-wal") {
+                return opened;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    async fn try_open_read_only(url: &str) -> Result<Store, StoreError> {
+        let (pool, applied) = connect_read_only(url).await?;
+        let known: HashSet<i64> = MIGRATOR.iter().map(|m| m.version).collect();
+        if let Some((v, _)) = applied.iter().find(|(v, _)| !known.contains(v)) {
+            return Err(StoreError::NewerSchema {
+                url: url.into(),
+                version: *v,
+            });
+        }
+        let done: HashSet<i64> = applied
+            .iter()
+            .filter(|(_, ok)| *ok)
+            .map(|(v, _)| *v)
+            .collect();
+        if let Some(m) = MIGRATOR.iter().find(|m| !done.contains(&m.version)) {
+            return Err(StoreError::OlderSchema {
+                url: url.into(),
+                version: m.version,
+            });
+        }
+        Ok(Store {
+            pool,
+            url: url.to_string(),
+            owner: Owner::this_process(),
+            endpoint: None,
+        })
+    }
+
+    /// How many migrations of this version an existing database lacks,
+    /// read without changing it (0 for a database this version cannot
+    /// read: [`Store::open`] says why).
+    pub async fn pending_migrations(url: &str) -> usize {
+        let Ok((pool, applied)) = connect_read_only(url).await else {
+            return 0;
+        };
+        pool.close().await;
+        let done: HashSet<i64> = applied
+            .iter()
+            .filter(|(_, ok)| *ok)
+            .map(|(v, _)| *v)
+            .collect();
+        MIGRATOR
+            .iter()
+            .filter(|m| !done.contains(&m.version))
+            .count()
+    }
+
+    /// Closes every connection: the last one checkpoints the WAL into the
+    /// database file and removes `-wal` and `-shm` (unless another process
+    /// still has the database open).
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    /// The versions of the migrations applied to the database, oldest first.
+    pub async fn applied_migrations(&self) -> Result<Vec<i64>, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT version FROM _sqlx_migrations WHERE success ORDER BY version",
+        )
+        .fetch_all(&self.pool)
+        .await?)
     }
 
     pub fn pool(&self) -> &SqlitePool {
@@ -686,17 +808,22 @@ impl Store {
             .collect())
     }
 
-    /// A successful, well-formed reply to an identical request, if any.
+    /// A successful, well-formed reply to an identical request sent to the
+    /// same endpoint, if any.
     pub async fn cached_reply(
         &self,
         request_hash: &str,
     ) -> Result<Option<CachedReply>, StoreError> {
+        let Some(endpoint) = &self.endpoint else {
+            return Ok(None);
+        };
         let row = sqlx::query(
             "SELECT response, finish_reason, generation_id, prompt_tokens, completion_tokens FROM result
-             WHERE request_hash = ? AND response IS NOT NULL AND (error_kind IS NULL OR error_kind = 'judge')
+             WHERE request_hash = ? AND endpoint = ? AND response IS NOT NULL AND (error_kind IS NULL OR error_kind = 'judge')
              ORDER BY id LIMIT 1",
         )
         .bind(request_hash)
+        .bind(endpoint)
         .fetch_optional(&self.pool)
         .await?;
         Ok(row.map(|r| CachedReply {
@@ -738,12 +865,17 @@ impl Store {
         Ok(out)
     }
 
-    /// A judge's raw answer to an identical judge request, if any.
+    /// A judge's raw answer to an identical judge request sent to the same
+    /// endpoint, if any.
     pub async fn cached_judgement(&self, request_hash: &str) -> Result<Option<String>, StoreError> {
+        let Some(endpoint) = &self.endpoint else {
+            return Ok(None);
+        };
         Ok(sqlx::query_scalar(
-            "SELECT response FROM judgement WHERE request_hash = ? AND response IS NOT NULL AND error IS NULL ORDER BY id LIMIT 1",
+            "SELECT response FROM judgement WHERE request_hash = ? AND endpoint = ? AND response IS NOT NULL AND error IS NULL ORDER BY id LIMIT 1",
         )
         .bind(request_hash)
+        .bind(endpoint)
         .fetch_optional(&self.pool)
         .await?)
     }
@@ -807,7 +939,7 @@ impl Store {
             let sql = values_sql(RESULT_INSERT, RESULT_COLUMNS, chunk.len(), RESULT_CONFLICT);
             let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
             for r in chunk {
-                q = bind_result(q, r);
+                q = bind_result(q, r, self.endpoint.as_deref());
             }
             written += q.execute(&mut *tx).await?.rows_affected() as usize;
         }
@@ -818,17 +950,22 @@ impl Store {
                 1,
                 &format!("{RESULT_CONFLICT} RETURNING id"),
             );
-            let id: Option<i64> = bind_result(sqlx::query(sqlx::AssertSqlSafe(sql)), r)
-                .fetch_optional(&mut *tx)
-                .await?
-                .map(|row| row.get(0));
+            let id: Option<i64> = bind_result(
+                sqlx::query(sqlx::AssertSqlSafe(sql)),
+                r,
+                self.endpoint.as_deref(),
+            )
+            .fetch_optional(&mut *tx)
+            .await?
+            .map(|row| row.get(0));
             let Some(id) = id else { continue };
             written += 1;
             for j in &r.judgements {
                 sqlx::query(
                     "INSERT INTO judgement (result_id, criterion, judge_model, verdict, justification, passed, error,
-                       prompt_tokens, completion_tokens, cost_usd, generation_id, cached, request_hash, response)
-                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                       prompt_tokens, completion_tokens, cost_usd, generation_id, cached, request_hash, response,
+                       endpoint, cost_unknown)
+                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 )
                 .bind(id)
                 .bind(&j.criterion)
@@ -839,11 +976,13 @@ impl Store {
                 .bind(&j.error)
                 .bind(j.prompt_tokens)
                 .bind(j.completion_tokens)
-                .bind(j.cost_usd)
+                .bind(known_cost(j.cost_usd))
                 .bind(&j.generation_id)
                 .bind(j.cached)
                 .bind(&j.request_hash)
                 .bind(&j.response)
+                .bind(&self.endpoint)
+                .bind(!j.cost_usd.is_finite())
                 .execute(&mut *tx)
                 .await?;
             }
@@ -893,6 +1032,7 @@ impl Store {
             pool,
             url: self.url.clone(),
             owner: self.owner.clone(),
+            endpoint: self.endpoint.clone(),
         })
     }
 
@@ -1069,8 +1209,8 @@ const MAX_PROMPT_ROWS: usize = 128;
 const RESULT_INSERT: &str = "INSERT INTO result (run_id, test_code, repeat_index, scenario_id, condition_id, user_context_id, perturbation_id,
    prompt_hash, request_hash, base_severity, difficulty, response, parsed, matched, passed, error_kind, error,
    evaluation_details, latency_ms, prompt_tokens, completion_tokens, cost_usd, upstream_cost_usd, generation_id,
-   finish_reason, attempts, cached, quality) VALUES ";
-const RESULT_COLUMNS: usize = 28;
+   finish_reason, attempts, cached, quality, endpoint, cost_unknown) VALUES ";
+const RESULT_COLUMNS: usize = 30;
 const RESULT_CONFLICT: &str = " ON CONFLICT(run_id, test_code, repeat_index) DO NOTHING";
 
 /// `head` + `rows` groups of `columns` placeholders + `tail`. Built only
@@ -1109,8 +1249,15 @@ fn pow2_chunks<T>(items: &[T], max: usize) -> Vec<&[T]> {
 
 type SqliteQuery = sqlx::query::Query<'static, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>;
 
-/// Binds one result's 28 values in `RESULT_INSERT` column order.
-fn bind_result(q: SqliteQuery, r: &NewResult) -> SqliteQuery {
+/// A cost as stored: the figure, or 0 when it is unknown (NaN, or any
+/// other value that is not finite: SQLite would store NaN as NULL and
+/// fail the whole batch on the NOT NULL column).
+fn known_cost(c: f64) -> f64 {
+    if c.is_finite() { c } else { 0.0 }
+}
+
+/// Binds one result's 30 values in `RESULT_INSERT` column order.
+fn bind_result(q: SqliteQuery, r: &NewResult, endpoint: Option<&str>) -> SqliteQuery {
     q.bind(r.run_id)
         .bind(r.test_code.clone())
         .bind(r.repeat_index)
@@ -1132,13 +1279,15 @@ fn bind_result(q: SqliteQuery, r: &NewResult) -> SqliteQuery {
         .bind(r.latency_ms)
         .bind(r.prompt_tokens)
         .bind(r.completion_tokens)
-        .bind(r.cost_usd)
-        .bind(r.upstream_cost_usd)
+        .bind(known_cost(r.cost_usd))
+        .bind(r.upstream_cost_usd.filter(|c| c.is_finite()))
         .bind(r.generation_id.clone())
         .bind(r.finish_reason.clone())
         .bind(r.attempts)
         .bind(r.cached)
         .bind(r.quality.as_ref().map(Value::to_string))
+        .bind(endpoint.map(str::to_string))
+        .bind(!r.cost_usd.is_finite())
 }
 
 /// Totals per run from its results (`r`): an mcsqe result counts one
@@ -1245,6 +1394,70 @@ async fn upsert_components(
         )));
     }
     Ok(ids)
+}
+
+/// Whether the file `ext` (`-wal`, `-shm`) lies beside the database `url`.
+fn sidecar(url: &str, ext: &str) -> bool {
+    base_options(url).is_ok_and(|o| {
+        let mut p = o.get_filename().as_os_str().to_owned();
+        p.push(ext);
+        Path::new(&p).exists()
+    })
+}
+
+/// Opens a database read-only (see [`Store::open_read_only`]) and reads
+/// which migrations it has, as (version, success).
+async fn connect_read_only(url: &str) -> Result<(SqlitePool, Vec<(i64, bool)>), StoreError> {
+    let base = base_options(url)?
+        .create_if_missing(false)
+        .read_only(true)
+        .foreign_keys(true)
+        .busy_timeout(Duration::from_secs(60))
+        .pragma("cache_size", "-8192");
+    let path = base.get_filename().to_path_buf();
+    let no_sidecars = !sidecar(url, "-wal") && !sidecar(url, "-shm");
+    let read_only_bits = |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.permissions().readonly());
+    let folder = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let immutable_first = no_sidecars && (read_only_bits(&path) || read_only_bits(folder));
+    let connect = |immutable: bool| {
+        let opts = base.clone().immutable(immutable);
+        async move {
+            let pool = SqlitePoolOptions::new()
+                .max_connections(4)
+                .connect_with(opts)
+                .await?;
+            // Opening is lazy about the file: read the schema to know.
+            let applied: Result<Vec<(i64, bool)>, sqlx::Error> =
+                sqlx::query_as("SELECT version, success FROM _sqlx_migrations")
+                    .fetch_all(&pool)
+                    .await;
+            Ok::<_, sqlx::Error>((pool, applied))
+        }
+    };
+    let opened = match connect(immutable_first).await {
+        Err(_) | Ok((_, Err(_))) if !immutable_first && no_sidecars => connect(true).await,
+        other => other,
+    };
+    let (pool, applied) = opened.map_err(|e| StoreError::Open {
+        url: url.into(),
+        message: describe_sqlx(&e),
+    })?;
+    let applied = match applied {
+        Ok(a) => a,
+        Err(e) if e.to_string().contains("no such table") => {
+            return Err(StoreError::NotHelmbench { url: url.into() });
+        }
+        Err(e) => {
+            return Err(StoreError::Open {
+                url: url.into(),
+                message: describe_sqlx(&e),
+            });
+        }
+    };
+    Ok((pool, applied))
 }
 
 /// Whether a migration failed because another process was applying the

@@ -41,6 +41,12 @@ pub struct CallArgs {
     #[arg(long, value_name = "SECS", default_value_t = run::DEFAULT_WRITE_WAIT.as_secs(),
           value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub write_wait_secs: u64,
+    /// Largest reply body read, in bytes; a longer one is abandoned as it
+    /// arrives and the attempt retried (default 16 MiB).
+    #[arg(long, env = "HELMBENCH_MAX_REPLY_BYTES", value_name = "BYTES",
+          default_value_t = openrouter::DEFAULT_MAX_REPLY_BYTES,
+          value_parser = clap::value_parser!(u64).range(1024..))]
+    pub max_reply_bytes: u64,
 }
 
 impl CallArgs {
@@ -115,6 +121,7 @@ pub(super) fn client(call: &CallArgs) -> Result<openrouter::Client> {
     );
     cfg.request_timeout = std::time::Duration::from_secs(call.request_timeout.max(1));
     cfg.max_attempts = call.max_attempts.max(1);
+    cfg.max_reply_bytes = call.max_reply_bytes;
     // Tests shrink the backoff so retries take milliseconds.
     if let Some(ms) = std::env::var("HELMBENCH_RETRY_BASE_MS")
         .ok()
@@ -123,12 +130,21 @@ pub(super) fn client(call: &CallArgs) -> Result<openrouter::Client> {
         cfg.backoff_base = std::time::Duration::from_millis(ms);
         cfg.backoff_max = std::time::Duration::from_millis(ms * 20);
     }
-    openrouter::Client::new(cfg).map_err(|e| Error::Tool(e.to_string()))
+    openrouter::Client::new(cfg).map_err(|e| match e {
+        // A bad setting (base URL, key characters): refused before anything
+        // is sent or written.
+        openrouter::ProviderError::Config(_) => Error::Usage(e.to_string()),
+        other => Error::Tool(other.to_string()),
+    })
 }
 
 pub(super) async fn context(cli: &Cli, b: Benchmark, call: &CallArgs) -> Result<run::RunContext> {
-    let store = Store::open(&database_url(cli)).await?;
-    run::RunContext::new(b, store, client(call)?, cli.quiet).await
+    // The client first: a refused setting must not create a database.
+    let client = client(call)?;
+    let store = Store::open(&database_url(cli))
+        .await?
+        .with_endpoint(client.endpoint());
+    run::RunContext::new(b, store, client, cli.quiet).await
 }
 
 /// The models to run: `--models` or models.yml (with its parameters).

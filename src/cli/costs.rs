@@ -23,7 +23,7 @@ pub struct CostsArgs {
 pub fn run(cli: &Cli, args: &CostsArgs) -> Result<u8> {
     let url = existing_database(cli)?;
     let report = runtime()?.block_on(async {
-        let store = Store::open(&url).await?;
+        let store = Store::open_read_only(&url).await?;
         crate::report::costs(&store, args.run_id, args.model.as_deref())
             .await
             .map_err(Error::from)

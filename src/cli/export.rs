@@ -40,7 +40,7 @@ pub fn run(cli: &Cli, args: &ExportArgs) -> Result<u8> {
     };
     let rt = runtime()?;
     let store = rt.block_on(async {
-        let store = Store::open(&url).await?;
+        let store = Store::open_read_only(&url).await?;
         if let Some(id) = args.run_id {
             store.run(id).await?;
         }

@@ -8,6 +8,7 @@ mod check;
 mod costs;
 mod export;
 mod list;
+mod migrate;
 mod prompts;
 mod report;
 mod run_all;
@@ -27,6 +28,7 @@ pub use check::CheckArgs;
 pub use costs::CostsArgs;
 pub use export::{ExportArgs, ExportFormat};
 pub use list::ListArgs;
+pub use migrate::MigrateArgs;
 pub use prompts::{PromptFormat, PromptsArgs};
 pub use report::{ReportArgs, ReportFormat};
 pub use run_all::RunAllArgs;
@@ -93,6 +95,9 @@ pub enum Command {
     Report(ReportArgs),
     /// Every stored result as CSV or JSONL, streamed.
     Export(ExportArgs),
+    /// Upgrade an existing database to this version's schema (the read-only
+    /// commands never change a database).
+    Migrate(MigrateArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -151,14 +156,24 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Costs(args) => costs::run(&cli, args),
         Command::Report(args) => report::run(&cli, args),
         Command::Export(args) => export::run(&cli, args),
+        Command::Migrate(args) => migrate::run(&cli, args),
     }
 }
 
+/// Selectors from the command line, comma-separated within an argument.
+/// An empty or blank piece (`""`, `" "`, `","`, `"P1,"`) is a usage error:
+/// dropping it could leave no selector at all, which means every test case.
 fn parse_selectors(raw: &[String]) -> Result<Vec<Selector>> {
     raw.iter()
-        .flat_map(|s| s.split(','))
-        .filter(|s| !s.trim().is_empty())
-        .map(|s| Selector::parse(s).map_err(Error::Usage))
+        .flat_map(|arg| arg.split(',').map(move |piece| (arg, piece)))
+        .map(|(arg, piece)| {
+            if piece.trim().is_empty() {
+                return Err(Error::Usage(format!(
+                    "empty selector in {arg:?} (expected codes such as P1, P1-B2 or P1-B2-S1, comma-separated)"
+                )));
+            }
+            Selector::parse(piece).map_err(Error::Usage)
+        })
         .collect()
 }
 

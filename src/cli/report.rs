@@ -80,7 +80,7 @@ pub fn run(cli: &Cli, args: &ReportArgs) -> Result<u8> {
         (None, None) => crate::report::Target::LatestPerModel,
     };
     let reports = runtime()?.block_on(async {
-        let store = Store::open(&url).await?;
+        let store = Store::open_read_only(&url).await?;
         let runs = crate::report::select_runs(&store, &target).await?;
         let mut reports = Vec::with_capacity(runs.len());
         for run in &runs {

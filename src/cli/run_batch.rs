@@ -116,6 +116,9 @@ pub fn run(cli: &Cli, args: &RunBatchArgs) -> Result<u8> {
                 }
             }
         }
+        // Closing folds the WAL into the database file and removes it, so
+        // a copy of the file alone holds every result.
+        ctx.store.close().await;
         call::report_summaries(&summaries, not_run.as_ref(), args.format)
     })
 }

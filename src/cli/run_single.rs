@@ -64,6 +64,9 @@ pub fn run(cli: &Cli, args: &RunSingleArgs) -> Result<u8> {
                 break;
             }
         }
+        // Closing folds the WAL into the database file and removes it, so
+        // a copy of the file alone holds every result.
+        ctx.store.close().await;
         call::report_summaries(&summaries, None, DataFormat::Table)
     })
 }

@@ -19,7 +19,13 @@ pub struct RunsArgs {
 pub fn run(cli: &Cli, args: &RunsArgs) -> Result<u8> {
     let url = existing_database(cli)?;
     let rt = runtime()?;
-    let rows = rt.block_on(async { Store::open(&url).await?.runs().await.map_err(Error::from) })?;
+    let rows = rt.block_on(async {
+        Store::open_read_only(&url)
+            .await?
+            .runs()
+            .await
+            .map_err(Error::from)
+    })?;
     let mut o = out();
     match args.format {
         DataFormat::Json => {

@@ -712,6 +712,10 @@ pub struct Spend {
     /// Replies reused from an identical earlier request, at no cost.
     pub cached_replies: i64,
     pub cached_judgements: i64,
+    /// Model replies and judge calls whose provider-reported cost was not a
+    /// usable number: unknown, and left out of the sums above.
+    pub unknown_cost_replies: i64,
+    pub unknown_cost_judgements: i64,
     /// `total_cost_usd / test_cases`; `None` without test cases.
     pub mean_cost_per_test_case: Option<f64>,
 }
@@ -733,6 +737,8 @@ impl Spend {
         self.judge_completion_tokens += o.judge_completion_tokens;
         self.cached_replies += o.cached_replies;
         self.cached_judgements += o.cached_judgements;
+        self.unknown_cost_replies += o.unknown_cost_replies;
+        self.unknown_cost_judgements += o.unknown_cost_judgements;
         self.finish();
     }
 
@@ -779,6 +785,9 @@ pub struct CostReport {
     pub judge_cost_usd: f64,
     /// Model + judge across the selected runs.
     pub total_cost_usd: f64,
+    /// Model replies and judge calls of the selected runs whose cost is
+    /// unknown (not in the totals).
+    pub unknown_cost_replies: i64,
 }
 
 /// Spend of the runs selected by `run_id` and `model` (both optional, both
@@ -812,11 +821,12 @@ pub async fn costs(
         "SELECT r.run_id, s.code, COUNT(*), COALESCE(SUM(r.cost_usd), 0.0), COALESCE(SUM(j.cost), 0.0),
                 SUM(r.upstream_cost_usd), COALESCE(SUM(r.prompt_tokens), 0), COALESCE(SUM(r.completion_tokens), 0),
                 COALESCE(SUM(j.n), 0), COALESCE(SUM(j.pt), 0), COALESCE(SUM(j.ct), 0),
-                COALESCE(SUM(r.cached), 0), COALESCE(SUM(j.cached), 0)
+                COALESCE(SUM(r.cached), 0), COALESCE(SUM(j.cached), 0),
+                COALESCE(SUM(r.cost_unknown), 0), COALESCE(SUM(j.unknown), 0)
          FROM result r
          JOIN scenario s ON s.id = r.scenario_id
          LEFT JOIN (SELECT result_id, COUNT(*) AS n, SUM(cost_usd) AS cost, SUM(prompt_tokens) AS pt,
-                           SUM(completion_tokens) AS ct, SUM(cached) AS cached
+                           SUM(completion_tokens) AS ct, SUM(cached) AS cached, SUM(cost_unknown) AS unknown
                     FROM judgement GROUP BY result_id) j ON j.result_id = r.id
          WHERE (? IS NULL OR r.run_id = ?)
          GROUP BY r.run_id, s.code",
@@ -839,6 +849,8 @@ pub async fn costs(
             judge_completion_tokens: r.get(10),
             cached_replies: r.get(11),
             cached_judgements: r.get(12),
+            unknown_cost_replies: r.get(13),
+            unknown_cost_judgements: r.get(14),
             ..Spend::default()
         };
         spend.finish();
@@ -887,6 +899,7 @@ pub async fn costs(
         cost_usd: 0.0,
         judge_cost_usd: 0.0,
         total_cost_usd: 0.0,
+        unknown_cost_replies: 0,
     };
     let mut models: BTreeMap<String, ModelCost> = BTreeMap::new();
     // Oldest first, as spend accrued.
@@ -909,6 +922,7 @@ pub async fn costs(
         m.spend.add(&spend);
         report.cost_usd += spend.cost_usd;
         report.judge_cost_usd += spend.judge_cost_usd;
+        report.unknown_cost_replies += spend.unknown_cost_replies + spend.unknown_cost_judgements;
         report.runs.push(RunCost {
             run_id: run.run_id,
             model: run.model,

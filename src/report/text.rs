@@ -449,7 +449,26 @@ pub fn write_costs(o: &mut dyn Write, c: &CostReport) -> io::Result<()> {
         usd(c.cost_usd),
         usd(c.judge_cost_usd),
         c.runs.len()
-    )
+    )?;
+    if c.unknown_cost_replies > 0 {
+        writeln!(
+            o,
+            "unknown cost: {} repl{} reported a cost that is not a number from 0 to {} USD; {} left out of these totals",
+            c.unknown_cost_replies,
+            if c.unknown_cost_replies == 1 {
+                "y"
+            } else {
+                "ies"
+            },
+            crate::openrouter::MAX_PLAUSIBLE_COST_USD,
+            if c.unknown_cost_replies == 1 {
+                "it is"
+            } else {
+                "they are"
+            }
+        )?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 
 mod bench_smoke;
 mod content;
+mod edges;
 mod fidelity;
 mod fuzz_regressions;
 mod harness;
