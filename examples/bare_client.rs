@@ -16,9 +16,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
+use helmbench::benchmark::cases;
 use helmbench::benchmark::compose;
+use helmbench::content;
 use helmbench::openrouter::ChatRequest;
-use helmbench::{content, discovery};
 
 // The same allocator as the helmbench binary, so the floor is not handicapped.
 #[cfg(not(test))]
@@ -47,7 +48,7 @@ pub fn bodies(root: &Path, n: usize) -> Result<Vec<String>, String> {
         .as_ref()
         .and_then(|m| m.models.first().cloned())
         .ok_or("models.yml names no model")?;
-    let cases = discovery::select_indices(&b, &[], true)?;
+    let cases = cases::select_indices(&b, &[], true)?;
     Ok(cases
         .iter()
         .take(n)

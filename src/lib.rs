@@ -9,7 +9,6 @@
 pub mod benchmark;
 pub mod cli;
 pub mod content;
-pub mod discovery;
 pub mod error;
 pub mod judging;
 pub mod openrouter;

@@ -223,7 +223,7 @@ fn is_code(h: &str) -> bool {
         .chars()
         .take_while(char::is_ascii_alphanumeric)
         .collect();
-    helmbench::discovery::parse_segment(&code.to_ascii_uppercase()).is_some()
+    helmbench::benchmark::codes::parse_segment(&code.to_ascii_uppercase()).is_some()
 }
 
 /// The component-file parser: sections cover the file in order without

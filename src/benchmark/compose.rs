@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use crate::discovery::TestCase;
+use crate::benchmark::cases::TestCase;
 
 /// The exact user message sent to the model for `case`.
 pub fn compose(case: &TestCase<'_>) -> String {

@@ -3,6 +3,8 @@
 //! scoring configuration. Built by [`crate::content`] from files; read by
 //! every later stage (compose, run, judge, score, report).
 
+pub mod cases;
+pub mod codes;
 pub mod compose;
 pub mod hash;
 

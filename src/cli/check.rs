@@ -28,7 +28,7 @@ pub fn run(cli: &Cli, args: &CheckArgs) -> Result<u8> {
     let selectors = parse_selectors(&args.selectors)?;
     let (b, errors) = content::load(&cli.benchmark_dir);
     // A selector that names nothing is a slip of its own, as everywhere else.
-    crate::discovery::select_indices(&b, &selectors, true).map_err(crate::Error::Usage)?;
+    crate::benchmark::cases::select_indices(&b, &selectors, true).map_err(crate::Error::Usage)?;
     let warnings = lint::lint(&b, &selectors);
     let mut o = out();
     match args.format {

@@ -38,9 +38,9 @@ pub use runs::RunsArgs;
 pub use score::ScoreArgs;
 
 use crate::benchmark::Benchmark;
+use crate::benchmark::cases::Selector;
 use crate::content;
 use crate::content::ContentErrors;
-use crate::discovery::Selector;
 use crate::{Error, Result};
 
 #[derive(Debug, Parser)]

@@ -6,8 +6,9 @@ use clap::{Args, ValueEnum};
 use serde_json::json;
 
 use super::{Cli, load_reporting, out, parse_selectors};
+use crate::benchmark::cases;
 use crate::benchmark::compose;
-use crate::{Error, Result, discovery};
+use crate::{Error, Result};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum PromptFormat {
@@ -29,7 +30,7 @@ pub struct PromptsArgs {
 pub fn run(cli: &Cli, args: &PromptsArgs) -> Result<u8> {
     let selectors = parse_selectors(&args.selectors)?;
     let (b, errors) = load_reporting(cli);
-    let cases = discovery::select(&b, &selectors, !args.skip_no_context).map_err(Error::Usage)?;
+    let cases = cases::select(&b, &selectors, !args.skip_no_context).map_err(Error::Usage)?;
     let mut o = std::io::BufWriter::new(out());
     let mut prompt = String::new();
     for case in &cases {

@@ -6,8 +6,9 @@ use clap::Args;
 
 use super::call::{self, CallArgs};
 use super::{Cli, DataFormat, is_dry_run, load_reporting, load_strict, out, runtime};
+use crate::benchmark::cases;
+use crate::benchmark::cases::Selector;
 use crate::benchmark::compose;
-use crate::discovery::{self, Selector};
 use crate::store::Store;
 use crate::{Error, Result, run};
 
@@ -31,7 +32,7 @@ pub fn run(cli: &Cli, args: &RunSingleArgs) -> Result<u8> {
     } else {
         (load_strict(cli)?, Vec::new())
     };
-    let cases = discovery::select(&b, &selectors, true).map_err(Error::Usage)?;
+    let cases = cases::select(&b, &selectors, true).map_err(Error::Usage)?;
     let Some(first) = cases.first() else {
         return Err(Error::Usage("the benchmark has no test cases".into()));
     };

@@ -8,8 +8,8 @@ use serde_json::{Map, Value};
 use super::markdown::{self, line_of, split_frontmatter, split_sections};
 use super::yaml::*;
 use super::*;
+use crate::benchmark::codes::{natural_cmp, parse_segment, strip_suffix};
 use crate::benchmark::*;
-use crate::discovery::{natural_cmp, parse_segment, strip_suffix};
 
 /// Loads one kind of component: the consolidated file when present, else the
 /// individual files. `None` when the files could not be read at all.
@@ -68,7 +68,7 @@ pub(super) fn load_components(
                 .and_then(|s| s.to_str())
                 .unwrap_or_default();
             let code = strip_suffix(stem).to_string();
-            if !crate::discovery::is_segment(&code, kind.prefix()) {
+            if !crate::benchmark::codes::is_segment(&code, kind.prefix()) {
                 errors.push(ContentError::new(
                     &path,
                     format!(
@@ -148,7 +148,7 @@ pub fn parse_consolidated(
     for s in sections {
         let code = leading_code(&s.heading).unwrap_or_default();
         let label = format!("# {}", s.heading);
-        if !crate::discovery::is_segment(&code, kind.prefix()) {
+        if !crate::benchmark::codes::is_segment(&code, kind.prefix()) {
             errors.push(
                 ContentError::new(
                     path,

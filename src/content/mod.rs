@@ -9,6 +9,7 @@ mod config;
 pub mod lint;
 pub mod markdown;
 mod rubric;
+mod scan;
 mod scenario;
 mod yaml;
 
@@ -23,9 +24,10 @@ pub use components::parse_consolidated;
 use config::*;
 use scenario::*;
 
+use crate::benchmark::codes::{natural_cmp, strip_suffix};
 use crate::benchmark::{Behaviour, Benchmark, Pillar, hex};
-use crate::discovery::{self, ScenarioDir, natural_cmp, strip_suffix};
 use markdown::split_frontmatter;
+use scan::ScenarioDir;
 
 /// Largest content file read; anything bigger is an authoring accident.
 pub const MAX_FILE_BYTES: u64 = 8 * 1024 * 1024;
@@ -102,7 +104,7 @@ pub fn load(root: &Path) -> (Benchmark, Vec<ContentError>) {
     let models = load_models(root, &mut errors, &mut hasher);
     let scoring = load_scoring(root, &mut errors, &mut hasher);
 
-    let (dirs, mut walk_errors) = discovery::find_scenarios(&root.join("scenarios"));
+    let (dirs, mut walk_errors) = scan::find_scenarios(&root.join("scenarios"));
     if root.is_dir() {
         errors.append(&mut walk_errors);
     }

@@ -7,10 +7,11 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value, json};
 
 use super::markdown::{self, line_of, split_frontmatter};
+use super::scan::ScenarioDir;
 use super::*;
 use super::{components::*, rubric::*, yaml::*};
+use crate::benchmark::codes::{natural_cmp, parse_segment, strip_suffix};
 use crate::benchmark::*;
-use crate::discovery::{ScenarioDir, natural_cmp, parse_segment, strip_suffix};
 
 pub(super) fn load_scenario(dir: &ScenarioDir, errors: &mut Vec<ContentError>) -> Option<Scenario> {
     let s_files = find_file(&dir.dir, &dir.short, "md");

@@ -10,7 +10,7 @@
 use std::cmp::Ordering;
 use std::fmt::{self, Write};
 
-use crate::discovery::natural_cmp;
+use crate::benchmark::codes::natural_cmp;
 use crate::report::{ModelReport, QualitySummary};
 use crate::scoring::analysis::{BehaviourScore, Breakdown};
 

@@ -18,7 +18,7 @@ use serde_json::Value;
 use sqlx::Row;
 
 use crate::benchmark::ScoringConfig;
-use crate::discovery::natural_cmp;
+use crate::benchmark::codes::natural_cmp;
 use crate::scoring::analysis::{self, Analysis, ScoredResult};
 use crate::scoring::quality::{self, Band, QualityScores, RedFlag};
 use crate::store::{RunRow, Store, StoreError};

@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::*;
 use crate::benchmark::Benchmark;
-use crate::discovery::CaseIndex;
+use crate::benchmark::cases::CaseIndex;
 use crate::openrouter::{CallLog, Client, ProviderError};
 use crate::store::{SeedIds, Store};
 

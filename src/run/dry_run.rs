@@ -7,8 +7,9 @@ use std::fmt;
 use serde::Serialize;
 
 use crate::benchmark::Benchmark;
+use crate::benchmark::cases;
+use crate::benchmark::cases::Selector;
 use crate::benchmark::compose;
-use crate::discovery::{self, Selector};
 
 /// What a dry-run composed.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -66,7 +67,7 @@ pub fn dry_run(
     selectors: &[Selector],
     include_no_context: bool,
 ) -> Result<DryRunSummary, String> {
-    let cases = discovery::select(benchmark, selectors, include_no_context)?;
+    let cases = cases::select(benchmark, selectors, include_no_context)?;
     let mut summary = DryRunSummary {
         models: benchmark
             .models

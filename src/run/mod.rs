@@ -22,7 +22,8 @@ use writer::*;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::discovery::{self, CaseIndex, Selector};
+    use crate::benchmark::cases;
+    use crate::benchmark::cases::{CaseIndex, Selector};
 
     #[test]
     fn plan_repeats_each_test_case_in_order_and_holds_no_spare_capacity() {
@@ -48,7 +49,7 @@ mod tests {
         };
         let work = plan(&b, &settings).unwrap();
         let cases =
-            discovery::select_indices(&b, &[Selector::parse("P1-B1-S1").unwrap()], true).unwrap();
+            cases::select_indices(&b, &[Selector::parse("P1-B1-S1").unwrap()], true).unwrap();
         let expected: Vec<(CaseIndex, u32)> = cases[..5]
             .iter()
             .flat_map(|&c| (0..3).map(move |r| (c, r)))

@@ -2,7 +2,8 @@
 
 use super::*;
 use crate::benchmark::Benchmark;
-use crate::discovery::{self, CaseIndex, Selector};
+use crate::benchmark::cases;
+use crate::benchmark::cases::{CaseIndex, Selector};
 
 /// The planned work of a run: every selected test case times its repeats.
 pub fn plan(benchmark: &Benchmark, settings: &RunSettings) -> crate::Result<Vec<(CaseIndex, u32)>> {
@@ -11,7 +12,7 @@ pub fn plan(benchmark: &Benchmark, settings: &RunSettings) -> crate::Result<Vec<
         .iter()
         .map(|s| Selector::parse(s).map_err(crate::Error::Usage))
         .collect::<crate::Result<Vec<_>>>()?;
-    let mut cases = discovery::select_indices(benchmark, &selectors, settings.include_no_context)
+    let mut cases = cases::select_indices(benchmark, &selectors, settings.include_no_context)
         .map_err(crate::Error::Usage)?;
     if let Some(limit) = settings.limit {
         cases.truncate(limit);

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use serde_json::json;
 
 use super::*;
+use crate::benchmark::cases::CaseIndex;
 use crate::benchmark::{Benchmark, compose, sha256_hex};
-use crate::discovery::CaseIndex;
 use crate::judging::{checks, judge, reply};
 use crate::openrouter::{CallLog, ChatBody, Client, Completion, ProviderError};
 use crate::store::{DiscardedCharge, NewJudgement, NewResult, SeedIds, Store};

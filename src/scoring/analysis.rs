@@ -14,7 +14,7 @@ use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
 use crate::benchmark::ScoringConfig;
-use crate::discovery::natural_cmp;
+use crate::benchmark::codes::natural_cmp;
 
 /// Bootstrap samples [`analyse`] draws for `score_ci`.
 pub const BOOTSTRAP_SAMPLES: usize = 1000;
