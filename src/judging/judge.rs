@@ -82,7 +82,7 @@ pub struct Verdict {
 /// Reads the judge's answer; an answer outside the options is an error (a
 /// judge error, never the model's failure).
 pub fn parse(rubric: &Rubric, content: &str) -> Result<Verdict, String> {
-    let v = crate::openrouter::extract_json(content).ok_or_else(|| {
+    let v = crate::judging::reply::extract_json(content).ok_or_else(|| {
         format!(
             "the judge's answer is not JSON: {}",
             crate::judging::reply::excerpt(content, 120)

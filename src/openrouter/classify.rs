@@ -1,0 +1,417 @@
+//! Reading one reply of the chat completions API (SPEC §6): success,
+//! retryable failure or fatal error, from the status, the headers and the
+//! body (errors arrive with an error status or inside a 200), and the
+//! provider's own accounting of its cost.
+
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde_json::Value;
+
+use super::*;
+
+/// What one attempt produced.
+pub(super) enum Outcome {
+    Success(Completion),
+    Retry(RetryableFailure),
+    Fatal(ProviderError),
+}
+
+pub(super) struct RetryableFailure {
+    pub(super) status: Option<u16>,
+    pub(super) retry_after: Option<Duration>,
+    pub(super) reason: String,
+}
+
+pub(super) fn transport_failure(e: &reqwest::Error) -> RetryableFailure {
+    let kind = if e.is_timeout() {
+        "timeout"
+    } else if e.is_connect() {
+        "connection error"
+    } else if e.is_body() || e.is_decode() {
+        "error reading the reply"
+    } else {
+        "transport error"
+    };
+    RetryableFailure {
+        status: None,
+        retry_after: None,
+        reason: format!("{kind}: {}", error_chain(e)),
+    }
+}
+
+/// `e` and its sources on one line (reqwest's top-level message alone is
+/// often just "error sending request").
+pub(super) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut src = e.source();
+    while let Some(s) = src {
+        let s_text = s.to_string();
+        if !out.contains(&s_text) {
+            out.push_str(": ");
+            out.push_str(&s_text);
+        }
+        src = s.source();
+    }
+    truncate(&out, MAX_MESSAGE_CHARS)
+}
+
+/// Retry-After in seconds (integer or decimal). HTTP-date forms are ignored
+/// (the exponential backoff applies instead).
+pub(super) fn parse_retry_after(v: &str) -> Option<Duration> {
+    let secs: f64 = v.trim().parse().ok()?;
+    if secs.is_finite() && secs >= 0.0 {
+        Some(Duration::from_secs_f64(secs.min(86_400.0)))
+    } else {
+        None
+    }
+}
+
+/// `base * 2^n`, capped at `max`, with equal jitter: half the capped delay
+/// is kept, the other half is drawn uniformly.
+pub(super) fn backoff_delay(base: Duration, max: Duration, n: u32) -> Duration {
+    let factor = 2u32.saturating_pow(n.min(30));
+    let capped = base.saturating_mul(factor).min(max);
+    let half = capped / 2;
+    let jitter_ms = half.as_millis() as u64;
+    let extra = if jitter_ms == 0 {
+        Duration::ZERO
+    } else {
+        Duration::from_millis(rand::rng().random_range(0..=jitter_ms))
+    };
+    half + extra
+}
+
+/// Parsed `{"error": {...}}` object, tolerant of every field's type.
+pub(super) struct ApiError {
+    pub(super) code: Option<String>,
+    pub(super) message: String,
+    /// `metadata.limit_source` (402 in-flight budget vs. real lack of credits).
+    pub(super) limit_source: Option<String>,
+    /// `metadata.retry_after_seconds`, a fallback for the header.
+    pub(super) retry_after: Option<Duration>,
+}
+
+impl ApiError {
+    pub(super) fn parse(v: &Value) -> Option<ApiError> {
+        let obj = v.as_object()?;
+        let code = obj.get("code").and_then(|c| match c {
+            Value::String(s) => Some(s.clone()),
+            Value::Number(n) => Some(n.to_string()),
+            Value::Null => None,
+            other => Some(other.to_string()),
+        });
+        let mut message = match obj.get("message") {
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Null) | None => String::new(),
+            Some(other) => other.to_string(),
+        };
+        let meta = obj.get("metadata").and_then(Value::as_object);
+        if let Some(meta) = meta {
+            // The generic "Provider returned error" is useless without the
+            // upstream's own words.
+            if let Some(p) = meta.get("provider_name").and_then(Value::as_str) {
+                message.push_str(&format!(" [provider: {p}]"));
+            }
+            match meta.get("raw") {
+                Some(Value::String(raw)) if !raw.is_empty() => {
+                    message.push_str(&format!(" [raw: {raw}]"));
+                }
+                Some(raw @ (Value::Object(_) | Value::Array(_))) => {
+                    message.push_str(&format!(" [raw: {raw}]"));
+                }
+                _ => {}
+            }
+            if let Some(reasons) = meta.get("reasons").and_then(Value::as_array) {
+                let rs: Vec<String> = reasons
+                    .iter()
+                    .map(|r| r.as_str().map_or_else(|| r.to_string(), str::to_string))
+                    .collect();
+                if !rs.is_empty() {
+                    message.push_str(&format!(" [reasons: {}]", rs.join(", ")));
+                }
+            }
+        }
+        if message.trim().is_empty() {
+            message = "(no message)".into();
+        }
+        Some(ApiError {
+            code,
+            message: truncate(message.trim(), MAX_MESSAGE_CHARS),
+            limit_source: meta
+                .and_then(|m| m.get("limit_source"))
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            retry_after: meta
+                .and_then(|m| m.get("retry_after_seconds"))
+                .and_then(Value::as_f64)
+                .filter(|s| s.is_finite() && *s >= 0.0)
+                .map(|s| Duration::from_secs_f64(s.min(86_400.0))),
+        })
+    }
+
+    pub(super) fn numeric_code(&self) -> Option<u16> {
+        self.code.as_deref().and_then(|c| c.trim().parse().ok())
+    }
+
+    /// "message" or "code X: message".
+    pub(super) fn describe(&self) -> String {
+        match &self.code {
+            Some(c) => format!("code {c}: {}", self.message),
+            None => self.message.clone(),
+        }
+    }
+}
+
+/// Map one HTTP answer to success, retry or a final error.
+/// `parsed` is `text` as JSON, if it is JSON.
+pub(super) fn classify(
+    status: StatusCode,
+    retry_after_header: Option<Duration>,
+    text: &str,
+    parsed: Option<Value>,
+) -> Outcome {
+    let api_error = parsed
+        .as_ref()
+        .and_then(|v| v.get("error"))
+        .and_then(ApiError::parse);
+    let s = status.as_u16();
+
+    if !status.is_success() {
+        let (code, message) = match &api_error {
+            Some(e) => (e.code.clone(), e.message.clone()),
+            None => (None, body_snippet(status, text)),
+        };
+        let retry_after = retry_after_header.or(api_error.as_ref().and_then(|e| e.retry_after));
+        let retry = |reason: String| {
+            Outcome::Retry(RetryableFailure {
+                status: Some(s),
+                retry_after,
+                reason,
+            })
+        };
+        return match s {
+            401 => Outcome::Fatal(ProviderError::Unauthorized { message }),
+            402 => {
+                // OpenRouter's in-flight spending budget answers 402 with a
+                // Retry-After: transient, the balance is positive. Any other
+                // 402 means the account or key is out of credits.
+                let in_flight = api_error.as_ref().and_then(|e| e.limit_source.as_deref())
+                    == Some("openrouter_in_flight_budget");
+                if in_flight || retry_after_header.is_some() {
+                    retry(format!("HTTP 402 (in-flight budget): {message}"))
+                } else {
+                    Outcome::Fatal(ProviderError::PaymentRequired { message })
+                }
+            }
+            408 | 429 => retry(http_reason(s, code.as_deref(), &message)),
+            500..=599 => retry(http_reason(s, code.as_deref(), &message)),
+            _ => {
+                let message = if status.is_redirection() {
+                    format!("unexpected redirect (not followed): {message}")
+                } else {
+                    message
+                };
+                Outcome::Fatal(ProviderError::Rejected {
+                    status: s,
+                    code,
+                    message,
+                })
+            }
+        };
+    }
+
+    // HTTP 2xx from here on.
+    let Some(v) = parsed else {
+        return Outcome::Retry(RetryableFailure {
+            status: Some(s),
+            retry_after: None,
+            reason: format!(
+                "HTTP {s} with a body that is not JSON: {}",
+                body_snippet(status, text)
+            ),
+        });
+    };
+    let choice = v
+        .get("choices")
+        .and_then(Value::as_array)
+        .and_then(|c| c.first());
+
+    // Error inside a 200: a top-level `error` and no choices, or a choice
+    // that finished with `error` (maybe with its own `error` object).
+    let choice_error = choice.filter(|c| {
+        c.get("finish_reason").and_then(Value::as_str) == Some("error")
+            || c.get("error").is_some_and(|e| e.is_object())
+    });
+    if choice.is_none() || choice_error.is_some() {
+        let err = choice_error
+            .and_then(|c| c.get("error"))
+            .and_then(ApiError::parse)
+            .or(api_error);
+        let Some(err) = err else {
+            let what = if choice.is_none() {
+                "no choices"
+            } else {
+                "finish_reason \"error\" without details"
+            };
+            return Outcome::Retry(RetryableFailure {
+                status: Some(s),
+                retry_after: None,
+                reason: format!("HTTP {s} with {what}: {}", body_snippet(status, text)),
+            });
+        };
+        return match err.numeric_code() {
+            Some(401) => Outcome::Fatal(ProviderError::Unauthorized {
+                message: err.message,
+            }),
+            Some(402) if err.limit_source.as_deref() != Some("openrouter_in_flight_budget") => {
+                Outcome::Fatal(ProviderError::PaymentRequired {
+                    message: err.message,
+                })
+            }
+            Some(c @ (400 | 403 | 404)) => Outcome::Fatal(ProviderError::Rejected {
+                status: c,
+                code: err.code,
+                message: err.message,
+            }),
+            _ => Outcome::Retry(RetryableFailure {
+                status: Some(s),
+                retry_after: err.retry_after,
+                reason: format!("error inside HTTP {s} reply: {}", err.describe()),
+            }),
+        };
+    }
+    let choice = choice.expect("checked above");
+
+    let message = choice.get("message");
+    let mut content = message
+        .and_then(|m| m.get("content"))
+        .map(content_text)
+        .unwrap_or_default();
+    let finish_reason = choice
+        .get("finish_reason")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    if content.trim().is_empty() {
+        // A structured-output refusal comes back in `message.refusal` with no
+        // content; for a safety benchmark that refusal is the answer.
+        if let Some(refusal) = message
+            .and_then(|m| m.get("refusal"))
+            .and_then(Value::as_str)
+            .filter(|r| !r.trim().is_empty())
+        {
+            content = refusal.to_string();
+        }
+    }
+    let final_empty_ok = matches!(finish_reason.as_deref(), Some("length" | "content_filter"));
+    if content.trim().is_empty() && !final_empty_ok {
+        return Outcome::Retry(RetryableFailure {
+            status: Some(s),
+            retry_after: None,
+            reason: format!(
+                "empty content (finish_reason {})",
+                finish_reason.as_deref().unwrap_or("null")
+            ),
+        });
+    }
+
+    let usage = v.get("usage");
+    let num = |path: &[&str]| -> Option<f64> {
+        let mut cur = usage?;
+        for p in path {
+            cur = cur.get(p)?;
+        }
+        match cur {
+            Value::Number(n) => n.as_f64(),
+            Value::String(s) => s.trim().parse().ok(),
+            _ => None,
+        }
+    };
+    Outcome::Success(Completion {
+        generation_id: v.get("id").and_then(Value::as_str).map(str::to_string),
+        content,
+        finish_reason,
+        provider: v
+            .get("provider")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        prompt_tokens: num(&["prompt_tokens"]).map_or(0, |n| n as i64),
+        completion_tokens: num(&["completion_tokens"]).map_or(0, |n| n as i64),
+        cost_usd: reply_cost(usage.and_then(|u| u.get("cost")), "usage.cost").unwrap_or(0.0),
+        upstream_cost_usd: reply_cost(
+            usage
+                .and_then(|u| u.get("cost_details"))
+                .and_then(|d| d.get("upstream_inference_cost")),
+            "usage.cost_details.upstream_inference_cost",
+        )
+        .filter(|c| !c.is_nan()),
+        attempts: 0,
+        latency_ms: 0,
+    })
+}
+
+/// A cost field of a reply, in USD: None when absent or null; the number
+/// when it is finite, at least 0 and at most [`MAX_PLAUSIBLE_COST_USD`]
+/// (a numeric string counts); NaN, with a warning, for anything else
+/// (`"NaN"`, `inf`, a negative or absurd figure, text, an object): the
+/// cost is unknown, and is stored and counted as such.
+pub fn reply_cost(v: Option<&Value>, field: &str) -> Option<f64> {
+    let v = v.filter(|v| !v.is_null())?;
+    let n = match v {
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => s.trim().parse::<f64>().ok(),
+        _ => None,
+    };
+    match n {
+        Some(c) if c.is_finite() && (0.0..=MAX_PLAUSIBLE_COST_USD).contains(&c) => Some(c.max(0.0)),
+        _ => {
+            tracing::warn!(
+                field,
+                reported = %truncate(&v.to_string(), 80),
+                "the provider reported a cost that is not a number from 0 to {MAX_PLAUSIBLE_COST_USD} USD; it is recorded as unknown"
+            );
+            Some(f64::NAN)
+        }
+    }
+}
+
+/// `message.content` as text: a string, or the text parts of an array.
+pub(super) fn content_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| match p {
+                Value::String(s) => Some(s.as_str()),
+                other => other.get("text").and_then(Value::as_str),
+            })
+            .collect(),
+        _ => String::new(),
+    }
+}
+
+pub(super) fn http_reason(status: u16, code: Option<&str>, message: &str) -> String {
+    match code {
+        Some(c) if c != status.to_string() => format!("HTTP {status} (code {c}): {message}"),
+        _ => format!("HTTP {status}: {message}"),
+    }
+}
+
+pub(super) fn body_snippet(status: StatusCode, text: &str) -> String {
+    let t = text.trim();
+    if t.is_empty() {
+        status
+            .canonical_reason()
+            .unwrap_or("empty reply body")
+            .to_string()
+    } else {
+        truncate(t, MAX_MESSAGE_CHARS)
+    }
+}
+
+pub(super) fn truncate(s: &str, max_chars: usize) -> String {
+    match s.char_indices().nth(max_chars) {
+        Some((idx, _)) => format!("{}…", &s[..idx]),
+        None => s.to_string(),
+    }
+}
