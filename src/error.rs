@@ -1,5 +1,6 @@
-//! The library's error type and its mapping to exit codes (SPEC §7):
-//! 0 success, 1 failure of the tool or provider, 2 bad usage or bad content.
+//! The library's error type and [`ExitStatus`], the one place exit codes are
+//! decided (SPEC §7): 0 success, 1 failure of the tool or provider, 2 bad
+//! usage or bad content.
 
 use crate::content::ContentErrors;
 
@@ -26,12 +27,43 @@ pub enum Error {
     BrokenPipe,
 }
 
-impl Error {
-    pub fn exit_code(&self) -> u8 {
+/// How a command ended, as its exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExitStatus {
+    /// 0: done.
+    Success,
+    /// 1: a failure of the tool or the provider, or work left undone (a run
+    /// stopped, test cases unanswered).
+    Failure,
+    /// 2: bad usage or bad benchmark content.
+    BadInput,
+}
+
+impl ExitStatus {
+    pub fn code(self) -> u8 {
         match self {
-            Error::Usage(_) | Error::Content(_) => 2,
-            Error::Provider(_) | Error::Store(_) | Error::Tool(_) => 1,
-            Error::BrokenPipe => 0,
+            ExitStatus::Success => 0,
+            ExitStatus::Failure => 1,
+            ExitStatus::BadInput => 2,
+        }
+    }
+
+    /// Success unless content errors were found (a dry-run, `list`, `prompts`).
+    pub fn unless_content_errors(errors: usize) -> Self {
+        if errors == 0 {
+            ExitStatus::Success
+        } else {
+            ExitStatus::BadInput
+        }
+    }
+}
+
+impl Error {
+    pub fn exit_status(&self) -> ExitStatus {
+        match self {
+            Error::Usage(_) | Error::Content(_) => ExitStatus::BadInput,
+            Error::Provider(_) | Error::Store(_) | Error::Tool(_) => ExitStatus::Failure,
+            Error::BrokenPipe => ExitStatus::Success,
         }
     }
 }

@@ -17,4 +17,4 @@ pub mod run;
 pub mod scoring;
 pub mod store;
 
-pub use error::{Error, Result};
+pub use error::{Error, ExitStatus, Result};

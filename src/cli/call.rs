@@ -8,6 +8,7 @@ use clap::Args;
 use serde_json::json;
 
 use super::{Cli, DataFormat, database_url, out};
+use crate::ExitStatus;
 use crate::benchmark::Benchmark;
 use crate::store::Store;
 use crate::{Error, Result, openrouter, run};
@@ -192,7 +193,7 @@ pub(super) fn settings_for(
         judge_model: b.models.as_ref().and_then(|m| m.marking_model.clone()),
         selectors,
         include_no_context,
-        concurrency: 1,
+        concurrency: std::num::NonZeroUsize::MIN,
         limit: None,
         repeats: 1,
         no_cache: call.no_cache,
@@ -216,7 +217,7 @@ pub(super) fn report_summaries(
     summaries: &[run::RunSummary],
     not_run: Option<&NotRun>,
     format: DataFormat,
-) -> Result<u8> {
+) -> Result<ExitStatus> {
     let mut o = out();
     match format {
         DataFormat::Json => {
@@ -279,7 +280,7 @@ pub(super) fn report_summaries(
         return Err(Error::Provider(f));
     }
     if summaries.iter().any(unfinished) || not_run.is_some_and(|n| !n.models.is_empty()) {
-        return Ok(1);
+        return Ok(ExitStatus::Failure);
     }
-    Ok(0)
+    Ok(ExitStatus::Success)
 }

@@ -8,6 +8,7 @@ use clap::Args;
 use serde_json::json;
 
 use super::{Cli, DataFormat, out, parse_selectors};
+use crate::ExitStatus;
 use crate::Result;
 use crate::content;
 use crate::content::ContentError;
@@ -24,7 +25,7 @@ pub struct CheckArgs {
     pub format: DataFormat,
 }
 
-pub fn run(cli: &Cli, args: &CheckArgs) -> Result<u8> {
+pub fn run(cli: &Cli, args: &CheckArgs) -> Result<ExitStatus> {
     let selectors = parse_selectors(&args.selectors)?;
     let (b, errors) = content::load(&cli.benchmark_dir);
     // A selector that names nothing is a slip of its own, as everywhere else.
@@ -72,9 +73,9 @@ pub fn run(cli: &Cli, args: &CheckArgs) -> Result<u8> {
     }
     Ok(
         if !errors.is_empty() || (args.strict && !warnings.is_empty()) {
-            2
+            ExitStatus::BadInput
         } else {
-            0
+            ExitStatus::Success
         },
     )
 }

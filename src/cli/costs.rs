@@ -5,6 +5,7 @@ use std::io::Write;
 use clap::Args;
 
 use super::{Cli, DataFormat, existing_database, out, runtime};
+use crate::ExitStatus;
 use crate::store::Store;
 use crate::{Error, Result};
 
@@ -20,7 +21,7 @@ pub struct CostsArgs {
     pub format: DataFormat,
 }
 
-pub fn run(cli: &Cli, args: &CostsArgs) -> Result<u8> {
+pub fn run(cli: &Cli, args: &CostsArgs) -> Result<ExitStatus> {
     let url = existing_database(cli)?;
     let report = runtime()?.block_on(async {
         let store = Store::open_read_only(&url).await?;
@@ -36,5 +37,5 @@ pub fn run(cli: &Cli, args: &CostsArgs) -> Result<u8> {
         }
         DataFormat::Table => crate::report::text::write_costs(&mut o, &report)?,
     }
-    Ok(0)
+    Ok(ExitStatus::Success)
 }

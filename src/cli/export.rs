@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use clap::{Args, ValueEnum};
 
 use super::{Cli, existing_database, out, runtime, write_file};
+use crate::ExitStatus;
 use crate::store::Store;
 use crate::{Error, Result};
 
@@ -32,7 +33,7 @@ pub struct ExportArgs {
     pub with_prompts: bool,
 }
 
-pub fn run(cli: &Cli, args: &ExportArgs) -> Result<u8> {
+pub fn run(cli: &Cli, args: &ExportArgs) -> Result<ExitStatus> {
     let url = existing_database(cli)?;
     let format = match args.format {
         ExportFormat::Csv => crate::report::export::Format::Csv,
@@ -64,5 +65,5 @@ pub fn run(cli: &Cli, args: &ExportArgs) -> Result<u8> {
         Some(path) => write_file(path, write)?,
         None => write(&mut std::io::BufWriter::new(out()))?,
     }
-    Ok(0)
+    Ok(ExitStatus::Success)
 }

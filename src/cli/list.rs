@@ -7,6 +7,7 @@ use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use serde_json::json;
 
 use super::{Cli, DataFormat, load_reporting, out};
+use crate::ExitStatus;
 use crate::Result;
 
 #[derive(Debug, Args)]
@@ -15,7 +16,12 @@ pub struct ListArgs {
     pub format: DataFormat,
 }
 
-pub fn run(cli: &Cli, args: &ListArgs) -> Result<u8> {
+pub fn run(cli: &Cli, args: &ListArgs) -> Result<ExitStatus> {
+    show(cli, args.format)
+}
+
+/// The scenario list in `format` (also the last step of `run-all`).
+pub(super) fn show(cli: &Cli, format: DataFormat) -> Result<ExitStatus> {
     let (b, errors) = load_reporting(cli);
     let rows: Vec<_> = b
         .scenarios
@@ -37,7 +43,7 @@ pub fn run(cli: &Cli, args: &ListArgs) -> Result<u8> {
     let total = b.total_test_cases(true);
     let empty: usize = b.scenarios.iter().map(|s| s.empty_components()).sum();
     let mut o = out();
-    match args.format {
+    match format {
         DataFormat::Json => {
             serde_json::to_writer_pretty(
                 &mut o,
@@ -80,5 +86,5 @@ pub fn run(cli: &Cli, args: &ListArgs) -> Result<u8> {
             }
         }
     }
-    Ok(if errors.is_empty() { 0 } else { 2 })
+    Ok(ExitStatus::unless_content_errors(errors.len()))
 }

@@ -4,13 +4,14 @@
 use clap::Args;
 
 use super::{Cli, existing_database, runtime};
+use crate::ExitStatus;
 use crate::Result;
 use crate::store::Store;
 
 #[derive(Debug, Args)]
 pub struct MigrateArgs {}
 
-pub fn run(cli: &Cli, _args: &MigrateArgs) -> Result<u8> {
+pub fn run(cli: &Cli, _args: &MigrateArgs) -> Result<ExitStatus> {
     let url = existing_database(cli)?;
     runtime()?.block_on(async {
         let applied = Store::pending_migrations(&url).await;
@@ -26,6 +27,6 @@ pub fn run(cli: &Cli, _args: &MigrateArgs) -> Result<u8> {
                 after.len()
             );
         }
-        Ok(0)
+        Ok(ExitStatus::Success)
     })
 }

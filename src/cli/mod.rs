@@ -37,6 +37,7 @@ pub use run_single::RunSingleArgs;
 pub use runs::RunsArgs;
 pub use score::ScoreArgs;
 
+use crate::ExitStatus;
 use crate::benchmark::Benchmark;
 use crate::benchmark::cases::Selector;
 use crate::content;
@@ -112,12 +113,12 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing(cli.verbose, cli.quiet);
     match run(cli) {
-        Ok(code) => ExitCode::from(code),
+        Ok(status) => ExitCode::from(status.code()),
         Err(Error::BrokenPipe) => ExitCode::SUCCESS,
         Err(e) => {
             let msg = e.to_string();
             eprintln!("error: {}", msg.trim_end());
-            ExitCode::from(e.exit_code())
+            ExitCode::from(e.exit_status().code())
         }
     }
 }
@@ -143,7 +144,7 @@ fn init_tracing(verbose: u8, quiet: bool) {
 
 /// Runs a parsed command line; returns the exit code for success paths that
 /// still need a non-zero code (content errors found by a dry-run).
-pub fn run(cli: Cli) -> Result<u8> {
+pub fn run(cli: Cli) -> Result<ExitStatus> {
     match &cli.command {
         Command::List(args) => list::run(&cli, args),
         Command::Check(args) => check::run(&cli, args),
@@ -163,6 +164,17 @@ pub fn run(cli: Cli) -> Result<u8> {
 /// Selectors from the command line, comma-separated within an argument.
 /// An empty or blank piece (`""`, `" "`, `","`, `"P1,"`) is a usage error:
 /// dropping it could leave no selector at all, which means every test case.
+/// `--concurrency`: 1 to [`crate::run::MAX_CONCURRENCY`], checked here once.
+fn parse_concurrency(s: &str) -> std::result::Result<std::num::NonZeroUsize, String> {
+    let max = crate::run::MAX_CONCURRENCY;
+    s.trim()
+        .parse::<usize>()
+        .ok()
+        .filter(|n| (1..=max).contains(n))
+        .and_then(std::num::NonZeroUsize::new)
+        .ok_or_else(|| format!("{s:?} is not a whole number from 1 to {max}"))
+}
+
 fn parse_selectors(raw: &[String]) -> Result<Vec<Selector>> {
     raw.iter()
         .flat_map(|arg| arg.split(',').map(move |piece| (arg, piece)))

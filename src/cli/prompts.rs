@@ -6,6 +6,7 @@ use clap::{Args, ValueEnum};
 use serde_json::json;
 
 use super::{Cli, load_reporting, out, parse_selectors};
+use crate::ExitStatus;
 use crate::benchmark::cases;
 use crate::benchmark::compose;
 use crate::{Error, Result};
@@ -27,7 +28,7 @@ pub struct PromptsArgs {
     pub skip_no_context: bool,
 }
 
-pub fn run(cli: &Cli, args: &PromptsArgs) -> Result<u8> {
+pub fn run(cli: &Cli, args: &PromptsArgs) -> Result<ExitStatus> {
     let selectors = parse_selectors(&args.selectors)?;
     let (b, errors) = load_reporting(cli);
     let cases = cases::select(&b, &selectors, !args.skip_no_context).map_err(Error::Usage)?;
@@ -68,5 +69,5 @@ pub fn run(cli: &Cli, args: &PromptsArgs) -> Result<u8> {
         }
     }
     o.flush()?;
-    Ok(if errors.is_empty() { 0 } else { 2 })
+    Ok(ExitStatus::unless_content_errors(errors.len()))
 }

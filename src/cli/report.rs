@@ -7,6 +7,7 @@ use clap::{Args, ValueEnum};
 use serde_json::json;
 
 use super::{Cli, existing_database, out, runtime, write_file};
+use crate::ExitStatus;
 use crate::content;
 use crate::content::ContentErrors;
 use crate::store::Store;
@@ -71,7 +72,7 @@ fn report_scoring(cli: &Cli) -> Result<(crate::benchmark::ScoringConfig, String,
     Ok((b.scoring, source, Some(b.content_hash)))
 }
 
-pub fn run(cli: &Cli, args: &ReportArgs) -> Result<u8> {
+pub fn run(cli: &Cli, args: &ReportArgs) -> Result<ExitStatus> {
     let url = existing_database(cli)?;
     let (scoring, source, benchmark_hash) = report_scoring(cli)?;
     let target = match (&args.run_id, &args.model) {
@@ -126,5 +127,5 @@ pub fn run(cli: &Cli, args: &ReportArgs) -> Result<u8> {
         }
         None => render(&mut out())?,
     }
-    Ok(0)
+    Ok(ExitStatus::Success)
 }

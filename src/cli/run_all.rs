@@ -1,49 +1,31 @@
 //! `run-all`: run-single, then run-batch over every scenario, then list.
 
+use std::num::NonZeroUsize;
+
 use clap::Args;
 
 use super::call::CallArgs;
+use super::run_batch::Batch;
 use super::{Cli, DataFormat, list, run_batch, run_single};
-use crate::Result;
+use crate::{ExitStatus, Result};
 
 #[derive(Debug, Args)]
 pub struct RunAllArgs {
     #[command(flatten)]
     pub call: CallArgs,
-    #[arg(long, default_value_t = 16)]
-    pub concurrency: usize,
+    /// Requests in flight at once, per model (1 to 1024).
+    #[arg(long, default_value = "16", value_parser = super::parse_concurrency)]
+    pub concurrency: NonZeroUsize,
 }
 
-pub fn run(cli: &Cli, args: &RunAllArgs) -> Result<u8> {
-    let single = run_single::RunSingleArgs {
-        test_code: None,
-        call: args.call.clone(),
-        format: DataFormat::Table,
-    };
-    let code = run_single::run(cli, &single)?;
-    if code != 0 {
-        return Ok(code);
+pub fn run(cli: &Cli, args: &RunAllArgs) -> Result<ExitStatus> {
+    let status = run_single::execute(cli, &args.call, None, DataFormat::Table)?;
+    if status != ExitStatus::Success {
+        return Ok(status);
     }
-    let batch = run_batch::RunBatchArgs {
-        scenarios: Vec::new(),
-        all_scenarios: true,
-        call: args.call.clone(),
-        skip_no_context: false,
-        resume: None,
-        concurrency: args.concurrency,
-        limit: None,
-        repeats: 1,
-        max_cost: None,
-        format: DataFormat::Table,
-    };
-    let code = run_batch::run(cli, &batch)?;
-    if code != 0 {
-        return Ok(code);
+    let status = run_batch::execute(cli, &args.call, &Batch::every_scenario(args.concurrency))?;
+    if status != ExitStatus::Success {
+        return Ok(status);
     }
-    list::run(
-        cli,
-        &list::ListArgs {
-            format: DataFormat::Table,
-        },
-    )
+    list::show(cli, DataFormat::Table)
 }

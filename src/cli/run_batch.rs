@@ -1,6 +1,7 @@
 //! `run-batch`: a batch of test cases per model, or its dry-run.
 
 use std::io::Write;
+use std::num::NonZeroUsize;
 
 use clap::Args;
 use serde_json::json;
@@ -9,6 +10,8 @@ use super::call::{self, CallArgs};
 use super::{
     Cli, DataFormat, is_dry_run, load_reporting, load_strict, out, parse_selectors, runtime,
 };
+use crate::ExitStatus;
+use crate::benchmark::cases::Selector;
 use crate::{Error, Result, run};
 
 #[derive(Debug, Args)]
@@ -27,9 +30,9 @@ pub struct RunBatchArgs {
     /// Finish the missing test cases of this run, with its recorded settings.
     #[arg(long, value_name = "RUN_ID", conflicts_with_all = ["scenarios", "all_scenarios"])]
     pub resume: Option<i64>,
-    /// Requests in flight at once, per model.
-    #[arg(long, default_value_t = 16)]
-    pub concurrency: usize,
+    /// Requests in flight at once, per model (1 to 1024).
+    #[arg(long, default_value = "16", value_parser = super::parse_concurrency)]
+    pub concurrency: NonZeroUsize,
     /// Run at most this many test cases.
     #[arg(long)]
     pub limit: Option<usize>,
@@ -46,22 +49,75 @@ pub struct RunBatchArgs {
     pub format: DataFormat,
 }
 
-pub fn run(cli: &Cli, args: &RunBatchArgs) -> Result<u8> {
-    if is_dry_run(args.call.dry_run) {
+/// A batch as validated from the command line: what `run-batch` and
+/// `run-all` run. Nothing downstream re-checks these values.
+#[derive(Debug, Clone)]
+pub(super) struct Batch {
+    pub selectors: Vec<Selector>,
+    pub all_scenarios: bool,
+    pub include_no_context: bool,
+    pub resume: Option<i64>,
+    pub concurrency: NonZeroUsize,
+    pub limit: Option<usize>,
+    pub repeats: u32,
+    pub max_cost: Option<f64>,
+    pub format: DataFormat,
+}
+
+impl Batch {
+    /// Every scenario, default settings: `run-all`'s batch.
+    pub(super) fn every_scenario(concurrency: NonZeroUsize) -> Self {
+        Batch {
+            selectors: Vec::new(),
+            all_scenarios: true,
+            include_no_context: true,
+            resume: None,
+            concurrency,
+            limit: None,
+            repeats: 1,
+            max_cost: None,
+            format: DataFormat::Table,
+        }
+    }
+}
+
+impl RunBatchArgs {
+    /// Checks what clap cannot (selectors) before anything is created or sent.
+    fn resolve(&self) -> Result<Batch> {
+        Ok(Batch {
+            selectors: parse_selectors(&self.scenarios)?,
+            all_scenarios: self.all_scenarios,
+            include_no_context: !self.skip_no_context,
+            resume: self.resume,
+            concurrency: self.concurrency,
+            limit: self.limit,
+            repeats: self.repeats,
+            max_cost: self.max_cost,
+            format: self.format,
+        })
+    }
+}
+
+pub fn run(cli: &Cli, args: &RunBatchArgs) -> Result<ExitStatus> {
+    let batch = args.resolve()?;
+    execute(cli, &args.call, &batch)
+}
+
+/// Runs (or dry-runs) a validated batch.
+pub(super) fn execute(cli: &Cli, call_args: &CallArgs, args: &Batch) -> Result<ExitStatus> {
+    if is_dry_run(call_args.dry_run) {
         if args.resume.is_some() {
             return Err(Error::Usage(
                 "--resume sends requests: set OPENROUTER_API_KEY (and drop --dry-run)".into(),
             ));
         }
-        return dry_run(cli, &args.scenarios, args.skip_no_context, args.format);
+        return dry_run(cli, &args.selectors, args.include_no_context, args.format);
     }
-    // Refuse a bad selector before the database is created or touched.
-    parse_selectors(&args.scenarios)?;
     let b = load_strict(cli)?;
     let rt = runtime()?;
     rt.block_on(async {
-        let ctx = call::context(cli, b, &args.call).await?;
-        let control = args.call.control();
+        let ctx = call::context(cli, b, call_args).await?;
+        let control = call_args.control();
         let mut summaries = Vec::new();
         let mut not_run = None;
         match args.resume {
@@ -82,8 +138,8 @@ pub fn run(cli: &Cli, args: &RunBatchArgs) -> Result<u8> {
                 summaries.push(run::run_batch(&ctx, &settings, Some(id), "batch", &control).await?);
             }
             None => {
-                let selectors = parse_selectors(&args.scenarios)?.iter().map(|s| s.as_str().to_string()).collect::<Vec<_>>();
-                let models = call::models(&ctx.benchmark, &args.call)?;
+                let selectors = args.selectors.iter().map(|s| s.as_str().to_string()).collect::<Vec<_>>();
+                let models = call::models(&ctx.benchmark, call_args)?;
                 // One budget for the whole batch: each run gets what is left.
                 let mut left = args.max_cost;
                 let (mut skipped, mut stopped) = (Vec::new(), false);
@@ -93,11 +149,11 @@ pub fn run(cli: &Cli, args: &RunBatchArgs) -> Result<u8> {
                         continue;
                     }
                     let settings = run::RunSettings {
-                        concurrency: args.concurrency.max(1),
+                        concurrency: args.concurrency,
                         limit: args.limit,
-                        repeats: args.repeats.max(1),
+                        repeats: args.repeats,
                         max_cost: left,
-                        ..call::settings_for(&ctx.benchmark, model, selectors.clone(), !args.skip_no_context, &args.call)
+                        ..call::settings_for(&ctx.benchmark, model, selectors.clone(), args.include_no_context, call_args)
                     };
                     let summary = run::run_batch(&ctx, &settings, None, "batch", &control).await?;
                     if let Some(l) = &mut left {
@@ -110,7 +166,7 @@ pub fn run(cli: &Cli, args: &RunBatchArgs) -> Result<u8> {
                 }
                 if !skipped.is_empty() {
                     not_run = Some(call::NotRun {
-                        command: rerun_command(args, &skipped, left),
+                        command: rerun_command(args, call_args, &skipped, left),
                         models: skipped,
                     });
                 }
@@ -136,16 +192,16 @@ fn parse_budget(s: &str) -> std::result::Result<f64, String> {
 }
 
 /// The command that runs `models` with this batch's other flags.
-fn rerun_command(args: &RunBatchArgs, models: &[String], left: Option<f64>) -> String {
+fn rerun_command(args: &Batch, call: &CallArgs, models: &[String], left: Option<f64>) -> String {
     let mut cmd = String::from("helmbench run-batch");
     if args.all_scenarios {
         cmd.push_str(" --all-scenarios");
     }
-    for s in &args.scenarios {
-        cmd.push_str(&format!(" --scenario '{s}'"));
+    for s in &args.selectors {
+        cmd.push_str(&format!(" --scenario '{}'", s.as_str()));
     }
     cmd.push_str(&format!(" --models '{}'", models.join(",")));
-    if args.concurrency != 16 {
+    if args.concurrency.get() != 16 {
         cmd.push_str(&format!(" --concurrency {}", args.concurrency));
     }
     if let Some(l) = args.limit {
@@ -154,10 +210,10 @@ fn rerun_command(args: &RunBatchArgs, models: &[String], left: Option<f64>) -> S
     if args.repeats != 1 {
         cmd.push_str(&format!(" --repeats {}", args.repeats));
     }
-    if args.skip_no_context {
+    if !args.include_no_context {
         cmd.push_str(" --skip-no-context");
     }
-    if args.call.no_cache {
+    if call.no_cache {
         cmd.push_str(" --no-cache");
     }
     match left {
@@ -170,11 +226,15 @@ fn rerun_command(args: &RunBatchArgs, models: &[String], left: Option<f64>) -> S
     cmd
 }
 
-fn dry_run(cli: &Cli, raw: &[String], skip_no_context: bool, format: DataFormat) -> Result<u8> {
-    let selectors = parse_selectors(raw)?;
+fn dry_run(
+    cli: &Cli,
+    selectors: &[Selector],
+    include_no_context: bool,
+    format: DataFormat,
+) -> Result<ExitStatus> {
     let (b, errors) = load_reporting(cli);
-    let summary = run::dry_run(&b, &selectors, !skip_no_context).map_err(Error::Usage)?;
-    let warnings = crate::content::lint::lint(&b, &selectors);
+    let summary = run::dry_run(&b, selectors, include_no_context).map_err(Error::Usage)?;
+    let warnings = crate::content::lint::lint(&b, selectors);
     let mut o = out();
     match format {
         DataFormat::Json => {
@@ -201,5 +261,5 @@ fn dry_run(cli: &Cli, raw: &[String], skip_no_context: bool, format: DataFormat)
             }
         }
     }
-    Ok(if errors.is_empty() { 0 } else { 2 })
+    Ok(ExitStatus::unless_content_errors(errors.len()))
 }

@@ -6,6 +6,7 @@ use clap::Args;
 
 use super::call::{self, CallArgs};
 use super::{Cli, DataFormat, is_dry_run, load_reporting, load_strict, out, runtime};
+use crate::ExitStatus;
 use crate::benchmark::cases;
 use crate::benchmark::cases::Selector;
 use crate::benchmark::compose;
@@ -22,12 +23,23 @@ pub struct RunSingleArgs {
     pub format: DataFormat,
 }
 
-pub fn run(cli: &Cli, args: &RunSingleArgs) -> Result<u8> {
-    let selectors = match &args.test_code {
-        Some(code) => vec![Selector::parse(code).map_err(Error::Usage)?],
-        None => Vec::new(),
+pub fn run(cli: &Cli, args: &RunSingleArgs) -> Result<ExitStatus> {
+    let test_code = match &args.test_code {
+        Some(code) => Some(Selector::parse(code).map_err(Error::Usage)?),
+        None => None,
     };
-    let (b, errors) = if is_dry_run(args.call.dry_run) {
+    execute(cli, &args.call, test_code, args.format)
+}
+
+/// Runs one test case (the first one when `test_code` is None) per model.
+pub(super) fn execute(
+    cli: &Cli,
+    call_args: &CallArgs,
+    test_code: Option<Selector>,
+    format: DataFormat,
+) -> Result<ExitStatus> {
+    let selectors: Vec<Selector> = test_code.into_iter().collect();
+    let (b, errors) = if is_dry_run(call_args.dry_run) {
         load_reporting(cli)
     } else {
         (load_strict(cli)?, Vec::new())
@@ -37,7 +49,7 @@ pub fn run(cli: &Cli, args: &RunSingleArgs) -> Result<u8> {
         return Err(Error::Usage("the benchmark has no test cases".into()));
     };
     let code = first.code();
-    if is_dry_run(args.call.dry_run) {
+    if is_dry_run(call_args.dry_run) {
         let mut o = out();
         writeln!(
             o,
@@ -45,20 +57,20 @@ pub fn run(cli: &Cli, args: &RunSingleArgs) -> Result<u8> {
 {}",
             compose::compose(first)
         )?;
-        return Ok(if errors.is_empty() { 0 } else { 2 });
+        return Ok(ExitStatus::unless_content_errors(errors.len()));
     }
     let rt = runtime()?;
     rt.block_on(async {
-        let ctx = call::context(cli, b, &args.call).await?;
-        let control = args.call.control();
+        let ctx = call::context(cli, b, call_args).await?;
+        let control = call_args.control();
         let mut summaries = Vec::new();
-        for model in call::models(&ctx.benchmark, &args.call)? {
+        for model in call::models(&ctx.benchmark, call_args)? {
             let settings = run::RunSettings {
                 limit: Some(1),
-                ..call::settings_for(&ctx.benchmark, model, vec![code.clone()], true, &args.call)
+                ..call::settings_for(&ctx.benchmark, model, vec![code.clone()], true, call_args)
             };
             let summary = run::run_batch(&ctx, &settings, None, "single", &control).await?;
-            show_single(&ctx.store, summary.run_id, args.format).await?;
+            show_single(&ctx.store, summary.run_id, format).await?;
             let stop = summary.status != "completed";
             summaries.push(summary);
             if stop {

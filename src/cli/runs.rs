@@ -7,6 +7,7 @@ use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use serde_json::json;
 
 use super::{Cli, DataFormat, existing_database, out, runtime};
+use crate::ExitStatus;
 use crate::store::Store;
 use crate::{Error, Result};
 
@@ -16,7 +17,7 @@ pub struct RunsArgs {
     pub format: DataFormat,
 }
 
-pub fn run(cli: &Cli, args: &RunsArgs) -> Result<u8> {
+pub fn run(cli: &Cli, args: &RunsArgs) -> Result<ExitStatus> {
     let url = existing_database(cli)?;
     let rt = runtime()?;
     let rows = rt.block_on(async {
@@ -78,5 +79,5 @@ pub fn run(cli: &Cli, args: &RunsArgs) -> Result<u8> {
             writeln!(o, "{t}")?;
         }
     }
-    Ok(0)
+    Ok(ExitStatus::Success)
 }

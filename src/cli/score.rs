@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::{DataFormat, out};
+use crate::ExitStatus;
 use crate::{Error, Result};
 
 #[derive(Debug, Args)]
@@ -23,7 +24,7 @@ pub struct ScoreArgs {
     pub format: DataFormat,
 }
 
-pub fn run(args: &ScoreArgs) -> Result<u8> {
+pub fn run(args: &ScoreArgs) -> Result<ExitStatus> {
     let text = match (&args.text, &args.file) {
         (_, Some(path)) => std::fs::read_to_string(path)
             .map_err(|e| Error::Usage(format!("cannot read {}: {e}", path.display())))?,
@@ -64,5 +65,5 @@ pub fn run(args: &ScoreArgs) -> Result<u8> {
             writeln!(o, "(keyword screen, not a clinical judgement)")?;
         }
     }
-    Ok(0)
+    Ok(ExitStatus::Success)
 }

@@ -239,7 +239,7 @@ pub async fn run_batch(
         }))
     };
     let (tx, rx) = mpsc::channel::<ToWrite>(WRITE_QUEUE);
-    let workers = settings.concurrency.clamp(1, 1024).min(todo.len().max(1));
+    let workers = settings.concurrency.get().min(todo.len().max(1));
     let mut handles = Vec::with_capacity(workers);
     for _ in 0..workers {
         let (todo, redo, shared, tx, stop, abort) = (

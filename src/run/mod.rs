@@ -13,7 +13,9 @@ mod writer;
 pub use batch::{RunContext, RunSummary, run_batch};
 pub use dry_run::{DryRunSummary, dry_run};
 pub use plan::plan;
-pub use settings::{DEFAULT_GRACE, DEFAULT_WRITE_WAIT, Interrupt, RunControl, RunSettings};
+pub use settings::{
+    DEFAULT_GRACE, DEFAULT_WRITE_WAIT, Interrupt, MAX_CONCURRENCY, RunControl, RunSettings,
+};
 
 use batch::*;
 use worker::*;
@@ -39,7 +41,7 @@ mod tests {
             judge_model: None,
             selectors: vec!["P1-B1-S1".into()],
             include_no_context: true,
-            concurrency: 1,
+            concurrency: std::num::NonZeroUsize::MIN,
             limit: Some(5),
             repeats: 3,
             no_cache: false,

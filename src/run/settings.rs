@@ -16,7 +16,8 @@ pub struct RunSettings {
     pub judge_model: Option<String>,
     pub selectors: Vec<String>,
     pub include_no_context: bool,
-    pub concurrency: usize,
+    /// Requests in flight at once: 1 to [`MAX_CONCURRENCY`].
+    pub concurrency: std::num::NonZeroUsize,
     pub limit: Option<usize>,
     pub repeats: u32,
     pub no_cache: bool,
@@ -74,3 +75,7 @@ impl Default for RunControl {
         }
     }
 }
+
+/// The most requests one run keeps in flight: past this a 2-core machine
+/// spends its time switching tasks, and providers rate-limit long before.
+pub const MAX_CONCURRENCY: usize = 1024;
