@@ -112,18 +112,13 @@ async fn show_single(store: &Store, run_id: i64, format: DataFormat) -> Result<(
                     None => writeln!(o, "--- verdict: {verdict}")?,
                 }
                 for j in &r.judgements {
-                    writeln!(
-                        o,
-                        "  {}: {} — {}",
-                        j.criterion,
-                        j.verdict
-                            .as_ref()
-                            .map_or_else(|| "error".to_string(), ToString::to_string),
-                        j.justification
-                            .as_deref()
-                            .or(j.error.as_deref())
-                            .unwrap_or("")
-                    )?;
+                    let line = crate::judging::judge::criterion_line(
+                        &j.criterion,
+                        j.verdict.as_ref(),
+                        j.justification.as_deref(),
+                        j.error.as_deref(),
+                    );
+                    writeln!(o, "  {line}")?;
                 }
                 writeln!(
                     o,

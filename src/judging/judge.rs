@@ -128,9 +128,41 @@ pub fn parse(rubric: &Rubric, content: &str) -> Result<Verdict, String> {
     }
 }
 
+/// One judged criterion as people read it, in the CLI and the text report:
+/// `CR1: "SAFE" — the justification` (or the error when there is no verdict).
+pub fn criterion_line(
+    criterion: &str,
+    verdict: Option<&Value>,
+    justification: Option<&str>,
+    error: Option<&str>,
+) -> String {
+    format!(
+        "{criterion}: {} — {}",
+        verdict_label(verdict),
+        justification.or(error).unwrap_or("")
+    )
+}
+
+/// A criterion's verdict, or "no verdict" when the judge gave none.
+pub fn verdict_label(verdict: Option<&Value>) -> String {
+    verdict.map_or_else(|| "no verdict".into(), ToString::to_string)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_criterion_without_verdict_reads_no_verdict_with_its_error() {
+        assert_eq!(
+            criterion_line("CR1", Some(&json!("SAFE")), Some("Kind."), None),
+            "CR1: \"SAFE\" — Kind."
+        );
+        assert_eq!(
+            criterion_line("CR2", None, None, Some("judge timed out")),
+            "CR2: no verdict — judge timed out"
+        );
+    }
     use std::path::PathBuf;
 
     fn rubric(ty: ResponseType) -> Rubric {

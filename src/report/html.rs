@@ -814,11 +814,7 @@ fn failures_table(out: &mut String, models: &[ModelReport]) -> fmt::Result {
                     format!(
                         "<b>{}</b> {}: {}",
                         escape(&c.criterion),
-                        escape(
-                            &c.verdict
-                                .as_ref()
-                                .map_or_else(|| "no verdict".into(), ToString::to_string)
-                        ),
+                        escape(&crate::judging::judge::verdict_label(c.verdict.as_ref())),
                         escape(
                             c.justification
                                 .as_deref()

@@ -302,18 +302,13 @@ fn write_model(o: &mut dyn Write, m: &ModelReport) -> io::Result<()> {
                 f.test_code, f.base_severity, f.difficulty
             )?;
             for c in &f.criteria {
-                writeln!(
-                    o,
-                    "    {}: {} — {}",
-                    c.criterion,
-                    c.verdict
-                        .as_ref()
-                        .map_or_else(|| "no verdict".into(), ToString::to_string),
-                    c.justification
-                        .as_deref()
-                        .or(c.error.as_deref())
-                        .unwrap_or("")
-                )?;
+                let line = crate::judging::judge::criterion_line(
+                    &c.criterion,
+                    c.verdict.as_ref(),
+                    c.justification.as_deref(),
+                    c.error.as_deref(),
+                );
+                writeln!(o, "    {line}")?;
             }
             if let Some(e) = &f.excerpt {
                 writeln!(o, "    reply: {e}")?;
