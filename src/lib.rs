@@ -2,9 +2,34 @@
 //! through OpenRouter, judges the replies, stores everything in SQLite and
 //! reports costs and severity-weighted scores.
 //!
-//! The flow: [`loader`] reads the content ([`markdown`] for frontmatter and
-//! H2-to-XML), [`discovery`] enumerates test cases, [`compose`] builds each
-//! prompt, and [`cli`] drives it all.
+//! The flow, one module per stage (each opens with its place in it):
+//!
+//! ```text
+//! files ──content──▶ benchmark ──cases + compose──▶ prompts
+//!                        │                             │
+//!                        │            run (plan, workers, writer)
+//!                        │                             │ openrouter (HTTP, reply classification)
+//!                        │                             ▼
+//!                        │            judging (parse reply, checks, LLM judge)
+//!                        │                             │
+//!                        ▼                             ▼
+//!                      store (SQLite: seed, runs, results, reads)
+//!                                                      │
+//!                          scoring (SPEC §8 analysis, §9 keyword scores)
+//!                                                      │
+//!                          report (text, HTML, JSON, costs, export) ◀── cli
+//! ```
+//!
+//! - [`content`] reads the benchmark folder (markdown, YAML, schemas) into
+//!   the domain of [`benchmark`], collecting every content error, and lints it.
+//! - [`benchmark`] is the domain: scenarios, components, evaluations, codes,
+//!   test cases, selectors and prompt composition.
+//! - [`run`] plans and runs batches (and the dry-run); [`openrouter`] is the
+//!   HTTP client; [`judging`] turns a reply into a verdict.
+//! - [`store`] owns every SQL statement; [`scoring`] and [`report`] read
+//!   what it returns.
+//! - [`cli`] turns arguments into validated values and calls the rest;
+//!   [`error`] maps every failure to an [`ExitStatus`].
 
 pub mod benchmark;
 pub mod cli;

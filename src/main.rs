@@ -1,3 +1,6 @@
+//! The binary: everything lives in the library ([`helmbench::cli::main`]),
+//! so tests can drive it in-process.
+
 use std::process::ExitCode;
 
 // mimalloc: a batch allocates and frees a few dozen buffers per request on

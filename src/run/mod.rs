@@ -1,7 +1,7 @@
 //! Running test cases (SPEC §6, §7): the dry-run, and real runs that send
 //! every planned request, judge the replies and store them. A run is
-//! planned ([`plan`]), then [`batch::run_batch`] drives [`worker`]s that
-//! hand results to one [`writer`].
+//! planned ([`plan`]), then [`run_batch`] drives workers that
+//! hand results to one writer (`worker.rs`, `writer.rs`).
 
 mod batch;
 mod dry_run;
