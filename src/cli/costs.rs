@@ -4,9 +4,8 @@ use std::io::Write;
 
 use clap::Args;
 
-use super::{Cli, DataFormat, existing_database, out, runtime};
+use super::{Cli, DataFormat, out, read_only};
 use crate::ExitStatus;
-use crate::store::Store;
 use crate::{Error, Result};
 
 #[derive(Debug, Args)]
@@ -22,9 +21,7 @@ pub struct CostsArgs {
 }
 
 pub fn run(cli: &Cli, args: &CostsArgs) -> Result<ExitStatus> {
-    let url = existing_database(cli)?;
-    let report = runtime()?.block_on(async {
-        let store = Store::open_read_only(&url).await?;
+    let report = read_only(cli, |store| async move {
         crate::report::costs(&store, args.run_id, args.model.as_deref())
             .await
             .map_err(Error::from)

@@ -236,6 +236,17 @@ fn existing_database(cli: &Cli) -> Result<String> {
     Ok(url)
 }
 
+/// Opens the existing database read-only (never creating or migrating it)
+/// and runs `f` on it: what `runs`, `costs` and `report` share.
+fn read_only<T, F, Fut>(cli: &Cli, f: F) -> Result<T>
+where
+    F: FnOnce(crate::store::Store) -> Fut,
+    Fut: std::future::Future<Output = Result<T>>,
+{
+    let url = existing_database(cli)?;
+    runtime()?.block_on(async { f(crate::store::Store::open_read_only(&url).await?).await })
+}
+
 /// Writes `bytes` to `path` through a temporary sibling and a rename, so a
 /// failed write never leaves a truncated file under the requested name.
 fn write_file(

@@ -6,9 +6,8 @@ use clap::Args;
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use serde_json::json;
 
-use super::{Cli, DataFormat, existing_database, out, runtime};
+use super::{Cli, DataFormat, out, read_only};
 use crate::ExitStatus;
-use crate::store::Store;
 use crate::{Error, Result};
 
 #[derive(Debug, Args)]
@@ -18,14 +17,8 @@ pub struct RunsArgs {
 }
 
 pub fn run(cli: &Cli, args: &RunsArgs) -> Result<ExitStatus> {
-    let url = existing_database(cli)?;
-    let rt = runtime()?;
-    let rows = rt.block_on(async {
-        Store::open_read_only(&url)
-            .await?
-            .runs()
-            .await
-            .map_err(Error::from)
+    let rows = read_only(cli, |store| async move {
+        store.runs().await.map_err(Error::from)
     })?;
     let mut o = out();
     match args.format {
