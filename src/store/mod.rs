@@ -20,6 +20,7 @@ mod results;
 mod runs;
 mod seed;
 
+pub use reads::{ExportJudgement, ExportRow, JudgementRow, ResultRow};
 pub use results::{CachedReply, DiscardedCharge, NewJudgement, NewResult, request_key};
 pub use runs::{HEARTBEAT_INTERVAL, Owner, RunRow, STALE_AFTER_S, process_started};
 pub use seed::SeedIds;
@@ -58,6 +59,10 @@ pub enum StoreError {
     /// Results kept in a file for the next run could not be written or read.
     #[error("results kept for the next run: {0}")]
     Pending(String),
+    /// A stored result's judgements, as SQLite aggregates them, are not the
+    /// JSON expected (see [`ExportRow`]).
+    #[error("{0}")]
+    Judgements(serde_json::Error),
 }
 
 impl From<StoreError> for crate::Error {
@@ -285,10 +290,6 @@ impl Store {
         .await?)
     }
 
-    pub fn pool(&self) -> &SqlitePool {
-        &self.pool
-    }
-
     pub fn url(&self) -> &str {
         &self.url
     }
@@ -416,4 +417,37 @@ pub fn database_exists(url: &str) -> bool {
         .unwrap_or(url);
     let path = path.split('?').next().unwrap_or(path);
     path == ":memory:" || Path::new(path).exists()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn pragmas_are_set_explicitly() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("x.db").display().to_string())
+            .await
+            .unwrap();
+        let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
+            .fetch_one(&store.pool)
+            .await
+            .unwrap();
+        assert_eq!(mode, "wal");
+        let fk: i64 = sqlx::query_scalar("PRAGMA foreign_keys")
+            .fetch_one(&store.pool)
+            .await
+            .unwrap();
+        assert_eq!(fk, 1);
+        let sync: i64 = sqlx::query_scalar("PRAGMA synchronous")
+            .fetch_one(&store.pool)
+            .await
+            .unwrap();
+        assert_eq!(sync, 1, "NORMAL");
+        let busy: i64 = sqlx::query_scalar("PRAGMA busy_timeout")
+            .fetch_one(&store.pool)
+            .await
+            .unwrap();
+        assert!(busy >= 1000);
+    }
 }
