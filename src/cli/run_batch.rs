@@ -71,7 +71,7 @@ pub fn run(cli: &Cli, args: &RunBatchArgs) -> Result<u8> {
                     .map_err(|e| Error::Tool(format!("run {id} has unreadable settings: {e}")))?;
                 // A resume continues the run's budget: what it spent already counts.
                 settings.max_cost = args.max_cost.or(row.max_cost_usd).or(settings.max_cost);
-                if row.status == "completed" && row.test_cases >= row.planned_test_cases && row.provider_errors == 0 {
+                if row.status == crate::store::RunStatus::Completed && row.test_cases >= row.planned_test_cases && row.provider_errors == 0 {
                     eprintln!("run {id} is already complete");
                 }
                 if settings.benchmark_hash != ctx.benchmark.content_hash {
@@ -105,7 +105,7 @@ pub fn run(cli: &Cli, args: &RunBatchArgs) -> Result<u8> {
                     }
                     // Models run one after the other: once one stops (402,
                     // breaker, budget, interrupt), the rest are not run.
-                    stopped = summary.status != "completed";
+                    stopped = summary.status != crate::store::RunStatus::Completed;
                     summaries.push(summary);
                 }
                 if !skipped.is_empty() {

@@ -8,7 +8,7 @@ use super::call::{self, CallArgs};
 use super::{Cli, DataFormat, is_dry_run, load_reporting, load_strict, out, runtime};
 use crate::benchmark::compose;
 use crate::discovery::{self, Selector};
-use crate::store::Store;
+use crate::store::{ErrorKind, RunStatus, Store};
 use crate::{Error, Result, run};
 
 #[derive(Debug, Args)]
@@ -58,7 +58,7 @@ pub fn run(cli: &Cli, args: &RunSingleArgs) -> Result<u8> {
             };
             let summary = run::run_batch(&ctx, &settings, None, "single", &control).await?;
             show_single(&ctx.store, summary.run_id, args.format).await?;
-            let stop = summary.status != "completed";
+            let stop = summary.status != RunStatus::Completed;
             summaries.push(summary);
             if stop {
                 break;
@@ -94,7 +94,7 @@ async fn show_single(store: &Store, run_id: i64, format: DataFormat) -> Result<(
                     Some(e) => writeln!(
                         o,
                         "--- verdict: {verdict} ({}: {e})",
-                        r.error_kind.as_deref().unwrap_or("error")
+                        r.error_kind.map_or("error", ErrorKind::as_str)
                     )?,
                     None => writeln!(o, "--- verdict: {verdict}")?,
                 }

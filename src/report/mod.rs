@@ -20,7 +20,7 @@ use crate::benchmark::ScoringConfig;
 use crate::discovery::natural_cmp;
 use crate::scoring::analysis::{self, Analysis, ScoredResult};
 use crate::scoring::quality::{self, Band, QualityScores, RedFlag};
-use crate::store::{RunRow, Store, StoreError};
+use crate::store::{ErrorKind, RunRow, RunStatus, Store, StoreError};
 
 /// One run as the report shows it; also the JSON object `report` prints for
 /// one run (the analysis is flattened into it, so `score`, `behaviours` and
@@ -29,7 +29,7 @@ use crate::store::{RunRow, Store, StoreError};
 pub struct ModelReport {
     pub run_id: i64,
     pub model: String,
-    pub status: String,
+    pub status: RunStatus,
     /// `batch` or `single`.
     pub kind: String,
     pub started_at: String,
@@ -76,7 +76,7 @@ pub enum Target {
 /// Whether a run may stand for its model when no run id is named: a finished
 /// batch. `run-single` runs hold one test case and would hide the batch.
 fn is_reportable(r: &RunRow) -> bool {
-    r.status == "completed" && r.kind == "batch"
+    r.status == RunStatus::Completed && r.kind == "batch"
 }
 
 /// The runs a [`Target`] names, in model order. An unknown run id, a model
@@ -165,7 +165,7 @@ pub struct FailedCase {
     pub base_severity: f64,
     pub difficulty: f64,
     /// `format`, `judge`, `provider`, or `None` for a wrong answer.
-    pub error_kind: Option<String>,
+    pub error_kind: Option<ErrorKind>,
     pub error: Option<String>,
     /// The start of the reply (its `response` field when structured).
     pub excerpt: Option<String>,
@@ -526,7 +526,7 @@ pub async fn model_report(
     Ok(ModelReport {
         run_id: run.run_id,
         model: run.model.clone(),
-        status: run.status.clone(),
+        status: run.status,
         kind: run.kind.clone(),
         started_at: run.started_at.clone(),
         completed_at: run.completed_at.clone(),
@@ -626,7 +626,7 @@ pub struct ScenarioCost {
 pub struct RunCost {
     pub run_id: i64,
     pub model: String,
-    pub status: String,
+    pub status: RunStatus,
     pub kind: String,
     pub started_at: String,
     #[serde(flatten)]

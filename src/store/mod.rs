@@ -15,11 +15,13 @@ use std::time::Duration;
 use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
+mod kinds;
 mod reads;
 mod results;
 mod runs;
 mod seed;
 
+pub use kinds::{ErrorKind, RunStatus};
 pub use reads::{ExportJudgement, ExportRow, JudgementRow, ResultRow};
 pub use results::{CachedReply, DiscardedCharge, NewJudgement, NewResult, request_key};
 pub use runs::{HEARTBEAT_INTERVAL, Owner, RunRow, STALE_AFTER_S, process_started};

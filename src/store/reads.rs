@@ -7,7 +7,7 @@ use serde_json::Value;
 use sqlx::Row;
 
 use super::runs::runs_query;
-use super::{RunRow, Store, StoreError};
+use super::{ErrorKind, RunRow, Store, StoreError};
 use crate::scoring::quality::QualityScores;
 
 fn json_col(s: Option<String>) -> Option<Value> {
@@ -35,7 +35,7 @@ pub struct ResultRow {
     pub repeat_index: i64,
     pub passed: bool,
     pub matched: Option<bool>,
-    pub error_kind: Option<String>,
+    pub error_kind: Option<ErrorKind>,
     pub error: Option<String>,
     pub prompt: String,
     pub response: Option<String>,
@@ -86,7 +86,7 @@ pub struct ExportRow {
     /// Whether the evaluation check held.
     pub matched: Option<bool>,
     /// `format`, `judge`, `provider`, or null.
-    pub error_kind: Option<String>,
+    pub error_kind: Option<ErrorKind>,
     /// The error message.
     pub error: Option<String>,
     /// The raw reply.
@@ -333,7 +333,7 @@ pub struct ScoredRow {
     pub base_severity: f64,
     pub difficulty: f64,
     pub passed: bool,
-    pub error_kind: Option<String>,
+    pub error_kind: Option<ErrorKind>,
     /// The stored keyword quality scores (JSON text).
     pub quality: Option<String>,
     pub response: Option<String>,
@@ -359,7 +359,7 @@ pub struct FailedRow {
     pub repeat_index: i64,
     pub base_severity: f64,
     pub difficulty: f64,
-    pub error_kind: Option<String>,
+    pub error_kind: Option<ErrorKind>,
     pub error: Option<String>,
     pub response: Option<String>,
     pub parsed: Option<String>,

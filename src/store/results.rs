@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sqlx::Row;
 
-use super::{Store, StoreError, connect_options};
+use super::{ErrorKind, Store, StoreError, connect_options};
 
 /// One judged criterion of a result.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -70,7 +70,7 @@ pub struct NewResult {
     pub matched: Option<bool>,
     pub passed: bool,
     /// `format`, `provider` or `judge`; None for a clean verdict.
-    pub error_kind: Option<String>,
+    pub error_kind: Option<ErrorKind>,
     pub error: Option<String>,
     pub evaluation_details: Value,
     pub latency_ms: Option<i64>,
@@ -551,7 +551,7 @@ fn bind_result(q: SqliteQuery, r: &NewResult, endpoint: Option<&str>) -> SqliteQ
         .bind(r.parsed.as_ref().map(Value::to_string))
         .bind(r.matched)
         .bind(r.passed)
-        .bind(r.error_kind.clone())
+        .bind(r.error_kind)
         .bind(r.error.clone())
         .bind(r.evaluation_details.to_string())
         .bind(r.latency_ms)

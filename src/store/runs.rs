@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{Store, StoreError};
+use super::{RunStatus, Store, StoreError};
 
 /// A run as `runs` and reports show it, with totals from its results.
 #[derive(Debug, Clone, Serialize, sqlx::FromRow)]
@@ -18,7 +18,7 @@ pub struct RunRow {
     pub run_id: i64,
     pub model: String,
     pub kind: String,
-    pub status: String,
+    pub status: RunStatus,
     pub started_at: String,
     pub completed_at: Option<String>,
     pub planned_test_cases: i64,
@@ -93,7 +93,7 @@ impl RunRow {
     /// heartbeat says); on another host, it beat in the last
     /// [`STALE_AFTER_S`] seconds.
     pub fn live_owner(&self, me: &Owner) -> Option<String> {
-        if self.status != "running" {
+        if self.status != RunStatus::Running {
             return None;
         }
         let (host, pid) = (self.owner_host.as_deref()?, self.owner_pid?);
@@ -114,8 +114,8 @@ impl RunRow {
     /// A `running` run whose process is gone shows as `interrupted`; the
     /// stored status stays until a resume claims the run.
     pub(super) fn settle(mut self, me: &Owner) -> RunRow {
-        if self.status == "running" && self.live_owner(me).is_none() && !self.is_ours(me) {
-            self.status = "interrupted".into();
+        if self.status == RunStatus::Running && self.live_owner(me).is_none() && !self.is_ours(me) {
+            self.status = RunStatus::Interrupted;
             if self.message.is_none() {
                 self.message = Some(
                     "the process running it stopped without finishing; resume it with run-batch --resume"
@@ -182,11 +182,12 @@ impl Store {
             .await?;
         let id: i64 = sqlx::query_scalar(
             "INSERT INTO evaluation_run (benchmark_id, llm_id, kind, status, settings, tool_version, total_test_cases, owner_host, owner_pid, owner_started, max_cost_usd, heartbeat_at)
-             VALUES (?, (SELECT id FROM llm WHERE model_id = ?), ?, 'running', ?, ?, ?, ?, ?, ?, ?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')) RETURNING id",
+             VALUES (?, (SELECT id FROM llm WHERE model_id = ?), ?, ?, ?, ?, ?, ?, ?, ?, ?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')) RETURNING id",
         )
         .bind(benchmark_id)
         .bind(model)
         .bind(kind)
+        .bind(RunStatus::Running)
         .bind(settings.to_string())
         .bind(env!("CARGO_PKG_VERSION"))
         .bind(planned_test_cases)
@@ -228,10 +229,11 @@ impl Store {
             )));
         }
         sqlx::query(
-            "UPDATE evaluation_run SET status = 'running', completed_at = NULL, message = NULL,
+            "UPDATE evaluation_run SET status = ?, completed_at = NULL, message = NULL,
                owner_host = ?, owner_pid = ?, owner_started = ?, max_cost_usd = COALESCE(?, max_cost_usd),
                heartbeat_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = ?",
         )
+        .bind(RunStatus::Running)
         .bind(&self.owner.host)
         .bind(self.owner.pid)
         .bind(self.owner.started)
@@ -263,7 +265,7 @@ impl Store {
     pub async fn finish_run(
         &self,
         run_id: i64,
-        status: &str,
+        status: RunStatus,
         message: Option<&str>,
     ) -> Result<(), StoreError> {
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
@@ -379,7 +381,7 @@ mod tests {
             run_id: 1,
             model: "m".into(),
             kind: "batch".into(),
-            status: "running".into(),
+            status: RunStatus::Running,
             started_at: String::new(),
             completed_at: None,
             planned_test_cases: 0,
