@@ -425,7 +425,7 @@ pub async fn scored_results(
     store: &Store,
     run_id: i64,
 ) -> Result<(Vec<ScoredResult>, Option<QualitySummary>), StoreError> {
-    let mut rows = std::pin::pin!(store.scored_rows(run_id));
+    let mut rows = std::pin::pin!(store.stored_results(run_id));
     let mut results = Vec::new();
     let mut quality = QualityCollector::default();
     while let Some(row) = rows.try_next().await? {
@@ -504,7 +504,7 @@ pub async fn failures(store: &Store, run_id: i64) -> Result<Vec<FailedCase>, Sto
             excerpt: r
                 .response
                 .map(|resp| excerpt(&reply_text(&resp, r.parsed.as_deref()))),
-            criteria: by_result.remove(&r.result_id).unwrap_or_default(),
+            criteria: by_result.remove(&r.id).unwrap_or_default(),
         })
         .collect();
     out.sort_by(|a, b| {

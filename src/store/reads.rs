@@ -319,10 +319,14 @@ fn export_row(row: &sqlx::sqlite::SqliteRow) -> Result<ExportRow, StoreError> {
     })
 }
 
-/// One result as the severity-weighted analysis and the quality summary
-/// read it (the report turns it into a `ScoredResult` in one place).
+/// One stored result as the report reads it: what the severity-weighted
+/// analysis, the quality summary and `report --details` need (the report
+/// turns it into a `ScoredResult` in one place). `export` and `run-single`
+/// print every column and keep their own rows ([`ExportRow`], [`ResultRow`]),
+/// whose JSON they promise.
 #[derive(Debug, Clone)]
-pub struct ScoredRow {
+pub struct StoredResult {
+    pub id: i64,
     pub test_code: String,
     pub behaviour: String,
     pub scenario: String,
@@ -334,10 +338,43 @@ pub struct ScoredRow {
     pub difficulty: f64,
     pub passed: bool,
     pub error_kind: Option<ErrorKind>,
+    pub error: Option<String>,
     /// The stored keyword quality scores (JSON text).
     pub quality: Option<String>,
     pub response: Option<String>,
     pub parsed: Option<String>,
+}
+
+/// The SELECT of [`StoredResult`]s of one run; `{filter}` narrows it.
+const STORED_RESULTS: &str = "SELECT r.id, r.test_code, b.code, s.code, c.code, u.code, p.code, r.repeat_index,
+       r.base_severity, r.difficulty, r.passed, r.error_kind, r.error, r.quality, r.response, r.parsed
+  FROM result r
+  JOIN scenario s ON s.id = r.scenario_id
+  JOIN behaviour b ON b.id = s.behaviour_id
+  JOIN condition c ON c.id = r.condition_id
+  LEFT JOIN user_context u ON u.id = r.user_context_id
+  JOIN perturbation p ON p.id = r.perturbation_id
+  WHERE r.run_id = ?";
+
+fn stored_result(row: &sqlx::sqlite::SqliteRow) -> StoredResult {
+    StoredResult {
+        id: row.get(0),
+        test_code: row.get(1),
+        behaviour: row.get(2),
+        scenario: row.get(3),
+        condition: row.get(4),
+        user_context: row.get(5),
+        perturbation: row.get(6),
+        repeat_index: row.get(7),
+        base_severity: row.get(8),
+        difficulty: row.get(9),
+        passed: row.get(10),
+        error_kind: row.get(11),
+        error: row.get(12),
+        quality: row.get(13),
+        response: row.get(14),
+        parsed: row.get(15),
+    }
 }
 
 /// Verdict counts of one judged criterion of one scenario.
@@ -349,20 +386,6 @@ pub struct CriterionCount {
     pub passed: i64,
     pub failed: i64,
     pub judge_errors: i64,
-}
-
-/// A result that did not pass, as `report --details` lists it.
-#[derive(Debug, Clone)]
-pub struct FailedRow {
-    pub result_id: i64,
-    pub test_code: String,
-    pub repeat_index: i64,
-    pub base_severity: f64,
-    pub difficulty: f64,
-    pub error_kind: Option<ErrorKind>,
-    pub error: Option<String>,
-    pub response: Option<String>,
-    pub parsed: Option<String>,
 }
 
 /// One criterion's verdict of a result that did not pass.
@@ -407,40 +430,17 @@ pub struct DiscardedSpendRow {
 }
 
 impl Store {
-    /// A run's results as the analysis needs them, streamed in stored order.
-    pub fn scored_rows(
+    /// A run's results as the report reads them, streamed in stored order.
+    pub fn stored_results(
         &self,
         run_id: i64,
-    ) -> impl Stream<Item = Result<ScoredRow, StoreError>> + '_ {
-        sqlx::query(
-            "SELECT r.test_code, b.code, s.code, c.code, u.code, p.code, r.repeat_index, r.base_severity,
-                r.difficulty, r.passed, r.error_kind, r.quality, r.response, r.parsed
-         FROM result r
-         JOIN scenario s ON s.id = r.scenario_id
-         JOIN behaviour b ON b.id = s.behaviour_id
-         JOIN condition c ON c.id = r.condition_id
-         LEFT JOIN user_context u ON u.id = r.user_context_id
-         JOIN perturbation p ON p.id = r.perturbation_id
-         WHERE r.run_id = ? ORDER BY r.id",
-        )
+    ) -> impl Stream<Item = Result<StoredResult, StoreError>> + '_ {
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "{STORED_RESULTS} ORDER BY r.id"
+        )))
         .bind(run_id)
         .fetch(&self.pool)
-        .map_ok(|row| ScoredRow {
-            test_code: row.get(0),
-            behaviour: row.get(1),
-            scenario: row.get(2),
-            condition: row.get(3),
-            user_context: row.get(4),
-            perturbation: row.get(5),
-            repeat_index: row.get(6),
-            base_severity: row.get(7),
-            difficulty: row.get(8),
-            passed: row.get(9),
-            error_kind: row.get(10),
-            quality: row.get(11),
-            response: row.get(12),
-            parsed: row.get(13),
-        })
+        .map_ok(|row| stored_result(&row))
         .map_err(StoreError::from)
     }
 
@@ -469,29 +469,14 @@ impl Store {
     }
 
     /// A run's results that did not pass, in stored order.
-    pub async fn failed_results(&self, run_id: i64) -> Result<Vec<FailedRow>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT r.id, r.test_code, r.repeat_index, r.base_severity, r.difficulty, r.error_kind, r.error,
-                r.response, r.parsed
-         FROM result r WHERE r.run_id = ? AND r.passed = 0 ORDER BY r.id",
-        )
+    pub async fn failed_results(&self, run_id: i64) -> Result<Vec<StoredResult>, StoreError> {
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "{STORED_RESULTS} AND r.passed = 0 ORDER BY r.id"
+        )))
         .bind(run_id)
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows
-            .iter()
-            .map(|r| FailedRow {
-                result_id: r.get(0),
-                test_code: r.get(1),
-                repeat_index: r.get(2),
-                base_severity: r.get(3),
-                difficulty: r.get(4),
-                error_kind: r.get(5),
-                error: r.get(6),
-                response: r.get(7),
-                parsed: r.get(8),
-            })
-            .collect())
+        Ok(rows.iter().map(stored_result).collect())
     }
 
     /// The judgements of a run's results that did not pass, by result.
