@@ -10,7 +10,7 @@ use serde_json::json;
 use super::{Cli, DataFormat, database_url, out};
 use crate::ExitStatus;
 use crate::benchmark::Benchmark;
-use crate::store::Store;
+use crate::store::{RunStatus, Store};
 use crate::{Error, Result, openrouter, run};
 
 /// Options shared by every command that calls models.
@@ -244,7 +244,7 @@ pub(super) fn report_summaries(
     }
     drop(o);
     let unfinished = |s: &run::RunSummary| {
-        s.status != "completed" || s.provider_errors > 0 || s.judge_errors > 0
+        s.status != RunStatus::Completed || s.provider_errors > 0 || s.judge_errors > 0
     };
     let plural = |n: usize| if n == 1 { " test case" } else { " test cases" };
     for s in summaries {

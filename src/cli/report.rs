@@ -10,7 +10,7 @@ use super::{Cli, existing_database, out, runtime, write_file};
 use crate::ExitStatus;
 use crate::content;
 use crate::content::ContentErrors;
-use crate::store::Store;
+use crate::store::{RunStatus, Store};
 use crate::{Error, Result};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -85,7 +85,7 @@ pub fn run(cli: &Cli, args: &ReportArgs) -> Result<ExitStatus> {
         let runs = crate::report::select_runs(&store, &target).await?;
         let mut reports = Vec::with_capacity(runs.len());
         for run in &runs {
-            if run.status != "completed" {
+            if run.status != RunStatus::Completed {
                 eprintln!(
                     "note: run {} is {}: the report covers the {} of {} planned test cases stored",
                     run.run_id, run.status, run.test_cases, run.planned_test_cases

@@ -127,7 +127,7 @@ pub(super) fn execute(cli: &Cli, call_args: &CallArgs, args: &Batch) -> Result<E
                     .map_err(|e| Error::Tool(format!("run {id} has unreadable settings: {e}")))?;
                 // A resume continues the run's budget: what it spent already counts.
                 settings.max_cost = args.max_cost.or(row.max_cost_usd).or(settings.max_cost);
-                if row.status == "completed" && row.test_cases >= row.planned_test_cases && row.provider_errors == 0 {
+                if row.status == crate::store::RunStatus::Completed && row.test_cases >= row.planned_test_cases && row.provider_errors == 0 {
                     eprintln!("run {id} is already complete");
                 }
                 if settings.benchmark_hash != ctx.benchmark.content_hash {
@@ -161,7 +161,7 @@ pub(super) fn execute(cli: &Cli, call_args: &CallArgs, args: &Batch) -> Result<E
                     }
                     // Models run one after the other: once one stops (402,
                     // breaker, budget, interrupt), the rest are not run.
-                    stopped = summary.status != "completed";
+                    stopped = summary.status != crate::store::RunStatus::Completed;
                     summaries.push(summary);
                 }
                 if !skipped.is_empty() {

@@ -10,7 +10,7 @@ use crate::ExitStatus;
 use crate::benchmark::cases;
 use crate::benchmark::cases::Selector;
 use crate::benchmark::compose;
-use crate::store::Store;
+use crate::store::{ErrorKind, RunStatus, Store};
 use crate::{Error, Result, run};
 
 #[derive(Debug, Args)]
@@ -71,7 +71,7 @@ pub(super) fn execute(
             };
             let summary = run::run_batch(&ctx, &settings, None, "single", &control).await?;
             show_single(&ctx.store, summary.run_id, format).await?;
-            let stop = summary.status != "completed";
+            let stop = summary.status != RunStatus::Completed;
             summaries.push(summary);
             if stop {
                 break;
@@ -107,7 +107,7 @@ async fn show_single(store: &Store, run_id: i64, format: DataFormat) -> Result<(
                     Some(e) => writeln!(
                         o,
                         "--- verdict: {verdict} ({}: {e})",
-                        r.error_kind.as_deref().unwrap_or("error")
+                        r.error_kind.map_or("error", ErrorKind::as_str)
                     )?,
                     None => writeln!(o, "--- verdict: {verdict}")?,
                 }

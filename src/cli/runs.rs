@@ -59,7 +59,7 @@ pub fn run(cli: &Cli, args: &RunsArgs) -> Result<ExitStatus> {
                     r.run_id.to_string(),
                     r.model.clone(),
                     r.kind.clone(),
-                    r.status.clone(),
+                    r.status.to_string(),
                     format!("{}/{}", r.test_cases, r.planned_test_cases),
                     r.passed.to_string(),
                     r.evaluations.to_string(),

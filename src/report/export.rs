@@ -5,12 +5,10 @@
 use std::io::Write;
 
 use futures_util::TryStreamExt;
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use sqlx::Row;
 
 use crate::scoring::quality::QualityScores;
-use crate::store::Store;
+use crate::store::{Store, StoreError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ExportError {
@@ -22,12 +20,25 @@ pub enum ExportError {
     Csv(#[from] csv::Error),
     #[error("cannot write JSON: {0}")]
     Json(#[from] serde_json::Error),
+    #[error("{0}")]
+    Store(StoreError),
+}
+
+impl From<StoreError> for ExportError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Query(q) => ExportError::Query(q),
+            StoreError::Judgements(j) => ExportError::Json(j),
+            other => ExportError::Store(other),
+        }
+    }
 }
 
 impl From<ExportError> for crate::Error {
     fn from(e: ExportError) -> Self {
         match e {
             ExportError::Query(q) => crate::Error::Store(q.to_string()),
+            ExportError::Store(s) => s.into(),
             other => crate::Error::Tool(other.to_string()),
         }
     }
@@ -39,66 +50,7 @@ pub enum Format {
     Jsonl,
 }
 
-/// One judged criterion of an exported result.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ExportJudgement {
-    pub criterion: String,
-    pub judge_model: String,
-    pub verdict: Option<Value>,
-    pub passed: Option<bool>,
-    pub justification: Option<String>,
-    pub error: Option<String>,
-    pub prompt_tokens: i64,
-    pub completion_tokens: i64,
-    pub cost_usd: f64,
-    pub cached: bool,
-}
-
-/// One exported result: a JSONL line, or a CSV row (nested values as JSON text).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ExportRow {
-    pub run_id: i64,
-    pub model: String,
-    pub test_code: String,
-    pub repeat_index: i64,
-    pub behaviour: String,
-    pub scenario: String,
-    pub condition: String,
-    pub user_context: Option<String>,
-    pub perturbation: String,
-    pub base_severity: f64,
-    pub difficulty: f64,
-    /// The test-case verdict: the check as written, never inverted.
-    pub passed: bool,
-    /// Whether the evaluation check held.
-    pub matched: Option<bool>,
-    /// `format`, `judge`, `provider`, or null.
-    pub error_kind: Option<String>,
-    /// The error message.
-    pub error: Option<String>,
-    /// The raw reply.
-    pub response: Option<String>,
-    pub parsed: Option<Value>,
-    pub prompt_tokens: i64,
-    pub completion_tokens: i64,
-    /// Provider-reported cost of the model call.
-    pub cost_usd: f64,
-    pub upstream_cost_usd: Option<f64>,
-    /// Provider-reported cost of the judge calls.
-    pub judge_cost_usd: f64,
-    pub latency_ms: Option<i64>,
-    pub attempts: i64,
-    pub cached: bool,
-    pub finish_reason: Option<String>,
-    pub generation_id: Option<String>,
-    pub created_at: String,
-    pub judgements: Vec<ExportJudgement>,
-    pub quality: Option<QualityScores>,
-    pub prompt_hash: String,
-    /// The composed prompt, with `--with-prompts` only.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub prompt: Option<String>,
-}
+pub use crate::store::{ExportJudgement, ExportRow};
 
 /// The CSV columns, in order; must match [`csv_record`].
 pub const CSV_HEADER: [&str; 37] = [
@@ -213,105 +165,6 @@ pub fn csv_record(r: &ExportRow) -> Vec<String> {
     fields
 }
 
-/// The judgements as SQLite aggregates them (one JSON array per result, in
-/// stored order), so each result stays one row of the stream.
-#[derive(Deserialize)]
-struct RawJudgement {
-    criterion: String,
-    judge_model: String,
-    verdict: Option<Value>,
-    passed: Option<i64>,
-    justification: Option<String>,
-    error: Option<String>,
-    prompt_tokens: i64,
-    completion_tokens: i64,
-    cost_usd: f64,
-    cached: i64,
-}
-
-const QUERY: &str = "SELECT r.run_id, l.model_id, r.test_code, r.repeat_index, b.code, s.code, c.code, u.code, p.code,
-    r.base_severity, r.difficulty, r.passed, r.matched, r.error_kind, r.error, r.response, r.parsed,
-    r.prompt_tokens, r.completion_tokens, r.cost_usd, r.upstream_cost_usd, r.latency_ms, r.attempts, r.cached,
-    r.finish_reason, r.generation_id, r.created_at,
-    (SELECT json_group_array(json_object('criterion', j.criterion, 'judge_model', j.judge_model,
-            'verdict', json(j.verdict), 'passed', j.passed, 'justification', j.justification, 'error', j.error,
-            'prompt_tokens', j.prompt_tokens, 'completion_tokens', j.completion_tokens, 'cost_usd', j.cost_usd,
-            'cached', j.cached) ORDER BY j.id)
-       FROM judgement j WHERE j.result_id = r.id),
-    r.quality, r.prompt_hash, CASE WHEN ? THEN (SELECT text FROM prompt_text WHERE hash = r.prompt_hash) END
-  FROM result r
-  JOIN evaluation_run er ON er.id = r.run_id
-  JOIN llm l ON l.id = er.llm_id
-  JOIN scenario s ON s.id = r.scenario_id
-  JOIN behaviour b ON b.id = s.behaviour_id
-  JOIN condition c ON c.id = r.condition_id
-  LEFT JOIN user_context u ON u.id = r.user_context_id
-  JOIN perturbation p ON p.id = r.perturbation_id
-  WHERE (? IS NULL OR r.run_id = ?)
-  ORDER BY r.id";
-
-fn row_of(row: &sqlx::sqlite::SqliteRow) -> Result<ExportRow, ExportError> {
-    let json_col = |i: usize| -> Option<Value> {
-        row.get::<Option<String>, _>(i)
-            .and_then(|s| serde_json::from_str(&s).ok())
-    };
-    let raw: Vec<RawJudgement> = match row.get::<Option<String>, _>(27) {
-        Some(s) => serde_json::from_str(&s)?,
-        None => Vec::new(),
-    };
-    let judgements: Vec<ExportJudgement> = raw
-        .into_iter()
-        .map(|j| ExportJudgement {
-            criterion: j.criterion,
-            judge_model: j.judge_model,
-            verdict: j.verdict,
-            passed: j.passed.map(|p| p != 0),
-            justification: j.justification,
-            error: j.error,
-            prompt_tokens: j.prompt_tokens,
-            completion_tokens: j.completion_tokens,
-            cost_usd: j.cost_usd,
-            cached: j.cached != 0,
-        })
-        .collect();
-    Ok(ExportRow {
-        run_id: row.get(0),
-        model: row.get(1),
-        test_code: row.get(2),
-        repeat_index: row.get(3),
-        behaviour: row.get(4),
-        scenario: row.get(5),
-        condition: row.get(6),
-        user_context: row.get(7),
-        perturbation: row.get(8),
-        base_severity: row.get(9),
-        difficulty: row.get(10),
-        passed: row.get(11),
-        matched: row.get(12),
-        error_kind: row.get(13),
-        error: row.get(14),
-        response: row.get(15),
-        parsed: json_col(16),
-        prompt_tokens: row.get(17),
-        completion_tokens: row.get(18),
-        cost_usd: row.get(19),
-        upstream_cost_usd: row.get(20),
-        judge_cost_usd: judgements.iter().map(|j| j.cost_usd).sum(),
-        latency_ms: row.get(21),
-        attempts: row.get(22),
-        cached: row.get(23),
-        finish_reason: row.get(24),
-        generation_id: row.get(25),
-        created_at: row.get(26),
-        judgements,
-        quality: row
-            .get::<Option<String>, _>(28)
-            .and_then(|s| serde_json::from_str(&s).ok()),
-        prompt_hash: row.get(29),
-        prompt: row.get(30),
-    })
-}
-
 /// Writes every result of `run_id` (every run when `None`) to `out`, one row
 /// at a time; returns the number of results written. `out` is flushed.
 pub async fn export(
@@ -321,16 +174,12 @@ pub async fn export(
     with_prompts: bool,
     out: &mut dyn Write,
 ) -> Result<u64, ExportError> {
-    let mut rows = sqlx::query(QUERY)
-        .bind(with_prompts)
-        .bind(run_id)
-        .bind(run_id)
-        .fetch(store.pool());
+    let mut rows = store.export_rows(run_id, with_prompts);
     let mut count = 0u64;
     match format {
         Format::Jsonl => {
             while let Some(row) = rows.try_next().await? {
-                serde_json::to_writer(&mut *out, &row_of(&row)?)?;
+                serde_json::to_writer(&mut *out, &row)?;
                 out.write_all(b"\n")?;
                 count += 1;
             }
@@ -344,7 +193,7 @@ pub async fn export(
             }
             w.write_record(&header)?;
             while let Some(row) = rows.try_next().await? {
-                w.write_record(csv_record(&row_of(&row)?))?;
+                w.write_record(csv_record(&row))?;
                 count += 1;
             }
             w.flush()?;

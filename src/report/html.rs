@@ -193,7 +193,7 @@ fn scores_table(out: &mut String, models: &[ModelReport]) -> fmt::Result {
             colour(i),
             escape(&m.model),
             m.run_id,
-            escape(&m.status),
+            escape(m.status.as_str()),
             pct_cell(a.score),
             pct_cell(a.sensitivity),
             pct_cell(a.specificity),
@@ -803,8 +803,8 @@ fn failures_table(out: &mut String, models: &[ModelReport]) -> fmt::Result {
         for f in m.failures.iter().flatten() {
             any = true;
             let error = match (&f.error_kind, &f.error) {
-                (Some(kind), Some(e)) => format!("{}: {}", escape(kind), escape(e)),
-                (Some(kind), None) => escape(kind),
+                (Some(kind), Some(e)) => format!("{}: {}", escape(kind.as_str()), escape(e)),
+                (Some(kind), None) => escape(kind.as_str()),
                 _ => "wrong answer".to_string(),
             };
             let criteria: Vec<String> = f
@@ -915,7 +915,7 @@ mod tests {
         ModelReport {
             run_id,
             model: model.into(),
-            status: "completed".into(),
+            status: crate::store::RunStatus::Completed,
             kind: "batch".into(),
             started_at: "2026-01-01T00:00:00Z".into(),
             completed_at: None,

@@ -15,13 +15,12 @@ use std::collections::BTreeMap;
 use futures_util::TryStreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use sqlx::Row;
 
 use crate::benchmark::ScoringConfig;
 use crate::benchmark::codes::natural_cmp;
 use crate::scoring::analysis::{self, Analysis, ScoredResult};
 use crate::scoring::quality::{self, Band, QualityScores, RedFlag};
-use crate::store::{RunRow, Store, StoreError};
+use crate::store::{ErrorKind, RunRow, RunStatus, Store, StoreError};
 
 /// One run as the report shows it; also the JSON object `report` prints for
 /// one run (the analysis is flattened into it, so `score`, `behaviours` and
@@ -30,7 +29,7 @@ use crate::store::{RunRow, Store, StoreError};
 pub struct ModelReport {
     pub run_id: i64,
     pub model: String,
-    pub status: String,
+    pub status: RunStatus,
     /// `batch` or `single`.
     pub kind: String,
     pub started_at: String,
@@ -52,106 +51,11 @@ pub struct ModelReport {
     pub scoring: ScoringUsed,
 }
 
-/// One judged criterion as stored.
-#[derive(Debug, Clone, Serialize)]
-pub struct JudgementRow {
-    pub criterion: String,
-    pub judge_model: String,
-    pub verdict: Option<Value>,
-    pub justification: Option<String>,
-    pub passed: Option<bool>,
-    pub error: Option<String>,
-    pub cost_usd: f64,
-}
-
-/// One stored result with everything a reader needs.
-#[derive(Debug, Clone, Serialize)]
-pub struct ResultRow {
-    pub run_id: i64,
-    pub test_code: String,
-    pub model: String,
-    pub repeat_index: i64,
-    pub passed: bool,
-    pub matched: Option<bool>,
-    pub error_kind: Option<String>,
-    pub error: Option<String>,
-    pub prompt: String,
-    pub response: Option<String>,
-    pub parsed: Option<Value>,
-    pub base_severity: f64,
-    pub difficulty: f64,
-    pub prompt_tokens: i64,
-    pub completion_tokens: i64,
-    pub cost_usd: f64,
-    pub judge_cost_usd: f64,
-    pub latency_ms: Option<i64>,
-    pub cached: bool,
-    pub quality: Option<Value>,
-    pub judgements: Vec<JudgementRow>,
-}
-
-fn json_col(s: Option<String>) -> Option<Value> {
-    s.and_then(|s| serde_json::from_str(&s).ok())
-}
+pub use crate::store::{JudgementRow, ResultRow};
 
 /// Every result of a run, in test-code order, with its judgements.
 pub async fn results(store: &Store, run_id: i64) -> Result<Vec<ResultRow>, StoreError> {
-    let rows = sqlx::query(
-        "SELECT r.id, r.run_id, r.test_code, l.model_id, r.repeat_index, r.passed, r.matched, r.error_kind, r.error,
-                p.text, r.response, r.parsed, r.base_severity, r.difficulty, r.prompt_tokens, r.completion_tokens,
-                r.cost_usd, r.latency_ms, r.cached, r.quality
-         FROM result r JOIN evaluation_run er ON er.id = r.run_id JOIN llm l ON l.id = er.llm_id
-         JOIN prompt_text p ON p.hash = r.prompt_hash
-         WHERE r.run_id = ? ORDER BY r.id",
-    )
-    .bind(run_id)
-    .fetch_all(store.pool())
-    .await?;
-    let mut out = Vec::with_capacity(rows.len());
-    for row in rows {
-        let id: i64 = row.get(0);
-        let judgements: Vec<JudgementRow> = sqlx::query(
-            "SELECT criterion, judge_model, verdict, justification, passed, error, cost_usd FROM judgement WHERE result_id = ? ORDER BY id",
-        )
-        .bind(id)
-        .fetch_all(store.pool())
-        .await?
-        .into_iter()
-        .map(|j| JudgementRow {
-            criterion: j.get(0),
-            judge_model: j.get(1),
-            verdict: json_col(j.get(2)),
-            justification: j.get(3),
-            passed: j.get(4),
-            error: j.get(5),
-            cost_usd: j.get(6),
-        })
-        .collect();
-        out.push(ResultRow {
-            run_id: row.get(1),
-            test_code: row.get(2),
-            model: row.get(3),
-            repeat_index: row.get(4),
-            passed: row.get(5),
-            matched: row.get(6),
-            error_kind: row.get(7),
-            error: row.get(8),
-            prompt: row.get(9),
-            response: row.get(10),
-            parsed: json_col(row.get(11)),
-            base_severity: row.get(12),
-            difficulty: row.get(13),
-            prompt_tokens: row.get(14),
-            completion_tokens: row.get(15),
-            cost_usd: row.get(16),
-            judge_cost_usd: judgements.iter().map(|j| j.cost_usd).sum(),
-            latency_ms: row.get(17),
-            cached: row.get(18),
-            quality: json_col(row.get(19)),
-            judgements,
-        });
-    }
-    Ok(out)
+    store.run_results(run_id).await
 }
 
 // ---------------------------------------------------------------------------
@@ -172,7 +76,7 @@ pub enum Target {
 /// Whether a run may stand for its model when no run id is named: a finished
 /// batch. `run-single` runs hold one test case and would hide the batch.
 fn is_reportable(r: &RunRow) -> bool {
-    r.status == "completed" && r.kind == "batch"
+    r.status == RunStatus::Completed && r.kind == "batch"
 }
 
 /// The runs a [`Target`] names, in model order. An unknown run id, a model
@@ -261,7 +165,7 @@ pub struct FailedCase {
     pub base_severity: f64,
     pub difficulty: f64,
     /// `format`, `judge`, `provider`, or `None` for a wrong answer.
-    pub error_kind: Option<String>,
+    pub error_kind: Option<ErrorKind>,
     pub error: Option<String>,
     /// The start of the reply (its `response` field when structured).
     pub excerpt: Option<String>,
@@ -521,42 +425,29 @@ pub async fn scored_results(
     store: &Store,
     run_id: i64,
 ) -> Result<(Vec<ScoredResult>, Option<QualitySummary>), StoreError> {
-    let mut rows = sqlx::query(
-        "SELECT r.test_code, b.code, s.code, c.code, u.code, p.code, r.repeat_index, r.base_severity,
-                r.difficulty, r.passed, r.error_kind, r.quality, r.response, r.parsed
-         FROM result r
-         JOIN scenario s ON s.id = r.scenario_id
-         JOIN behaviour b ON b.id = s.behaviour_id
-         JOIN condition c ON c.id = r.condition_id
-         LEFT JOIN user_context u ON u.id = r.user_context_id
-         JOIN perturbation p ON p.id = r.perturbation_id
-         WHERE r.run_id = ? ORDER BY r.id",
-    )
-    .bind(run_id)
-    .fetch(store.pool());
+    let mut rows = std::pin::pin!(store.stored_results(run_id));
     let mut results = Vec::new();
     let mut quality = QualityCollector::default();
     while let Some(row) = rows.try_next().await? {
         let r = ScoredResult {
-            test_code: row.get(0),
-            behaviour: row.get(1),
-            scenario: row.get(2),
-            condition: row.get(3),
-            user_context: row.get(4),
-            perturbation: row.get(5),
-            repeat_index: row.get(6),
-            base: row.get(7),
-            difficulty: row.get(8),
-            passed: row.get(9),
-            error_kind: row.get(10),
+            test_code: row.test_code,
+            behaviour: row.behaviour,
+            scenario: row.scenario,
+            condition: row.condition,
+            user_context: row.user_context,
+            perturbation: row.perturbation,
+            repeat_index: row.repeat_index,
+            base: row.base_severity,
+            difficulty: row.difficulty,
+            passed: row.passed,
+            error_kind: row.error_kind,
         };
-        let scores: Option<QualityScores> = row
-            .get::<Option<String>, _>(11)
-            .and_then(|q| serde_json::from_str(&q).ok());
+        let scores: Option<QualityScores> = row.quality.and_then(|q| serde_json::from_str(&q).ok());
         quality.add(&r.test_code, r.repeat_index, r.base, scores, || {
-            let response: Option<String> = row.get(12);
-            let parsed: Option<String> = row.get(13);
-            reply_text(response.as_deref().unwrap_or_default(), parsed.as_deref())
+            reply_text(
+                row.response.as_deref().unwrap_or_default(),
+                row.parsed.as_deref(),
+            )
         });
         results.push(r);
     }
@@ -565,24 +456,17 @@ pub async fn scored_results(
 
 /// Per-criterion verdict counts of a run's judged results, in natural order.
 pub async fn criteria(store: &Store, run_id: i64) -> Result<Vec<CriterionSummary>, StoreError> {
-    let rows = sqlx::query(
-        "SELECT s.code, j.criterion, COUNT(*), COALESCE(SUM(j.passed = 1), 0), COALESCE(SUM(j.passed = 0), 0),
-                COALESCE(SUM(j.passed IS NULL), 0)
-         FROM judgement j JOIN result r ON r.id = j.result_id JOIN scenario s ON s.id = r.scenario_id
-         WHERE r.run_id = ? GROUP BY s.code, j.criterion",
-    )
-    .bind(run_id)
-    .fetch_all(store.pool())
-    .await?;
-    let mut out: Vec<CriterionSummary> = rows
-        .iter()
+    let mut out: Vec<CriterionSummary> = store
+        .criterion_counts(run_id)
+        .await?
+        .into_iter()
         .map(|r| CriterionSummary {
-            scenario: r.get(0),
-            criterion: r.get(1),
-            evaluations: r.get::<i64, _>(2) as usize,
-            passed: r.get::<i64, _>(3) as usize,
-            failed: r.get::<i64, _>(4) as usize,
-            judge_errors: r.get::<i64, _>(5) as usize,
+            scenario: r.scenario,
+            criterion: r.criterion,
+            evaluations: r.evaluations as usize,
+            passed: r.passed as usize,
+            failed: r.failed as usize,
+            judge_errors: r.judge_errors as usize,
         })
         .collect();
     out.sort_by(|a, b| {
@@ -594,51 +478,33 @@ pub async fn criteria(store: &Store, run_id: i64) -> Result<Vec<CriterionSummary
 /// Every test case of a run that did not pass, with its error and each
 /// criterion's verdict and justification, in natural test-code order.
 pub async fn failures(store: &Store, run_id: i64) -> Result<Vec<FailedCase>, StoreError> {
-    let rows = sqlx::query(
-        "SELECT r.id, r.test_code, r.repeat_index, r.base_severity, r.difficulty, r.error_kind, r.error,
-                r.response, r.parsed
-         FROM result r WHERE r.run_id = ? AND r.passed = 0 ORDER BY r.id",
-    )
-    .bind(run_id)
-    .fetch_all(store.pool())
-    .await?;
-    let judgements = sqlx::query(
-        "SELECT j.result_id, j.criterion, j.verdict, j.passed, j.justification, j.error
-         FROM judgement j JOIN result r ON r.id = j.result_id
-         WHERE r.run_id = ? AND r.passed = 0 ORDER BY j.result_id, j.id",
-    )
-    .bind(run_id)
-    .fetch_all(store.pool())
-    .await?;
+    let rows = store.failed_results(run_id).await?;
     let mut by_result: BTreeMap<i64, Vec<CriterionVerdict>> = BTreeMap::new();
-    for j in judgements {
+    for j in store.failed_judgements(run_id).await? {
         by_result
-            .entry(j.get(0))
+            .entry(j.result_id)
             .or_default()
             .push(CriterionVerdict {
-                criterion: j.get(1),
-                verdict: json_col(j.get(2)),
-                passed: j.get(3),
-                justification: j.get(4),
-                error: j.get(5),
+                criterion: j.criterion,
+                verdict: j.verdict,
+                passed: j.passed,
+                justification: j.justification,
+                error: j.error,
             });
     }
     let mut out: Vec<FailedCase> = rows
         .into_iter()
-        .map(|r| {
-            let id: i64 = r.get(0);
-            let response: Option<String> = r.get(7);
-            let parsed: Option<String> = r.get(8);
-            FailedCase {
-                test_code: r.get(1),
-                repeat_index: r.get(2),
-                base_severity: r.get(3),
-                difficulty: r.get(4),
-                error_kind: r.get(5),
-                error: r.get(6),
-                excerpt: response.map(|resp| excerpt(&reply_text(&resp, parsed.as_deref()))),
-                criteria: by_result.remove(&id).unwrap_or_default(),
-            }
+        .map(|r| FailedCase {
+            test_code: r.test_code,
+            repeat_index: r.repeat_index,
+            base_severity: r.base_severity,
+            difficulty: r.difficulty,
+            error_kind: r.error_kind,
+            error: r.error,
+            excerpt: r
+                .response
+                .map(|resp| excerpt(&reply_text(&resp, r.parsed.as_deref()))),
+            criteria: by_result.remove(&r.id).unwrap_or_default(),
         })
         .collect();
     out.sort_by(|a, b| {
@@ -660,7 +526,7 @@ pub async fn model_report(
     Ok(ModelReport {
         run_id: run.run_id,
         model: run.model.clone(),
-        status: run.status.clone(),
+        status: run.status,
         kind: run.kind.clone(),
         started_at: run.started_at.clone(),
         completed_at: run.completed_at.clone(),
@@ -760,7 +626,7 @@ pub struct ScenarioCost {
 pub struct RunCost {
     pub run_id: i64,
     pub model: String,
-    pub status: String,
+    pub status: RunStatus,
     pub kind: String,
     pub started_at: String,
     #[serde(flatten)]
@@ -817,62 +683,36 @@ pub async fn costs(
         }
         None => runs,
     };
-    let rows = sqlx::query(
-        "SELECT r.run_id, s.code, COUNT(*), COALESCE(SUM(r.cost_usd), 0.0), COALESCE(SUM(j.cost), 0.0),
-                SUM(r.upstream_cost_usd), COALESCE(SUM(r.prompt_tokens), 0), COALESCE(SUM(r.completion_tokens), 0),
-                COALESCE(SUM(j.n), 0), COALESCE(SUM(j.pt), 0), COALESCE(SUM(j.ct), 0),
-                COALESCE(SUM(r.cached), 0), COALESCE(SUM(j.cached), 0),
-                COALESCE(SUM(r.cost_unknown), 0), COALESCE(SUM(j.unknown), 0)
-         FROM result r
-         JOIN scenario s ON s.id = r.scenario_id
-         LEFT JOIN (SELECT result_id, COUNT(*) AS n, SUM(cost_usd) AS cost, SUM(prompt_tokens) AS pt,
-                           SUM(completion_tokens) AS ct, SUM(cached) AS cached, SUM(cost_unknown) AS unknown
-                    FROM judgement GROUP BY result_id) j ON j.result_id = r.id
-         WHERE (? IS NULL OR r.run_id = ?)
-         GROUP BY r.run_id, s.code",
-    )
-    .bind(run_id)
-    .bind(run_id)
-    .fetch_all(store.pool())
-    .await?;
+    let rows = store.scenario_spend(run_id).await?;
     let mut by_run: BTreeMap<i64, Vec<ScenarioCost>> = BTreeMap::new();
     for r in rows {
         let mut spend = Spend {
-            test_cases: r.get(2),
-            cost_usd: r.get(3),
-            judge_cost_usd: r.get(4),
-            upstream_cost_usd: r.get(5),
-            prompt_tokens: r.get(6),
-            completion_tokens: r.get(7),
-            judge_calls: r.get(8),
-            judge_prompt_tokens: r.get(9),
-            judge_completion_tokens: r.get(10),
-            cached_replies: r.get(11),
-            cached_judgements: r.get(12),
-            unknown_cost_replies: r.get(13),
-            unknown_cost_judgements: r.get(14),
+            test_cases: r.test_cases,
+            cost_usd: r.cost_usd,
+            judge_cost_usd: r.judge_cost_usd,
+            upstream_cost_usd: r.upstream_cost_usd,
+            prompt_tokens: r.prompt_tokens,
+            completion_tokens: r.completion_tokens,
+            judge_calls: r.judge_calls,
+            judge_prompt_tokens: r.judge_prompt_tokens,
+            judge_completion_tokens: r.judge_completion_tokens,
+            cached_replies: r.cached_replies,
+            cached_judgements: r.cached_judgements,
+            unknown_cost_replies: r.unknown_cost_replies,
+            unknown_cost_judgements: r.unknown_cost_judgements,
             ..Spend::default()
         };
         spend.finish();
-        by_run.entry(r.get(0)).or_default().push(ScenarioCost {
-            scenario: r.get(1),
+        by_run.entry(r.run_id).or_default().push(ScenarioCost {
+            scenario: r.scenario,
             spend,
         });
     }
     // Charges for replies that were not kept, by run, scenario and call.
-    let charges = sqlx::query(
-        "SELECT d.run_id, COALESCE(s.code, ''), d.call, COALESCE(SUM(d.cost_usd), 0.0)
-         FROM discarded_charge d LEFT JOIN scenario s ON s.id = d.scenario_id
-         WHERE (? IS NULL OR d.run_id = ?)
-         GROUP BY d.run_id, s.code, d.call",
-    )
-    .bind(run_id)
-    .bind(run_id)
-    .fetch_all(store.pool())
-    .await?;
+    let charges = store.discarded_spend(run_id).await?;
     for r in charges {
-        let scenarios = by_run.entry(r.get(0)).or_default();
-        let code: String = r.get(1);
+        let scenarios = by_run.entry(r.run_id).or_default();
+        let code = r.scenario;
         let i = match scenarios.iter().position(|s| s.scenario == code) {
             Some(i) => i,
             None => {
@@ -884,8 +724,8 @@ pub async fn costs(
             }
         };
         let spend = &mut scenarios[i].spend;
-        let usd: f64 = r.get(3);
-        if r.get::<String, _>(2) == "judge" {
+        let usd = r.cost_usd;
+        if r.call == "judge" {
             spend.judge_cost_usd += usd;
         } else {
             spend.cost_usd += usd;

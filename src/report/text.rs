@@ -288,7 +288,7 @@ fn write_model(o: &mut dyn Write, m: &ModelReport) -> io::Result<()> {
         for f in failures {
             let why = match (&f.error_kind, &f.error) {
                 (Some(kind), Some(e)) => format!("{kind}: {e}"),
-                (Some(kind), None) => kind.clone(),
+                (Some(kind), None) => kind.to_string(),
                 _ => "wrong answer".into(),
             };
             let repeat = if f.repeat_index > 0 {
@@ -404,7 +404,7 @@ pub fn write_costs(o: &mut dyn Write, c: &CostReport) -> io::Result<()> {
             .collect::<Vec<_>>(),
     );
     for r in &c.runs {
-        let mut row = vec![r.run_id.to_string(), r.model.clone(), r.status.clone()];
+        let mut row = vec![r.run_id.to_string(), r.model.clone(), r.status.to_string()];
         row.extend(spend_cells(&r.spend));
         t.add_row(row);
     }
@@ -493,7 +493,7 @@ mod tests {
         ModelReport {
             run_id: 1,
             model: "m/x".into(),
-            status: "completed".into(),
+            status: crate::store::RunStatus::Completed,
             kind: "batch".into(),
             started_at: "t".into(),
             completed_at: None,

@@ -17,7 +17,7 @@ use super::*;
 use crate::benchmark::Benchmark;
 use crate::benchmark::cases::CaseIndex;
 use crate::openrouter::{CallLog, Client, ProviderError};
-use crate::store::{SeedIds, Store};
+use crate::store::{ErrorKind, RunStatus, SeedIds, Store};
 
 /// Provider errors in a row (after retries) that stop a run: a spent key
 /// limit or a model with no endpoints fails every request the same way, and
@@ -68,7 +68,7 @@ impl RunContext {
 pub struct RunSummary {
     pub run_id: i64,
     pub model: String,
-    pub status: String,
+    pub status: RunStatus,
     pub planned: usize,
     pub stored: usize,
     pub passed: usize,
@@ -301,7 +301,7 @@ pub async fn run_batch(
                         r.charges = charges;
                         r.replaces = redo.contains(&(r.test_code.clone(), r.repeat_index));
                         // A judge that fails at the provider counts like the model.
-                        if r.error_kind.as_deref() == Some("provider") || failed_calls > 0 {
+                        if r.error_kind == Some(ErrorKind::Provider) || failed_calls > 0 {
                             let n = shared.provider_errors_in_a_row.fetch_add(1, Ordering::Relaxed) + 1;
                             if n >= MAX_CONSECUTIVE_PROVIDER_ERRORS {
                                 shared.set_stop(
@@ -405,13 +405,16 @@ pub async fn run_batch(
             .unwrap_or_else(|| "results could not be written".into());
         msg.push_str(&format!("; {unwritten}"));
         let store = ctx.store.with_busy_timeout(WRITE_BUSY).await?;
-        if let Err(e) = store.finish_run(run_id, "interrupted", Some(&msg)).await {
+        if let Err(e) = store
+            .finish_run(run_id, RunStatus::Interrupted, Some(&msg))
+            .await
+        {
             tracing::warn!(error = %e, "run not marked interrupted");
         }
         return Ok(RunSummary {
             run_id,
             model: settings.model.id.clone(),
-            status: "interrupted".into(),
+            status: RunStatus::Interrupted,
             planned,
             stored: already_done + unwritten.written,
             passed: 0,
@@ -434,11 +437,19 @@ pub async fn run_batch(
     }
     let all_done = ctx.store.count_results(run_id).await? >= planned as i64;
     let (status, message, fatal) = match (&stop_reason, control.interrupt.signal()) {
-        (Some((msg, fatal)), _) => ("interrupted", Some(msg.clone()), fatal.then(|| msg.clone())),
-        (None, Some(signal)) => ("interrupted", Some(format!("cancelled by {signal}")), None),
-        (None, None) if all_done => ("completed", None, None),
+        (Some((msg, fatal)), _) => (
+            RunStatus::Interrupted,
+            Some(msg.clone()),
+            fatal.then(|| msg.clone()),
+        ),
+        (None, Some(signal)) => (
+            RunStatus::Interrupted,
+            Some(format!("cancelled by {signal}")),
+            None,
+        ),
+        (None, None) if all_done => (RunStatus::Completed, None, None),
         (None, None) => (
-            "interrupted",
+            RunStatus::Interrupted,
             Some("not every test case finished".to_string()),
             None,
         ),
@@ -450,7 +461,7 @@ pub async fn run_batch(
     Ok(RunSummary {
         run_id,
         model: settings.model.id.clone(),
-        status: status.to_string(),
+        status,
         planned,
         stored: row.test_cases as usize,
         passed: row.passed as usize,

@@ -11,7 +11,7 @@ use crate::benchmark::cases::CaseIndex;
 use crate::benchmark::{Benchmark, compose, sha256_hex};
 use crate::judging::{checks, judge, reply};
 use crate::openrouter::{CallLog, ChatBody, Client, Completion, ProviderError};
-use crate::store::{DiscardedCharge, NewJudgement, NewResult, SeedIds, Store};
+use crate::store::{DiscardedCharge, ErrorKind, NewJudgement, NewResult, SeedIds, Store};
 
 /// Judge calls per criterion when the verdict cannot be read.
 pub(super) const JUDGE_ATTEMPTS: usize = 3;
@@ -140,7 +140,7 @@ impl Worker {
                 Err(e) => {
                     r.prompt = prompt;
                     r.passed = false;
-                    r.error_kind = Some("provider".into());
+                    r.error_kind = Some(ErrorKind::Provider);
                     r.error = Some(e.to_string());
                     return Outcome::Stored(Box::new(r));
                 }
@@ -171,7 +171,7 @@ impl Worker {
             Ok(p) => p,
             Err(e) => {
                 r.passed = false;
-                r.error_kind = Some("format".into());
+                r.error_kind = Some(ErrorKind::Format);
                 r.error = Some(e.0);
                 r.prompt = prompt;
                 return Outcome::Stored(Box::new(r));
@@ -191,7 +191,7 @@ impl Worker {
             r.evaluation_details = check.details;
             if let Some(problem) = check.problem {
                 r.passed = false;
-                r.error_kind = Some("format".into());
+                r.error_kind = Some(ErrorKind::Format);
                 r.error = Some(problem);
             } else {
                 r.passed = check.matched;
@@ -269,7 +269,7 @@ impl Worker {
             r.passed = all_passed && judge_error.is_none();
             r.evaluation_details = json!({"criteria": r.judgements.iter().map(|j| json!({"criterion": j.criterion, "verdict": j.verdict, "passed": j.passed, "justification": j.justification, "error": j.error})).collect::<Vec<_>>()});
             if let Some(e) = judge_error {
-                r.error_kind = Some("judge".into());
+                r.error_kind = Some(ErrorKind::Judge);
                 r.error = Some(e);
             }
         }

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::benchmark::ScoringConfig;
 use crate::benchmark::codes::natural_cmp;
+use crate::store::ErrorKind;
 
 /// Bootstrap samples [`analyse`] draws for `score_ci`.
 pub const BOOTSTRAP_SAMPLES: usize = 1000;
@@ -47,15 +48,18 @@ pub struct ScoredResult {
     /// The test-case verdict: the check as the author wrote it (never
     /// inverted); the sign of `base` only says what a failure costs.
     pub passed: bool,
-    /// `None`, `"format"`, `"judge"` or `"provider"`.
-    pub error_kind: Option<String>,
+    /// `None`, `format`, `judge` or `provider`.
+    pub error_kind: Option<ErrorKind>,
 }
 
 impl ScoredResult {
     /// Whether the result enters scoring: judge and provider errors do not (no
     /// reply was judged); format failures do, as misses.
     pub fn is_scored(&self) -> bool {
-        !matches!(self.error_kind.as_deref(), Some("judge" | "provider"))
+        !matches!(
+            self.error_kind,
+            Some(ErrorKind::Judge | ErrorKind::Provider)
+        )
     }
 
     /// `(max cost, actual cost)` this result contributes: `|base|` to the
@@ -220,10 +224,10 @@ impl Tally {
 
     fn add(&mut self, r: &ScoredResult) {
         self.tests += 1;
-        match r.error_kind.as_deref() {
-            Some("format") => self.format_failures += 1,
-            Some("judge") => self.judge_errors += 1,
-            Some("provider") => self.provider_errors += 1,
+        match r.error_kind {
+            Some(ErrorKind::Format) => self.format_failures += 1,
+            Some(ErrorKind::Judge) => self.judge_errors += 1,
+            Some(ErrorKind::Provider) => self.provider_errors += 1,
             _ => {}
         }
         if !r.is_scored() {
@@ -584,7 +588,7 @@ mod tests {
     }
 
     fn with_error(mut r: ScoredResult, kind: &str) -> ScoredResult {
-        r.error_kind = Some(kind.into());
+        r.error_kind = Some(kind.parse().unwrap());
         r.passed = false;
         r
     }

@@ -1,0 +1,455 @@
+//! SQLite storage through sqlx (SPEC §5). This module opens the database:
+//! connect options, embedded migrations (refusing a newer schema), the
+//! read-only open that `runs`, `report`, `costs` and `export` use, and
+//! closing. The rest of the flow lives in its children: [`seed`] writes the
+//! benchmark content before a run, [`runs`] creates, claims, beats for and
+//! finishes runs, [`results`] writes what the runner produces (and answers
+//! its cache lookups), and [`reads`] holds every SELECT the reports, costs,
+//! export and `runs` need. The pool stays private to this module.
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::SqlitePool;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+
+mod kinds;
+mod reads;
+mod results;
+mod runs;
+mod seed;
+
+pub use kinds::{ErrorKind, RunStatus};
+pub use reads::{ExportJudgement, ExportRow, JudgementRow, ResultRow, StoredResult};
+pub use results::{CachedReply, DiscardedCharge, NewJudgement, NewResult, request_key};
+pub use runs::{HEARTBEAT_INTERVAL, Owner, RunRow, STALE_AFTER_S, process_started};
+pub use seed::SeedIds;
+
+pub const DEFAULT_DATABASE_URL: &str = "sqlite://helmbench.db";
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("cannot open database {url}: {message}")]
+    Open { url: String, message: String },
+    #[error(
+        "database {url} was written by a newer helmbench (it has migration {version}, unknown to this version); use a newer helmbench or another --database-url"
+    )]
+    NewerSchema { url: String, version: i64 },
+    #[error(
+        "database {url} was written by an older helmbench (migration {version} is not applied); read-only commands never change a database: run `helmbench migrate` first (it upgrades the file in place; keep a copy if an older helmbench must still read it)"
+    )]
+    OlderSchema { url: String, version: i64 },
+    #[error(
+        "database {url} has no helmbench tables (an empty file, or another program's database); pass the right --database-url"
+    )]
+    NotHelmbench { url: String },
+    #[error("database {url} cannot be migrated: {message}")]
+    Migrate { url: String, message: String },
+    #[error("database query failed: {0}")]
+    Query(#[from] sqlx::Error),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("database content is inconsistent: {0}")]
+    Integrity(String),
+    /// Another live process is running the run.
+    #[error("{0}")]
+    Busy(String),
+    /// Results kept in a file for the next run could not be written or read.
+    #[error("results kept for the next run: {0}")]
+    Pending(String),
+    /// A stored result's judgements, as SQLite aggregates them, are not the
+    /// JSON expected (see [`ExportRow`]).
+    #[error("{0}")]
+    Judgements(serde_json::Error),
+}
+
+impl From<StoreError> for crate::Error {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::NotFound(m) | StoreError::Busy(m) => crate::Error::Usage(m),
+            other => crate::Error::Store(other.to_string()),
+        }
+    }
+}
+
+/// The database handle; cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Store {
+    pool: SqlitePool,
+    url: String,
+    owner: Owner,
+    /// The endpoint results written through this handle came from, and the
+    /// only one whose cached replies it reuses; None reuses nothing.
+    endpoint: Option<String>,
+}
+
+/// Turns `--database-url` into connect options: a `sqlite:` URL, or a plain path.
+fn connect_options(url: &str) -> Result<SqliteConnectOptions, StoreError> {
+    Ok(base_options(url)?
+        // New databases only (an existing one keeps its page size). Composed
+        // prompts run 1.5-2.5 KB: on 4 KB pages only one fits per page, half
+        // of it wasted; 8 KB pages hold three. Larger pages would pack a
+        // little better but double again the bytes each random insert into
+        // the hash indexes writes to the WAL.
+        .page_size(8192)
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(SqliteSynchronous::Normal)
+        .foreign_keys(true)
+        .busy_timeout(Duration::from_secs(60))
+        // The request-hash indexes take inserts at random keys, so every
+        // batch dirties pages all over them. A bigger page cache keeps them
+        // in memory (reads per result fell from 31 KB to 6 KB) and rarer
+        // checkpoints copy each hot page from the WAL once, not many times.
+        // The WAL can grow to 32 MB between checkpoints; it is truncated
+        // back when the last connection closes.
+        .pragma("wal_autocheckpoint", "4000")
+        .pragma("cache_size", "-8192"))
+}
+
+/// The options a URL or path names, with its folder checked to exist.
+fn base_options(url: &str) -> Result<SqliteConnectOptions, StoreError> {
+    let opts = if url.starts_with("sqlite:") {
+        SqliteConnectOptions::from_str(url).map_err(|e| StoreError::Open {
+            url: url.into(),
+            message: e.to_string(),
+        })?
+    } else {
+        SqliteConnectOptions::new().filename(url)
+    };
+    let filename = opts.get_filename().to_path_buf();
+    if filename.as_os_str() != ":memory:"
+        && let Some(parent) = filename.parent()
+        && !parent.as_os_str().is_empty()
+        && !parent.is_dir()
+    {
+        return Err(StoreError::Open {
+            url: url.into(),
+            message: format!("folder {} does not exist", parent.display()),
+        });
+    }
+    Ok(opts)
+}
+impl Store {
+    /// Opens (creating if missing) and migrates the database.
+    pub async fn open(url: &str) -> Result<Store, StoreError> {
+        let opts = connect_options(url)?;
+        let pool = SqlitePoolOptions::new()
+            .max_connections(4)
+            .connect_with(opts)
+            .await
+            .map_err(|e| StoreError::Open {
+                url: url.into(),
+                message: describe_sqlx(&e),
+            })?;
+        // A newer helmbench's database must not be touched by this one.
+        let applied: Vec<i64> = sqlx::query_scalar("SELECT version FROM _sqlx_migrations")
+            .fetch_all(&pool)
+            .await
+            .unwrap_or_default();
+        let known: HashSet<i64> = MIGRATOR.iter().map(|m| m.version).collect();
+        if let Some(v) = applied.iter().find(|v| !known.contains(v)) {
+            return Err(StoreError::NewerSchema {
+                url: url.into(),
+                version: *v,
+            });
+        }
+        // Two processes opening a database at once both try to apply a
+        // migration; the loser's transaction fails ("table ... already
+        // exists", "duplicate column name") and rolls back whole. Running the migrator again
+        // then finds the migration recorded by the winner and skips it.
+        let mut attempt = 0u64;
+        loop {
+            match MIGRATOR.run(&pool).await {
+                Ok(()) => break,
+                Err(e) if attempt < 5 && lost_migration_race(&e) => {
+                    attempt += 1;
+                    tracing::debug!(attempt, error = %e, "migration raced another process; retrying");
+                    tokio::time::sleep(Duration::from_millis(50 * attempt)).await;
+                }
+                Err(e) => {
+                    return Err(StoreError::Migrate {
+                        url: url.into(),
+                        message: match &e {
+                            sqlx::migrate::MigrateError::Execute(inner) => describe_sqlx(inner),
+                            other => other.to_string(),
+                        },
+                    });
+                }
+            }
+        }
+        Ok(Store {
+            pool,
+            url: url.to_string(),
+            owner: Owner::this_process(),
+            endpoint: None,
+        })
+    }
+
+    /// This handle, recording `endpoint` (the request URL of the client that
+    /// answers) with every result and judgement it writes, and reusing
+    /// cached replies of that endpoint only.
+    pub fn with_endpoint(mut self, endpoint: impl Into<String>) -> Store {
+        self.endpoint = Some(endpoint.into());
+        self
+    }
+
+    /// Opens an existing database for reading only, for `runs`, `report`,
+    /// `costs` and `export`: nothing is created, written or migrated.
+    ///
+    /// SQLite opens it with `mode=ro`; with `immutable=1` when no `-wal` or
+    /// `-shm` file lies beside it and the file or its folder is read-only
+    /// (an archived copy, a read-only mount), where `mode=ro` would need to
+    /// create them, and as a fallback when `mode=ro` cannot open such a file.
+    /// A database without every migration of this version is refused with
+    /// [`StoreError::OlderSchema`] (naming `helmbench migrate`); a newer
+    /// one with [`StoreError::NewerSchema`].
+    pub async fn open_read_only(url: &str) -> Result<Store, StoreError> {
+        // A database another process is creating or upgrading shows no
+        // tables, or only its first migrations, for a few milliseconds:
+        // while a -wal file says a writer may be at work, look again (for up
+        // to 5 s while it has no tables, 0.3 s while it is older) before
+        // saying so.
+        let started = tokio::time::Instant::now();
+        loop {
+            let opened = Store::try_open_read_only(url).await;
+            let patience = match &opened {
+                Err(StoreError::NotHelmbench { .. }) => Duration::from_secs(5),
+                Err(StoreError::OlderSchema { .. }) => Duration::from_millis(300),
+                _ => return opened,
+            };
+            if started.elapsed() >= patience || !sidecar(url, "-wal") {
+                return opened;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    async fn try_open_read_only(url: &str) -> Result<Store, StoreError> {
+        let (pool, applied) = connect_read_only(url).await?;
+        let known: HashSet<i64> = MIGRATOR.iter().map(|m| m.version).collect();
+        if let Some((v, _)) = applied.iter().find(|(v, _)| !known.contains(v)) {
+            return Err(StoreError::NewerSchema {
+                url: url.into(),
+                version: *v,
+            });
+        }
+        let done: HashSet<i64> = applied
+            .iter()
+            .filter(|(_, ok)| *ok)
+            .map(|(v, _)| *v)
+            .collect();
+        if let Some(m) = MIGRATOR.iter().find(|m| !done.contains(&m.version)) {
+            return Err(StoreError::OlderSchema {
+                url: url.into(),
+                version: m.version,
+            });
+        }
+        Ok(Store {
+            pool,
+            url: url.to_string(),
+            owner: Owner::this_process(),
+            endpoint: None,
+        })
+    }
+
+    /// How many migrations of this version an existing database lacks,
+    /// read without changing it (0 for a database this version cannot
+    /// read: [`Store::open`] says why).
+    pub async fn pending_migrations(url: &str) -> usize {
+        let Ok((pool, applied)) = connect_read_only(url).await else {
+            return 0;
+        };
+        pool.close().await;
+        let done: HashSet<i64> = applied
+            .iter()
+            .filter(|(_, ok)| *ok)
+            .map(|(v, _)| *v)
+            .collect();
+        MIGRATOR
+            .iter()
+            .filter(|m| !done.contains(&m.version))
+            .count()
+    }
+
+    /// Closes every connection: the last one checkpoints the WAL into the
+    /// database file and removes `-wal` and `-shm` (unless another process
+    /// still has the database open).
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    /// The versions of the migrations applied to the database, oldest first.
+    pub async fn applied_migrations(&self) -> Result<Vec<i64>, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT version FROM _sqlx_migrations WHERE success ORDER BY version",
+        )
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// A second handle on the same database with its own connection and a
+    /// short busy timeout, for a writer that must notice a lock held by
+    /// another program within `busy` and decide what to do, rather than
+    /// wait in SQLite for the pool's 60 s.
+    /// An in-memory database has no second connection: the same handle.
+    pub async fn with_busy_timeout(&self, busy: Duration) -> Result<Store, StoreError> {
+        let opts = connect_options(&self.url)?.busy_timeout(busy);
+        if opts.get_filename().as_os_str() == ":memory:" {
+            return Ok(self.clone());
+        }
+        let pool = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(opts)
+            .await
+            .map_err(|e| StoreError::Open {
+                url: self.url.clone(),
+                message: describe_sqlx(&e),
+            })?;
+        Ok(Store {
+            pool,
+            url: self.url.clone(),
+            owner: self.owner.clone(),
+            endpoint: self.endpoint.clone(),
+        })
+    }
+}
+
+/// Whether the file `ext` (`-wal`, `-shm`) lies beside the database `url`.
+fn sidecar(url: &str, ext: &str) -> bool {
+    base_options(url).is_ok_and(|o| {
+        let mut p = o.get_filename().as_os_str().to_owned();
+        p.push(ext);
+        Path::new(&p).exists()
+    })
+}
+
+/// Opens a database read-only (see [`Store::open_read_only`]) and reads
+/// which migrations it has, as (version, success).
+async fn connect_read_only(url: &str) -> Result<(SqlitePool, Vec<(i64, bool)>), StoreError> {
+    let base = base_options(url)?
+        .create_if_missing(false)
+        .read_only(true)
+        .foreign_keys(true)
+        .busy_timeout(Duration::from_secs(60))
+        .pragma("cache_size", "-8192");
+    let path = base.get_filename().to_path_buf();
+    let no_sidecars = !sidecar(url, "-wal") && !sidecar(url, "-shm");
+    let read_only_bits = |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.permissions().readonly());
+    let folder = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let immutable_first = no_sidecars && (read_only_bits(&path) || read_only_bits(folder));
+    let connect = |immutable: bool| {
+        let opts = base.clone().immutable(immutable);
+        async move {
+            let pool = SqlitePoolOptions::new()
+                .max_connections(4)
+                .connect_with(opts)
+                .await?;
+            // Opening is lazy about the file: read the schema to know.
+            let applied: Result<Vec<(i64, bool)>, sqlx::Error> =
+                sqlx::query_as("SELECT version, success FROM _sqlx_migrations")
+                    .fetch_all(&pool)
+                    .await;
+            Ok::<_, sqlx::Error>((pool, applied))
+        }
+    };
+    let opened = match connect(immutable_first).await {
+        Err(_) | Ok((_, Err(_))) if !immutable_first && no_sidecars => connect(true).await,
+        other => other,
+    };
+    let (pool, applied) = opened.map_err(|e| StoreError::Open {
+        url: url.into(),
+        message: describe_sqlx(&e),
+    })?;
+    let applied = match applied {
+        Ok(a) => a,
+        Err(e) if e.to_string().contains("no such table") => {
+            return Err(StoreError::NotHelmbench { url: url.into() });
+        }
+        Err(e) => {
+            return Err(StoreError::Open {
+                url: url.into(),
+                message: describe_sqlx(&e),
+            });
+        }
+    };
+    Ok((pool, applied))
+}
+
+/// Whether a migration failed because another process was applying the
+/// same migration at the same moment.
+fn lost_migration_race(e: &sqlx::migrate::MigrateError) -> bool {
+    let msg = match e {
+        sqlx::migrate::MigrateError::Execute(inner)
+        | sqlx::migrate::MigrateError::ExecuteMigration(inner, _) => inner.to_string(),
+        other => other.to_string(),
+    };
+    msg.contains("already exists")
+        || msg.contains("duplicate column name")
+        || msg.contains("locked")
+        || msg.contains("UNIQUE constraint")
+}
+
+/// A readable cause for the common ways a file is not a usable database.
+fn describe_sqlx(e: &sqlx::Error) -> String {
+    let msg = e.to_string();
+    if msg.contains("file is not a database") || msg.contains("malformed") {
+        format!("{msg} (the file is not a helmbench SQLite database, or it is corrupt)")
+    } else {
+        msg
+    }
+}
+
+/// Whether a path-like URL points to an existing file (for read-only commands).
+pub fn database_exists(url: &str) -> bool {
+    let path = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))
+        .unwrap_or(url);
+    let path = path.split('?').next().unwrap_or(path);
+    path == ":memory:" || Path::new(path).exists()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn pragmas_are_set_explicitly() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("x.db").display().to_string())
+            .await
+            .unwrap();
+        let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
+            .fetch_one(&store.pool)
+            .await
+            .unwrap();
+        assert_eq!(mode, "wal");
+        let fk: i64 = sqlx::query_scalar("PRAGMA foreign_keys")
+            .fetch_one(&store.pool)
+            .await
+            .unwrap();
+        assert_eq!(fk, 1);
+        let sync: i64 = sqlx::query_scalar("PRAGMA synchronous")
+            .fetch_one(&store.pool)
+            .await
+            .unwrap();
+        assert_eq!(sync, 1, "NORMAL");
+        let busy: i64 = sqlx::query_scalar("PRAGMA busy_timeout")
+            .fetch_one(&store.pool)
+            .await
+            .unwrap();
+        assert!(busy >= 1000);
+    }
+}

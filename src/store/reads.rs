@@ -1,0 +1,576 @@
+//! Reads: every SELECT that reports, costs, export and `runs` need, as
+//! typed rows. Nothing outside the store runs SQL of its own.
+
+use futures_util::{Stream, TryStreamExt};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sqlx::Row;
+
+use super::runs::runs_query;
+use super::{ErrorKind, RunRow, Store, StoreError};
+use crate::scoring::quality::QualityScores;
+
+fn json_col(s: Option<String>) -> Option<Value> {
+    s.and_then(|s| serde_json::from_str(&s).ok())
+}
+
+/// One judged criterion as stored.
+#[derive(Debug, Clone, Serialize)]
+pub struct JudgementRow {
+    pub criterion: String,
+    pub judge_model: String,
+    pub verdict: Option<Value>,
+    pub justification: Option<String>,
+    pub passed: Option<bool>,
+    pub error: Option<String>,
+    pub cost_usd: f64,
+}
+
+/// One stored result with everything a reader needs.
+#[derive(Debug, Clone, Serialize)]
+pub struct ResultRow {
+    pub run_id: i64,
+    pub test_code: String,
+    pub model: String,
+    pub repeat_index: i64,
+    pub passed: bool,
+    pub matched: Option<bool>,
+    pub error_kind: Option<ErrorKind>,
+    pub error: Option<String>,
+    pub prompt: String,
+    pub response: Option<String>,
+    pub parsed: Option<Value>,
+    pub base_severity: f64,
+    pub difficulty: f64,
+    pub prompt_tokens: i64,
+    pub completion_tokens: i64,
+    pub cost_usd: f64,
+    pub judge_cost_usd: f64,
+    pub latency_ms: Option<i64>,
+    pub cached: bool,
+    pub quality: Option<Value>,
+    pub judgements: Vec<JudgementRow>,
+}
+
+/// One judged criterion of an exported result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExportJudgement {
+    pub criterion: String,
+    pub judge_model: String,
+    pub verdict: Option<Value>,
+    pub passed: Option<bool>,
+    pub justification: Option<String>,
+    pub error: Option<String>,
+    pub prompt_tokens: i64,
+    pub completion_tokens: i64,
+    pub cost_usd: f64,
+    pub cached: bool,
+}
+
+/// One exported result: a JSONL line, or a CSV row (nested values as JSON text).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExportRow {
+    pub run_id: i64,
+    pub model: String,
+    pub test_code: String,
+    pub repeat_index: i64,
+    pub behaviour: String,
+    pub scenario: String,
+    pub condition: String,
+    pub user_context: Option<String>,
+    pub perturbation: String,
+    pub base_severity: f64,
+    pub difficulty: f64,
+    /// The test-case verdict: the check as written, never inverted.
+    pub passed: bool,
+    /// Whether the evaluation check held.
+    pub matched: Option<bool>,
+    /// `format`, `judge`, `provider`, or null.
+    pub error_kind: Option<ErrorKind>,
+    /// The error message.
+    pub error: Option<String>,
+    /// The raw reply.
+    pub response: Option<String>,
+    pub parsed: Option<Value>,
+    pub prompt_tokens: i64,
+    pub completion_tokens: i64,
+    /// Provider-reported cost of the model call.
+    pub cost_usd: f64,
+    pub upstream_cost_usd: Option<f64>,
+    /// Provider-reported cost of the judge calls.
+    pub judge_cost_usd: f64,
+    pub latency_ms: Option<i64>,
+    pub attempts: i64,
+    pub cached: bool,
+    pub finish_reason: Option<String>,
+    pub generation_id: Option<String>,
+    pub created_at: String,
+    pub judgements: Vec<ExportJudgement>,
+    pub quality: Option<QualityScores>,
+    pub prompt_hash: String,
+    /// The composed prompt, with `--with-prompts` only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
+}
+
+impl Store {
+    /// Every run, newest first, with totals computed from its results.
+    pub async fn runs(&self) -> Result<Vec<RunRow>, StoreError> {
+        Ok(sqlx::query_as::<_, RunRow>(sqlx::AssertSqlSafe(format!(
+            "{} ORDER BY er.id DESC",
+            runs_query("")
+        )))
+        .fetch_all(&self.pool)
+        .await?
+        .into_iter()
+        .map(|r| r.settle(&self.owner))
+        .collect())
+    }
+
+    pub async fn run(&self, run_id: i64) -> Result<RunRow, StoreError> {
+        sqlx::query_as::<_, RunRow>(sqlx::AssertSqlSafe(format!(
+            "{} WHERE er.id = ?",
+            runs_query("WHERE r.run_id = ?")
+        )))
+        .bind(run_id)
+        .bind(run_id)
+        .fetch_optional(&self.pool)
+        .await?
+        .map(|r| r.settle(&self.owner))
+        .ok_or_else(|| {
+            StoreError::NotFound(format!("no run with id {run_id} (see `helmbench runs`)"))
+        })
+    }
+
+    /// Every result of a run, in test-code order, with its judgements.
+    pub async fn run_results(&self, run_id: i64) -> Result<Vec<ResultRow>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT r.id, r.run_id, r.test_code, l.model_id, r.repeat_index, r.passed, r.matched, r.error_kind, r.error,
+                    p.text, r.response, r.parsed, r.base_severity, r.difficulty, r.prompt_tokens, r.completion_tokens,
+                    r.cost_usd, r.latency_ms, r.cached, r.quality
+             FROM result r JOIN evaluation_run er ON er.id = r.run_id JOIN llm l ON l.id = er.llm_id
+             JOIN prompt_text p ON p.hash = r.prompt_hash
+             WHERE r.run_id = ? ORDER BY r.id",
+        )
+        .bind(run_id)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for row in rows {
+            let id: i64 = row.get(0);
+            let judgements: Vec<JudgementRow> = sqlx::query(
+                "SELECT criterion, judge_model, verdict, justification, passed, error, cost_usd FROM judgement WHERE result_id = ? ORDER BY id",
+            )
+            .bind(id)
+            .fetch_all(&self.pool)
+            .await?
+            .into_iter()
+            .map(|j| JudgementRow {
+                criterion: j.get(0),
+                judge_model: j.get(1),
+                verdict: json_col(j.get(2)),
+                justification: j.get(3),
+                passed: j.get(4),
+                error: j.get(5),
+                cost_usd: j.get(6),
+            })
+            .collect();
+            out.push(ResultRow {
+                run_id: row.get(1),
+                test_code: row.get(2),
+                model: row.get(3),
+                repeat_index: row.get(4),
+                passed: row.get(5),
+                matched: row.get(6),
+                error_kind: row.get(7),
+                error: row.get(8),
+                prompt: row.get(9),
+                response: row.get(10),
+                parsed: json_col(row.get(11)),
+                base_severity: row.get(12),
+                difficulty: row.get(13),
+                prompt_tokens: row.get(14),
+                completion_tokens: row.get(15),
+                cost_usd: row.get(16),
+                judge_cost_usd: judgements.iter().map(|j| j.cost_usd).sum(),
+                latency_ms: row.get(17),
+                cached: row.get(18),
+                quality: json_col(row.get(19)),
+                judgements,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Every result of `run_id` (every run when `None`) as `export` writes
+    /// it, streamed row by row (never `fetch_all`), so memory stays flat
+    /// however large the database is.
+    pub fn export_rows(
+        &self,
+        run_id: Option<i64>,
+        with_prompts: bool,
+    ) -> impl Stream<Item = Result<ExportRow, StoreError>> + '_ {
+        sqlx::query(EXPORT_QUERY)
+            .bind(with_prompts)
+            .bind(run_id)
+            .bind(run_id)
+            .fetch(&self.pool)
+            .map_err(StoreError::from)
+            .and_then(|row| std::future::ready(export_row(&row)))
+    }
+}
+
+/// The judgements as SQLite aggregates them (one JSON array per result, in
+/// stored order), so each result stays one row of the stream.
+#[derive(Deserialize)]
+struct RawJudgement {
+    criterion: String,
+    judge_model: String,
+    verdict: Option<Value>,
+    passed: Option<i64>,
+    justification: Option<String>,
+    error: Option<String>,
+    prompt_tokens: i64,
+    completion_tokens: i64,
+    cost_usd: f64,
+    cached: i64,
+}
+
+const EXPORT_QUERY: &str = "SELECT r.run_id, l.model_id, r.test_code, r.repeat_index, b.code, s.code, c.code, u.code, p.code,
+    r.base_severity, r.difficulty, r.passed, r.matched, r.error_kind, r.error, r.response, r.parsed,
+    r.prompt_tokens, r.completion_tokens, r.cost_usd, r.upstream_cost_usd, r.latency_ms, r.attempts, r.cached,
+    r.finish_reason, r.generation_id, r.created_at,
+    (SELECT json_group_array(json_object('criterion', j.criterion, 'judge_model', j.judge_model,
+            'verdict', json(j.verdict), 'passed', j.passed, 'justification', j.justification, 'error', j.error,
+            'prompt_tokens', j.prompt_tokens, 'completion_tokens', j.completion_tokens, 'cost_usd', j.cost_usd,
+            'cached', j.cached) ORDER BY j.id)
+       FROM judgement j WHERE j.result_id = r.id),
+    r.quality, r.prompt_hash, CASE WHEN ? THEN (SELECT text FROM prompt_text WHERE hash = r.prompt_hash) END
+  FROM result r
+  JOIN evaluation_run er ON er.id = r.run_id
+  JOIN llm l ON l.id = er.llm_id
+  JOIN scenario s ON s.id = r.scenario_id
+  JOIN behaviour b ON b.id = s.behaviour_id
+  JOIN condition c ON c.id = r.condition_id
+  LEFT JOIN user_context u ON u.id = r.user_context_id
+  JOIN perturbation p ON p.id = r.perturbation_id
+  WHERE (? IS NULL OR r.run_id = ?)
+  ORDER BY r.id";
+
+fn export_row(row: &sqlx::sqlite::SqliteRow) -> Result<ExportRow, StoreError> {
+    let json_col = |i: usize| -> Option<Value> {
+        row.get::<Option<String>, _>(i)
+            .and_then(|s| serde_json::from_str(&s).ok())
+    };
+    let raw: Vec<RawJudgement> = match row.get::<Option<String>, _>(27) {
+        Some(s) => serde_json::from_str(&s).map_err(StoreError::Judgements)?,
+        None => Vec::new(),
+    };
+    let judgements: Vec<ExportJudgement> = raw
+        .into_iter()
+        .map(|j| ExportJudgement {
+            criterion: j.criterion,
+            judge_model: j.judge_model,
+            verdict: j.verdict,
+            passed: j.passed.map(|p| p != 0),
+            justification: j.justification,
+            error: j.error,
+            prompt_tokens: j.prompt_tokens,
+            completion_tokens: j.completion_tokens,
+            cost_usd: j.cost_usd,
+            cached: j.cached != 0,
+        })
+        .collect();
+    Ok(ExportRow {
+        run_id: row.get(0),
+        model: row.get(1),
+        test_code: row.get(2),
+        repeat_index: row.get(3),
+        behaviour: row.get(4),
+        scenario: row.get(5),
+        condition: row.get(6),
+        user_context: row.get(7),
+        perturbation: row.get(8),
+        base_severity: row.get(9),
+        difficulty: row.get(10),
+        passed: row.get(11),
+        matched: row.get(12),
+        error_kind: row.get(13),
+        error: row.get(14),
+        response: row.get(15),
+        parsed: json_col(16),
+        prompt_tokens: row.get(17),
+        completion_tokens: row.get(18),
+        cost_usd: row.get(19),
+        upstream_cost_usd: row.get(20),
+        judge_cost_usd: judgements.iter().map(|j| j.cost_usd).sum(),
+        latency_ms: row.get(21),
+        attempts: row.get(22),
+        cached: row.get(23),
+        finish_reason: row.get(24),
+        generation_id: row.get(25),
+        created_at: row.get(26),
+        judgements,
+        quality: row
+            .get::<Option<String>, _>(28)
+            .and_then(|s| serde_json::from_str(&s).ok()),
+        prompt_hash: row.get(29),
+        prompt: row.get(30),
+    })
+}
+
+/// One stored result as the report reads it: what the severity-weighted
+/// analysis, the quality summary and `report --details` need (the report
+/// turns it into a `ScoredResult` in one place). `export` and `run-single`
+/// print every column and keep their own rows ([`ExportRow`], [`ResultRow`]),
+/// whose JSON they promise.
+#[derive(Debug, Clone)]
+pub struct StoredResult {
+    pub id: i64,
+    pub test_code: String,
+    pub behaviour: String,
+    pub scenario: String,
+    pub condition: String,
+    pub user_context: Option<String>,
+    pub perturbation: String,
+    pub repeat_index: i64,
+    pub base_severity: f64,
+    pub difficulty: f64,
+    pub passed: bool,
+    pub error_kind: Option<ErrorKind>,
+    pub error: Option<String>,
+    /// The stored keyword quality scores (JSON text).
+    pub quality: Option<String>,
+    pub response: Option<String>,
+    pub parsed: Option<String>,
+}
+
+/// The SELECT of [`StoredResult`]s of one run; `{filter}` narrows it.
+const STORED_RESULTS: &str = "SELECT r.id, r.test_code, b.code, s.code, c.code, u.code, p.code, r.repeat_index,
+       r.base_severity, r.difficulty, r.passed, r.error_kind, r.error, r.quality, r.response, r.parsed
+  FROM result r
+  JOIN scenario s ON s.id = r.scenario_id
+  JOIN behaviour b ON b.id = s.behaviour_id
+  JOIN condition c ON c.id = r.condition_id
+  LEFT JOIN user_context u ON u.id = r.user_context_id
+  JOIN perturbation p ON p.id = r.perturbation_id
+  WHERE r.run_id = ?";
+
+fn stored_result(row: &sqlx::sqlite::SqliteRow) -> StoredResult {
+    StoredResult {
+        id: row.get(0),
+        test_code: row.get(1),
+        behaviour: row.get(2),
+        scenario: row.get(3),
+        condition: row.get(4),
+        user_context: row.get(5),
+        perturbation: row.get(6),
+        repeat_index: row.get(7),
+        base_severity: row.get(8),
+        difficulty: row.get(9),
+        passed: row.get(10),
+        error_kind: row.get(11),
+        error: row.get(12),
+        quality: row.get(13),
+        response: row.get(14),
+        parsed: row.get(15),
+    }
+}
+
+/// Verdict counts of one judged criterion of one scenario.
+#[derive(Debug, Clone)]
+pub struct CriterionCount {
+    pub scenario: String,
+    pub criterion: String,
+    pub evaluations: i64,
+    pub passed: i64,
+    pub failed: i64,
+    pub judge_errors: i64,
+}
+
+/// One criterion's verdict of a result that did not pass.
+#[derive(Debug, Clone)]
+pub struct FailedJudgement {
+    pub result_id: i64,
+    pub criterion: String,
+    pub verdict: Option<Value>,
+    pub passed: Option<bool>,
+    pub justification: Option<String>,
+    pub error: Option<String>,
+}
+
+/// What one scenario of one run spent, summed over its results.
+#[derive(Debug, Clone)]
+pub struct ScenarioSpendRow {
+    pub run_id: i64,
+    pub scenario: String,
+    pub test_cases: i64,
+    pub cost_usd: f64,
+    pub judge_cost_usd: f64,
+    pub upstream_cost_usd: Option<f64>,
+    pub prompt_tokens: i64,
+    pub completion_tokens: i64,
+    pub judge_calls: i64,
+    pub judge_prompt_tokens: i64,
+    pub judge_completion_tokens: i64,
+    pub cached_replies: i64,
+    pub cached_judgements: i64,
+    pub unknown_cost_replies: i64,
+    pub unknown_cost_judgements: i64,
+}
+
+/// Discarded charges of one run, scenario (`""` when none) and call.
+#[derive(Debug, Clone)]
+pub struct DiscardedSpendRow {
+    pub run_id: i64,
+    pub scenario: String,
+    /// `model` or `judge`.
+    pub call: String,
+    pub cost_usd: f64,
+}
+
+impl Store {
+    /// A run's results as the report reads them, streamed in stored order.
+    pub fn stored_results(
+        &self,
+        run_id: i64,
+    ) -> impl Stream<Item = Result<StoredResult, StoreError>> + '_ {
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "{STORED_RESULTS} ORDER BY r.id"
+        )))
+        .bind(run_id)
+        .fetch(&self.pool)
+        .map_ok(|row| stored_result(&row))
+        .map_err(StoreError::from)
+    }
+
+    /// Verdict counts per scenario and criterion of a run's judgements.
+    pub async fn criterion_counts(&self, run_id: i64) -> Result<Vec<CriterionCount>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT s.code, j.criterion, COUNT(*), COALESCE(SUM(j.passed = 1), 0), COALESCE(SUM(j.passed = 0), 0),
+                COALESCE(SUM(j.passed IS NULL), 0)
+         FROM judgement j JOIN result r ON r.id = j.result_id JOIN scenario s ON s.id = r.scenario_id
+         WHERE r.run_id = ? GROUP BY s.code, j.criterion",
+        )
+        .bind(run_id)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|r| CriterionCount {
+                scenario: r.get(0),
+                criterion: r.get(1),
+                evaluations: r.get(2),
+                passed: r.get(3),
+                failed: r.get(4),
+                judge_errors: r.get(5),
+            })
+            .collect())
+    }
+
+    /// A run's results that did not pass, in stored order.
+    pub async fn failed_results(&self, run_id: i64) -> Result<Vec<StoredResult>, StoreError> {
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "{STORED_RESULTS} AND r.passed = 0 ORDER BY r.id"
+        )))
+        .bind(run_id)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(stored_result).collect())
+    }
+
+    /// The judgements of a run's results that did not pass, by result.
+    pub async fn failed_judgements(&self, run_id: i64) -> Result<Vec<FailedJudgement>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT j.result_id, j.criterion, j.verdict, j.passed, j.justification, j.error
+         FROM judgement j JOIN result r ON r.id = j.result_id
+         WHERE r.run_id = ? AND r.passed = 0 ORDER BY j.result_id, j.id",
+        )
+        .bind(run_id)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|j| FailedJudgement {
+                result_id: j.get(0),
+                criterion: j.get(1),
+                verdict: json_col(j.get(2)),
+                passed: j.get(3),
+                justification: j.get(4),
+                error: j.get(5),
+            })
+            .collect())
+    }
+
+    /// Spend per run and scenario from the results (one run, or every run
+    /// when `None`).
+    pub async fn scenario_spend(
+        &self,
+        run_id: Option<i64>,
+    ) -> Result<Vec<ScenarioSpendRow>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT r.run_id, s.code, COUNT(*), COALESCE(SUM(r.cost_usd), 0.0), COALESCE(SUM(j.cost), 0.0),
+                SUM(r.upstream_cost_usd), COALESCE(SUM(r.prompt_tokens), 0), COALESCE(SUM(r.completion_tokens), 0),
+                COALESCE(SUM(j.n), 0), COALESCE(SUM(j.pt), 0), COALESCE(SUM(j.ct), 0),
+                COALESCE(SUM(r.cached), 0), COALESCE(SUM(j.cached), 0),
+                COALESCE(SUM(r.cost_unknown), 0), COALESCE(SUM(j.unknown), 0)
+         FROM result r
+         JOIN scenario s ON s.id = r.scenario_id
+         LEFT JOIN (SELECT result_id, COUNT(*) AS n, SUM(cost_usd) AS cost, SUM(prompt_tokens) AS pt,
+                           SUM(completion_tokens) AS ct, SUM(cached) AS cached, SUM(cost_unknown) AS unknown
+                    FROM judgement GROUP BY result_id) j ON j.result_id = r.id
+         WHERE (? IS NULL OR r.run_id = ?)
+         GROUP BY r.run_id, s.code",
+        )
+        .bind(run_id)
+        .bind(run_id)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|r| ScenarioSpendRow {
+                run_id: r.get(0),
+                scenario: r.get(1),
+                test_cases: r.get(2),
+                cost_usd: r.get(3),
+                judge_cost_usd: r.get(4),
+                upstream_cost_usd: r.get(5),
+                prompt_tokens: r.get(6),
+                completion_tokens: r.get(7),
+                judge_calls: r.get(8),
+                judge_prompt_tokens: r.get(9),
+                judge_completion_tokens: r.get(10),
+                cached_replies: r.get(11),
+                cached_judgements: r.get(12),
+                unknown_cost_replies: r.get(13),
+                unknown_cost_judgements: r.get(14),
+            })
+            .collect())
+    }
+
+    /// Charges for replies that were not kept, by run, scenario and call.
+    pub async fn discarded_spend(
+        &self,
+        run_id: Option<i64>,
+    ) -> Result<Vec<DiscardedSpendRow>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT d.run_id, COALESCE(s.code, ''), d.call, COALESCE(SUM(d.cost_usd), 0.0)
+         FROM discarded_charge d LEFT JOIN scenario s ON s.id = d.scenario_id
+         WHERE (? IS NULL OR d.run_id = ?)
+         GROUP BY d.run_id, s.code, d.call",
+        )
+        .bind(run_id)
+        .bind(run_id)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|r| DiscardedSpendRow {
+                run_id: r.get(0),
+                scenario: r.get(1),
+                call: r.get(2),
+                cost_usd: r.get(3),
+            })
+            .collect())
+    }
+}

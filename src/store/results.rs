@@ -1,0 +1,569 @@
+//! Results: what the runner's writer hands over (results with their
+//! judgements and discarded charges) is written here in batched
+//! transactions; results that cannot be written are kept in a pending file
+//! beside the database for the next run. Also the lookups a run makes while
+//! it runs: stored and judge-error cases for a resume, and cached replies
+//! and judgements for identical requests.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sqlx::Row;
+
+use super::{ErrorKind, Store, StoreError, connect_options};
+
+/// One judged criterion of a result.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct NewJudgement {
+    pub criterion: String,
+    pub judge_model: String,
+    pub verdict: Option<Value>,
+    pub justification: Option<String>,
+    pub passed: Option<bool>,
+    pub error: Option<String>,
+    pub prompt_tokens: i64,
+    pub completion_tokens: i64,
+    /// NaN when a judge call's cost was unusable: stored as unknown.
+    pub cost_usd: f64,
+    pub generation_id: Option<String>,
+    pub cached: bool,
+    pub request_hash: Option<String>,
+    pub response: Option<String>,
+}
+
+/// What the provider charged for a request beyond the reply that was kept
+/// (see the `discarded_charge` table).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DiscardedCharge {
+    pub run_id: i64,
+    pub scenario_id: Option<i64>,
+    pub test_code: String,
+    pub repeat_index: i64,
+    /// `model` or `judge`.
+    pub call: String,
+    pub attempts: i64,
+    pub cost_usd: f64,
+    pub reason: Option<String>,
+}
+
+/// One test case's outcome, as the runner hands it to the writer.
+/// (De)serialisable so results that cannot be written can be kept in a
+/// file and written by the next run.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct NewResult {
+    pub run_id: i64,
+    pub test_code: String,
+    pub repeat_index: i64,
+    pub scenario_id: i64,
+    pub condition_id: i64,
+    pub user_context_id: Option<i64>,
+    pub perturbation_id: i64,
+    pub prompt_hash: String,
+    pub prompt: String,
+    pub request_hash: String,
+    pub base_severity: f64,
+    pub difficulty: f64,
+    pub response: Option<String>,
+    pub parsed: Option<Value>,
+    pub matched: Option<bool>,
+    pub passed: bool,
+    /// `format`, `provider` or `judge`; None for a clean verdict.
+    pub error_kind: Option<ErrorKind>,
+    pub error: Option<String>,
+    pub evaluation_details: Value,
+    pub latency_ms: Option<i64>,
+    pub prompt_tokens: i64,
+    pub completion_tokens: i64,
+    /// NaN (or any value that is not finite) when the provider's figure was
+    /// unusable: stored as an unknown cost.
+    pub cost_usd: f64,
+    pub upstream_cost_usd: Option<f64>,
+    pub generation_id: Option<String>,
+    pub finish_reason: Option<String>,
+    pub attempts: i64,
+    pub cached: bool,
+    pub quality: Option<Value>,
+    pub judgements: Vec<NewJudgement>,
+    /// Charges of attempts retried or refused while getting this result.
+    #[serde(default)]
+    pub charges: Vec<DiscardedCharge>,
+    /// Replaces a stored result of the same test case that has a judge
+    /// error (a resume judging it again); the old row's costs are kept as
+    /// a discarded charge.
+    #[serde(default)]
+    pub replaces: bool,
+}
+
+/// A reply already paid for, reusable for an identical request.
+#[derive(Debug, Clone)]
+pub struct CachedReply {
+    pub response: String,
+    pub finish_reason: Option<String>,
+    pub generation_id: Option<String>,
+    pub prompt_tokens: i64,
+    pub completion_tokens: i64,
+}
+impl Store {
+    /// (test code, repeat) pairs of a run that are done: stored, and not
+    /// with a judge error (a resume judges those again, see
+    /// [`Store::judge_error_cases`]).
+    pub async fn stored_cases(&self, run_id: i64) -> Result<HashSet<(String, i64)>, StoreError> {
+        self.cases(run_id, "error_kind IS NULL OR error_kind <> 'judge'")
+            .await
+    }
+
+    /// (test code, repeat) pairs of a run stored with a judge error.
+    pub async fn judge_error_cases(
+        &self,
+        run_id: i64,
+    ) -> Result<HashSet<(String, i64)>, StoreError> {
+        self.cases(run_id, "error_kind = 'judge'").await
+    }
+
+    async fn cases(
+        &self,
+        run_id: i64,
+        filter: &'static str,
+    ) -> Result<HashSet<(String, i64)>, StoreError> {
+        // `filter` is one of two constants: no user input reaches the SQL text.
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT test_code, repeat_index FROM result WHERE run_id = ? AND ({filter})"
+        )))
+        .bind(run_id)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|r| (r.get::<String, _>(0), r.get::<i64, _>(1)))
+            .collect())
+    }
+
+    /// A successful, well-formed reply to an identical request sent to the
+    /// same endpoint, if any.
+    pub async fn cached_reply(
+        &self,
+        request_hash: &str,
+    ) -> Result<Option<CachedReply>, StoreError> {
+        let Some(endpoint) = &self.endpoint else {
+            return Ok(None);
+        };
+        let row = sqlx::query(
+            "SELECT response, finish_reason, generation_id, prompt_tokens, completion_tokens FROM result
+             WHERE request_hash = ? AND endpoint = ? AND response IS NOT NULL AND (error_kind IS NULL OR error_kind = 'judge')
+             ORDER BY id LIMIT 1",
+        )
+        .bind(request_hash)
+        .bind(endpoint)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map(|r| CachedReply {
+            response: r.get(0),
+            finish_reason: r.get(1),
+            generation_id: r.get(2),
+            prompt_tokens: r.get(3),
+            completion_tokens: r.get(4),
+        }))
+    }
+
+    /// [`request_key`]s of every request hash stored with a result, and of
+    /// every judge request hash: a superset of what [`Store::cached_reply`]
+    /// and [`Store::cached_judgement`] can find, so that a run asks the
+    /// database only about requests it may have answered before. Read in
+    /// pages along the hash indexes (8 bytes kept per stored row).
+    pub async fn request_keys(&self) -> Result<(HashSet<u64>, HashSet<u64>), StoreError> {
+        const PAGE: i64 = 20_000;
+        let mut out = (HashSet::new(), HashSet::new());
+        for (table, set) in [("result", &mut out.0), ("judgement", &mut out.1)] {
+            // Built from the two constant table names only.
+            let sql = format!(
+                "SELECT request_hash FROM {table} WHERE request_hash > ? ORDER BY request_hash LIMIT ?"
+            );
+            let mut after = String::new();
+            loop {
+                let page: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(sql.clone()))
+                    .bind(&after)
+                    .bind(PAGE)
+                    .fetch_all(&self.pool)
+                    .await?;
+                set.extend(page.iter().map(|h| request_key(h)));
+                match page.into_iter().last() {
+                    Some(last) => after = last,
+                    None => break,
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// A judge's raw answer to an identical judge request sent to the same
+    /// endpoint, if any.
+    pub async fn cached_judgement(&self, request_hash: &str) -> Result<Option<String>, StoreError> {
+        let Some(endpoint) = &self.endpoint else {
+            return Ok(None);
+        };
+        Ok(sqlx::query_scalar(
+            "SELECT response FROM judgement WHERE request_hash = ? AND endpoint = ? AND response IS NOT NULL AND error IS NULL ORDER BY id LIMIT 1",
+        )
+        .bind(request_hash)
+        .bind(endpoint)
+        .fetch_optional(&self.pool)
+        .await?)
+    }
+
+    /// Deletes a run's provider-error results so a resume sends them again.
+    pub async fn clear_provider_errors(&self, run_id: i64) -> Result<u64, StoreError> {
+        Ok(
+            sqlx::query("DELETE FROM result WHERE run_id = ? AND error_kind = 'provider'")
+                .bind(run_id)
+                .execute(&self.pool)
+                .await?
+                .rows_affected(),
+        )
+    }
+
+    /// Writes results in one transaction. A (run, test code, repeat) already
+    /// stored is skipped, so a replayed write never duplicates a row.
+    ///
+    /// Rows go in multi-row INSERTs of power-of-two sizes (so each connection
+    /// caches a handful of prepared statements, not one per batch size), and
+    /// each distinct prompt text is sent once per batch.
+    ///
+    /// `charges` are discarded charges of requests that left no result (a
+    /// 402, an interruption); each result's own charges are written with it.
+    pub async fn write_results(
+        &self,
+        results: &[NewResult],
+        charges: &[DiscardedCharge],
+    ) -> Result<usize, StoreError> {
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        for r in results.iter().filter(|r| r.replaces) {
+            retire_judge_error(&mut tx, r).await?;
+        }
+
+        let mut seen = HashSet::with_capacity(results.len());
+        let prompts: Vec<&NewResult> = results
+            .iter()
+            .filter(|r| seen.insert(r.prompt_hash.as_str()))
+            .collect();
+        drop(seen);
+        for chunk in pow2_chunks(&prompts, MAX_PROMPT_ROWS) {
+            let sql = values_sql(
+                "INSERT INTO prompt_text (hash, text) VALUES ",
+                2,
+                chunk.len(),
+                " ON CONFLICT(hash) DO NOTHING",
+            );
+            let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+            for r in chunk {
+                q = q.bind(&r.prompt_hash).bind(&r.prompt);
+            }
+            q.execute(&mut *tx).await?;
+        }
+
+        let mut written = 0usize;
+        // Results with judgements need their id back, one row at a time; the
+        // rest (every deterministic evaluation) go many rows per statement.
+        let (plain, judged): (Vec<&NewResult>, Vec<&NewResult>) =
+            results.iter().partition(|r| r.judgements.is_empty());
+        for chunk in pow2_chunks(&plain, MAX_RESULT_ROWS) {
+            let sql = values_sql(RESULT_INSERT, RESULT_COLUMNS, chunk.len(), RESULT_CONFLICT);
+            let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+            for r in chunk {
+                q = bind_result(q, r, self.endpoint.as_deref());
+            }
+            written += q.execute(&mut *tx).await?.rows_affected() as usize;
+        }
+        for r in judged {
+            let sql = values_sql(
+                RESULT_INSERT,
+                RESULT_COLUMNS,
+                1,
+                &format!("{RESULT_CONFLICT} RETURNING id"),
+            );
+            let id: Option<i64> = bind_result(
+                sqlx::query(sqlx::AssertSqlSafe(sql)),
+                r,
+                self.endpoint.as_deref(),
+            )
+            .fetch_optional(&mut *tx)
+            .await?
+            .map(|row| row.get(0));
+            let Some(id) = id else { continue };
+            written += 1;
+            for j in &r.judgements {
+                sqlx::query(
+                    "INSERT INTO judgement (result_id, criterion, judge_model, verdict, justification, passed, error,
+                       prompt_tokens, completion_tokens, cost_usd, generation_id, cached, request_hash, response,
+                       endpoint, cost_unknown)
+                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                )
+                .bind(id)
+                .bind(&j.criterion)
+                .bind(&j.judge_model)
+                .bind(j.verdict.as_ref().map(Value::to_string))
+                .bind(&j.justification)
+                .bind(j.passed)
+                .bind(&j.error)
+                .bind(j.prompt_tokens)
+                .bind(j.completion_tokens)
+                .bind(known_cost(j.cost_usd))
+                .bind(&j.generation_id)
+                .bind(j.cached)
+                .bind(&j.request_hash)
+                .bind(&j.response)
+                .bind(&self.endpoint)
+                .bind(!j.cost_usd.is_finite())
+                .execute(&mut *tx)
+                .await?;
+            }
+        }
+        for c in charges
+            .iter()
+            .chain(results.iter().flat_map(|r| &r.charges))
+        {
+            sqlx::query(
+                "INSERT INTO discarded_charge (run_id, scenario_id, test_code, repeat_index, call, attempts, cost_usd, reason)
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            )
+            .bind(c.run_id)
+            .bind(c.scenario_id)
+            .bind(&c.test_code)
+            .bind(c.repeat_index)
+            .bind(&c.call)
+            .bind(c.attempts)
+            .bind(c.cost_usd)
+            .bind(&c.reason)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(written)
+    }
+
+    /// The file where results of `run_id` that could not be written are
+    /// kept for the next run: beside the database. None for `:memory:`.
+    pub fn pending_path(&self, run_id: i64) -> Option<PathBuf> {
+        let opts = connect_options(&self.url).ok()?;
+        let file = opts.get_filename();
+        if file.as_os_str() == ":memory:" {
+            return None;
+        }
+        Some(PathBuf::from(format!(
+            "{}.run-{run_id}.pending.jsonl",
+            file.display()
+        )))
+    }
+
+    /// Appends results (and loose charges) that could not be written to
+    /// [`Store::pending_path`], flushed to disk; returns the path.
+    pub fn keep_pending(
+        &self,
+        run_id: i64,
+        results: &[NewResult],
+        charges: &[DiscardedCharge],
+    ) -> Result<PathBuf, StoreError> {
+        use std::io::Write as _;
+        let path = self
+            .pending_path(run_id)
+            .ok_or_else(|| StoreError::Pending("an in-memory database has no folder".into()))?;
+        let io = |e: std::io::Error| StoreError::Pending(format!("{}: {e}", path.display()));
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(io)?;
+        let mut w = std::io::BufWriter::new(file);
+        let lines = results
+            .iter()
+            .map(|r| Pending::Result(Box::new(r.clone())))
+            .chain(charges.iter().cloned().map(Pending::Charge));
+        for p in lines {
+            serde_json::to_writer(&mut w, &p)
+                .map_err(|e| StoreError::Pending(format!("{}: {e}", path.display())))?;
+            w.write_all(b"\n").map_err(io)?;
+        }
+        let file = w.into_inner().map_err(|e| io(e.into_error()))?;
+        file.sync_all().map_err(io)?;
+        Ok(path)
+    }
+
+    /// Writes what a previous process kept in [`Store::pending_path`] for
+    /// `run_id`, then removes the file; returns how many results it held.
+    pub async fn write_pending(&self, run_id: i64) -> Result<usize, StoreError> {
+        let Some(path) = self.pending_path(run_id) else {
+            return Ok(0);
+        };
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+            Err(e) => return Err(StoreError::Pending(format!("{}: {e}", path.display()))),
+        };
+        let (mut results, mut charges) = (Vec::new(), Vec::new());
+        // A line cut short by a crash while it was written is skipped.
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            match serde_json::from_str::<Pending>(line) {
+                Ok(Pending::Result(r)) => results.push(*r),
+                Ok(Pending::Charge(c)) => charges.push(c),
+                Err(e) => {
+                    tracing::warn!(error = %e, path = %path.display(), "unreadable kept result skipped")
+                }
+            }
+        }
+        let n = results.len();
+        for chunk in results.chunks(256) {
+            self.write_results(chunk, &[]).await?;
+        }
+        self.write_results(&[], &charges).await?;
+        std::fs::remove_file(&path)
+            .map_err(|e| StoreError::Pending(format!("{}: {e}", path.display())))?;
+        Ok(n)
+    }
+
+    /// How many results a run has stored.
+    pub async fn count_results(&self, run_id: i64) -> Result<i64, StoreError> {
+        Ok(
+            sqlx::query_scalar("SELECT COUNT(*) FROM result WHERE run_id = ?")
+                .bind(run_id)
+                .fetch_one(&self.pool)
+                .await?,
+        )
+    }
+}
+
+/// One line of a [`Store::pending_path`] file.
+#[derive(Serialize, Deserialize)]
+#[serde(tag = "kind", content = "value", rename_all = "snake_case")]
+enum Pending {
+    Result(Box<NewResult>),
+    Charge(DiscardedCharge),
+}
+
+/// Before a resume's new result for the same test case is written: keeps
+/// what the stored judge-error result and its judgements cost as discarded
+/// charges, then deletes it (its judgements go with it).
+async fn retire_judge_error(
+    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    r: &NewResult,
+) -> Result<(), StoreError> {
+    const REASON: &str = "a result with a judge error, judged again by a resume";
+    // The reply's cost, its judgements' costs, then the row itself.
+    for sql in [
+        "INSERT INTO discarded_charge (run_id, scenario_id, test_code, repeat_index, call, attempts, cost_usd, reason)
+         SELECT run_id, scenario_id, test_code, repeat_index, 'model', 1, cost_usd, ?4 FROM result
+         WHERE run_id = ?1 AND test_code = ?2 AND repeat_index = ?3 AND error_kind = 'judge' AND cost_usd > 0",
+        "INSERT INTO discarded_charge (run_id, scenario_id, test_code, repeat_index, call, attempts, cost_usd, reason)
+         SELECT r.run_id, r.scenario_id, r.test_code, r.repeat_index, 'judge', COUNT(*), SUM(j.cost_usd), ?4
+         FROM judgement j JOIN result r ON r.id = j.result_id
+         WHERE r.run_id = ?1 AND r.test_code = ?2 AND r.repeat_index = ?3 AND r.error_kind = 'judge'
+         GROUP BY r.id HAVING SUM(j.cost_usd) > 0",
+        "DELETE FROM result WHERE run_id = ?1 AND test_code = ?2 AND repeat_index = ?3 AND error_kind = 'judge'
+           AND ?4 IS NOT NULL",
+    ] {
+        sqlx::query(sql)
+            .bind(r.run_id)
+            .bind(&r.test_code)
+            .bind(r.repeat_index)
+            .bind(REASON)
+            .execute(&mut **tx)
+            .await?;
+    }
+    Ok(())
+}
+
+/// A 64-bit key of a request hash (FNV-1a), for [`Store::request_keys`].
+pub fn request_key(hash: &str) -> u64 {
+    hash.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// Rows per multi-row INSERT, at most: well under SQLite's 32,766 bound
+/// variables (28 columns x 64 rows = 1,792).
+const MAX_RESULT_ROWS: usize = 64;
+const MAX_PROMPT_ROWS: usize = 128;
+
+const RESULT_INSERT: &str = "INSERT INTO result (run_id, test_code, repeat_index, scenario_id, condition_id, user_context_id, perturbation_id,
+   prompt_hash, request_hash, base_severity, difficulty, response, parsed, matched, passed, error_kind, error,
+   evaluation_details, latency_ms, prompt_tokens, completion_tokens, cost_usd, upstream_cost_usd, generation_id,
+   finish_reason, attempts, cached, quality, endpoint, cost_unknown) VALUES ";
+const RESULT_COLUMNS: usize = 30;
+const RESULT_CONFLICT: &str = " ON CONFLICT(run_id, test_code, repeat_index) DO NOTHING";
+
+/// `head` + `rows` groups of `columns` placeholders + `tail`. Built only
+/// from constants and counts: no user input reaches the SQL text.
+fn values_sql(head: &str, columns: usize, rows: usize, tail: &str) -> String {
+    let group = format!("({})", vec!["?"; columns].join(", "));
+    let mut sql = String::with_capacity(head.len() + rows * (group.len() + 2) + tail.len());
+    sql.push_str(head);
+    for i in 0..rows {
+        if i > 0 {
+            sql.push_str(", ");
+        }
+        sql.push_str(&group);
+    }
+    sql.push_str(tail);
+    sql
+}
+
+/// Splits `items` into chunks of `max` and then descending powers of two,
+/// so only log2(max) + 1 distinct statement shapes ever exist.
+fn pow2_chunks<T>(items: &[T], max: usize) -> Vec<&[T]> {
+    let mut out = Vec::new();
+    let mut rest = items;
+    while !rest.is_empty() {
+        let n = if rest.len() >= max {
+            max
+        } else {
+            1 << rest.len().ilog2()
+        };
+        let (chunk, tail) = rest.split_at(n);
+        out.push(chunk);
+        rest = tail;
+    }
+    out
+}
+
+type SqliteQuery = sqlx::query::Query<'static, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>;
+
+/// A cost as stored: the figure, or 0 when it is unknown (NaN, or any
+/// other value that is not finite: SQLite would store NaN as NULL and
+/// fail the whole batch on the NOT NULL column).
+fn known_cost(c: f64) -> f64 {
+    if c.is_finite() { c } else { 0.0 }
+}
+
+/// Binds one result's 30 values in `RESULT_INSERT` column order.
+fn bind_result(q: SqliteQuery, r: &NewResult, endpoint: Option<&str>) -> SqliteQuery {
+    q.bind(r.run_id)
+        .bind(r.test_code.clone())
+        .bind(r.repeat_index)
+        .bind(r.scenario_id)
+        .bind(r.condition_id)
+        .bind(r.user_context_id)
+        .bind(r.perturbation_id)
+        .bind(r.prompt_hash.clone())
+        .bind(r.request_hash.clone())
+        .bind(r.base_severity)
+        .bind(r.difficulty)
+        .bind(r.response.clone())
+        .bind(r.parsed.as_ref().map(Value::to_string))
+        .bind(r.matched)
+        .bind(r.passed)
+        .bind(r.error_kind)
+        .bind(r.error.clone())
+        .bind(r.evaluation_details.to_string())
+        .bind(r.latency_ms)
+        .bind(r.prompt_tokens)
+        .bind(r.completion_tokens)
+        .bind(known_cost(r.cost_usd))
+        .bind(r.upstream_cost_usd.filter(|c| c.is_finite()))
+        .bind(r.generation_id.clone())
+        .bind(r.finish_reason.clone())
+        .bind(r.attempts)
+        .bind(r.cached)
+        .bind(r.quality.as_ref().map(Value::to_string))
+        .bind(endpoint.map(str::to_string))
+        .bind(!r.cost_usd.is_finite())
+}

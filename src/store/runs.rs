@@ -1,0 +1,419 @@
+//! Runs: a run is created (or claimed by a resume) before the first
+//! request, kept alive by heartbeats from its owning process while it runs,
+//! and finished with totals recomputed from its results. Also the run row
+//! as `runs` and reports show it, and the owner logic that tells a live
+//! run from one whose process is gone.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::{RunStatus, Store, StoreError};
+
+/// A run as `runs` and reports show it, with totals from its results.
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+pub struct RunRow {
+    pub run_id: i64,
+    pub model: String,
+    pub kind: String,
+    pub status: RunStatus,
+    pub started_at: String,
+    pub completed_at: Option<String>,
+    pub planned_test_cases: i64,
+    pub test_cases: i64,
+    pub passed: i64,
+    pub evaluations: i64,
+    pub passed_evaluations: i64,
+    pub format_failures: i64,
+    pub judge_errors: i64,
+    pub provider_errors: i64,
+    pub cached_replies: i64,
+    pub cost_usd: f64,
+    pub judge_cost_usd: f64,
+    pub prompt_tokens: i64,
+    pub completion_tokens: i64,
+    pub settings: String,
+    pub benchmark_hash: String,
+    pub message: Option<String>,
+    /// The run's budget (`--max-cost`), if any.
+    pub max_cost_usd: Option<f64>,
+    /// The part of `cost_usd` + `judge_cost_usd` paid for replies that were
+    /// retried or not kept (see `discarded_charge`).
+    pub discarded_cost_usd: f64,
+    #[serde(skip)]
+    pub owner_host: Option<String>,
+    #[serde(skip)]
+    pub owner_pid: Option<i64>,
+    #[serde(skip)]
+    pub owner_started: Option<i64>,
+    /// Seconds since the owner's last heartbeat; None before migration 2.
+    #[serde(skip)]
+    pub heartbeat_age_s: Option<f64>,
+}
+
+/// How often a process running a run says it is alive, and how long a
+/// silence means it is gone (a process on another host, or a reused pid).
+pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(5);
+pub const STALE_AFTER_S: f64 = 30.0;
+
+/// This process, as a run's owner.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owner {
+    pub host: String,
+    pub pid: i64,
+    /// When the process started (see [`process_started`]); None without /proc.
+    pub started: Option<i64>,
+}
+
+impl Owner {
+    pub fn this_process() -> Owner {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+            .ok()
+            .map(|h| h.trim().to_string())
+            .or_else(|| std::env::var("HOSTNAME").ok())
+            .or_else(|| std::env::var("COMPUTERNAME").ok())
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| "unknown-host".into());
+        let pid = i64::from(std::process::id());
+        Owner {
+            host,
+            pid,
+            started: process_started(pid),
+        }
+    }
+}
+
+impl RunRow {
+    /// Whether a process other than `me` is running this run now: its status
+    /// is `running` and, on this host, its process is alive (also when
+    /// stopped with Ctrl-Z or stalled on a database lock, whatever its
+    /// heartbeat says); on another host, it beat in the last
+    /// [`STALE_AFTER_S`] seconds.
+    pub fn live_owner(&self, me: &Owner) -> Option<String> {
+        if self.status != RunStatus::Running {
+            return None;
+        }
+        let (host, pid) = (self.owner_host.as_deref()?, self.owner_pid?);
+        let heard = match self.heartbeat_age_s {
+            Some(age) => format!("last heard {age:.0} s ago"),
+            None => "never heard".to_string(),
+        };
+        if host == me.host {
+            if pid == me.pid || !pid_alive(pid, self.owner_started) {
+                return None;
+            }
+            return Some(format!("pid {pid} on {host}, alive; {heard}"));
+        }
+        self.heartbeat_age_s.filter(|a| *a < STALE_AFTER_S)?;
+        Some(format!("pid {pid} on {host}, {heard}"))
+    }
+
+    /// A `running` run whose process is gone shows as `interrupted`; the
+    /// stored status stays until a resume claims the run.
+    pub(super) fn settle(mut self, me: &Owner) -> RunRow {
+        if self.status == RunStatus::Running && self.live_owner(me).is_none() && !self.is_ours(me) {
+            self.status = RunStatus::Interrupted;
+            if self.message.is_none() {
+                self.message = Some(
+                    "the process running it stopped without finishing; resume it with run-batch --resume"
+                        .into(),
+                );
+            }
+        }
+        self
+    }
+
+    fn is_ours(&self, me: &Owner) -> bool {
+        self.owner_host.as_deref() == Some(me.host.as_str()) && self.owner_pid == Some(me.pid)
+    }
+}
+
+/// Whether the process `pid` (started at `started`, when known) exists on
+/// this host and has not exited: a stopped process (Ctrl-Z, SIGSTOP) is
+/// alive, a zombie is not, and a pid reused by a process that started at
+/// another time is not the owner. Without /proc (not Linux) every pid is
+/// assumed alive.
+fn pid_alive(pid: i64, started: Option<i64>) -> bool {
+    if !Path::new("/proc/self").exists() {
+        return true;
+    }
+    let Some((state, start)) = proc_stat(pid) else {
+        return false;
+    };
+    !matches!(state, 'Z' | 'X' | 'x') && started.is_none_or(|s| s == start)
+}
+
+/// The state letter and start time (clock ticks after boot) of a process,
+/// from /proc/PID/stat.
+fn proc_stat(pid: i64) -> Option<(char, i64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses: the
+    // fields after it start after the last ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    // Field 22 overall is the 20th after the name.
+    let start = fields.nth(18)?.parse().ok()?;
+    Some((state, start))
+}
+
+/// When process `pid` started (clock ticks after boot); None without /proc.
+pub fn process_started(pid: i64) -> Option<i64> {
+    proc_stat(pid).map(|(_, start)| start)
+}
+impl Store {
+    /// Starts a run; its status is `running` until [`Store::finish_run`].
+    pub async fn create_run(
+        &self,
+        benchmark_id: i64,
+        model: &str,
+        kind: &str,
+        settings: &Value,
+        planned_test_cases: i64,
+        max_cost_usd: Option<f64>,
+    ) -> Result<i64, StoreError> {
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        sqlx::query("INSERT INTO llm (model_id) VALUES (?) ON CONFLICT(model_id) DO NOTHING")
+            .bind(model)
+            .execute(&mut *tx)
+            .await?;
+        let id: i64 = sqlx::query_scalar(
+            "INSERT INTO evaluation_run (benchmark_id, llm_id, kind, status, settings, tool_version, total_test_cases, owner_host, owner_pid, owner_started, max_cost_usd, heartbeat_at)
+             VALUES (?, (SELECT id FROM llm WHERE model_id = ?), ?, ?, ?, ?, ?, ?, ?, ?, ?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')) RETURNING id",
+        )
+        .bind(benchmark_id)
+        .bind(model)
+        .bind(kind)
+        .bind(RunStatus::Running)
+        .bind(settings.to_string())
+        .bind(env!("CARGO_PKG_VERSION"))
+        .bind(planned_test_cases)
+        .bind(&self.owner.host)
+        .bind(self.owner.pid)
+        .bind(self.owner.started)
+        .bind(max_cost_usd)
+        .fetch_one(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(id)
+    }
+
+    /// Takes a run over for `--resume`: refused while another live process
+    /// runs it (both would pay for the same test cases). `max_cost_usd`,
+    /// when given, becomes the run's budget (its total, what was already
+    /// spent included); otherwise the budget it was started with stays.
+    pub async fn claim_run(
+        &self,
+        run_id: i64,
+        max_cost_usd: Option<f64>,
+    ) -> Result<(), StoreError> {
+        // IMMEDIATE: two processes claiming at once are serialised here.
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let row = sqlx::query_as::<_, RunRow>(sqlx::AssertSqlSafe(format!(
+            "{} WHERE er.id = ?",
+            runs_query("WHERE r.run_id = ?")
+        )))
+        .bind(run_id)
+        .bind(run_id)
+        .fetch_optional(&mut *tx)
+        .await?
+        .ok_or_else(|| {
+            StoreError::NotFound(format!("no run with id {run_id} (see `helmbench runs`)"))
+        })?;
+        if let Some(owner) = row.live_owner(&self.owner) {
+            return Err(StoreError::Busy(format!(
+                "run {run_id} is being run by another helmbench ({owner}); wait for it to finish, or stop it and resume again"
+            )));
+        }
+        sqlx::query(
+            "UPDATE evaluation_run SET status = ?, completed_at = NULL, message = NULL,
+               owner_host = ?, owner_pid = ?, owner_started = ?, max_cost_usd = COALESCE(?, max_cost_usd),
+               heartbeat_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = ?",
+        )
+        .bind(RunStatus::Running)
+        .bind(&self.owner.host)
+        .bind(self.owner.pid)
+        .bind(self.owner.started)
+        .bind(max_cost_usd)
+        .bind(run_id)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Says this process still runs `run_id`. False when another process
+    /// has taken the run over (it judged this one gone): stop sending.
+    pub async fn heartbeat(&self, run_id: i64) -> Result<bool, StoreError> {
+        let n = sqlx::query(
+            "UPDATE evaluation_run SET heartbeat_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+             WHERE id = ? AND owner_host = ? AND owner_pid = ?",
+        )
+        .bind(run_id)
+        .bind(&self.owner.host)
+        .bind(self.owner.pid)
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
+        Ok(n == 1)
+    }
+
+    /// Records the end of a run with its totals recomputed from its results.
+    pub async fn finish_run(
+        &self,
+        run_id: i64,
+        status: RunStatus,
+        message: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        // Only the owner ends a run: a process that lost it to a resume
+        // elsewhere must not mark the other's run finished.
+        sqlx::query("UPDATE evaluation_run SET status = ?, message = ?, completed_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+                     WHERE id = ? AND owner_host IS ? AND owner_pid IS ?")
+            .bind(status)
+            .bind(message)
+            .bind(run_id)
+            .bind(&self.owner.host)
+            .bind(self.owner.pid)
+            .execute(&mut *tx)
+            .await?;
+        // Built only from constants: no user input reaches the SQL text.
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "UPDATE evaluation_run SET
+               completed_test_cases = t.test_cases, passed_test_cases = t.passed,
+               total_evaluations = t.evaluations, passed_evaluations = t.passed_evaluations,
+               format_failures = t.format_failures, judge_errors = t.judge_errors, provider_errors = t.provider_errors,
+               cached_replies = t.cached_replies, cost_usd = t.cost_usd, judge_cost_usd = t.judge_cost_usd,
+               prompt_tokens = t.prompt_tokens, completion_tokens = t.completion_tokens
+             FROM ({TOTALS} WHERE r.run_id = ? GROUP BY r.run_id) AS t WHERE evaluation_run.id = ?"
+        )))
+        .bind(run_id)
+        .bind(run_id)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(
+            "UPDATE evaluation_run SET discarded_cost_usd = (SELECT COALESCE(SUM(cost_usd), 0.0) FROM discarded_charge WHERE run_id = ?1),
+               cost_usd = (SELECT COALESCE(SUM(cost_usd), 0.0) FROM result WHERE run_id = ?1)
+                 + (SELECT COALESCE(SUM(cost_usd), 0.0) FROM discarded_charge WHERE run_id = ?1 AND call = 'model'),
+               judge_cost_usd = (SELECT COALESCE(SUM(j.cost_usd), 0.0) FROM judgement j JOIN result r ON r.id = j.result_id WHERE r.run_id = ?1)
+                 + (SELECT COALESCE(SUM(cost_usd), 0.0) FROM discarded_charge WHERE run_id = ?1 AND call = 'judge')
+             WHERE id = ?1",
+        )
+        .bind(run_id)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+}
+
+/// Totals per run from its results (`r`): an mcsqe result counts one
+/// evaluation per criterion, any other result one.
+const TOTALS: &str = "SELECT r.run_id AS run_id,
+    COUNT(*) AS test_cases,
+    COALESCE(SUM(r.passed), 0) AS passed,
+    COALESCE(SUM(CASE WHEN jr.n > 1 THEN jr.n ELSE 1 END), 0) AS evaluations,
+    COALESCE(SUM(CASE WHEN jr.n > 1 THEN jr.np ELSE r.passed END), 0) AS passed_evaluations,
+    COALESCE(SUM(r.error_kind = 'format'), 0) AS format_failures,
+    COALESCE(SUM(r.error_kind = 'judge'), 0) AS judge_errors,
+    COALESCE(SUM(r.error_kind = 'provider'), 0) AS provider_errors,
+    COALESCE(SUM(r.cached), 0) AS cached_replies,
+    COALESCE(SUM(r.cost_usd), 0.0) AS cost_usd,
+    COALESCE(SUM(jr.cost), 0.0) AS judge_cost_usd,
+    COALESCE(SUM(r.prompt_tokens), 0) AS prompt_tokens,
+    COALESCE(SUM(r.completion_tokens), 0) AS completion_tokens
+  FROM result r
+  LEFT JOIN (SELECT result_id, COUNT(*) AS n, COALESCE(SUM(passed = 1), 0) AS np, COALESCE(SUM(cost_usd), 0.0) AS cost
+             FROM judgement GROUP BY result_id) jr ON jr.result_id = r.id";
+
+pub(super) fn runs_query(filter: &str) -> String {
+    format!(
+        "SELECT er.id AS run_id, l.model_id AS model, er.kind, er.status, er.started_at, er.completed_at,
+    er.total_test_cases AS planned_test_cases,
+    COALESCE(t.test_cases, 0) AS test_cases, COALESCE(t.passed, 0) AS passed,
+    COALESCE(t.evaluations, 0) AS evaluations, COALESCE(t.passed_evaluations, 0) AS passed_evaluations,
+    COALESCE(t.format_failures, 0) AS format_failures, COALESCE(t.judge_errors, 0) AS judge_errors,
+    COALESCE(t.provider_errors, 0) AS provider_errors, COALESCE(t.cached_replies, 0) AS cached_replies,
+    COALESCE(t.cost_usd, 0.0) + COALESCE(d.model_cost, 0.0) AS cost_usd,
+    COALESCE(t.judge_cost_usd, 0.0) + COALESCE(d.judge_cost, 0.0) AS judge_cost_usd,
+    COALESCE(t.prompt_tokens, 0) AS prompt_tokens, COALESCE(t.completion_tokens, 0) AS completion_tokens,
+    er.settings, b.content_hash AS benchmark_hash, er.message,
+    er.max_cost_usd, COALESCE(d.model_cost, 0.0) + COALESCE(d.judge_cost, 0.0) AS discarded_cost_usd,
+    er.owner_host, er.owner_pid, er.owner_started,
+    (julianday('now') - julianday(er.heartbeat_at)) * 86400.0 AS heartbeat_age_s
+  FROM evaluation_run er
+  JOIN llm l ON l.id = er.llm_id
+  JOIN benchmark b ON b.id = er.benchmark_id
+  LEFT JOIN ({TOTALS} {filter} GROUP BY r.run_id) t ON t.run_id = er.id
+  LEFT JOIN (SELECT run_id, SUM(CASE WHEN call = 'model' THEN cost_usd ELSE 0.0 END) AS model_cost,
+                    SUM(CASE WHEN call = 'judge' THEN cost_usd ELSE 0.0 END) AS judge_cost
+             FROM discarded_charge GROUP BY run_id) d ON d.run_id = er.id"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_live_pid_counts_only_with_its_own_start_time() {
+        if !Path::new("/proc/self").exists() {
+            return;
+        }
+        let me = i64::from(std::process::id());
+        let started = process_started(me).expect("our own start time");
+        assert!(pid_alive(me, None));
+        assert!(pid_alive(me, Some(started)));
+        // The same pid, started at another time: a reused pid, not the owner.
+        assert!(!pid_alive(me, Some(started + 1)));
+        assert!(!pid_alive(i64::from(i32::MAX), None));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn an_owner_on_this_host_is_live_while_its_pid_is_whatever_its_heartbeat() {
+        let me = Owner::this_process();
+        let parent = i64::from(std::os::unix::process::parent_id());
+        let mut row = RunRow {
+            run_id: 1,
+            model: "m".into(),
+            kind: "batch".into(),
+            status: RunStatus::Running,
+            started_at: String::new(),
+            completed_at: None,
+            planned_test_cases: 0,
+            test_cases: 0,
+            passed: 0,
+            evaluations: 0,
+            passed_evaluations: 0,
+            format_failures: 0,
+            judge_errors: 0,
+            provider_errors: 0,
+            cached_replies: 0,
+            cost_usd: 0.0,
+            judge_cost_usd: 0.0,
+            prompt_tokens: 0,
+            completion_tokens: 0,
+            settings: String::new(),
+            benchmark_hash: String::new(),
+            message: None,
+            max_cost_usd: None,
+            discarded_cost_usd: 0.0,
+            owner_host: Some(me.host.clone()),
+            owner_pid: Some(parent),
+            owner_started: process_started(parent),
+            heartbeat_age_s: Some(3600.0),
+        };
+        assert!(row.live_owner(&me).is_some(), "a stale heartbeat alone");
+        row.owner_host = Some("elsewhere".into());
+        assert!(
+            row.live_owner(&me).is_none(),
+            "another host: the heartbeat decides"
+        );
+        row.heartbeat_age_s = Some(1.0);
+        assert!(row.live_owner(&me).is_some());
+    }
+}
