@@ -301,13 +301,29 @@ impl Store {
     /// another program within `busy` and decide what to do, rather than
     /// wait in SQLite for the pool's 60 s.
     /// An in-memory database has no second connection: the same handle.
+    ///
+    /// The connection is opened with the pool's long timeout (opening sets
+    /// pragmas that may wait on another process's checkpoint; with the short
+    /// one, two batches on one database sometimes failed to open it) and
+    /// only then gets the short one, for its writes.
     pub async fn with_busy_timeout(&self, busy: Duration) -> Result<Store, StoreError> {
-        let opts = connect_options(&self.url)?.busy_timeout(busy);
+        let opts = connect_options(&self.url)?;
         if opts.get_filename().as_os_str() == ":memory:" {
             return Ok(self.clone());
         }
+        let busy_ms = busy.as_millis().min(i64::MAX as u128) as i64;
         let pool = SqlitePoolOptions::new()
             .max_connections(1)
+            .after_connect(move |conn, _| {
+                Box::pin(async move {
+                    sqlx::query(sqlx::AssertSqlSafe(format!(
+                        "PRAGMA busy_timeout = {busy_ms}"
+                    )))
+                    .execute(conn)
+                    .await
+                    .map(|_| ())
+                })
+            })
             .connect_with(opts)
             .await
             .map_err(|e| StoreError::Open {
