@@ -184,23 +184,7 @@ pub async fn run_batch(
     drop(done);
     tracing::info!(run_id, model = %settings.model.id, planned, todo = todo.len(), "run starting");
 
-    // The bar draws on stderr; it is for a person watching a terminal.
-    let progress =
-        if ctx.quiet || !std::io::stdout().is_terminal() || !std::io::stderr().is_terminal() {
-            ProgressBar::hidden()
-        } else {
-            let pb = ProgressBar::new(planned as u64);
-            pb.set_style(
-                ProgressStyle::with_template(
-                    "{prefix} [{bar:30}] {pos}/{len} {msg} {per_sec} eta {eta}",
-                )
-                .unwrap_or_else(|_| ProgressStyle::default_bar())
-                .progress_chars("=> "),
-            );
-            pb.set_prefix(format!("run {run_id} {}", settings.model.id));
-            pb.set_position(already_done as u64);
-            pb
-        };
+    let progress = progress_bar(ctx.quiet, run_id, &settings.model.id, planned, already_done);
 
     let shared = Arc::new(Shared {
         next: AtomicUsize::new(0),
@@ -338,31 +322,12 @@ pub async fn run_batch(
     }
     drop(tx);
 
-    // The heartbeat has its own task (and connection), so a writer waiting
-    // on a lock never makes the run look abandoned.
-    let heartbeat = {
-        let (store, stop, shared) = (ctx.store.clone(), stop.clone(), shared.clone());
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(crate::store::HEARTBEAT_INTERVAL);
-            tick.tick().await;
-            loop {
-                tick.tick().await;
-                match store.heartbeat(run_id).await {
-                    Ok(true) => {}
-                    // Another process judged this one gone and took the
-                    // run: stop sending, or both would pay.
-                    Ok(false) => {
-                        shared.set_stop(
-                            format!("another helmbench took over run {run_id}; stopped sending"),
-                            false,
-                        );
-                        stop.cancel();
-                    }
-                    Err(e) => tracing::warn!(error = %e, "heartbeat not written"),
-                }
-            }
-        })
-    };
+    let heartbeat = tokio::spawn(heartbeat(
+        ctx.store.clone(),
+        run_id,
+        stop.clone(),
+        shared.clone(),
+    ));
 
     // The collector: the only writer of results, on its own connection.
     let writer = Collector {
@@ -427,14 +392,7 @@ pub async fn run_batch(
         });
     }
 
-    // Fault injection for the crash tests: holds the run between its last
-    // result write and its bookkeeping, so a test can SIGKILL it exactly there.
-    if let Some(ms) = std::env::var("HELMBENCH_TEST_PAUSE_BEFORE_FINISH_MS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-    {
-        tokio::time::sleep(Duration::from_millis(ms)).await;
-    }
+    test_pause_before_finish().await;
     let all_done = ctx.store.count_results(run_id).await? >= planned as i64;
     let (status, message, fatal) = match (&stop_reason, control.interrupt.signal()) {
         (Some((msg, fatal)), _) => (
@@ -472,4 +430,62 @@ pub async fn run_batch(
         message,
         fatal,
     })
+}
+
+/// The progress bar, drawn on stderr for a person watching a terminal;
+/// hidden with `-q` or when either stream is not a terminal.
+fn progress_bar(
+    quiet: bool,
+    run_id: i64,
+    model: &str,
+    planned: usize,
+    already_done: usize,
+) -> ProgressBar {
+    if quiet || !std::io::stdout().is_terminal() || !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let pb = ProgressBar::new(planned as u64);
+    pb.set_style(
+        ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} {msg} {per_sec} eta {eta}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    pb.set_prefix(format!("run {run_id} {model}"));
+    pb.set_position(already_done as u64);
+    pb
+}
+
+/// The run's heartbeat, in its own task (and on the pool, not the writer's
+/// connection), so a writer waiting on a lock never makes the run look
+/// abandoned. If another process took the run over, this one stops sending,
+/// or both would pay.
+async fn heartbeat(store: Store, run_id: i64, stop: CancellationToken, shared: Arc<Shared>) {
+    let mut tick = tokio::time::interval(crate::store::HEARTBEAT_INTERVAL);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        match store.heartbeat(run_id).await {
+            Ok(true) => {}
+            Ok(false) => {
+                shared.set_stop(
+                    format!("another helmbench took over run {run_id}; stopped sending"),
+                    false,
+                );
+                stop.cancel();
+            }
+            Err(e) => tracing::warn!(error = %e, "heartbeat not written"),
+        }
+    }
+}
+
+/// Fault injection for the crash tests (`HELMBENCH_TEST_PAUSE_BEFORE_FINISH_MS`):
+/// holds the run between its last result write and its bookkeeping, so a
+/// test can SIGKILL it exactly there.
+async fn test_pause_before_finish() {
+    if let Some(ms) = std::env::var("HELMBENCH_TEST_PAUSE_BEFORE_FINISH_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+    }
 }

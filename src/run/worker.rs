@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::*;
 use crate::benchmark::cases::CaseIndex;
-use crate::benchmark::{Benchmark, compose, sha256_hex};
+use crate::benchmark::{Benchmark, Rubric, compose, sha256_hex};
 use crate::judging::{checks, judge, reply};
 use crate::openrouter::{CallLog, ChatBody, Client, Completion, ProviderError};
 use crate::store::{DiscardedCharge, ErrorKind, NewJudgement, NewResult, SeedIds, Store};
@@ -201,67 +201,16 @@ impl Worker {
             let mut all_passed = true;
             let mut judge_error = None;
             for rubric in &s.rubrics {
-                let jreq = judge::request(&judge_model, rubric, &prompt, &text);
-                let jbody = jreq.body_json();
-                let jhash = sha256_hex(&[jbody.as_bytes(), &repeat.to_le_bytes()]);
-                let cached = match &self.cache {
-                    Some(f) if f.may_have_judgement(&jhash) => {
-                        self.store.cached_judgement(&jhash).await.ok().flatten()
-                    }
-                    _ => None,
+                let j = match self
+                    .judge_criterion(&judge_model, rubric, &prompt, &text, repeat)
+                    .await
+                {
+                    Ok(j) => j,
+                    Err(fatal) => return Outcome::Fatal(fatal),
                 };
-                let mut j = NewJudgement {
-                    criterion: rubric.code.clone(),
-                    judge_model: judge_model.clone(),
-                    request_hash: Some(jhash),
-                    ..Default::default()
-                };
-                // An unusable verdict is asked for again, a bounded number of times.
-                let mut parsed_verdict = None;
-                let mut cached = cached;
-                for _ in 0..JUDGE_ATTEMPTS {
-                    let content = match cached.take() {
-                        Some(c) => {
-                            j.cached = true;
-                            c
-                        }
-                        None => match self.client.chat_json(&jreq.model, jbody.clone()).await {
-                            Ok(c) => {
-                                j.cached = false;
-                                j.prompt_tokens += c.prompt_tokens;
-                                j.completion_tokens += c.completion_tokens;
-                                j.cost_usd += c.cost_usd;
-                                j.generation_id = c.generation_id;
-                                c.content
-                            }
-                            Err(e) if e.is_fatal_for_run() => return Outcome::Fatal(e),
-                            Err(e) => {
-                                parsed_verdict = Some(Err(e.to_string()));
-                                break;
-                            }
-                        },
-                    };
-                    let v = judge::parse(rubric, &content);
-                    j.response = Some(content);
-                    let usable = v.is_ok();
-                    parsed_verdict = Some(v);
-                    if usable {
-                        break;
-                    }
-                }
-                match parsed_verdict.unwrap_or_else(|| Err("no judge answer".into())) {
-                    Ok(v) => {
-                        all_passed &= v.passed;
-                        j.passed = Some(v.passed);
-                        j.verdict = Some(v.value);
-                        j.justification = v.justification;
-                    }
-                    Err(e) => {
-                        j.response = None; // never reuse an unusable answer
-                        j.error = Some(e.clone());
-                        judge_error.get_or_insert_with(|| format!("{}: {e}", rubric.code));
-                        all_passed = false;
-                    }
+                all_passed &= j.passed == Some(true);
+                if let Some(e) = &j.error {
+                    judge_error.get_or_insert_with(|| format!("{}: {e}", rubric.code));
                 }
                 r.judgements.push(j);
             }
@@ -275,5 +224,79 @@ impl Worker {
         }
         r.prompt = prompt;
         Outcome::Stored(Box::new(r))
+    }
+
+    /// One rubric's judgement of a reply: from the cache, or asked of the
+    /// judge (again, a bounded number of times, while its verdict cannot be
+    /// read). `Err` only for a provider error that stops the run.
+    async fn judge_criterion(
+        &self,
+        judge_model: &str,
+        rubric: &Rubric,
+        prompt: &str,
+        text: &str,
+        repeat: i64,
+    ) -> Result<NewJudgement, ProviderError> {
+        let jreq = judge::request(judge_model, rubric, prompt, text);
+        let jbody = jreq.body_json();
+        let jhash = sha256_hex(&[jbody.as_bytes(), &repeat.to_le_bytes()]);
+        let cached = match &self.cache {
+            Some(f) if f.may_have_judgement(&jhash) => {
+                self.store.cached_judgement(&jhash).await.ok().flatten()
+            }
+            _ => None,
+        };
+        let mut j = NewJudgement {
+            criterion: rubric.code.clone(),
+            judge_model: judge_model.to_string(),
+            request_hash: Some(jhash),
+            ..Default::default()
+        };
+        // An unusable verdict is asked for again, a bounded number of times.
+        let mut parsed_verdict = None;
+        let mut cached = cached;
+        for _ in 0..JUDGE_ATTEMPTS {
+            let content = match cached.take() {
+                Some(c) => {
+                    j.cached = true;
+                    c
+                }
+                None => match self.client.chat_json(&jreq.model, jbody.clone()).await {
+                    Ok(c) => {
+                        j.cached = false;
+                        j.prompt_tokens += c.prompt_tokens;
+                        j.completion_tokens += c.completion_tokens;
+                        j.cost_usd += c.cost_usd;
+                        j.generation_id = c.generation_id;
+                        c.content
+                    }
+                    Err(e) if e.is_fatal_for_run() => return Err(e),
+                    Err(e) => {
+                        parsed_verdict = Some(Err(e.to_string()));
+                        break;
+                    }
+                },
+            };
+            let v = judge::parse(rubric, &content);
+            j.response = Some(content);
+            let usable = v.is_ok();
+            parsed_verdict = Some(v);
+            if usable {
+                break;
+            }
+        }
+        match parsed_verdict.unwrap_or_else(|| Err("no judge answer".into())) {
+            Ok(v) => {
+                j.passed = Some(v.passed);
+                j.verdict = Some(v.value);
+                j.justification = v.justification;
+            }
+            Err(e) => {
+                j.response = None; // never reuse an unusable answer
+                j.passed = None;
+                j.error = Some(e);
+            }
+        }
+        Ok(j)
     }
 }
