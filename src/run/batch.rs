@@ -132,56 +132,8 @@ pub async fn run_batch(
     let b = &ctx.benchmark;
     let work = plan(b, settings)?;
     let planned = work.len();
-    let settings_json = serde_json::to_value(settings)?;
-    let run_id = match resume {
-        Some(id) => {
-            // Claimed first: provider errors are cleared only by the owner.
-            ctx.store.claim_run(id, settings.max_cost).await?;
-            let kept = ctx.store.write_pending(id).await?;
-            if kept > 0 {
-                tracing::info!(
-                    run_id = id,
-                    kept,
-                    "results kept by an earlier process written"
-                );
-            }
-            ctx.store.clear_provider_errors(id).await?;
-            id
-        }
-        None => {
-            ctx.store
-                .create_run(
-                    ctx.ids.benchmark_id,
-                    &settings.model.id,
-                    kind,
-                    &settings_json,
-                    planned as i64,
-                    settings.max_cost,
-                )
-                .await?
-        }
-    };
-    // What earlier processes of this run spent counts against its budget.
-    let (spent_before, redo) = match resume {
-        Some(id) => {
-            let row = ctx.store.run(id).await?;
-            (
-                row.cost_usd + row.judge_cost_usd,
-                ctx.store.judge_error_cases(id).await?,
-            )
-        }
-        None => (0.0, HashSet::new()),
-    };
-    let done = ctx.store.stored_cases(run_id).await?;
-    let todo: Vec<(CaseIndex, u32)> = if done.is_empty() {
-        work
-    } else {
-        work.into_iter()
-            .filter(|(c, r)| !done.contains(&(c.resolve(b).code(), i64::from(*r))))
-            .collect()
-    };
-    let already_done = done.len();
-    drop(done);
+    let (run_id, spent_before, redo) = open_run(ctx, settings, resume, kind, planned).await?;
+    let (todo, already_done) = remaining(ctx, run_id, work).await?;
     tracing::info!(run_id, model = %settings.model.id, planned, todo = todo.len(), "run starting");
 
     let progress = progress_bar(ctx.quiet, run_id, &settings.model.id, planned, already_done);
@@ -488,4 +440,75 @@ async fn test_pause_before_finish() {
     {
         tokio::time::sleep(Duration::from_millis(ms)).await;
     }
+}
+
+/// Creates the run, or claims it for a resume (writing what an earlier
+/// process kept, clearing its provider errors). Returns its id, what it
+/// already spent (which counts against its budget) and the test cases whose
+/// judge failed before (judged again).
+async fn open_run(
+    ctx: &RunContext,
+    settings: &RunSettings,
+    resume: Option<i64>,
+    kind: &str,
+    planned: usize,
+) -> crate::Result<(i64, f64, HashSet<(String, i64)>)> {
+    let settings_json = serde_json::to_value(settings)?;
+    let run_id = match resume {
+        Some(id) => {
+            // Claimed first: provider errors are cleared only by the owner.
+            ctx.store.claim_run(id, settings.max_cost).await?;
+            let kept = ctx.store.write_pending(id).await?;
+            if kept > 0 {
+                tracing::info!(
+                    run_id = id,
+                    kept,
+                    "results kept by an earlier process written"
+                );
+            }
+            ctx.store.clear_provider_errors(id).await?;
+            id
+        }
+        None => {
+            ctx.store
+                .create_run(
+                    ctx.ids.benchmark_id,
+                    &settings.model.id,
+                    kind,
+                    &settings_json,
+                    planned as i64,
+                    settings.max_cost,
+                )
+                .await?
+        }
+    };
+    // What earlier processes of this run spent counts against its budget.
+    let (spent_before, redo) = match resume {
+        Some(id) => {
+            let row = ctx.store.run(id).await?;
+            (
+                row.cost_usd + row.judge_cost_usd,
+                ctx.store.judge_error_cases(id).await?,
+            )
+        }
+        None => (0.0, HashSet::new()),
+    };
+    Ok((run_id, spent_before, redo))
+}
+
+/// The planned work minus what the run already stored, and how many that is.
+async fn remaining(
+    ctx: &RunContext,
+    run_id: i64,
+    work: Vec<(CaseIndex, u32)>,
+) -> crate::Result<(Vec<(CaseIndex, u32)>, usize)> {
+    let done = ctx.store.stored_cases(run_id).await?;
+    let todo: Vec<(CaseIndex, u32)> = if done.is_empty() {
+        work
+    } else {
+        work.into_iter()
+            .filter(|(c, r)| !done.contains(&(c.resolve(&ctx.benchmark).code(), i64::from(*r))))
+            .collect()
+    };
+    Ok((todo, done.len()))
 }
