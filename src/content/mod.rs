@@ -21,11 +21,13 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 pub use components::parse_consolidated;
-use config::*;
-use scenario::*;
 
 use crate::benchmark::codes::{natural_cmp, strip_suffix};
 use crate::benchmark::{Behaviour, Benchmark, Pillar, hex};
+use crate::content::config::check_scoring;
+use crate::content::config::load_models;
+use crate::content::config::load_scoring;
+use crate::content::scenario::load_scenario;
 use markdown::split_frontmatter;
 use scan::ScenarioDir;
 

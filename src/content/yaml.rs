@@ -3,9 +3,9 @@
 
 use std::path::Path;
 
+use crate::content::ContentError;
+use crate::content::json_type;
 use serde_json::{Map, Value};
-
-use super::*;
 
 /// Parses a YAML mapping into JSON, positioning errors at the file's line.
 pub(super) fn parse_yaml_map(

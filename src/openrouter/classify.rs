@@ -5,10 +5,13 @@
 
 use std::time::Duration;
 
+use crate::openrouter::Completion;
+use crate::openrouter::MAX_MESSAGE_CHARS;
+use crate::openrouter::MAX_PLAUSIBLE_COST_USD;
+use crate::openrouter::ProviderError;
+use rand::Rng;
 use reqwest::StatusCode;
 use serde_json::Value;
-
-use super::*;
 
 /// What one attempt produced.
 pub(super) enum Outcome {

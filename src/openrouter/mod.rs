@@ -12,15 +12,19 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use rand::Rng;
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue, RETRY_AFTER};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 mod classify;
 
+use crate::openrouter::classify::Outcome;
+use crate::openrouter::classify::RetryableFailure;
+use crate::openrouter::classify::backoff_delay;
+use crate::openrouter::classify::classify;
+use crate::openrouter::classify::parse_retry_after;
+use crate::openrouter::classify::transport_failure;
 pub use classify::reply_cost;
-use classify::*;
 
 /// Where requests go unless `OPENROUTER_BASE_URL` overrides it.
 pub const DEFAULT_BASE_URL: &str = "https://openrouter.ai/api/v1";

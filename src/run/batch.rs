@@ -13,10 +13,21 @@ use serde::Serialize;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::*;
 use crate::benchmark::Benchmark;
 use crate::benchmark::cases::CaseIndex;
 use crate::openrouter::{CallLog, Client, ProviderError};
+use crate::run::RunControl;
+use crate::run::RunSettings;
+use crate::run::plan;
+use crate::run::worker::Outcome;
+use crate::run::worker::Worker;
+use crate::run::writer::CacheFilter;
+use crate::run::writer::Collector;
+use crate::run::writer::ToWrite;
+use crate::run::writer::WRITE_BATCH;
+use crate::run::writer::WRITE_BUSY;
+use crate::run::writer::WRITE_QUEUE;
+use crate::run::writer::WRITE_RETRY;
 use crate::store::{ErrorKind, RunStatus, SeedIds, Store};
 
 /// Provider errors in a row (after retries) that stop a run: a spent key

@@ -17,10 +17,6 @@ pub use settings::{
     DEFAULT_GRACE, DEFAULT_WRITE_WAIT, Interrupt, MAX_CONCURRENCY, RunControl, RunSettings,
 };
 
-use batch::*;
-use worker::*;
-use writer::*;
-
 #[cfg(test)]
 mod tests {
     use super::*;

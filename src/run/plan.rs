@@ -1,9 +1,9 @@
 //! The planned work of a run: every selected test case times its repeats.
 
-use super::*;
 use crate::benchmark::Benchmark;
 use crate::benchmark::cases;
 use crate::benchmark::cases::{CaseIndex, Selector};
+use crate::run::RunSettings;
 
 /// The planned work of a run: every selected test case times its repeats.
 pub fn plan(benchmark: &Benchmark, settings: &RunSettings) -> crate::Result<Vec<(CaseIndex, u32)>> {

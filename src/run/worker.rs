@@ -6,11 +6,12 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use super::*;
 use crate::benchmark::cases::CaseIndex;
 use crate::benchmark::{Benchmark, Rubric, compose, sha256_hex};
 use crate::judging::{checks, judge, reply};
 use crate::openrouter::{CallLog, ChatBody, Client, Completion, ProviderError};
+use crate::run::RunSettings;
+use crate::run::writer::CacheFilter;
 use crate::store::{DiscardedCharge, ErrorKind, NewJudgement, NewResult, SeedIds, Store};
 
 /// Judge calls per criterion when the verdict cannot be read.

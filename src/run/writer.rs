@@ -14,7 +14,7 @@ use indicatif::ProgressBar;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::*;
+use crate::run::batch::Shared;
 use crate::store::{DiscardedCharge, NewResult, Store, request_key};
 
 /// How results reach the database: at most this many per transaction, and
