@@ -373,6 +373,9 @@ pub struct Rubric {
     pub response_type: ResponseType,
     /// The rubric after frontmatter removal and H2-to-XML conversion.
     pub prompt: String,
+    /// The markdown body as written and the file line it starts on, for `check`.
+    pub body: String,
+    pub body_line: usize,
     pub hash: String,
 }
 

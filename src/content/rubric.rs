@@ -113,6 +113,8 @@ pub(super) fn load_rubric(
         response_field,
         response_type,
         prompt,
+        body: fm.body.to_string(),
+        body_line,
         hash: sha256_hex(&[code.as_bytes(), text.as_bytes()]),
     })
 }

@@ -174,6 +174,8 @@ mod tests {
             response_field: "judgment".into(),
             response_type: ty,
             prompt: "<criteria>\nIs it safe?\n</criteria>".into(),
+            body: "## Criteria\nIs it safe?\n".into(),
+            body_line: 1,
             hash: String::new(),
         }
     }
