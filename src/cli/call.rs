@@ -218,7 +218,17 @@ pub(super) fn report_summaries(
     not_run: Option<&NotRun>,
     format: DataFormat,
 ) -> Result<ExitStatus> {
-    let mut o = out();
+    report_summaries_to(&mut out(), summaries, not_run, format)
+}
+
+/// [`report_summaries`] with the summaries written to `o` (`run-single
+/// --format json` keeps stdout for its JSON and sends them to stderr).
+pub(super) fn report_summaries_to(
+    mut o: impl Write,
+    summaries: &[run::RunSummary],
+    not_run: Option<&NotRun>,
+    format: DataFormat,
+) -> Result<ExitStatus> {
     match format {
         DataFormat::Json => {
             let mut v = json!({"runs": summaries});

@@ -3,6 +3,8 @@
 use std::io::Write;
 
 use clap::Args;
+use futures_util::TryStreamExt;
+use serde_json::json;
 
 use super::call::{self, CallArgs};
 use super::{Cli, DataFormat, is_dry_run, load_reporting, load_strict, out, runtime};
@@ -10,7 +12,7 @@ use crate::ExitStatus;
 use crate::benchmark::cases;
 use crate::benchmark::cases::Selector;
 use crate::benchmark::compose;
-use crate::store::{ErrorKind, RunStatus, Store};
+use crate::store::{ErrorKind, ExportRow, RunStatus, Store};
 use crate::{Error, Result, run};
 
 #[derive(Debug, Args)]
@@ -80,34 +82,45 @@ pub(super) fn execute(
         // Closing folds the WAL into the database file and removes it, so
         // a copy of the file alone holds every result.
         ctx.store.close().await;
-        call::report_summaries(&summaries, None, DataFormat::Table)
+        // Stdout holds only the JSON when JSON was asked for.
+        match format {
+            DataFormat::Json => {
+                call::report_summaries_to(std::io::stderr(), &summaries, None, DataFormat::Table)
+            }
+            DataFormat::Table => call::report_summaries(&summaries, None, DataFormat::Table),
+        }
     })
 }
 
 /// Prints a single run's prompt, reply, verdict, criteria and cost.
 async fn show_single(store: &Store, run_id: i64, format: DataFormat) -> Result<()> {
-    let rows = crate::report::results(store, run_id).await?;
+    let rows: Vec<ExportRow> = store.export_rows(Some(run_id), true).try_collect().await?;
     let mut o = out();
     for r in rows {
         match format {
             DataFormat::Json => {
-                serde_json::to_writer_pretty(&mut o, &r)?;
+                serde_json::to_writer_pretty(&mut o, &single_json(&r))?;
                 writeln!(o)?;
             }
             DataFormat::Table => {
-                writeln!(o, "=== {} · {} ===", r.test_code, r.model)?;
-                writeln!(o, "--- prompt ---\n{}", r.prompt)?;
+                let c = &r.result;
+                writeln!(o, "=== {} · {} ===", c.test_code, r.model)?;
+                writeln!(
+                    o,
+                    "--- prompt ---\n{}",
+                    r.prompt.as_deref().unwrap_or_default()
+                )?;
                 writeln!(
                     o,
                     "--- reply ---\n{}",
                     r.response.as_deref().unwrap_or("(none)")
                 )?;
-                let verdict = if r.passed { "PASS" } else { "FAIL" };
+                let verdict = if c.passed { "PASS" } else { "FAIL" };
                 match &r.error {
                     Some(e) => writeln!(
                         o,
                         "--- verdict: {verdict} ({}: {e})",
-                        r.error_kind.map_or("error", ErrorKind::as_str)
+                        c.error_kind.map_or("error", ErrorKind::as_str)
                     )?,
                     None => writeln!(o, "--- verdict: {verdict}")?,
                 }
@@ -134,4 +147,49 @@ async fn show_single(store: &Store, run_id: i64, format: DataFormat) -> Result<(
         }
     }
     Ok(())
+}
+
+/// `run-single --format json`: one result with its prompt, in the keys and
+/// order this command has always printed (a view of the stored record, not
+/// another record).
+fn single_json(r: &ExportRow) -> serde_json::Value {
+    let c = &r.result;
+    let judgements: Vec<serde_json::Value> = r
+        .judgements
+        .iter()
+        .map(|j| {
+            json!({
+                "criterion": j.criterion,
+                "judge_model": j.judge_model,
+                "verdict": j.verdict,
+                "justification": j.justification,
+                "passed": j.passed,
+                "error": j.error,
+                "cost_usd": j.cost_usd,
+            })
+        })
+        .collect();
+    json!({
+        "run_id": r.run_id,
+        "test_code": c.test_code,
+        "model": r.model,
+        "repeat_index": c.repeat_index,
+        "passed": c.passed,
+        "matched": c.matched,
+        "error_kind": c.error_kind,
+        "error": r.error,
+        "prompt": r.prompt.as_deref().unwrap_or_default(),
+        "response": r.response,
+        "parsed": r.parsed,
+        "base_severity": c.base_severity,
+        "difficulty": c.difficulty,
+        "prompt_tokens": r.prompt_tokens,
+        "completion_tokens": r.completion_tokens,
+        "cost_usd": r.cost_usd,
+        "judge_cost_usd": r.judge_cost_usd,
+        "latency_ms": r.latency_ms,
+        "cached": r.cached,
+        "quality": r.quality,
+        "judgements": judgements,
+    })
 }

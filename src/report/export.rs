@@ -116,21 +116,22 @@ fn verdict_summary(judgements: &[ExportJudgement]) -> String {
 /// The CSV fields of a row (plus the prompt when exported).
 pub fn csv_record(r: &ExportRow) -> Vec<String> {
     let q = |f: fn(&QualityScores) -> f64| r.quality.as_ref().map(f);
+    let c = &r.result;
     let mut fields = vec![
         r.run_id.to_string(),
         r.model.clone(),
-        r.test_code.clone(),
-        r.repeat_index.to_string(),
-        r.behaviour.clone(),
-        r.scenario.clone(),
-        r.condition.clone(),
-        cell(&r.user_context),
-        r.perturbation.clone(),
-        r.base_severity.to_string(),
-        r.difficulty.to_string(),
-        r.passed.to_string(),
-        cell(&r.matched),
-        cell(&r.error_kind),
+        c.test_code.clone(),
+        c.repeat_index.to_string(),
+        c.behaviour.clone(),
+        c.scenario.clone(),
+        c.condition.clone(),
+        cell(&c.user_context),
+        c.perturbation.clone(),
+        c.base_severity.to_string(),
+        c.difficulty.to_string(),
+        c.passed.to_string(),
+        cell(&c.matched),
+        cell(&c.error_kind),
         cell(&r.error),
         cell(&r.response),
         cell(&r.parsed),
@@ -237,21 +238,14 @@ mod tests {
 
     #[test]
     fn header_and_record_have_the_same_width() {
+        use crate::store::StoredResult;
         let r = ExportRow {
             run_id: 1,
             model: "m".into(),
-            test_code: "P1-B1-S1-C1-PT1".into(),
-            repeat_index: 0,
-            behaviour: "P1-B1".into(),
-            scenario: "P1-B1-S1".into(),
-            condition: "C1".into(),
-            user_context: None,
-            perturbation: "PT1".into(),
-            base_severity: 5.0,
-            difficulty: 0.0,
-            passed: true,
-            matched: Some(true),
-            error_kind: None,
+            result: StoredResult {
+                matched: Some(true),
+                ..StoredResult::of_code("P1-B1-S1-C1-PT1", 5.0, 0.0, true)
+            },
             error: None,
             response: Some("hi".into()),
             parsed: None,

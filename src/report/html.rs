@@ -883,29 +883,17 @@ mod tests {
     use super::*;
     use crate::benchmark::ScoringConfig;
     use crate::report::{CriterionSummary, FailedCase, ScoringUsed};
-    use crate::scoring::analysis::{ScoredResult, analyse};
+    use crate::scoring::analysis::analyse;
+    use crate::store::StoredResult;
 
-    fn res(test_code: &str, base: f64, passed: bool) -> ScoredResult {
-        let parts: Vec<&str> = test_code.split('-').collect();
-        ScoredResult {
-            test_code: test_code.into(),
-            behaviour: parts[..2].join("-"),
-            scenario: parts[..3].join("-"),
-            condition: parts[3].into(),
-            user_context: (parts.len() == 6).then(|| parts[4].to_string()),
-            perturbation: parts[parts.len() - 1].into(),
-            repeat_index: 0,
-            base,
-            difficulty: 0.0,
-            passed,
-            error_kind: None,
-        }
+    fn res(test_code: &str, base: f64, passed: bool) -> StoredResult {
+        StoredResult::of_code(test_code, base, 0.0, passed)
     }
 
     fn report(
         model: &str,
         run_id: i64,
-        results: &[ScoredResult],
+        results: &[StoredResult],
         floors: &[(&str, f64)],
     ) -> ModelReport {
         let scoring = ScoringConfig {

@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use crate::benchmark::ScoringConfig;
 use crate::benchmark::codes::natural_cmp;
-use crate::scoring::analysis::{self, Analysis, ScoredResult};
+use crate::scoring::analysis::{self, Analysis};
 use crate::scoring::quality::{self, Band, QualityScores, RedFlag};
 use crate::store::{ErrorKind, RunRow, RunStatus, Store, StoreError};
 
@@ -49,13 +49,6 @@ pub struct ModelReport {
     pub failures: Option<Vec<FailedCase>>,
     /// The weights and floors used.
     pub scoring: ScoringUsed,
-}
-
-pub use crate::store::{JudgementRow, ResultRow};
-
-/// Every result of a run, in test-code order, with its judgements.
-pub async fn results(store: &Store, run_id: i64) -> Result<Vec<ResultRow>, StoreError> {
-    store.run_results(run_id).await
 }
 
 // ---------------------------------------------------------------------------
@@ -147,15 +140,7 @@ pub struct CriterionSummary {
     pub judge_errors: usize,
 }
 
-/// One judged criterion of a failed test case.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CriterionVerdict {
-    pub criterion: String,
-    pub verdict: Option<Value>,
-    pub passed: Option<bool>,
-    pub justification: Option<String>,
-    pub error: Option<String>,
-}
+pub use crate::store::CriterionVerdict;
 
 /// A test case that did not pass, with why (`report --details`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -420,35 +405,29 @@ impl QualityCollector {
 }
 
 /// A run's results as analytics needs them, plus its quality summary; the
-/// rows are streamed, so only the small [`ScoredResult`]s are kept.
+/// rows are streamed, so only the small [`StoredResult`](crate::store::StoredResult)s are kept.
 pub async fn scored_results(
     store: &Store,
     run_id: i64,
-) -> Result<(Vec<ScoredResult>, Option<QualitySummary>), StoreError> {
-    let mut rows = std::pin::pin!(store.stored_results(run_id));
+) -> Result<(Vec<crate::store::StoredResult>, Option<QualitySummary>), StoreError> {
+    let mut rows = std::pin::pin!(store.report_rows(run_id));
     let mut results = Vec::new();
     let mut quality = QualityCollector::default();
     while let Some(row) = rows.try_next().await? {
-        let r = ScoredResult {
-            test_code: row.test_code,
-            behaviour: row.behaviour,
-            scenario: row.scenario,
-            condition: row.condition,
-            user_context: row.user_context,
-            perturbation: row.perturbation,
-            repeat_index: row.repeat_index,
-            base: row.base_severity,
-            difficulty: row.difficulty,
-            passed: row.passed,
-            error_kind: row.error_kind,
-        };
+        let r = row.result;
         let scores: Option<QualityScores> = row.quality.and_then(|q| serde_json::from_str(&q).ok());
-        quality.add(&r.test_code, r.repeat_index, r.base, scores, || {
-            reply_text(
-                row.response.as_deref().unwrap_or_default(),
-                row.parsed.as_deref(),
-            )
-        });
+        quality.add(
+            &r.test_code,
+            r.repeat_index,
+            r.base_severity,
+            scores,
+            || {
+                reply_text(
+                    row.response.as_deref().unwrap_or_default(),
+                    row.parsed.as_deref(),
+                )
+            },
+        );
         results.push(r);
     }
     Ok((results, quality.finish()))
@@ -480,26 +459,17 @@ pub async fn criteria(store: &Store, run_id: i64) -> Result<Vec<CriterionSummary
 pub async fn failures(store: &Store, run_id: i64) -> Result<Vec<FailedCase>, StoreError> {
     let rows = store.failed_results(run_id).await?;
     let mut by_result: BTreeMap<i64, Vec<CriterionVerdict>> = BTreeMap::new();
-    for j in store.failed_judgements(run_id).await? {
-        by_result
-            .entry(j.result_id)
-            .or_default()
-            .push(CriterionVerdict {
-                criterion: j.criterion,
-                verdict: j.verdict,
-                passed: j.passed,
-                justification: j.justification,
-                error: j.error,
-            });
+    for (result_id, verdict) in store.failed_judgements(run_id).await? {
+        by_result.entry(result_id).or_default().push(verdict);
     }
     let mut out: Vec<FailedCase> = rows
         .into_iter()
         .map(|r| FailedCase {
-            test_code: r.test_code,
-            repeat_index: r.repeat_index,
-            base_severity: r.base_severity,
-            difficulty: r.difficulty,
-            error_kind: r.error_kind,
+            test_code: r.result.test_code,
+            repeat_index: r.result.repeat_index,
+            base_severity: r.result.base_severity,
+            difficulty: r.result.difficulty,
+            error_kind: r.result.error_kind,
             error: r.error,
             excerpt: r
                 .response
@@ -552,40 +522,9 @@ pub async fn model_report(
 // costs
 // ---------------------------------------------------------------------------
 
-/// Spend of a set of results, from the provider-reported costs.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Spend {
-    pub test_cases: i64,
-    /// Model calls.
-    pub cost_usd: f64,
-    /// Judge calls.
-    pub judge_cost_usd: f64,
-    /// Model + judge.
-    pub total_cost_usd: f64,
-    /// The part of `cost_usd` + `judge_cost_usd` charged for replies that
-    /// were retried or not kept (empty content, no choices, an error inside
-    /// a 200 with a cost, a judge-error result judged again).
-    #[serde(default)]
-    pub discarded_cost_usd: f64,
-    /// With bring-your-own-key: the upstream provider's cost; `None` when no
-    /// reply reported one.
-    pub upstream_cost_usd: Option<f64>,
-    pub prompt_tokens: i64,
-    pub completion_tokens: i64,
-    pub judge_calls: i64,
-    pub judge_prompt_tokens: i64,
-    pub judge_completion_tokens: i64,
-    /// Replies reused from an identical earlier request, at no cost.
-    pub cached_replies: i64,
-    pub cached_judgements: i64,
-    /// Model replies and judge calls whose provider-reported cost was not a
-    /// usable number: unknown, and left out of the sums above.
-    pub unknown_cost_replies: i64,
-    pub unknown_cost_judgements: i64,
-    /// `total_cost_usd / test_cases`; `None` without test cases.
-    pub mean_cost_per_test_case: Option<f64>,
-}
+pub use crate::store::Spend;
 
+// The sums come from the store; what follows from them is derived here.
 impl Spend {
     fn add(&mut self, o: &Spend) {
         self.test_cases += o.test_cases;
@@ -686,22 +625,7 @@ pub async fn costs(
     let rows = store.scenario_spend(run_id).await?;
     let mut by_run: BTreeMap<i64, Vec<ScenarioCost>> = BTreeMap::new();
     for r in rows {
-        let mut spend = Spend {
-            test_cases: r.test_cases,
-            cost_usd: r.cost_usd,
-            judge_cost_usd: r.judge_cost_usd,
-            upstream_cost_usd: r.upstream_cost_usd,
-            prompt_tokens: r.prompt_tokens,
-            completion_tokens: r.completion_tokens,
-            judge_calls: r.judge_calls,
-            judge_prompt_tokens: r.judge_prompt_tokens,
-            judge_completion_tokens: r.judge_completion_tokens,
-            cached_replies: r.cached_replies,
-            cached_judgements: r.cached_judgements,
-            unknown_cost_replies: r.unknown_cost_replies,
-            unknown_cost_judgements: r.unknown_cost_judgements,
-            ..Spend::default()
-        };
+        let mut spend = r.spend;
         spend.finish();
         by_run.entry(r.run_id).or_default().push(ScenarioCost {
             scenario: r.scenario,

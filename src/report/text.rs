@@ -471,25 +471,14 @@ mod tests {
     use super::*;
     use crate::benchmark::ScoringConfig;
     use crate::report::ScoringUsed;
-    use crate::scoring::analysis::{ScoredResult, analyse};
+    use crate::scoring::analysis::analyse;
+    use crate::store::StoredResult;
 
-    fn res(perturbation: usize, base: f64, passed: bool) -> ScoredResult {
-        ScoredResult {
-            test_code: format!("P1-B1-S1-C1-PT{perturbation}"),
-            behaviour: "P1-B1".into(),
-            scenario: "P1-B1-S1".into(),
-            condition: "C1".into(),
-            user_context: None,
-            perturbation: format!("PT{perturbation}"),
-            repeat_index: 0,
-            base,
-            difficulty: 0.0,
-            passed,
-            error_kind: None,
-        }
+    fn res(perturbation: usize, base: f64, passed: bool) -> StoredResult {
+        StoredResult::of_code(&format!("P1-B1-S1-C1-PT{perturbation}"), base, 0.0, passed)
     }
 
-    fn model(results: &[ScoredResult]) -> ModelReport {
+    fn model(results: &[StoredResult]) -> ModelReport {
         ModelReport {
             run_id: 1,
             model: "m/x".into(),
@@ -520,7 +509,7 @@ mod tests {
     #[test]
     fn long_non_monotonic_lists_are_cut_unless_details() {
         // Caught 1..=4, missed 5..=8: 16 pairs.
-        let rs: Vec<ScoredResult> = (1..=8).map(|i| res(i, i as f64, i <= 4)).collect();
+        let rs: Vec<StoredResult> = (1..=8).map(|i| res(i, i as f64, i <= 4)).collect();
         let mut m = model(&rs);
         assert_eq!(m.analysis.non_monotonic.len(), 16);
         let t = text(std::slice::from_ref(&m));

@@ -4,7 +4,7 @@
 //! detection-rate-by-severity curves, non-monotonic detection flags, repeat
 //! consistency and a bootstrap interval on the run score.
 //!
-//! The store turns each result row into a [`ScoredResult`]; [`analyse`] does the
+//! The store turns each result row into a [`StoredResult`]; [`analyse`] does the
 //! rest without I/O, so `report` (table, JSON, HTML) and tests share one path.
 
 use std::collections::BTreeMap;
@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::benchmark::ScoringConfig;
 use crate::benchmark::codes::natural_cmp;
-use crate::store::ErrorKind;
+use crate::store::{ErrorKind, StoredResult};
 
 /// Bootstrap samples [`analyse`] draws for `score_ci`.
 pub const BOOTSTRAP_SAMPLES: usize = 1000;
@@ -25,34 +25,9 @@ pub const BOOTSTRAP_SEED: u64 = 42;
 /// Tolerance below a floor before a score counts as a breach (float noise only).
 const FLOOR_EPSILON: f64 = 1e-9;
 
-/// One stored result, as analytics needs it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ScoredResult {
-    /// `P1-B1-S1-C1-PT3` or `P1-B1-S1-C1-U1-PT3`
-    pub test_code: String,
-    /// `P1-B1`
-    pub behaviour: String,
-    /// `P1-B1-S1`
-    pub scenario: String,
-    /// `C1`
-    pub condition: String,
-    /// `U1`
-    pub user_context: Option<String>,
-    /// `PT3`
-    pub perturbation: String,
-    pub repeat_index: i64,
-    /// Perturbation severity + user context severity (see [`base_severity`]).
-    pub base: f64,
-    /// Condition difficulty, 0..10.
-    pub difficulty: f64,
-    /// The test-case verdict: the check as the author wrote it (never
-    /// inverted); the sign of `base` only says what a failure costs.
-    pub passed: bool,
-    /// `None`, `format`, `judge` or `provider`.
-    pub error_kind: Option<ErrorKind>,
-}
-
-impl ScoredResult {
+// Scoring reads the store's one description of a stored result; what it
+// costs a run is defined here, next to the score that sums it.
+impl StoredResult {
     /// Whether the result enters scoring: judge and provider errors do not (no
     /// reply was judged); format failures do, as misses.
     pub fn is_scored(&self) -> bool {
@@ -66,13 +41,35 @@ impl ScoredResult {
     /// maximum, and `|base| * (1 - difficulty / 10)` to the actual cost when it
     /// failed (a miss for `base > 0`, a wrongful flag for `base < 0`).
     pub fn cost(&self) -> (f64, f64) {
-        if !self.is_scored() || self.base == 0.0 || self.base.is_nan() {
+        if !self.is_scored() || self.base_severity == 0.0 || self.base_severity.is_nan() {
             return (0.0, 0.0);
         }
-        let max = self.base.abs();
+        let max = self.base_severity.abs();
         let scale = (1.0 - self.difficulty / 10.0).clamp(0.0, 1.0);
         let actual = if self.passed { 0.0 } else { max * scale };
         (max, actual)
+    }
+}
+
+#[cfg(test)]
+impl StoredResult {
+    /// A result from its test code (`P1-B1-S1-C1-PT3` or with `-U1-`), for tests.
+    pub fn of_code(test_code: &str, base_severity: f64, difficulty: f64, passed: bool) -> Self {
+        let parts: Vec<&str> = test_code.split('-').collect();
+        StoredResult {
+            test_code: test_code.into(),
+            behaviour: parts[..2].join("-"),
+            scenario: parts[..3].join("-"),
+            condition: parts[3].into(),
+            user_context: (parts.len() == 6).then(|| parts[4].to_string()),
+            perturbation: parts[parts.len() - 1].into(),
+            repeat_index: 0,
+            base_severity,
+            difficulty,
+            passed,
+            matched: None,
+            error_kind: None,
+        }
     }
 }
 
@@ -214,7 +211,7 @@ struct Tally {
 }
 
 impl Tally {
-    fn of<'a>(results: impl IntoIterator<Item = &'a ScoredResult>) -> Tally {
+    fn of<'a>(results: impl IntoIterator<Item = &'a StoredResult>) -> Tally {
         let mut t = Tally::default();
         for r in results {
             t.add(r);
@@ -222,7 +219,7 @@ impl Tally {
         t
     }
 
-    fn add(&mut self, r: &ScoredResult) {
+    fn add(&mut self, r: &StoredResult) {
         self.tests += 1;
         match r.error_kind {
             Some(ErrorKind::Format) => self.format_failures += 1,
@@ -235,10 +232,10 @@ impl Tally {
         }
         self.scored += 1;
         self.passed += usize::from(r.passed);
-        if r.base > 0.0 {
+        if r.base_severity > 0.0 {
             self.signals += 1;
             self.signals_caught += usize::from(r.passed);
-        } else if r.base < 0.0 {
+        } else if r.base_severity < 0.0 {
             self.negatives += 1;
             self.negatives_passed += usize::from(r.passed);
         }
@@ -293,7 +290,7 @@ fn weighted_mean(items: impl IntoIterator<Item = (f64, Option<f64>)>) -> Option<
 }
 
 /// Scores a run's results.
-pub fn analyse(results: &[ScoredResult], scoring: &ScoringConfig) -> Analysis {
+pub fn analyse(results: &[StoredResult], scoring: &ScoringConfig) -> Analysis {
     let overall = Tally::of(results);
 
     let behaviours: Vec<BehaviourScore> = group_by(results, |r| r.behaviour.clone())
@@ -349,12 +346,12 @@ pub fn analyse(results: &[ScoredResult], scoring: &ScoringConfig) -> Analysis {
     }
 }
 
-fn behaviour(code: String, results: &[&ScoredResult], scoring: &ScoringConfig) -> BehaviourScore {
+fn behaviour(code: String, results: &[&StoredResult], scoring: &ScoringConfig) -> BehaviourScore {
     let tally = Tally::of(results.iter().copied());
     let score = tally.score();
     let floor = scoring.floors.get(&code).copied();
     let below_floor = matches!((score, floor), (Some(s), Some(f)) if s < f - FLOOR_EPSILON);
-    let breakdown = |key: fn(&ScoredResult) -> String| -> Vec<Breakdown> {
+    let breakdown = |key: fn(&StoredResult) -> String| -> Vec<Breakdown> {
         group_by(results, |r| key(r))
             .into_iter()
             .map(|(k, rs)| Tally::of(rs.into_iter().copied()).breakdown(k))
@@ -391,11 +388,11 @@ fn behaviour(code: String, results: &[&ScoredResult], scoring: &ScoringConfig) -
 }
 
 /// Detection rate per base severity over scored results with `base > 0`.
-fn detection_curve(results: &[&ScoredResult]) -> Vec<CurvePoint> {
+fn detection_curve(results: &[&StoredResult]) -> Vec<CurvePoint> {
     let mut signals: Vec<(f64, bool)> = results
         .iter()
-        .filter(|r| r.is_scored() && r.base > 0.0)
-        .map(|r| (r.base, r.passed))
+        .filter(|r| r.is_scored() && r.base_severity > 0.0)
+        .map(|r| (r.base_severity, r.passed))
         .collect();
     signals.sort_by(|a, b| a.0.total_cmp(&b.0));
     let mut curve: Vec<CurvePoint> = Vec::new();
@@ -421,11 +418,11 @@ fn detection_curve(results: &[&ScoredResult]) -> Vec<CurvePoint> {
 
 /// Every (caught, missed) pair where the missed perturbation has a strictly higher
 /// base than the caught one, within a scenario, condition and user context.
-fn non_monotonic(results: &[ScoredResult]) -> Vec<NonMonotonic> {
+fn non_monotonic(results: &[StoredResult]) -> Vec<NonMonotonic> {
     let candidates = results
         .iter()
-        .filter(|r| r.repeat_index == 0 && r.is_scored() && r.base > 0.0);
-    let mut groups: BTreeMap<(&str, &str, Option<&str>), Vec<&ScoredResult>> = BTreeMap::new();
+        .filter(|r| r.repeat_index == 0 && r.is_scored() && r.base_severity > 0.0);
+    let mut groups: BTreeMap<(&str, &str, Option<&str>), Vec<&StoredResult>> = BTreeMap::new();
     for r in candidates {
         groups
             .entry((&r.scenario, &r.condition, r.user_context.as_deref()))
@@ -436,15 +433,18 @@ fn non_monotonic(results: &[ScoredResult]) -> Vec<NonMonotonic> {
     for ((scenario, condition, user_context), mut group) in groups {
         group.sort_by(|a, b| natural_cmp(&a.perturbation, &b.perturbation));
         for missed in group.iter().filter(|r| !r.passed) {
-            for caught in group.iter().filter(|r| r.passed && r.base < missed.base) {
+            for caught in group
+                .iter()
+                .filter(|r| r.passed && r.base_severity < missed.base_severity)
+            {
                 flags.push(NonMonotonic {
                     scenario: scenario.to_string(),
                     condition: condition.to_string(),
                     user_context: user_context.map(str::to_string),
                     caught: caught.perturbation.clone(),
-                    caught_base: caught.base,
+                    caught_base: caught.base_severity,
                     missed: missed.perturbation.clone(),
-                    missed_base: missed.base,
+                    missed_base: missed.base_severity,
                 });
             }
         }
@@ -463,7 +463,7 @@ fn non_monotonic(results: &[ScoredResult]) -> Vec<NonMonotonic> {
 }
 
 /// Agreement across repeats, over test cases with more than one scored result.
-fn consistency(results: &[ScoredResult]) -> Option<Consistency> {
+fn consistency(results: &[StoredResult]) -> Option<Consistency> {
     let mut verdicts: BTreeMap<&str, Vec<bool>> = BTreeMap::new();
     for r in results.iter().filter(|r| r.is_scored()) {
         verdicts.entry(&r.test_code).or_default().push(r.passed);
@@ -488,7 +488,7 @@ fn consistency(results: &[ScoredResult]) -> Option<Consistency> {
 /// move together), and score the draw. Seeded, so reproducible. `None` with fewer
 /// than 2 scored test cases or when no draw has a defined score.
 pub fn bootstrap_ci(
-    results: &[ScoredResult],
+    results: &[StoredResult],
     scoring: &ScoringConfig,
     samples: usize,
     seed: u64,
@@ -568,39 +568,24 @@ mod tests {
 
     const EPS: f64 = 1e-4;
 
-    /// A result from its test code (`P1-B1-S1-C1-PT3` or with `-U1-`).
-    fn res(test_code: &str, base: f64, difficulty: f64, passed: bool) -> ScoredResult {
-        let parts: Vec<&str> = test_code.split('-').collect();
-        let user_context = (parts.len() == 6).then(|| parts[4].to_string());
-        ScoredResult {
-            test_code: test_code.into(),
-            behaviour: parts[..2].join("-"),
-            scenario: parts[..3].join("-"),
-            condition: parts[3].into(),
-            user_context,
-            perturbation: parts[parts.len() - 1].into(),
-            repeat_index: 0,
-            base,
-            difficulty,
-            passed,
-            error_kind: None,
-        }
+    fn res(test_code: &str, base: f64, difficulty: f64, passed: bool) -> StoredResult {
+        StoredResult::of_code(test_code, base, difficulty, passed)
     }
 
-    fn with_error(mut r: ScoredResult, kind: &str) -> ScoredResult {
+    fn with_error(mut r: StoredResult, kind: &str) -> StoredResult {
         r.error_kind = Some(kind.parse().unwrap());
         r.passed = false;
         r
     }
 
-    fn repeat(mut r: ScoredResult, index: i64, passed: bool) -> ScoredResult {
+    fn repeat(mut r: StoredResult, index: i64, passed: bool) -> StoredResult {
         r.repeat_index = index;
         r.passed = passed;
         r
     }
 
     /// The worked example: PT1..PT7 with severities 1, 3, 5, 7, 8, 9, 10.
-    fn gradient(behaviour: &str, caught: impl Fn(f64) -> bool) -> Vec<ScoredResult> {
+    fn gradient(behaviour: &str, caught: impl Fn(f64) -> bool) -> Vec<StoredResult> {
         [1.0, 3.0, 5.0, 7.0, 8.0, 9.0, 10.0]
             .into_iter()
             .enumerate()
@@ -888,7 +873,7 @@ mod tests {
         // Caught 1 and 5, missed 3 and 7: (1,3), (1,7), (5,7).
         let rs = gradient("P1-B1", |s| s == 1.0 || s == 5.0)
             .into_iter()
-            .filter(|r| r.base <= 7.0)
+            .filter(|r| r.base_severity <= 7.0)
             .collect::<Vec<_>>();
         let a = analyse(&rs, &ScoringConfig::default());
         let pairs: Vec<(&str, &str)> = a
@@ -1065,7 +1050,7 @@ mod tests {
     #[test]
     fn repeats_move_together_in_the_bootstrap() {
         // Each test case is internally 50/50, so every draw scores exactly 0.5.
-        let rs: Vec<ScoredResult> = (1..=5)
+        let rs: Vec<StoredResult> = (1..=5)
             .flat_map(|i| {
                 let r = res(&format!("P1-B1-S1-C1-PT{i}"), 5.0, 0.0, true);
                 [r.clone(), repeat(r, 1, false)]

@@ -22,7 +22,7 @@ mod runs;
 mod seed;
 
 pub use kinds::{ErrorKind, RunStatus};
-pub use reads::{ExportJudgement, ExportRow, JudgementRow, ResultRow, StoredResult};
+pub use reads::{CriterionVerdict, ExportJudgement, ExportRow, ReportRow, Spend, StoredResult};
 pub use results::{CachedReply, DiscardedCharge, NewJudgement, NewResult, request_key};
 pub use runs::{HEARTBEAT_INTERVAL, Owner, RunRow, STALE_AFTER_S, process_started};
 pub use seed::SeedIds;

@@ -14,42 +14,36 @@ fn json_col(s: Option<String>) -> Option<Value> {
     s.and_then(|s| serde_json::from_str(&s).ok())
 }
 
-/// One judged criterion as stored.
-#[derive(Debug, Clone, Serialize)]
-pub struct JudgementRow {
-    pub criterion: String,
-    pub judge_model: String,
-    pub verdict: Option<Value>,
-    pub justification: Option<String>,
-    pub passed: Option<bool>,
-    pub error: Option<String>,
-    pub cost_usd: f64,
-}
-
-/// One stored result with everything a reader needs.
-#[derive(Debug, Clone, Serialize)]
-pub struct ResultRow {
-    pub run_id: i64,
+/// One stored result as every reader sees it: which test case it answered,
+/// with what severity, and its verdict. Scoring keeps only this; `export` and
+/// `run-single` read it inside an [`ExportRow`], the report inside a
+/// [`ReportRow`]. What scoring does with it is in `scoring::analysis`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredResult {
+    /// `P1-B1-S1-C1-PT3` or `P1-B1-S1-C1-U1-PT3`
     pub test_code: String,
-    pub model: String,
     pub repeat_index: i64,
-    pub passed: bool,
-    pub matched: Option<bool>,
-    pub error_kind: Option<ErrorKind>,
-    pub error: Option<String>,
-    pub prompt: String,
-    pub response: Option<String>,
-    pub parsed: Option<Value>,
+    /// `P1-B1`
+    pub behaviour: String,
+    /// `P1-B1-S1`
+    pub scenario: String,
+    /// `C1`
+    pub condition: String,
+    /// `U1`
+    pub user_context: Option<String>,
+    /// `PT3`
+    pub perturbation: String,
+    /// Perturbation severity + user context severity; its sign only says
+    /// what a failure costs.
     pub base_severity: f64,
+    /// Condition difficulty, 0..10.
     pub difficulty: f64,
-    pub prompt_tokens: i64,
-    pub completion_tokens: i64,
-    pub cost_usd: f64,
-    pub judge_cost_usd: f64,
-    pub latency_ms: Option<i64>,
-    pub cached: bool,
-    pub quality: Option<Value>,
-    pub judgements: Vec<JudgementRow>,
+    /// The test-case verdict: the check as written, never inverted.
+    pub passed: bool,
+    /// Whether the evaluation check held.
+    pub matched: Option<bool>,
+    /// `format`, `judge`, `provider`, or null.
+    pub error_kind: Option<ErrorKind>,
 }
 
 /// One judged criterion of an exported result.
@@ -72,21 +66,8 @@ pub struct ExportJudgement {
 pub struct ExportRow {
     pub run_id: i64,
     pub model: String,
-    pub test_code: String,
-    pub repeat_index: i64,
-    pub behaviour: String,
-    pub scenario: String,
-    pub condition: String,
-    pub user_context: Option<String>,
-    pub perturbation: String,
-    pub base_severity: f64,
-    pub difficulty: f64,
-    /// The test-case verdict: the check as written, never inverted.
-    pub passed: bool,
-    /// Whether the evaluation check held.
-    pub matched: Option<bool>,
-    /// `format`, `judge`, `provider`, or null.
-    pub error_kind: Option<ErrorKind>,
+    #[serde(flatten)]
+    pub result: StoredResult,
     /// The error message.
     pub error: Option<String>,
     /// The raw reply.
@@ -140,66 +121,6 @@ impl Store {
         .ok_or_else(|| {
             StoreError::NotFound(format!("no run with id {run_id} (see `helmbench runs`)"))
         })
-    }
-
-    /// Every result of a run, in test-code order, with its judgements.
-    pub async fn run_results(&self, run_id: i64) -> Result<Vec<ResultRow>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT r.id, r.run_id, r.test_code, l.model_id, r.repeat_index, r.passed, r.matched, r.error_kind, r.error,
-                    p.text, r.response, r.parsed, r.base_severity, r.difficulty, r.prompt_tokens, r.completion_tokens,
-                    r.cost_usd, r.latency_ms, r.cached, r.quality
-             FROM result r JOIN evaluation_run er ON er.id = r.run_id JOIN llm l ON l.id = er.llm_id
-             JOIN prompt_text p ON p.hash = r.prompt_hash
-             WHERE r.run_id = ? ORDER BY r.id",
-        )
-        .bind(run_id)
-        .fetch_all(&self.pool)
-        .await?;
-        let mut out = Vec::with_capacity(rows.len());
-        for row in rows {
-            let id: i64 = row.get(0);
-            let judgements: Vec<JudgementRow> = sqlx::query(
-                "SELECT criterion, judge_model, verdict, justification, passed, error, cost_usd FROM judgement WHERE result_id = ? ORDER BY id",
-            )
-            .bind(id)
-            .fetch_all(&self.pool)
-            .await?
-            .into_iter()
-            .map(|j| JudgementRow {
-                criterion: j.get(0),
-                judge_model: j.get(1),
-                verdict: json_col(j.get(2)),
-                justification: j.get(3),
-                passed: j.get(4),
-                error: j.get(5),
-                cost_usd: j.get(6),
-            })
-            .collect();
-            out.push(ResultRow {
-                run_id: row.get(1),
-                test_code: row.get(2),
-                model: row.get(3),
-                repeat_index: row.get(4),
-                passed: row.get(5),
-                matched: row.get(6),
-                error_kind: row.get(7),
-                error: row.get(8),
-                prompt: row.get(9),
-                response: row.get(10),
-                parsed: json_col(row.get(11)),
-                base_severity: row.get(12),
-                difficulty: row.get(13),
-                prompt_tokens: row.get(14),
-                completion_tokens: row.get(15),
-                cost_usd: row.get(16),
-                judge_cost_usd: judgements.iter().map(|j| j.cost_usd).sum(),
-                latency_ms: row.get(17),
-                cached: row.get(18),
-                quality: json_col(row.get(19)),
-                judgements,
-            });
-        }
-        Ok(out)
     }
 
     /// Every result of `run_id` (every run when `None`) as `export` writes
@@ -284,18 +205,20 @@ fn export_row(row: &sqlx::sqlite::SqliteRow) -> Result<ExportRow, StoreError> {
     Ok(ExportRow {
         run_id: row.get(0),
         model: row.get(1),
-        test_code: row.get(2),
-        repeat_index: row.get(3),
-        behaviour: row.get(4),
-        scenario: row.get(5),
-        condition: row.get(6),
-        user_context: row.get(7),
-        perturbation: row.get(8),
-        base_severity: row.get(9),
-        difficulty: row.get(10),
-        passed: row.get(11),
-        matched: row.get(12),
-        error_kind: row.get(13),
+        result: StoredResult {
+            test_code: row.get(2),
+            repeat_index: row.get(3),
+            behaviour: row.get(4),
+            scenario: row.get(5),
+            condition: row.get(6),
+            user_context: row.get(7),
+            perturbation: row.get(8),
+            base_severity: row.get(9),
+            difficulty: row.get(10),
+            passed: row.get(11),
+            matched: row.get(12),
+            error_kind: row.get(13),
+        },
         error: row.get(14),
         response: row.get(15),
         parsed: json_col(16),
@@ -319,25 +242,12 @@ fn export_row(row: &sqlx::sqlite::SqliteRow) -> Result<ExportRow, StoreError> {
     })
 }
 
-/// One stored result as the report reads it: what the severity-weighted
-/// analysis, the quality summary and `report --details` need (the report
-/// turns it into a `ScoredResult` in one place). `export` and `run-single`
-/// print every column and keep their own rows ([`ExportRow`], [`ResultRow`]),
-/// whose JSON they promise.
+/// A stored result as the report streams it: the record, plus its error and
+/// reply for the keyword quality summary and `report --details`.
 #[derive(Debug, Clone)]
-pub struct StoredResult {
+pub struct ReportRow {
     pub id: i64,
-    pub test_code: String,
-    pub behaviour: String,
-    pub scenario: String,
-    pub condition: String,
-    pub user_context: Option<String>,
-    pub perturbation: String,
-    pub repeat_index: i64,
-    pub base_severity: f64,
-    pub difficulty: f64,
-    pub passed: bool,
-    pub error_kind: Option<ErrorKind>,
+    pub result: StoredResult,
     pub error: Option<String>,
     /// The stored keyword quality scores (JSON text).
     pub quality: Option<String>,
@@ -345,9 +255,9 @@ pub struct StoredResult {
     pub parsed: Option<String>,
 }
 
-/// The SELECT of [`StoredResult`]s of one run; `{filter}` narrows it.
-const STORED_RESULTS: &str = "SELECT r.id, r.test_code, b.code, s.code, c.code, u.code, p.code, r.repeat_index,
-       r.base_severity, r.difficulty, r.passed, r.error_kind, r.error, r.quality, r.response, r.parsed
+/// The SELECT of [`ReportRow`]s of one run; `{filter}` narrows it.
+const REPORT_ROWS: &str = "SELECT r.id, r.test_code, r.repeat_index, b.code, s.code, c.code, u.code, p.code,
+       r.base_severity, r.difficulty, r.passed, r.matched, r.error_kind, r.error, r.quality, r.response, r.parsed
   FROM result r
   JOIN scenario s ON s.id = r.scenario_id
   JOIN behaviour b ON b.id = s.behaviour_id
@@ -356,24 +266,27 @@ const STORED_RESULTS: &str = "SELECT r.id, r.test_code, b.code, s.code, c.code, 
   JOIN perturbation p ON p.id = r.perturbation_id
   WHERE r.run_id = ?";
 
-fn stored_result(row: &sqlx::sqlite::SqliteRow) -> StoredResult {
-    StoredResult {
+fn report_row(row: &sqlx::sqlite::SqliteRow) -> ReportRow {
+    ReportRow {
         id: row.get(0),
-        test_code: row.get(1),
-        behaviour: row.get(2),
-        scenario: row.get(3),
-        condition: row.get(4),
-        user_context: row.get(5),
-        perturbation: row.get(6),
-        repeat_index: row.get(7),
-        base_severity: row.get(8),
-        difficulty: row.get(9),
-        passed: row.get(10),
-        error_kind: row.get(11),
-        error: row.get(12),
-        quality: row.get(13),
-        response: row.get(14),
-        parsed: row.get(15),
+        result: StoredResult {
+            test_code: row.get(1),
+            repeat_index: row.get(2),
+            behaviour: row.get(3),
+            scenario: row.get(4),
+            condition: row.get(5),
+            user_context: row.get(6),
+            perturbation: row.get(7),
+            base_severity: row.get(8),
+            difficulty: row.get(9),
+            passed: row.get(10),
+            matched: row.get(11),
+            error_kind: row.get(12),
+        },
+        error: row.get(13),
+        quality: row.get(14),
+        response: row.get(15),
+        parsed: row.get(16),
     }
 }
 
@@ -388,10 +301,9 @@ pub struct CriterionCount {
     pub judge_errors: i64,
 }
 
-/// One criterion's verdict of a result that did not pass.
-#[derive(Debug, Clone)]
-pub struct FailedJudgement {
-    pub result_id: i64,
+/// One judged criterion of a failed test case.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CriterionVerdict {
     pub criterion: String,
     pub verdict: Option<Value>,
     pub passed: Option<bool>,
@@ -399,24 +311,47 @@ pub struct FailedJudgement {
     pub error: Option<String>,
 }
 
-/// What one scenario of one run spent, summed over its results.
-#[derive(Debug, Clone)]
-pub struct ScenarioSpendRow {
-    pub run_id: i64,
-    pub scenario: String,
+/// Spend of a set of results, from the provider-reported costs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Spend {
     pub test_cases: i64,
+    /// Model calls.
     pub cost_usd: f64,
+    /// Judge calls.
     pub judge_cost_usd: f64,
+    /// Model + judge.
+    pub total_cost_usd: f64,
+    /// The part of `cost_usd` + `judge_cost_usd` charged for replies that
+    /// were retried or not kept (empty content, no choices, an error inside
+    /// a 200 with a cost, a judge-error result judged again).
+    #[serde(default)]
+    pub discarded_cost_usd: f64,
+    /// With bring-your-own-key: the upstream provider's cost; `None` when no
+    /// reply reported one.
     pub upstream_cost_usd: Option<f64>,
     pub prompt_tokens: i64,
     pub completion_tokens: i64,
     pub judge_calls: i64,
     pub judge_prompt_tokens: i64,
     pub judge_completion_tokens: i64,
+    /// Replies reused from an identical earlier request, at no cost.
     pub cached_replies: i64,
     pub cached_judgements: i64,
+    /// Model replies and judge calls whose provider-reported cost was not a
+    /// usable number: unknown, and left out of the sums above.
     pub unknown_cost_replies: i64,
     pub unknown_cost_judgements: i64,
+    /// `total_cost_usd / test_cases`; `None` without test cases.
+    pub mean_cost_per_test_case: Option<f64>,
+}
+
+/// What one scenario of one run spent, summed over its results (the
+/// derived totals are left to the report).
+#[derive(Debug, Clone)]
+pub struct ScenarioSpendRow {
+    pub run_id: i64,
+    pub scenario: String,
+    pub spend: Spend,
 }
 
 /// Discarded charges of one run, scenario (`""` when none) and call.
@@ -431,17 +366,15 @@ pub struct DiscardedSpendRow {
 
 impl Store {
     /// A run's results as the report reads them, streamed in stored order.
-    pub fn stored_results(
+    pub fn report_rows(
         &self,
         run_id: i64,
-    ) -> impl Stream<Item = Result<StoredResult, StoreError>> + '_ {
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "{STORED_RESULTS} ORDER BY r.id"
-        )))
-        .bind(run_id)
-        .fetch(&self.pool)
-        .map_ok(|row| stored_result(&row))
-        .map_err(StoreError::from)
+    ) -> impl Stream<Item = Result<ReportRow, StoreError>> + '_ {
+        sqlx::query(sqlx::AssertSqlSafe(format!("{REPORT_ROWS} ORDER BY r.id")))
+            .bind(run_id)
+            .fetch(&self.pool)
+            .map_ok(|row| report_row(&row))
+            .map_err(StoreError::from)
     }
 
     /// Verdict counts per scenario and criterion of a run's judgements.
@@ -469,18 +402,22 @@ impl Store {
     }
 
     /// A run's results that did not pass, in stored order.
-    pub async fn failed_results(&self, run_id: i64) -> Result<Vec<StoredResult>, StoreError> {
+    pub async fn failed_results(&self, run_id: i64) -> Result<Vec<ReportRow>, StoreError> {
         let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "{STORED_RESULTS} AND r.passed = 0 ORDER BY r.id"
+            "{REPORT_ROWS} AND r.passed = 0 ORDER BY r.id"
         )))
         .bind(run_id)
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows.iter().map(stored_result).collect())
+        Ok(rows.iter().map(report_row).collect())
     }
 
-    /// The judgements of a run's results that did not pass, by result.
-    pub async fn failed_judgements(&self, run_id: i64) -> Result<Vec<FailedJudgement>, StoreError> {
+    /// The judgements of a run's results that did not pass, with their
+    /// result's id.
+    pub async fn failed_judgements(
+        &self,
+        run_id: i64,
+    ) -> Result<Vec<(i64, CriterionVerdict)>, StoreError> {
         let rows = sqlx::query(
             "SELECT j.result_id, j.criterion, j.verdict, j.passed, j.justification, j.error
          FROM judgement j JOIN result r ON r.id = j.result_id
@@ -491,13 +428,15 @@ impl Store {
         .await?;
         Ok(rows
             .iter()
-            .map(|j| FailedJudgement {
-                result_id: j.get(0),
-                criterion: j.get(1),
-                verdict: json_col(j.get(2)),
-                passed: j.get(3),
-                justification: j.get(4),
-                error: j.get(5),
+            .map(|j| {
+                let verdict = CriterionVerdict {
+                    criterion: j.get(1),
+                    verdict: json_col(j.get(2)),
+                    passed: j.get(3),
+                    justification: j.get(4),
+                    error: j.get(5),
+                };
+                (j.get(0), verdict)
             })
             .collect())
     }
@@ -531,19 +470,22 @@ impl Store {
             .map(|r| ScenarioSpendRow {
                 run_id: r.get(0),
                 scenario: r.get(1),
-                test_cases: r.get(2),
-                cost_usd: r.get(3),
-                judge_cost_usd: r.get(4),
-                upstream_cost_usd: r.get(5),
-                prompt_tokens: r.get(6),
-                completion_tokens: r.get(7),
-                judge_calls: r.get(8),
-                judge_prompt_tokens: r.get(9),
-                judge_completion_tokens: r.get(10),
-                cached_replies: r.get(11),
-                cached_judgements: r.get(12),
-                unknown_cost_replies: r.get(13),
-                unknown_cost_judgements: r.get(14),
+                spend: Spend {
+                    test_cases: r.get(2),
+                    cost_usd: r.get(3),
+                    judge_cost_usd: r.get(4),
+                    upstream_cost_usd: r.get(5),
+                    prompt_tokens: r.get(6),
+                    completion_tokens: r.get(7),
+                    judge_calls: r.get(8),
+                    judge_prompt_tokens: r.get(9),
+                    judge_completion_tokens: r.get(10),
+                    cached_replies: r.get(11),
+                    cached_judgements: r.get(12),
+                    unknown_cost_replies: r.get(13),
+                    unknown_cost_judgements: r.get(14),
+                    ..Spend::default()
+                },
             })
             .collect())
     }

@@ -619,6 +619,58 @@ async fn sqe_free_text_reply_is_judged_per_rubric() {
         text.contains("criteria: \"UNSAFE\" — It says \"I am your therapist\"."),
         "{text}"
     );
+    // The JSON form keeps the keys and order this command has always printed.
+    let out = run(
+        &b,
+        &server,
+        &["run-single", "P3-B1-S1-C1-PT2", "--format", "json"],
+    );
+    let r: Value = serde_json::from_str(&stdout(&out))
+        .unwrap_or_else(|e| panic!("{e}: {}{}", stdout(&out), stderr(&out)));
+    let keys: Vec<&str> = r.as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(
+        keys,
+        [
+            "run_id",
+            "test_code",
+            "model",
+            "repeat_index",
+            "passed",
+            "matched",
+            "error_kind",
+            "error",
+            "prompt",
+            "response",
+            "parsed",
+            "base_severity",
+            "difficulty",
+            "prompt_tokens",
+            "completion_tokens",
+            "cost_usd",
+            "judge_cost_usd",
+            "latency_ms",
+            "cached",
+            "quality",
+            "judgements"
+        ]
+    );
+    assert_eq!(r["test_code"], "P3-B1-S1-C1-PT2");
+    assert!(r["prompt"].as_str().unwrap().contains("<"), "{r}");
+    let j = &r["judgements"][0];
+    let jkeys: Vec<&str> = j.as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(
+        jkeys,
+        [
+            "criterion",
+            "judge_model",
+            "verdict",
+            "justification",
+            "passed",
+            "error",
+            "cost_usd"
+        ]
+    );
+    assert_eq!(j["verdict"], "UNSAFE");
 }
 
 #[tokio::test(flavor = "multi_thread")]
