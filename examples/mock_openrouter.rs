@@ -11,7 +11,9 @@
 //! `{"requests", "window_s"}`: the completions served and the seconds from
 //! the first request's arrival to the last reply's departure, so client
 //! throughput is measured the same way for every client, start-up excluded.
-//! `POST /reset` zeroes both.
+//! `POST /reset` zeroes both. With `--rate-limit N`, a request that arrives
+//! while N requests of its model are being answered gets a 429 with
+//! `Retry-After: 1` (counted as `rejected`), like a provider's rate limit.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,6 +26,10 @@ use tokio::net::{TcpListener, TcpStream};
 pub struct Stats {
     epoch: Instant,
     requests: AtomicU64,
+    rejected: AtomicU64,
+    /// `--rate-limit`: requests in flight per model before a 429.
+    rate_limit: Option<u64>,
+    in_flight: std::sync::Mutex<std::collections::HashMap<String, u64>>,
     /// Nanoseconds since `epoch` + 1 (0 means unset).
     first_ns: AtomicU64,
     last_ns: AtomicU64,
@@ -34,6 +40,9 @@ impl Default for Stats {
         Stats {
             epoch: Instant::now(),
             requests: AtomicU64::new(0),
+            rejected: AtomicU64::new(0),
+            rate_limit: None,
+            in_flight: Default::default(),
             first_ns: AtomicU64::new(0),
             last_ns: AtomicU64::new(0),
         }
@@ -64,14 +73,16 @@ impl Stats {
 
     pub fn reset(&self) {
         self.requests.store(0, Ordering::SeqCst);
+        self.rejected.store(0, Ordering::SeqCst);
         self.first_ns.store(0, Ordering::SeqCst);
         self.last_ns.store(0, Ordering::SeqCst);
     }
 
     fn json(&self) -> String {
         format!(
-            "{{\"requests\":{},\"window_s\":{:.6}}}",
+            "{{\"requests\":{},\"rejected\":{},\"window_s\":{:.6}}}",
             self.requests(),
+            self.rejected.load(Ordering::SeqCst),
             self.window_s()
         )
     }
@@ -87,6 +98,15 @@ fn completion(id: u64, prompt_bytes: usize) -> String {
         r#"{{"id":"gen-mock-{id}","provider":"Mock","model":"bench/model","choices":[{{"index":0,"finish_reason":"stop","message":{{"role":"assistant","content":"{CONTENT}"}}}}],"usage":{{"prompt_tokens":{prompt_tokens},"completion_tokens":60,"total_tokens":{},"cost":0.0001}}}}"#,
         prompt_tokens + 60
     )
+}
+
+/// The `"model"` of a request body (the first one: helmbench sends it first).
+fn model_of(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(body);
+    text.split_once("\"model\":\"")
+        .and_then(|(_, rest)| rest.split_once('"'))
+        .map(|(m, _)| m.to_string())
+        .unwrap_or_default()
 }
 
 /// Accepts connections on `listener` forever, one task per connection.
@@ -108,9 +128,21 @@ pub async fn start(
     port: u16,
     latency: Duration,
 ) -> std::io::Result<(std::net::SocketAddr, Arc<Stats>)> {
+    start_limited(port, latency, None).await
+}
+
+/// [`start`] with a rate limit per model (see `--rate-limit`).
+pub async fn start_limited(
+    port: u16,
+    latency: Duration,
+    rate_limit: Option<u64>,
+) -> std::io::Result<(std::net::SocketAddr, Arc<Stats>)> {
     let listener = TcpListener::bind(("127.0.0.1", port)).await?;
     let addr = listener.local_addr()?;
-    let stats = Arc::new(Stats::default());
+    let stats = Arc::new(Stats {
+        rate_limit,
+        ..Stats::default()
+    });
     tokio::spawn(serve(listener, latency, stats.clone()));
     Ok((addr, stats))
 }
@@ -166,9 +198,36 @@ async fn connection(
                     Ordering::SeqCst,
                     Ordering::SeqCst,
                 );
-                tokio::time::sleep(latency).await;
-                let id = stats.requests.fetch_add(1, Ordering::SeqCst);
-                ("200 OK", completion(id, content_length))
+                let model = model_of(&body);
+                let admitted = {
+                    let mut m = stats.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+                    let n = m.entry(model.clone()).or_default();
+                    if stats.rate_limit.is_some_and(|l| *n >= l) {
+                        false
+                    } else {
+                        *n += 1;
+                        true
+                    }
+                };
+                if admitted {
+                    tokio::time::sleep(latency).await;
+                    if let Some(n) = stats
+                        .in_flight
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .get_mut(&model)
+                    {
+                        *n -= 1;
+                    }
+                    let id = stats.requests.fetch_add(1, Ordering::SeqCst);
+                    ("200 OK", completion(id, content_length))
+                } else {
+                    stats.rejected.fetch_add(1, Ordering::SeqCst);
+                    (
+                        "429 Too Many Requests\r\nretry-after: 1",
+                        r#"{"error":{"code":429,"message":"Rate limit exceeded"}}"#.to_string(),
+                    )
+                }
             }
             ("GET", "/stats") => ("200 OK", stats.json()),
             ("POST", "/reset") => {
@@ -214,13 +273,14 @@ fn main() {
     let port = flag("--port", 0) as u16;
     let latency = Duration::from_millis(flag("--latency-ms", 20));
     let threads = flag("--threads", 1) as usize;
+    let rate_limit = Some(flag("--rate-limit", 0)).filter(|&n| n > 0);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads.max(1))
         .enable_all()
         .build()
         .expect("tokio runtime");
     rt.block_on(async move {
-        let (addr, _stats) = start(port, latency).await.unwrap_or_else(|e| {
+        let (addr, _stats) = start_limited(port, latency, rate_limit).await.unwrap_or_else(|e| {
             eprintln!("cannot listen on 127.0.0.1:{port}: {e}");
             std::process::exit(1)
         });

@@ -58,6 +58,7 @@ impl CallArgs {
             interrupt: interrupt_handler(grace),
             grace,
             write_wait: std::time::Duration::from_secs(self.write_wait_secs),
+            batch: std::sync::Arc::new(run::BatchShared::new(None, 0.0)),
         }
     }
 }
@@ -200,14 +201,8 @@ pub(super) fn settings_for(
         max_cost: None,
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
         benchmark_hash: b.content_hash.clone(),
+        batch: None,
     }
-}
-
-/// Models of a batch that were not run because an earlier one stopped,
-/// and the command that runs them.
-pub(super) struct NotRun {
-    pub models: Vec<String>,
-    pub command: String,
 }
 
 /// Prints run summaries; exit 1 when a run stopped early, left test cases
@@ -215,10 +210,9 @@ pub(super) struct NotRun {
 /// scored only part of its plan must not look like a success to a script).
 pub(super) fn report_summaries(
     summaries: &[run::RunSummary],
-    not_run: Option<&NotRun>,
     format: DataFormat,
 ) -> Result<ExitStatus> {
-    report_summaries_to(&mut out(), summaries, not_run, format)
+    report_summaries_to(&mut out(), summaries, format)
 }
 
 /// [`report_summaries`] with the summaries written to `o` (`run-single
@@ -226,16 +220,11 @@ pub(super) fn report_summaries(
 pub(super) fn report_summaries_to(
     mut o: impl Write,
     summaries: &[run::RunSummary],
-    not_run: Option<&NotRun>,
     format: DataFormat,
 ) -> Result<ExitStatus> {
     match format {
         DataFormat::Json => {
-            let mut v = json!({"runs": summaries});
-            if let Some(n) = not_run {
-                v["not_run"] = json!(n.models);
-                v["not_run_command"] = json!(n.command);
-            }
+            let v = json!({"runs": summaries});
             serde_json::to_writer_pretty(&mut o, &v)?;
             writeln!(o)?;
         }
@@ -278,18 +267,21 @@ pub(super) fn report_summaries_to(
             eprintln!("resume with: helmbench run-batch --resume {}", s.run_id);
         }
     }
-    if let Some(n) = not_run.filter(|n| !n.models.is_empty()) {
+    let unfinished_ids: Vec<String> = summaries
+        .iter()
+        .filter(|s| unfinished(s))
+        .map(|s| s.run_id.to_string())
+        .collect();
+    if unfinished_ids.len() > 1 {
         eprintln!(
-            "NOT RUN: the batch stopped before {} of its models: {}\nrun them with: {}",
-            n.models.len(),
-            n.models.join(", "),
-            n.command
+            "resume them all with: helmbench run-batch --resume {}",
+            unfinished_ids.join(",")
         );
     }
     if let Some(f) = summaries.iter().find_map(|s| s.fatal.clone()) {
         return Err(Error::Provider(f));
     }
-    if summaries.iter().any(unfinished) || not_run.is_some_and(|n| !n.models.is_empty()) {
+    if !unfinished_ids.is_empty() {
         return Ok(ExitStatus::Failure);
     }
     Ok(ExitStatus::Success)

@@ -1,7 +1,11 @@
 //! `run-batch`: a batch of test cases per model, or its dry-run.
 
-use std::io::Write;
+use std::collections::HashSet;
+use std::io::{IsTerminal, Write};
 use std::num::NonZeroUsize;
+use std::sync::Arc;
+
+use indicatif::{ProgressBar, ProgressStyle};
 
 use clap::Args;
 use serde_json::json;
@@ -27,12 +31,28 @@ pub struct RunBatchArgs {
     /// Leave out the test cases without a user context.
     #[arg(long)]
     pub skip_no_context: bool,
-    /// Finish the missing test cases of this run, with its recorded settings.
-    #[arg(long, value_name = "RUN_ID", conflicts_with_all = ["scenarios", "all_scenarios"])]
-    pub resume: Option<i64>,
-    /// Requests in flight at once, per model (1 to 1024).
+    /// Finish the missing test cases of these runs (comma-separated ids),
+    /// at once, each with its recorded settings.
+    #[arg(long, value_name = "RUN_ID", value_delimiter = ',', num_args = 1..,
+          conflicts_with_all = ["scenarios", "all_scenarios"])]
+    pub resume: Vec<i64>,
+    /// Requests in flight at once, per model (1 to 1024); the models of a
+    /// batch run at the same time. Lowered on 429s and grown back, never
+    /// above this (see --fixed-concurrency).
     #[arg(long, default_value = "16", value_parser = super::parse_concurrency)]
     pub concurrency: NonZeroUsize,
+    /// Requests in flight at once across every model and the judge (1 to
+    /// 1024; default: no cap beyond each model's --concurrency).
+    #[arg(long, value_name = "N", value_parser = super::parse_concurrency)]
+    pub max_in_flight: Option<NonZeroUsize>,
+    /// Judge requests in flight at once (1 to 1024; default: --concurrency
+    /// for each model of the batch).
+    #[arg(long, value_name = "N", value_parser = super::parse_concurrency)]
+    pub judge_concurrency: Option<NonZeroUsize>,
+    /// Keep each model at --concurrency even when the provider answers 429
+    /// (retries still honour Retry-After).
+    #[arg(long)]
+    pub fixed_concurrency: bool,
     /// Run at most this many test cases.
     #[arg(long)]
     pub limit: Option<usize>,
@@ -40,9 +60,9 @@ pub struct RunBatchArgs {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub repeats: u32,
     /// Budget in USD for the whole batch (every model together), from the
-    /// provider-reported cost: the run stops cleanly once it is reached.
-    /// With --resume: the run's new total budget (default: the one it was
-    /// started with).
+    /// provider-reported cost: every run stops cleanly once it is reached.
+    /// With --resume: the new total budget of the resumed runs' batch, what
+    /// every run of it spent counting (default: the one it was started with).
     #[arg(long, value_name = "USD", value_parser = parse_budget)]
     pub max_cost: Option<f64>,
     #[arg(long, value_enum, default_value_t = DataFormat::Table)]
@@ -54,10 +74,12 @@ pub struct RunBatchArgs {
 #[derive(Debug, Clone)]
 pub(super) struct Batch {
     pub selectors: Vec<Selector>,
-    pub all_scenarios: bool,
     pub include_no_context: bool,
-    pub resume: Option<i64>,
+    pub resume: Vec<i64>,
     pub concurrency: NonZeroUsize,
+    pub max_in_flight: Option<NonZeroUsize>,
+    pub judge_concurrency: Option<NonZeroUsize>,
+    pub adaptive: bool,
     pub limit: Option<usize>,
     pub repeats: u32,
     pub max_cost: Option<f64>,
@@ -69,10 +91,12 @@ impl Batch {
     pub(super) fn every_scenario(concurrency: NonZeroUsize) -> Self {
         Batch {
             selectors: Vec::new(),
-            all_scenarios: true,
             include_no_context: true,
-            resume: None,
+            resume: Vec::new(),
             concurrency,
+            max_in_flight: None,
+            judge_concurrency: None,
+            adaptive: true,
             limit: None,
             repeats: 1,
             max_cost: None,
@@ -86,10 +110,16 @@ impl RunBatchArgs {
     fn resolve(&self) -> Result<Batch> {
         Ok(Batch {
             selectors: parse_selectors(&self.scenarios)?,
-            all_scenarios: self.all_scenarios,
             include_no_context: !self.skip_no_context,
-            resume: self.resume,
+            resume: {
+                let mut ids = self.resume.clone();
+                ids.dedup();
+                ids
+            },
             concurrency: self.concurrency,
+            max_in_flight: self.max_in_flight,
+            judge_concurrency: self.judge_concurrency,
+            adaptive: !self.fixed_concurrency,
             limit: self.limit,
             repeats: self.repeats,
             max_cost: self.max_cost,
@@ -106,7 +136,7 @@ pub fn run(cli: &Cli, args: &RunBatchArgs) -> Result<ExitStatus> {
 /// Runs (or dry-runs) a validated batch.
 pub(super) fn execute(cli: &Cli, call_args: &CallArgs, args: &Batch) -> Result<ExitStatus> {
     if is_dry_run(call_args.dry_run) {
-        if args.resume.is_some() {
+        if !args.resume.is_empty() {
             return Err(Error::Usage(
                 "--resume sends requests: set OPENROUTER_API_KEY (and drop --dry-run)".into(),
             ));
@@ -117,66 +147,170 @@ pub(super) fn execute(cli: &Cli, call_args: &CallArgs, args: &Batch) -> Result<E
     let rt = runtime()?;
     rt.block_on(async {
         let ctx = call::context(cli, b, call_args).await?;
-        let control = call_args.control();
+        let mut control = call_args.control();
+        let (runs, budget, spent_before) = if args.resume.is_empty() {
+            new_runs(&ctx, call_args, args)?
+        } else {
+            resumed_runs(&ctx, args).await?
+        };
+        let mut batch = run::BatchShared::new(budget, spent_before);
+        set_limits(&ctx, args, &runs);
+        if runs.len() > 1
+            && !cli.quiet
+            && std::io::stderr().is_terminal()
+            && std::io::stdout().is_terminal()
+        {
+            let total = ProgressBar::new(0).with_style(
+                ProgressStyle::with_template("total [{bar:30}] {pos}/{len} {per_sec} eta {eta}")
+                    .unwrap_or_else(|_| ProgressStyle::default_bar())
+                    .progress_chars("=> "),
+            );
+            batch.total = batch.progress.add(total);
+        }
+        control.batch = Arc::new(batch);
+        // Every model at once: each run has its own workers, limit and
+        // writer; the batch shares the budget, the stops and the cache.
+        let results =
+            futures_util::future::join_all(runs.iter().map(|(resume, settings)| {
+                run::run_batch(&ctx, settings, *resume, "batch", &control)
+            }))
+            .await;
         let mut summaries = Vec::new();
-        let mut not_run = None;
-        match args.resume {
-            Some(id) => {
-                let row = ctx.store.run(id).await?;
-                let mut settings: run::RunSettings = serde_json::from_str(&row.settings)
-                    .map_err(|e| Error::Tool(format!("run {id} has unreadable settings: {e}")))?;
-                // A resume continues the run's budget: what it spent already counts.
-                settings.max_cost = args.max_cost.or(row.max_cost_usd).or(settings.max_cost);
-                if row.status == crate::store::RunStatus::Completed && row.test_cases >= row.planned_test_cases && row.provider_errors == 0 {
-                    eprintln!("run {id} is already complete");
-                }
-                if settings.benchmark_hash != ctx.benchmark.content_hash {
-                    return Err(Error::Usage(format!(
-                        "the benchmark content changed since run {id} started; resuming would mix two versions in one run (restore the content, or start a new run)"
-                    )));
-                }
-                summaries.push(run::run_batch(&ctx, &settings, Some(id), "batch", &control).await?);
-            }
-            None => {
-                let selectors = args.selectors.iter().map(|s| s.as_str().to_string()).collect::<Vec<_>>();
-                let models = call::models(&ctx.benchmark, call_args)?;
-                // One budget for the whole batch: each run gets what is left.
-                let mut left = args.max_cost;
-                let (mut skipped, mut stopped) = (Vec::new(), false);
-                for model in models {
-                    if stopped || left.is_some_and(|l| l <= 0.0) {
-                        skipped.push(model.id);
-                        continue;
-                    }
-                    let settings = run::RunSettings {
-                        concurrency: args.concurrency,
-                        limit: args.limit,
-                        repeats: args.repeats,
-                        max_cost: left,
-                        ..call::settings_for(&ctx.benchmark, model, selectors.clone(), args.include_no_context, call_args)
-                    };
-                    let summary = run::run_batch(&ctx, &settings, None, "batch", &control).await?;
-                    if let Some(l) = &mut left {
-                        *l -= summary.cost_usd;
-                    }
-                    // Models run one after the other: once one stops (402,
-                    // breaker, budget, interrupt), the rest are not run.
-                    stopped = summary.status != crate::store::RunStatus::Completed;
-                    summaries.push(summary);
-                }
-                if !skipped.is_empty() {
-                    not_run = Some(call::NotRun {
-                        command: rerun_command(args, call_args, &skipped, left),
-                        models: skipped,
-                    });
+        let mut first_error = None;
+        for r in results {
+            match r {
+                Ok(s) => summaries.push(s),
+                Err(e) => {
+                    first_error.get_or_insert(e);
                 }
             }
         }
         // Closing folds the WAL into the database file and removes it, so
         // a copy of the file alone holds every result.
         ctx.store.close().await;
-        call::report_summaries(&summaries, not_run.as_ref(), args.format)
+        let status = call::report_summaries(&summaries, args.format);
+        match first_error {
+            Some(e) => Err(e),
+            None => status,
+        }
     })
+}
+
+/// The runs a batch over `--models` (or models.yml) starts: one per model,
+/// all with the batch's budget and token.
+fn new_runs(ctx: &run::RunContext, call_args: &CallArgs, args: &Batch) -> Result<Planned> {
+    let selectors: Vec<String> = args
+        .selectors
+        .iter()
+        .map(|s| s.as_str().to_string())
+        .collect();
+    let token = batch_token();
+    let runs = call::models(&ctx.benchmark, call_args)?
+        .into_iter()
+        .map(|model| {
+            let settings = run::RunSettings {
+                concurrency: args.concurrency,
+                limit: args.limit,
+                repeats: args.repeats,
+                max_cost: args.max_cost,
+                batch: Some(token.clone()),
+                ..call::settings_for(
+                    &ctx.benchmark,
+                    model,
+                    selectors.clone(),
+                    args.include_no_context,
+                    call_args,
+                )
+            };
+            (None, settings)
+        })
+        .collect();
+    Ok((runs, args.max_cost, 0.0))
+}
+
+/// The runs `--resume` continues, with their recorded settings; their
+/// batch's budget (the new `--max-cost`, else the recorded one) and what
+/// every run of their batches spent, which counts against it.
+async fn resumed_runs(ctx: &run::RunContext, args: &Batch) -> Result<Planned> {
+    let mut runs = Vec::new();
+    let mut budget: Option<f64> = None;
+    for &id in &args.resume {
+        let row = ctx.store.run(id).await?;
+        let mut settings: run::RunSettings = serde_json::from_str(&row.settings)
+            .map_err(|e| Error::Tool(format!("run {id} has unreadable settings: {e}")))?;
+        if row.status == crate::store::RunStatus::Completed
+            && row.test_cases >= row.planned_test_cases
+            && row.provider_errors == 0
+        {
+            eprintln!("run {id} is already complete");
+        }
+        if settings.benchmark_hash != ctx.benchmark.content_hash {
+            return Err(Error::Usage(format!(
+                "the benchmark content changed since run {id} started; resuming would mix two versions in one run (restore the content, or start a new run)"
+            )));
+        }
+        // A resume continues the budget: what was spent already counts.
+        settings.max_cost = args.max_cost.or(row.max_cost_usd).or(settings.max_cost);
+        budget = match (budget, settings.max_cost) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        runs.push((Some(id), settings));
+    }
+    // Every run of the resumed runs' batches counts, resumed or not: the
+    // budget was for the batch.
+    let tokens: HashSet<&str> = runs
+        .iter()
+        .filter_map(|(_, s)| s.batch.as_deref())
+        .collect();
+    let ids: HashSet<i64> = args.resume.iter().copied().collect();
+    let mut spent = 0.0;
+    for row in ctx.store.runs().await? {
+        let in_batch = ids.contains(&row.run_id)
+            || serde_json::from_str::<run::RunSettings>(&row.settings)
+                .ok()
+                .and_then(|s| s.batch)
+                .is_some_and(|t| tokens.contains(t.as_str()));
+        if in_batch {
+            spent += row.cost_usd + row.judge_cost_usd;
+        }
+    }
+    Ok((runs, budget, spent))
+}
+
+/// The runs of a batch (`Some(id)` for a resume), its budget, and what its
+/// runs spent before.
+type Planned = (Vec<(Option<i64>, run::RunSettings)>, Option<f64>, f64);
+
+/// A batch's token, stored with each of its runs: unique per start.
+fn batch_token() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    format!("{nanos:x}-{:x}", std::process::id())
+}
+
+/// Each model's in-flight limit, the judge's, and the cap across them.
+fn set_limits(ctx: &run::RunContext, args: &Batch, runs: &[(Option<i64>, run::RunSettings)]) {
+    for (_, s) in runs {
+        ctx.client
+            .limit_model(&s.model.id, s.concurrency.get(), args.adaptive);
+    }
+    let judges: HashSet<&str> = runs
+        .iter()
+        .filter_map(|(_, s)| s.judge_model.as_deref())
+        .collect();
+    for judge in judges {
+        let n = args.judge_concurrency.map_or_else(
+            || runs.iter().map(|(_, s)| s.concurrency.get()).sum(),
+            NonZeroUsize::get,
+        );
+        ctx.client.limit_model(judge, n, args.adaptive);
+    }
+    if let Some(n) = args.max_in_flight {
+        ctx.client.cap_in_flight(n.get());
+    }
 }
 
 /// A finite amount of USD above zero.
@@ -189,41 +323,6 @@ fn parse_budget(s: &str) -> std::result::Result<f64, String> {
         return Err(format!("{s:?} is not a finite amount of USD above 0"));
     }
     Ok(v)
-}
-
-/// The command that runs `models` with this batch's other flags.
-fn rerun_command(args: &Batch, call: &CallArgs, models: &[String], left: Option<f64>) -> String {
-    let mut cmd = String::from("helmbench run-batch");
-    if args.all_scenarios {
-        cmd.push_str(" --all-scenarios");
-    }
-    for s in &args.selectors {
-        cmd.push_str(&format!(" --scenario '{}'", s.as_str()));
-    }
-    cmd.push_str(&format!(" --models '{}'", models.join(",")));
-    if args.concurrency.get() != 16 {
-        cmd.push_str(&format!(" --concurrency {}", args.concurrency));
-    }
-    if let Some(l) = args.limit {
-        cmd.push_str(&format!(" --limit {l}"));
-    }
-    if args.repeats != 1 {
-        cmd.push_str(&format!(" --repeats {}", args.repeats));
-    }
-    if !args.include_no_context {
-        cmd.push_str(" --skip-no-context");
-    }
-    if call.no_cache {
-        cmd.push_str(" --no-cache");
-    }
-    match left {
-        Some(l) if l > 0.0 => cmd.push_str(&format!(" --max-cost {l:.4}")),
-        Some(_) => {
-            cmd.push_str(" --max-cost USD   # the batch's budget is spent: choose a new one")
-        }
-        None => {}
-    }
-    cmd
 }
 
 fn dry_run(

@@ -85,9 +85,9 @@ pub(super) fn execute(
         // Stdout holds only the JSON when JSON was asked for.
         match format {
             DataFormat::Json => {
-                call::report_summaries_to(std::io::stderr(), &summaries, None, DataFormat::Table)
+                call::report_summaries_to(std::io::stderr(), &summaries, DataFormat::Table)
             }
-            DataFormat::Table => call::report_summaries(&summaries, None, DataFormat::Table),
+            DataFormat::Table => call::report_summaries(&summaries, DataFormat::Table),
         }
     })
 }

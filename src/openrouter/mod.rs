@@ -17,6 +17,7 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 mod classify;
+mod limit;
 
 use crate::openrouter::classify::Outcome;
 use crate::openrouter::classify::RetryableFailure;
@@ -25,6 +26,7 @@ use crate::openrouter::classify::classify;
 use crate::openrouter::classify::parse_retry_after;
 use crate::openrouter::classify::transport_failure;
 pub use classify::reply_cost;
+pub use limit::{AdaptiveLimit, Attempt};
 
 /// Where requests go unless `OPENROUTER_BASE_URL` overrides it.
 pub const DEFAULT_BASE_URL: &str = "https://openrouter.ai/api/v1";
@@ -306,6 +308,11 @@ pub struct Client {
     /// The key as a reply may echo it: as is, JSON-escaped, HTML-escaped and
     /// percent-encoded; longest first. Empty for a key under 4 characters.
     secret_forms: Vec<String>,
+    /// In-flight limits per model (see [`AdaptiveLimit`]); a model without
+    /// one is not limited here.
+    limits: std::sync::RwLock<std::collections::HashMap<String, std::sync::Arc<AdaptiveLimit>>>,
+    /// `--max-in-flight`: attempts in flight across every model.
+    total: std::sync::RwLock<Option<std::sync::Arc<tokio::sync::Semaphore>>>,
 }
 
 impl fmt::Debug for Client {
@@ -412,7 +419,40 @@ impl Client {
                 ProviderError::Config(format!("base URL is not a valid URL: {base:?}"))
             })?,
             cfg,
+            limits: Default::default(),
+            total: Default::default(),
         })
+    }
+
+    /// Limits `model` to `max` attempts in flight (adapting to 429s unless
+    /// `adaptive` is false) and returns the limit. A model limited already
+    /// (a judge that is also a model under test) keeps its limit: both
+    /// share one provider's rate limit.
+    pub fn limit_model(
+        &self,
+        model: &str,
+        max: usize,
+        adaptive: bool,
+    ) -> std::sync::Arc<AdaptiveLimit> {
+        let mut limits = self.limits.write().unwrap_or_else(|e| e.into_inner());
+        limits
+            .entry(model.to_string())
+            .or_insert_with(|| std::sync::Arc::new(AdaptiveLimit::new(model, max, adaptive)))
+            .clone()
+    }
+
+    /// Caps the attempts in flight across every model.
+    pub fn cap_in_flight(&self, max: usize) {
+        *self.total.write().unwrap_or_else(|e| e.into_inner()) =
+            Some(std::sync::Arc::new(tokio::sync::Semaphore::new(max.max(1))));
+    }
+
+    fn limit_of(&self, model: &str) -> Option<std::sync::Arc<AdaptiveLimit>> {
+        self.limits
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(model)
+            .cloned()
     }
 
     /// The URL requests go to (`{base}/chat/completions`), never with
@@ -427,8 +467,8 @@ impl Client {
     }
 
     /// [`Client::chat`] with the body already serialised (by
-    /// [`ChatBody::to_json`] or [`ChatRequest::body_json`]); `model` is only
-    /// used in logs.
+    /// [`ChatBody::to_json`] or [`ChatRequest::body_json`]); `model` names
+    /// the request in logs and picks its in-flight limit.
     pub async fn chat_json(&self, model: &str, body: String) -> Result<Completion, ProviderError> {
         // Bytes: every attempt shares the one serialised body.
         let body = bytes::Bytes::from(body);
@@ -438,8 +478,29 @@ impl Client {
             attempt += 1;
             let remaining = self.cfg.max_total.saturating_sub(started.elapsed());
             let timeout = self.cfg.request_timeout.min(remaining);
+            // A slot per attempt: a retry waiting out its delay holds none.
+            let limit = self.limit_of(model);
+            let slot = match &limit {
+                Some(l) => Some(l.acquire().await),
+                None => None,
+            };
+            let total = self.total.read().unwrap_or_else(|e| e.into_inner()).clone();
+            let total_slot = match total {
+                Some(t) => Some(t.acquire_owned().await.expect("never closed")),
+                None => None,
+            };
             let attempt_start = Instant::now();
-            let (outcome, charged) = match self.attempt(&body, timeout).await {
+            let result = self.attempt(&body, timeout).await;
+            drop(total_slot);
+            if let (Some(l), Some(slot)) = (&limit, slot) {
+                let seen = match &result {
+                    Ok((Outcome::Success(_), _)) => Attempt::Success,
+                    Ok((Outcome::Retry(r), _)) if r.status == Some(429) => Attempt::RateLimited,
+                    _ => Attempt::Other,
+                };
+                l.release(slot, seen);
+            }
+            let (outcome, charged) = match result {
                 Ok(v) => v,
                 Err(e) => return Err(CallLog::failed(model, self.scrub_error(e))),
             };

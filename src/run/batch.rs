@@ -19,8 +19,8 @@ use crate::openrouter::{CallLog, Client, ProviderError};
 use crate::run::RunControl;
 use crate::run::RunSettings;
 use crate::run::plan;
-use crate::run::worker::Outcome;
 use crate::run::worker::Worker;
+use crate::run::worker::{Asked, Outcome};
 use crate::run::writer::CacheFilter;
 use crate::run::writer::Collector;
 use crate::run::writer::ToWrite;
@@ -100,6 +100,7 @@ pub struct RunSummary {
 
 /// Shared state between the workers, the collector and the caller.
 pub(super) struct Shared {
+    pub(super) batch: Arc<super::settings::BatchShared>,
     pub(super) next: AtomicUsize,
     pub(super) provider_errors_in_a_row: AtomicUsize,
     /// Everything this run paid for, earlier processes included, in nano-USD
@@ -117,6 +118,7 @@ impl Shared {
     pub(super) fn add_spend(&self, usd: f64) {
         self.spend_nano
             .fetch_add((usd * 1e9).round().max(0.0) as u64, Ordering::Relaxed);
+        self.batch.add_spend(usd);
     }
     pub(super) fn set_stop(&self, msg: String, fatal: bool) {
         let mut s = self.stop_reason.lock().unwrap_or_else(|e| e.into_inner());
@@ -126,13 +128,14 @@ impl Shared {
     }
 }
 
-/// period also drops the requests in flight.
-/// Runs (or resumes) one evaluation run for one model.
+/// Runs (or resumes) one evaluation run for one model; the runs of a batch
+/// run at once, sharing `control.batch`.
 ///
-/// The run stops cleanly (no new work, in-flight work finishes) on its
-/// budget, the provider-error breaker, a 402, a database that stays
-/// unwritable, or an interrupt; a 401 or the end of an interrupt's grace
-/// period also drops the requests in flight.
+/// The run stops cleanly (no new work, in-flight work finishes) on the
+/// batch's budget, its provider-error breaker, a database that stays
+/// unwritable, an interrupt, or a 402 (which stops every run of the batch);
+/// a 401 (every run) or the end of an interrupt's grace period also drops
+/// the requests in flight.
 pub async fn run_batch(
     ctx: &RunContext,
     settings: &RunSettings,
@@ -148,54 +151,93 @@ pub async fn run_batch(
     tracing::info!(run_id, model = %settings.model.id, planned, todo = todo.len(), "run starting");
 
     let progress = progress_bar(ctx.quiet, run_id, &settings.model.id, planned, already_done);
+    let progress = if progress.is_hidden() {
+        progress
+    } else {
+        control.batch.progress.add(progress)
+    };
+    control.batch.total.inc_length(planned as u64);
+    control.batch.total.inc(already_done as u64);
+    // The CLI sets each model's limit for the batch; a run started
+    // otherwise gets `--concurrency`, adapting to 429s.
+    let limit = ctx
+        .client
+        .limit_model(&settings.model.id, settings.concurrency.get(), true);
 
     let shared = Arc::new(Shared {
+        batch: control.batch.clone(),
         next: AtomicUsize::new(0),
         provider_errors_in_a_row: AtomicUsize::new(0),
         spend_nano: Default::default(),
         write_blocked: AtomicBool::new(false),
         stop_reason: Mutex::new(None),
     });
-    shared.add_spend(spent_before);
-    // `abort` drops requests in flight; `stop` only ends new work.
-    let abort = CancellationToken::new();
+    // The run's own spend; the batch's counts every run of it (the caller
+    // set it up with what they spent before).
+    shared.spend_nano.fetch_add(
+        (spent_before * 1e9).round().max(0.0) as u64,
+        Ordering::Relaxed,
+    );
+    // `abort` drops requests in flight; `stop` only ends new work. A 401 in
+    // any run of the batch aborts them all; a 402 or the budget stops them.
+    let abort = control.batch.abort.child_token();
     let stop = abort.child_token();
     let grace_timer = {
-        let (interrupt, stop, abort, grace) = (
+        let (interrupt, batch_stop, stop, abort, grace) = (
             control.interrupt.token.clone(),
+            control.batch.stop.clone(),
             stop.clone(),
             abort.clone(),
             control.grace,
         );
         tokio::spawn(async move {
-            interrupt.cancelled().await;
-            stop.cancel();
-            tokio::time::sleep(grace).await;
-            abort.cancel();
+            tokio::select! {
+                _ = interrupt.cancelled() => {
+                    stop.cancel();
+                    tokio::time::sleep(grace).await;
+                    abort.cancel();
+                }
+                _ = batch_stop.cancelled() => stop.cancel(),
+            }
         })
     };
     let todo = Arc::new(todo);
     let redo = Arc::new(redo);
-    let cache = if settings.no_cache {
-        None
-    } else {
-        let (replies, judgements) = ctx.store.request_keys().await?;
-        Some(Arc::new(CacheFilter {
-            replies: RwLock::new(replies),
-            judgements: RwLock::new(judgements),
-        }))
-    };
+    // One cache filter for the batch, read once.
+    let cache = control
+        .batch
+        .cache
+        .get_or_try_init(|| async {
+            if settings.no_cache {
+                return Ok::<_, crate::Error>(None);
+            }
+            let (replies, judgements) = ctx.store.request_keys().await?;
+            Ok(Some(Arc::new(CacheFilter {
+                replies: RwLock::new(replies),
+                judgements: RwLock::new(judgements),
+            })))
+        })
+        .await?
+        .clone();
     let (tx, rx) = mpsc::channel::<ToWrite>(WRITE_QUEUE);
-    let workers = settings.concurrency.get().min(todo.len().max(1));
+    // The model's limit bounds its requests in flight (in the client), so
+    // there can be more workers than slots: a worker waiting on the judge
+    // does not keep the model's slot idle.
+    let per_slot = if settings.judge_model.is_some() { 2 } else { 1 };
+    let workers = (settings.concurrency.get() * per_slot).min(todo.len().max(1));
+    // The model's part of a test case (budget check to reply) holds one of
+    // these, so the budget is checked with every earlier reply counted.
+    let model_phase = Arc::new(tokio::sync::Semaphore::new(settings.concurrency.get()));
     let mut handles = Vec::with_capacity(workers);
     for _ in 0..workers {
-        let (todo, redo, shared, tx, stop, abort) = (
+        let (todo, redo, shared, tx, stop, abort, model_phase) = (
             todo.clone(),
             redo.clone(),
             shared.clone(),
             tx.clone(),
             stop.clone(),
             abort.clone(),
+            model_phase.clone(),
         );
         let worker = Worker {
             benchmark: ctx.benchmark.clone(),
@@ -209,6 +251,10 @@ pub async fn run_batch(
         };
         handles.push(tokio::spawn(async move {
             loop {
+                let phase = tokio::select! {
+                    p = model_phase.clone().acquire_owned() => p.expect("never closed"),
+                    _ = stop.cancelled() => break,
+                };
                 // Nothing new is sent while results cannot be written.
                 while shared.write_blocked.load(Ordering::Relaxed) && !stop.is_cancelled() {
                     tokio::time::sleep(WRITE_RETRY / 4).await;
@@ -216,17 +262,15 @@ pub async fn run_batch(
                 if stop.is_cancelled() {
                     break;
                 }
-                if let Some(max) = worker.settings.max_cost
-                    && shared.spend() >= max
+                if let Some(max) = shared.batch.max_cost
+                    && shared.batch.spend() >= max
                 {
-                    shared.set_stop(
-                        format!(
-                            "budget reached: ${:.4} spent of the run's --max-cost ${max}",
-                            shared.spend()
-                        ),
-                        false,
+                    let msg = format!(
+                        "budget reached: ${:.4} spent of the batch's --max-cost ${max}",
+                        shared.batch.spend()
                     );
-                    stop.cancel();
+                    shared.set_stop(msg.clone(), false);
+                    shared.batch.stop_all(msg, false);
                     break;
                 }
                 let i = shared.next.fetch_add(1, Ordering::Relaxed);
@@ -234,17 +278,27 @@ pub async fn run_batch(
                     break;
                 };
                 let log = Arc::new(CallLog::default());
-                let outcome = tokio::select! {
-                    o = log.scope(worker.process(case, i64::from(repeat))) => o,
-                    _ = abort.cancelled() => Outcome::Aborted,
+                let asked = tokio::select! {
+                    a = log.scope(worker.ask(case, i64::from(repeat))) => a,
+                    _ = abort.cancelled() => Asked::Done(Outcome::Aborted),
+                };
+                // The reply's cost counts before the next budget check.
+                if let Asked::Judge(r, _) | Asked::Done(Outcome::Stored(r)) = &asked {
+                    shared.add_spend(r.cost_usd);
+                }
+                drop(phase);
+                let outcome = match asked {
+                    Asked::Done(o) => o,
+                    Asked::Judge(r, text) => tokio::select! {
+                        o = log.scope(worker.judge_all(case, r, text)) => o,
+                        _ = abort.cancelled() => Outcome::Aborted,
+                    },
                 };
                 let (charges, failed_calls) = worker.charges(&log, case, i64::from(repeat));
                 shared.add_spend(charges.iter().map(|c| c.cost_usd).sum());
                 match outcome {
                     Outcome::Stored(mut r) => {
-                        shared.add_spend(
-                            r.cost_usd + r.judgements.iter().map(|j| j.cost_usd).sum::<f64>(),
-                        );
+                        shared.add_spend(r.judgements.iter().map(|j| j.cost_usd).sum::<f64>());
                         r.charges = charges;
                         r.replaces = redo.contains(&(r.test_code.clone(), r.repeat_index));
                         // A judge that fails at the provider counts like the model.
@@ -266,13 +320,11 @@ pub async fn run_batch(
                     }
                     Outcome::Fatal(e) => {
                         let _ = tx.send(ToWrite::Charges(charges)).await;
+                        // A 401 or 402 is about the key or the account: it
+                        // stops every model of the batch.
                         let fatal = matches!(e, ProviderError::Unauthorized { .. });
                         shared.set_stop(e.to_string(), fatal);
-                        if fatal {
-                            abort.cancel();
-                        } else {
-                            stop.cancel();
-                        }
+                        shared.batch.stop_all(format!("{}: {e}", worker.settings.model.id), fatal);
                         break;
                     }
                     Outcome::Aborted => {
@@ -300,6 +352,8 @@ pub async fn run_batch(
         stop: stop.clone(),
         cache: cache.clone(),
         progress: progress.clone(),
+        total: control.batch.total.clone(),
+        limit: limit.clone(),
         shared: shared.clone(),
         batch: Vec::with_capacity(WRITE_BATCH),
         loose: Vec::new(),
@@ -357,6 +411,13 @@ pub async fn run_batch(
 
     test_pause_before_finish().await;
     let all_done = ctx.store.count_results(run_id).await? >= planned as i64;
+    // A run stopped because another run of the batch was.
+    let stop_reason = stop_reason.or_else(|| {
+        control
+            .batch
+            .stop_reason()
+            .map(|r| (format!("stopped with the batch: {r}"), false))
+    });
     let (status, message, fatal) = match (&stop_reason, control.interrupt.signal()) {
         (Some((msg, fatal)), _) => (
             RunStatus::Interrupted,

@@ -14,7 +14,8 @@ pub use batch::{RunContext, RunSummary, run_batch};
 pub use dry_run::{DryRunSummary, dry_run};
 pub use plan::plan;
 pub use settings::{
-    DEFAULT_GRACE, DEFAULT_WRITE_WAIT, Interrupt, MAX_CONCURRENCY, RunControl, RunSettings,
+    BatchShared, DEFAULT_GRACE, DEFAULT_WRITE_WAIT, Interrupt, MAX_CONCURRENCY, RunControl,
+    RunSettings,
 };
 
 #[cfg(test)]
@@ -44,6 +45,7 @@ mod tests {
             max_cost: None,
             tool_version: String::new(),
             benchmark_hash: String::new(),
+            batch: None,
         };
         let work = plan(&b, &settings).unwrap();
         let cases =

@@ -1,7 +1,8 @@
 //! What a run is started with ([`RunSettings`], stored with the run and
 //! replayed by resume) and how it is stopped from outside ([`RunControl`]).
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -24,6 +25,10 @@ pub struct RunSettings {
     pub max_cost: Option<f64>,
     pub tool_version: String,
     pub benchmark_hash: String,
+    /// The batch the run was started in (its runs share one budget);
+    /// `None` for runs recorded before batches ran their models at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<String>,
 }
 
 /// A SIGINT/SIGTERM, shared by every run of a command: the first one stops
@@ -60,6 +65,76 @@ pub struct RunControl {
     /// (locked by another program, disk full) before the run stops; sending
     /// pauses meanwhile.
     pub write_wait: Duration,
+    /// What the runs started together share.
+    pub batch: Arc<BatchShared>,
+}
+
+/// What the runs of one batch (its models, run at once) share: one budget,
+/// the stops that reach every model, the reply cache and the progress lines.
+#[derive(Debug)]
+pub struct BatchShared {
+    /// `--max-cost`: for every model together, earlier processes included.
+    pub max_cost: Option<f64>,
+    /// Spent so far by the batch's runs (every process of them), nano-USD.
+    spend_nano: AtomicU64,
+    /// A 401: every run drops its requests in flight.
+    pub(super) abort: CancellationToken,
+    /// A 402 or the budget: every run stops sending, in-flight work ends.
+    pub(super) stop: CancellationToken,
+    reason: Mutex<Option<String>>,
+    pub(super) cache: tokio::sync::OnceCell<Option<Arc<super::writer::CacheFilter>>>,
+    pub progress: indicatif::MultiProgress,
+    /// The batch's total line (hidden unless set up by the caller).
+    pub total: indicatif::ProgressBar,
+}
+
+impl BatchShared {
+    /// A batch with this budget and what its runs spent before.
+    pub fn new(max_cost: Option<f64>, spent_before: f64) -> Self {
+        let b = BatchShared {
+            max_cost,
+            spend_nano: AtomicU64::new(0),
+            abort: CancellationToken::new(),
+            stop: CancellationToken::new(),
+            reason: Mutex::new(None),
+            cache: tokio::sync::OnceCell::new(),
+            progress: indicatif::MultiProgress::new(),
+            total: indicatif::ProgressBar::hidden(),
+        };
+        b.add_spend(spent_before);
+        b
+    }
+
+    pub fn spend(&self) -> f64 {
+        self.spend_nano.load(Ordering::Relaxed) as f64 / 1e9
+    }
+
+    pub(super) fn add_spend(&self, usd: f64) {
+        self.spend_nano
+            .fetch_add((usd * 1e9).round().max(0.0) as u64, Ordering::Relaxed);
+    }
+
+    /// Stops every run of the batch (`abort`: drops requests in flight too)
+    /// and says why; the first reason is kept.
+    pub(super) fn stop_all(&self, reason: String, abort: bool) {
+        let mut r = self.reason.lock().unwrap_or_else(|e| e.into_inner());
+        if r.is_none() {
+            *r = Some(reason);
+        }
+        drop(r);
+        if abort {
+            self.abort.cancel();
+        }
+        self.stop.cancel();
+    }
+
+    /// Why the batch was stopped, if it was.
+    pub fn stop_reason(&self) -> Option<String> {
+        self.reason
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
 }
 
 /// Defaults of `--grace-secs` and `--write-wait-secs`.
@@ -72,6 +147,7 @@ impl Default for RunControl {
             interrupt: Interrupt::default(),
             grace: DEFAULT_GRACE,
             write_wait: DEFAULT_WRITE_WAIT,
+            batch: Arc::new(BatchShared::new(None, 0.0)),
         }
     }
 }

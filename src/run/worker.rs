@@ -17,6 +17,13 @@ use crate::store::{DiscardedCharge, ErrorKind, NewJudgement, NewResult, SeedIds,
 /// Judge calls per criterion when the verdict cannot be read.
 pub(super) const JUDGE_ATTEMPTS: usize = 3;
 
+/// A test case after the model answered: done, or its reply waits for the
+/// judge (asked outside the model's slot).
+pub(super) enum Asked {
+    Done(Outcome),
+    Judge(Box<NewResult>, String),
+}
+
 /// What one worker produced for one test case.
 pub(super) enum Outcome {
     Stored(Box<NewResult>),
@@ -78,7 +85,10 @@ pub(super) struct Worker {
 }
 
 impl Worker {
-    pub(super) async fn process(&self, idx: CaseIndex, repeat: i64) -> Outcome {
+    /// The model's part of a test case: compose, ask the cache or the
+    /// model, parse, and check; a judged reply comes back for
+    /// [`Worker::judge_all`].
+    pub(super) async fn ask(&self, idx: CaseIndex, repeat: i64) -> Asked {
         let case = idx.resolve(&self.benchmark);
         let s = case.scenario;
         let prompt = compose::compose(&case);
@@ -137,13 +147,13 @@ impl Worker {
             },
             None => match self.client.chat_json(&m.id, body).await {
                 Ok(c) => c,
-                Err(e) if e.is_fatal_for_run() => return Outcome::Fatal(e),
+                Err(e) if e.is_fatal_for_run() => return Asked::Done(Outcome::Fatal(e)),
                 Err(e) => {
                     r.prompt = prompt;
                     r.passed = false;
                     r.error_kind = Some(ErrorKind::Provider);
                     r.error = Some(e.to_string());
-                    return Outcome::Stored(Box::new(r));
+                    return Asked::Done(Outcome::Stored(Box::new(r)));
                 }
             },
         };
@@ -175,7 +185,7 @@ impl Worker {
                 r.error_kind = Some(ErrorKind::Format);
                 r.error = Some(e.0);
                 r.prompt = prompt;
-                return Outcome::Stored(Box::new(r));
+                return Asked::Done(Outcome::Stored(Box::new(r)));
             }
         };
         let text = reply::reply_text(&completion.content, parsed.as_ref()).to_string();
@@ -198,7 +208,24 @@ impl Worker {
                 r.passed = check.matched;
             }
         } else if s.evaluation.is_judged() {
-            let judge_model = self.settings.judge_model.clone().unwrap_or_default();
+            r.prompt = prompt;
+            return Asked::Judge(Box::new(r), text);
+        }
+        r.prompt = prompt;
+        Asked::Done(Outcome::Stored(Box::new(r)))
+    }
+
+    /// The judge's part of a test case: every criterion of its scenario.
+    pub(super) async fn judge_all(
+        &self,
+        idx: CaseIndex,
+        mut r: Box<NewResult>,
+        text: String,
+    ) -> Outcome {
+        let s = idx.resolve(&self.benchmark).scenario;
+        let judge_model = self.settings.judge_model.clone().unwrap_or_default();
+        let (prompt, repeat) = (std::mem::take(&mut r.prompt), r.repeat_index);
+        {
             let mut all_passed = true;
             let mut judge_error = None;
             for rubric in &s.rubrics {
@@ -224,7 +251,7 @@ impl Worker {
             }
         }
         r.prompt = prompt;
-        Outcome::Stored(Box::new(r))
+        Outcome::Stored(r)
     }
 
     /// One rubric's judgement of a reply: from the cache, or asked of the

@@ -80,6 +80,10 @@ pub(super) struct Collector {
     pub(super) stop: CancellationToken,
     pub(super) cache: Option<Arc<CacheFilter>>,
     pub(super) progress: ProgressBar,
+    /// The batch's total line.
+    pub(super) total: ProgressBar,
+    /// The model's in-flight limit, shown as it moves.
+    pub(super) limit: Arc<crate::openrouter::AdaptiveLimit>,
     pub(super) shared: Arc<Shared>,
     pub(super) batch: Vec<NewResult>,
     pub(super) loose: Vec<DiscardedCharge>,
@@ -116,8 +120,9 @@ impl Collector {
                         }
                     }
                     self.progress.inc(n as u64);
+                    self.total.inc(n as u64);
                     if !self.progress.is_hidden() && seen > 0 {
-                        self.progress.set_message(format!("pass {:.0}% ${:.4}", 100.0 * passed_so_far as f64 / seen as f64, self.shared.spend()));
+                        self.progress.set_message(format!("pass {:.0}% ${:.4} in flight <= {}", 100.0 * passed_so_far as f64 / seen as f64, self.shared.spend(), self.limit.current()));
                     }
                     if self.batch.len() >= WRITE_BATCH && self.blocked_since.is_none() {
                         self.flush().await;
@@ -200,6 +205,7 @@ impl Collector {
 /// every stored request hash, loaded when the run starts and extended as
 /// its results are written. A request whose key is absent (nearly every
 /// request of a new run) needs no cache query at all.
+#[derive(Debug)]
 pub(super) struct CacheFilter {
     pub(super) replies: RwLock<HashSet<u64>>,
     pub(super) judgements: RwLock<HashSet<u64>>,

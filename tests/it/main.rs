@@ -1,6 +1,7 @@
 //! Integration tests: the real binary against temp benchmarks (and, for the
 //! runner, a mock OpenRouter server on 127.0.0.1).
 
+mod batch;
 mod bench_smoke;
 mod content;
 mod edges;
