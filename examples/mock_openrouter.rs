@@ -280,10 +280,12 @@ fn main() {
         .build()
         .expect("tokio runtime");
     rt.block_on(async move {
-        let (addr, _stats) = start_limited(port, latency, rate_limit).await.unwrap_or_else(|e| {
-            eprintln!("cannot listen on 127.0.0.1:{port}: {e}");
-            std::process::exit(1)
-        });
+        let (addr, _stats) = start_limited(port, latency, rate_limit)
+            .await
+            .unwrap_or_else(|e| {
+                eprintln!("cannot listen on 127.0.0.1:{port}: {e}");
+                std::process::exit(1)
+            });
         println!("listening on {addr}");
         use std::io::Write;
         let _ = std::io::stdout().flush();

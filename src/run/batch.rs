@@ -249,91 +249,19 @@ pub async fn run_batch(
             run_id,
             cache: cache.clone(),
         };
-        handles.push(tokio::spawn(async move {
-            loop {
-                let phase = tokio::select! {
-                    p = model_phase.clone().acquire_owned() => p.expect("never closed"),
-                    _ = stop.cancelled() => break,
-                };
-                // Nothing new is sent while results cannot be written.
-                while shared.write_blocked.load(Ordering::Relaxed) && !stop.is_cancelled() {
-                    tokio::time::sleep(WRITE_RETRY / 4).await;
-                }
-                if stop.is_cancelled() {
-                    break;
-                }
-                if let Some(max) = shared.batch.max_cost
-                    && shared.batch.spend() >= max
-                {
-                    let msg = format!(
-                        "budget reached: ${:.4} spent of the batch's --max-cost ${max}",
-                        shared.batch.spend()
-                    );
-                    shared.set_stop(msg.clone(), false);
-                    shared.batch.stop_all(msg, false);
-                    break;
-                }
-                let i = shared.next.fetch_add(1, Ordering::Relaxed);
-                let Some(&(case, repeat)) = todo.get(i) else {
-                    break;
-                };
-                let log = Arc::new(CallLog::default());
-                let asked = tokio::select! {
-                    a = log.scope(worker.ask(case, i64::from(repeat))) => a,
-                    _ = abort.cancelled() => Asked::Done(Outcome::Aborted),
-                };
-                // The reply's cost counts before the next budget check.
-                if let Asked::Judge(r, _) | Asked::Done(Outcome::Stored(r)) = &asked {
-                    shared.add_spend(r.cost_usd);
-                }
-                drop(phase);
-                let outcome = match asked {
-                    Asked::Done(o) => o,
-                    Asked::Judge(r, text) => tokio::select! {
-                        o = log.scope(worker.judge_all(case, r, text)) => o,
-                        _ = abort.cancelled() => Outcome::Aborted,
-                    },
-                };
-                let (charges, failed_calls) = worker.charges(&log, case, i64::from(repeat));
-                shared.add_spend(charges.iter().map(|c| c.cost_usd).sum());
-                match outcome {
-                    Outcome::Stored(mut r) => {
-                        shared.add_spend(r.judgements.iter().map(|j| j.cost_usd).sum::<f64>());
-                        r.charges = charges;
-                        r.replaces = redo.contains(&(r.test_code.clone(), r.repeat_index));
-                        // A judge that fails at the provider counts like the model.
-                        if r.error_kind == Some(ErrorKind::Provider) || failed_calls > 0 {
-                            let n = shared.provider_errors_in_a_row.fetch_add(1, Ordering::Relaxed) + 1;
-                            if n >= MAX_CONSECUTIVE_PROVIDER_ERRORS {
-                                shared.set_stop(
-                                    format!("{n} test cases in a row failed at the provider (last: {}); stopped", r.error.as_deref().unwrap_or("?")),
-                                    false,
-                                );
-                                stop.cancel();
-                            }
-                        } else {
-                            shared.provider_errors_in_a_row.store(0, Ordering::Relaxed);
-                        }
-                        if tx.send(ToWrite::Result(r)).await.is_err() {
-                            break;
-                        }
-                    }
-                    Outcome::Fatal(e) => {
-                        let _ = tx.send(ToWrite::Charges(charges)).await;
-                        // A 401 or 402 is about the key or the account: it
-                        // stops every model of the batch.
-                        let fatal = matches!(e, ProviderError::Unauthorized { .. });
-                        shared.set_stop(e.to_string(), fatal);
-                        shared.batch.stop_all(format!("{}: {e}", worker.settings.model.id), fatal);
-                        break;
-                    }
-                    Outcome::Aborted => {
-                        let _ = tx.send(ToWrite::Charges(charges)).await;
-                        break;
-                    }
-                }
+        handles.push(tokio::spawn(
+            Lane {
+                worker,
+                todo,
+                redo,
+                shared,
+                tx,
+                stop,
+                abort,
+                model_phase,
             }
-        }));
+            .run(),
+        ));
     }
     drop(tx);
 
@@ -372,7 +300,32 @@ pub async fn run_batch(
     heartbeat.abort();
     grace_timer.abort();
     progress.finish_and_clear();
+    finish(
+        ctx,
+        settings,
+        control,
+        run_id,
+        planned,
+        already_done,
+        &shared,
+        unwritten,
+    )
+    .await
+}
 
+/// Marks the run as it ended (completed, or interrupted and why) and sums
+/// it up; `unwritten` is what the writer could not store.
+#[allow(clippy::too_many_arguments)]
+async fn finish(
+    ctx: &RunContext,
+    settings: &RunSettings,
+    control: &RunControl,
+    run_id: i64,
+    planned: usize,
+    already_done: usize,
+    shared: &Shared,
+    unwritten: Option<super::writer::Unwritten>,
+) -> crate::Result<RunSummary> {
     let stop_reason = shared
         .stop_reason
         .lock()
@@ -454,6 +407,124 @@ pub async fn run_batch(
         message,
         fatal,
     })
+}
+
+/// One worker's loop over the run's test cases: take the model's phase,
+/// check the budget, ask, hand the reply to the judge outside the phase, and
+/// send the result to the writer; the breaker and the batch's stops are
+/// applied here.
+struct Lane {
+    worker: Worker,
+    todo: Arc<Vec<(CaseIndex, u32)>>,
+    redo: Arc<HashSet<(String, i64)>>,
+    shared: Arc<Shared>,
+    tx: mpsc::Sender<ToWrite>,
+    stop: CancellationToken,
+    abort: CancellationToken,
+    model_phase: Arc<tokio::sync::Semaphore>,
+}
+
+impl Lane {
+    async fn run(self) {
+        let Lane {
+            worker,
+            todo,
+            redo,
+            shared,
+            tx,
+            stop,
+            abort,
+            model_phase,
+        } = self;
+        loop {
+            let phase = tokio::select! {
+                p = model_phase.clone().acquire_owned() => p.expect("never closed"),
+                _ = stop.cancelled() => break,
+            };
+            // Nothing new is sent while results cannot be written.
+            while shared.write_blocked.load(Ordering::Relaxed) && !stop.is_cancelled() {
+                tokio::time::sleep(WRITE_RETRY / 4).await;
+            }
+            if stop.is_cancelled() {
+                break;
+            }
+            if let Some(max) = shared.batch.max_cost
+                && shared.batch.spend() >= max
+            {
+                let msg = format!(
+                    "budget reached: ${:.4} spent of the batch's --max-cost ${max}",
+                    shared.batch.spend()
+                );
+                shared.set_stop(msg.clone(), false);
+                shared.batch.stop_all(msg, false);
+                break;
+            }
+            let i = shared.next.fetch_add(1, Ordering::Relaxed);
+            let Some(&(case, repeat)) = todo.get(i) else {
+                break;
+            };
+            let log = Arc::new(CallLog::default());
+            let asked = tokio::select! {
+                a = log.scope(worker.ask(case, i64::from(repeat))) => a,
+                _ = abort.cancelled() => Asked::Done(Outcome::Aborted),
+            };
+            // The reply's cost counts before the next budget check.
+            if let Asked::Judge(r, _) | Asked::Done(Outcome::Stored(r)) = &asked {
+                shared.add_spend(r.cost_usd);
+            }
+            drop(phase);
+            let outcome = match asked {
+                Asked::Done(o) => o,
+                Asked::Judge(r, text) => tokio::select! {
+                    o = log.scope(worker.judge_all(case, r, text)) => o,
+                    _ = abort.cancelled() => Outcome::Aborted,
+                },
+            };
+            let (charges, failed_calls) = worker.charges(&log, case, i64::from(repeat));
+            shared.add_spend(charges.iter().map(|c| c.cost_usd).sum());
+            match outcome {
+                Outcome::Stored(mut r) => {
+                    shared.add_spend(r.judgements.iter().map(|j| j.cost_usd).sum::<f64>());
+                    r.charges = charges;
+                    r.replaces = redo.contains(&(r.test_code.clone(), r.repeat_index));
+                    // A judge that fails at the provider counts like the model.
+                    if r.error_kind == Some(ErrorKind::Provider) || failed_calls > 0 {
+                        let n = shared
+                            .provider_errors_in_a_row
+                            .fetch_add(1, Ordering::Relaxed)
+                            + 1;
+                        if n >= MAX_CONSECUTIVE_PROVIDER_ERRORS {
+                            shared.set_stop(
+                            format!("{n} test cases in a row failed at the provider (last: {}); stopped", r.error.as_deref().unwrap_or("?")),
+                            false,
+                        );
+                            stop.cancel();
+                        }
+                    } else {
+                        shared.provider_errors_in_a_row.store(0, Ordering::Relaxed);
+                    }
+                    if tx.send(ToWrite::Result(r)).await.is_err() {
+                        break;
+                    }
+                }
+                Outcome::Fatal(e) => {
+                    let _ = tx.send(ToWrite::Charges(charges)).await;
+                    // A 401 or 402 is about the key or the account: it
+                    // stops every model of the batch.
+                    let fatal = matches!(e, ProviderError::Unauthorized { .. });
+                    shared.set_stop(e.to_string(), fatal);
+                    shared
+                        .batch
+                        .stop_all(format!("{}: {e}", worker.settings.model.id), fatal);
+                    break;
+                }
+                Outcome::Aborted => {
+                    let _ = tx.send(ToWrite::Charges(charges)).await;
+                    break;
+                }
+            }
+        }
+    }
 }
 
 /// The progress bar, drawn on stderr for a person watching a terminal;
