@@ -29,7 +29,7 @@ pub(super) const WRITE_INTERVAL: Duration = Duration::from_millis(25);
 /// at most `WRITE_QUEUE + WRITE_BATCH` paid replies wait in memory, plus
 /// one per request in flight. When the writer cannot keep up or cannot
 /// write, workers wait (and send nothing) rather than pile up replies.
-pub(super) const WRITE_QUEUE: usize = 128;
+pub(super) const WRITE_QUEUE: usize = 1024;
 /// How long one write waits for another program's lock before the writer
 /// pauses sending and retries (every `WRITE_RETRY`) until `--write-wait-secs`.
 pub(super) const WRITE_BUSY: Duration = Duration::from_secs(1);

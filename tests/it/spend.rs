@@ -332,7 +332,7 @@ async fn an_unavailable_judge_stops_the_run_and_resume_judges_again_without_payi
 
 /// At most this many paid replies wait for the writer, beside one per
 /// request in flight (see runner::WRITE_QUEUE and WRITE_BATCH).
-const PENDING_BOUND: usize = 128 + 256;
+const PENDING_BOUND: usize = 1024 + 256;
 
 fn locked_run_args<'a>(concurrency: &'a str, write_wait: &'a str) -> [&'a str; 6] {
     [
@@ -349,7 +349,9 @@ fn locked_run_args<'a>(concurrency: &'a str, write_wait: &'a str) -> [&'a str; 6
 async fn a_locked_database_pauses_sending_and_loses_nothing() {
     const CONCURRENCY: usize = 8;
     let (server, mock) = counting_server(10, &[]).await;
-    let b = grid_bench(10, 100); // 1,000 test cases
+    // More test cases than the bound, so a writer queue without one would
+    // pay for all of them during the 4 s lock (8 x 100/s).
+    let b = grid_bench(10, 250); // 2,500 test cases
     let (child, pool) =
         spawn_until_stored(&b, &server.uri(), &locked_run_args("8", "120"), 50).await;
     // Another program takes the write lock and holds it for 4 s.
@@ -374,10 +376,10 @@ async fn a_locked_database_pauses_sending_and_loses_nothing() {
         .unwrap();
     assert_no_panic(&out);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert_eq!(count(&pool, "SELECT COUNT(*) FROM result").await, 1000);
+    assert_eq!(count(&pool, "SELECT COUNT(*) FROM result").await, 2500);
     assert_eq!(
         mock.total.load(Ordering::SeqCst),
-        1000,
+        2500,
         "every paid reply stored once"
     );
 }
