@@ -5,8 +5,10 @@
 //! [`crate::report::export`]; the text tables of `report` and `costs` in
 //! [`crate::report::text`]; the HTML page in [`crate::report::html`].
 
+pub mod calibration;
 pub mod export;
 pub mod html;
+pub mod review;
 pub mod text;
 
 use std::cmp::Ordering;
@@ -49,6 +51,9 @@ pub struct ModelReport {
     pub failures: Option<Vec<FailedCase>>,
     /// The weights and floors used.
     pub scoring: ScoringUsed,
+    /// Judge calibration and `--human` (absent without human labels).
+    #[serde(flatten)]
+    pub review: calibration::ReviewSections,
 }
 
 pub use crate::store::{JudgementRow, ResultRow};
@@ -419,6 +424,23 @@ impl QualityCollector {
     }
 }
 
+/// One stored result as the analysis reads it.
+pub(crate) fn scored_result(row: &crate::store::StoredResult) -> ScoredResult {
+    ScoredResult {
+        test_code: row.test_code.clone(),
+        behaviour: row.behaviour.clone(),
+        scenario: row.scenario.clone(),
+        condition: row.condition.clone(),
+        user_context: row.user_context.clone(),
+        perturbation: row.perturbation.clone(),
+        repeat_index: row.repeat_index,
+        base: row.base_severity,
+        difficulty: row.difficulty,
+        passed: row.passed,
+        error_kind: row.error_kind,
+    }
+}
+
 /// A run's results as analytics needs them, plus its quality summary; the
 /// rows are streamed, so only the small [`ScoredResult`]s are kept.
 pub async fn scored_results(
@@ -429,19 +451,7 @@ pub async fn scored_results(
     let mut results = Vec::new();
     let mut quality = QualityCollector::default();
     while let Some(row) = rows.try_next().await? {
-        let r = ScoredResult {
-            test_code: row.test_code,
-            behaviour: row.behaviour,
-            scenario: row.scenario,
-            condition: row.condition,
-            user_context: row.user_context,
-            perturbation: row.perturbation,
-            repeat_index: row.repeat_index,
-            base: row.base_severity,
-            difficulty: row.difficulty,
-            passed: row.passed,
-            error_kind: row.error_kind,
-        };
+        let r = scored_result(&row);
         let scores: Option<QualityScores> = row.quality.and_then(|q| serde_json::from_str(&q).ok());
         quality.add(&r.test_code, r.repeat_index, r.base, scores, || {
             reply_text(
@@ -545,6 +555,7 @@ pub async fn model_report(
             weights: scoring.weights.clone(),
             floors: scoring.floors.clone(),
         },
+        review: calibration::ReviewSections::default(),
     })
 }
 

@@ -283,6 +283,7 @@ fn write_model(o: &mut dyn Write, m: &ModelReport) -> io::Result<()> {
         writeln!(o, "judged criteria:\n{t}")?;
     }
     write_quality(o, m.quality.as_ref())?;
+    crate::report::calibration::write_text(o, &m.review)?;
     if let Some(failures) = &m.failures {
         writeln!(o, "failed test cases ({}):", failures.len())?;
         for f in failures {
@@ -508,6 +509,7 @@ mod tests {
                 weights: Default::default(),
                 floors: Default::default(),
             },
+            review: Default::default(),
         }
     }
 

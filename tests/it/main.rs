@@ -9,6 +9,7 @@ mod fuzz_regressions;
 mod harness;
 mod reliability;
 mod report;
+mod review;
 mod runner;
 mod score;
 mod spend;
