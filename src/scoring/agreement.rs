@@ -352,8 +352,8 @@ mod tests {
 
     /// Worked by hand, three classes, 10 items: the diagonal holds 2 + 3 + 1
     /// = 6, so p_o = 0.6. Row totals (rater A) SAFE 4, UNSAFE 4, EMPATHIC 2;
-    /// column totals (rater B) SAFE 3, UNSAFE 5, EMPATHIC 2. p_e = (4·3 + 4·5
-    /// + 2·2)/100 = 0.36; kappa = (0.6 − 0.36)/0.64 = 0.375.
+    /// column totals (rater B) SAFE 3, UNSAFE 6, EMPATHIC 1. p_e = (4·3 + 4·6
+    /// + 2·1)/100 = 0.38; kappa = (0.6 − 0.38)/0.62 = 11/31.
     #[test]
     fn cohen_three_classes_by_hand() {
         let mut v = Vec::new();
@@ -365,8 +365,8 @@ mod tests {
         v.push(("EMPATHIC", "UNSAFE"));
         let k = cohen_kappa(&v);
         close(k.observed.unwrap(), 0.6, 1e-12);
-        close(k.expected.unwrap(), 0.36, 1e-12);
-        close(k.value.unwrap(), 0.375, 1e-12);
+        close(k.expected.unwrap(), 0.38, 1e-12);
+        close(k.value.unwrap(), 11.0 / 31.0, 1e-12);
         let c = confusion(&v, &["SAFE".into(), "UNSAFE".into(), "EMPATHIC".into()]);
         assert_eq!(c.classes, ["SAFE", "UNSAFE", "EMPATHIC"]);
         assert_eq!(c.counts, vec![vec![2, 2, 0], vec![1, 3, 0], vec![0, 1, 1]]);
