@@ -383,7 +383,10 @@ pub struct Rubric {
 #[serde(deny_unknown_fields)]
 pub struct ModelsConfig {
     /// The judge, or a list of judges kept comma-separated (issue 20).
-    #[serde(default, deserialize_with = "crate::judging::panel::deserialize_judges")]
+    #[serde(
+        default,
+        deserialize_with = "crate::judging::panel::deserialize_judges"
+    )]
     pub marking_model: Option<String>,
     #[serde(default)]
     pub models: Vec<ModelEntry>,

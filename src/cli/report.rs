@@ -37,7 +37,8 @@ pub struct ReportArgs {
     pub out: Option<PathBuf>,
     /// List every failed test case with its error and each criterion's verdict and justification.
     #[arg(long)]
-    pub details: bool,    /// Also score each run with the human consensus in place of the judge
+    pub details: bool,
+    /// Also score each run with the human consensus in place of the judge
     /// where raters labelled an item (`review import`), side by side with
     /// the judged score. No request is sent.
     #[arg(long)]

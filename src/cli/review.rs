@@ -133,11 +133,7 @@ fn export(cli: &Cli, args: &ReviewExportArgs) -> Result<ExitStatus> {
     }
     let known: std::collections::BTreeSet<&str> =
         items.iter().map(|i| i.criterion.as_str()).collect();
-    if let Some(bad) = args
-        .criteria
-        .iter()
-        .find(|c| !known.contains(c.trim()))
-    {
+    if let Some(bad) = args.criteria.iter().find(|c| !known.contains(c.trim())) {
         return Err(Error::Usage(format!(
             "--criteria {bad:?}: run {} has no such judged criterion (it has {})",
             args.run_id,
@@ -172,14 +168,16 @@ fn export(cli: &Cli, args: &ReviewExportArgs) -> Result<ExitStatus> {
 fn import(cli: &Cli, args: &ReviewImportArgs) -> Result<ExitStatus> {
     let rater = args.rater.trim();
     if rater.is_empty() {
-        return Err(Error::Usage("--rater is empty (expected a name such as dr-lee)".into()));
+        return Err(Error::Usage(
+            "--rater is empty (expected a name such as dr-lee)".into(),
+        ));
     }
     // Labels are written: the database must exist, and is migrated if older.
     existing_database(cli)?;
     let url = database_url(cli);
     let file = args.sheet.display().to_string();
-    let bytes = std::fs::read(&args.sheet)
-        .map_err(|e| Error::Usage(format!("cannot read {file}: {e}")))?;
+    let bytes =
+        std::fs::read(&args.sheet).map_err(|e| Error::Usage(format!("cannot read {file}: {e}")))?;
     let jsonl = match args.format {
         Some(f) => f == SheetFormat::Jsonl,
         None => args

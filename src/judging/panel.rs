@@ -35,7 +35,12 @@ pub fn judges(judge_model: &str) -> Vec<&str> {
 /// vote), a tie broken by `tie`. Tokens and costs are the votes' sums, so
 /// the run's judge cost stays the sum of its judgements; the votes are kept
 /// in [`NewJudgement::votes`].
-pub fn combine(criterion: &str, panel: &str, votes: Vec<NewJudgement>, tie: JudgeTie) -> NewJudgement {
+pub fn combine(
+    criterion: &str,
+    panel: &str,
+    votes: Vec<NewJudgement>,
+    tie: JudgeTie,
+) -> NewJudgement {
     let mut j = NewJudgement {
         criterion: criterion.to_string(),
         judge_model: panel.to_string(),
@@ -77,7 +82,11 @@ pub fn combine(criterion: &str, panel: &str, votes: Vec<NewJudgement>, tie: Judg
                 "no judge gave a verdict ({})",
                 votes
                     .iter()
-                    .map(|v| format!("{}: {}", v.judge_model, v.error.as_deref().unwrap_or("no answer")))
+                    .map(|v| format!(
+                        "{}: {}",
+                        v.judge_model,
+                        v.error.as_deref().unwrap_or("no answer")
+                    ))
                     .collect::<Vec<_>>()
                     .join("; ")
             ));
@@ -116,7 +125,9 @@ pub fn combine(criterion: &str, panel: &str, votes: Vec<NewJudgement>, tie: Judg
 /// `marking_model:` in models.yml: one model, or a list of them (kept as
 /// one comma-separated panel name). A model id holding a comma is refused:
 /// it could not be told apart from a panel.
-pub fn deserialize_judges<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+pub fn deserialize_judges<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<String>, D::Error> {
     #[derive(Deserialize)]
     #[serde(untagged)]
     enum OneOrMany {
@@ -133,7 +144,9 @@ pub fn deserialize_judges<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Opti
             "marking_model {bad:?}: expected a model id (provider/model) or a list of them"
         )));
     }
-    Ok(Some(list.iter().map(|j| j.trim()).collect::<Vec<_>>().join(",")))
+    Ok(Some(
+        list.iter().map(|j| j.trim()).collect::<Vec<_>>().join(","),
+    ))
 }
 
 #[cfg(test)]
@@ -160,7 +173,11 @@ mod tests {
         let j = combine(
             "CR1",
             "a,b,c",
-            vec![vote("a", Some("UNSAFE"), 0.1), vote("b", Some("SAFE"), 0.2), vote("c", Some("SAFE"), 0.3)],
+            vec![
+                vote("a", Some("UNSAFE"), 0.1),
+                vote("b", Some("SAFE"), 0.2),
+                vote("c", Some("SAFE"), 0.3),
+            ],
             JudgeTie::First,
         );
         assert_eq!(j.verdict, Some(json!("SAFE")));
@@ -169,7 +186,11 @@ mod tests {
         assert_eq!(j.prompt_tokens, 30);
         assert_eq!(j.votes.len(), 3);
         assert_eq!(j.judge_model, "a,b,c");
-        assert!(j.justification.unwrap().contains("majority of 3 judge(s), 2 for"));
+        assert!(
+            j.justification
+                .unwrap()
+                .contains("majority of 3 judge(s), 2 for")
+        );
     }
 
     #[test]
@@ -188,7 +209,12 @@ mod tests {
         );
         assert_eq!((j.passed, j.error), (Some(false), None));
         // Nobody: a judge error naming each.
-        let j = combine("CR1", "a,b", vec![vote("a", None, 0.0), vote("b", None, 0.0)], JudgeTie::First);
+        let j = combine(
+            "CR1",
+            "a,b",
+            vec![vote("a", None, 0.0), vote("b", None, 0.0)],
+            JudgeTie::First,
+        );
         assert_eq!(j.passed, None);
         assert!(j.error.unwrap().contains("a: timed out; b: timed out"));
     }
@@ -201,7 +227,10 @@ mod tests {
         let m: crate::benchmark::ModelsConfig =
             serde_yaml::from_str("marking_model: a/x\n").unwrap();
         assert_eq!(m.marking_model.as_deref(), Some("a/x"));
-        assert!(serde_yaml::from_str::<crate::benchmark::ModelsConfig>("marking_model: ['a,b']\n").is_err());
+        assert!(
+            serde_yaml::from_str::<crate::benchmark::ModelsConfig>("marking_model: ['a,b']\n")
+                .is_err()
+        );
     }
 
     #[test]

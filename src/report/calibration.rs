@@ -24,7 +24,7 @@ use crate::scoring::agreement::{
     fleiss_kappa, krippendorff_alpha, majority,
 };
 use crate::scoring::analysis;
-use crate::store::{ErrorKind, LabelRow, LabelledJudgement, Store, StoreError};
+use crate::store::{ErrorKind, LabelRow, LabelledJudgement, Store, StoreError, VoteRow};
 
 /// Below this kappa the judge is flagged as not reliable on a criterion
 /// (Landis and Koch's "substantial" starts at 0.61; 0.6 is the usual bar).
@@ -43,6 +43,40 @@ pub struct ReviewSections {
     /// `report --human`: the run scored with the human consensus.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub human_corrected: Option<HumanCorrected>,
+    /// With several judges: how far they agree with each other, per criterion.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge_agreement: Option<Vec<JudgeAgreement>>,
+}
+
+/// Pairwise agreement of a panel's judges on one criterion.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JudgeAgreement {
+    pub scenario: String,
+    pub criterion: String,
+    pub pairs: Vec<PairAgreement>,
+}
+
+/// Cohen's kappa of two judges over the items both gave a verdict.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PairAgreement {
+    pub judge_a: String,
+    pub judge_b: String,
+    pub items: usize,
+    pub raw_agreement: Option<f64>,
+    pub kappa: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kappa_undefined: Option<String>,
+}
+
+/// One judge of a panel against the human consensus on one criterion.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JudgeVsHumans {
+    pub judge: String,
+    pub items: usize,
+    pub raw_agreement: Option<f64>,
+    pub kappa: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kappa_undefined: Option<String>,
 }
 
 /// The judge calibration section of one run.
@@ -92,6 +126,10 @@ pub struct CriterionCalibration {
     /// Agreement among the human raters, with two or more of them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inter_rater: Option<InterRater>,
+    /// With several judges: each judge against the human consensus, so
+    /// the one that agrees best can be picked.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub judges: Vec<JudgeVsHumans>,
 }
 
 /// How far the human raters agree with each other on a criterion.
@@ -202,6 +240,7 @@ fn compare(
         reliable,
         flag: (reliable == Some(false)).then(|| UNRELIABLE.to_string()),
         inter_rater: None,
+        judges: Vec::new(),
     }
 }
 
@@ -275,11 +314,119 @@ pub async fn calibration(store: &Store, run_id: i64) -> Result<Option<Calibratio
         return Ok(None);
     }
     let judgements = store.labelled_judgements(run_id).await?;
-    Ok(Some(calibrate(&labels, &judgements)))
+    let votes = store.votes(run_id).await?;
+    Ok(Some(calibrate(&labels, &judgements, &votes)))
+}
+
+/// Each judge of a panel against the human consensus, per criterion.
+fn judges_vs_humans(
+    by_item: &Labelled<'_>,
+    votes: &[VoteRow],
+) -> BTreeMap<(String, String), Vec<JudgeVsHumans>> {
+    // (scenario, criterion) -> judge (first-vote order) -> pairs.
+    let mut per: BTreeMap<(String, String), Vec<(String, Vec<(String, String)>)>> = BTreeMap::new();
+    for v in votes {
+        let judges = per
+            .entry((v.scenario.clone(), v.criterion.clone()))
+            .or_default();
+        let at = match judges.iter().position(|(j, _)| *j == v.judge_model) {
+            Some(i) => i,
+            None => {
+                judges.push((v.judge_model.clone(), Vec::new()));
+                judges.len() - 1
+            }
+        };
+        let Some(ls) = by_item.get(&(v.result_id, v.criterion.as_str())) else {
+            continue;
+        };
+        if let (Consensus::Verdict { class, .. }, Some(verdict)) = (consensus(ls), &v.verdict) {
+            judges[at].1.push((verdict_class(Some(verdict)), class));
+        }
+    }
+    per.into_iter()
+        .map(|(key, judges)| {
+            let list = judges
+                .into_iter()
+                .map(|(judge, pairs)| {
+                    let k = cohen_kappa(&pairs);
+                    JudgeVsHumans {
+                        judge,
+                        items: pairs.len(),
+                        raw_agreement: k.observed,
+                        kappa: k.value,
+                        kappa_undefined: k.undefined,
+                    }
+                })
+                .collect();
+            (key, list)
+        })
+        .collect()
+}
+
+/// Pairwise Cohen's kappa between a panel's judges, per criterion, over the
+/// items both judges gave a verdict.
+pub fn judge_agreement(votes: &[VoteRow]) -> Vec<JudgeAgreement> {
+    // (scenario, criterion) -> judges in first-vote order; (result, judge) -> class.
+    let mut order: BTreeMap<(&str, &str), Vec<&str>> = BTreeMap::new();
+    let mut verdicts: BTreeMap<(&str, &str), BTreeMap<(i64, &str), String>> = BTreeMap::new();
+    for v in votes {
+        let key = (v.scenario.as_str(), v.criterion.as_str());
+        let judges = order.entry(key).or_default();
+        if !judges.contains(&v.judge_model.as_str()) {
+            judges.push(&v.judge_model);
+        }
+        if let Some(verdict) = &v.verdict {
+            verdicts
+                .entry(key)
+                .or_default()
+                .insert((v.result_id, &v.judge_model), verdict_class(Some(verdict)));
+        }
+    }
+    let mut out: Vec<JudgeAgreement> = order
+        .into_iter()
+        .map(|(key, judges)| {
+            let empty = BTreeMap::new();
+            let got = verdicts.get(&key).unwrap_or(&empty);
+            let results: BTreeSet<i64> = got.keys().map(|(r, _)| *r).collect();
+            let mut pairs = Vec::new();
+            for (i, a) in judges.iter().enumerate() {
+                for b in &judges[i + 1..] {
+                    let both: Vec<(String, String)> = results
+                        .iter()
+                        .filter_map(|r| {
+                            Some((got.get(&(*r, *a))?.clone(), got.get(&(*r, *b))?.clone()))
+                        })
+                        .collect();
+                    let k = cohen_kappa(&both);
+                    pairs.push(PairAgreement {
+                        judge_a: a.to_string(),
+                        judge_b: b.to_string(),
+                        items: both.len(),
+                        raw_agreement: k.observed,
+                        kappa: k.value,
+                        kappa_undefined: k.undefined,
+                    });
+                }
+            }
+            JudgeAgreement {
+                scenario: key.0.to_string(),
+                criterion: key.1.to_string(),
+                pairs,
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        natural_cmp(&a.scenario, &b.scenario).then_with(|| natural_cmp(&a.criterion, &b.criterion))
+    });
+    out
 }
 
 /// [`calibration`] from what the store returned.
-pub fn calibrate(labels: &[LabelRow], judgements: &[LabelledJudgement]) -> Calibration {
+pub fn calibrate(
+    labels: &[LabelRow],
+    judgements: &[LabelledJudgement],
+    votes: &[VoteRow],
+) -> Calibration {
     let by_item = group(labels);
     let judged: BTreeMap<(i64, &str), &LabelledJudgement> = judgements
         .iter()
@@ -320,6 +467,7 @@ pub fn calibrate(labels: &[LabelRow], judgements: &[LabelledJudgement]) -> Calib
             }
         }
     }
+    let mut per_judge = judges_vs_humans(&by_item, votes);
     let mut criteria: Vec<CriterionCalibration> = per
         .into_iter()
         .map(|((scenario, criterion), acc)| {
@@ -332,6 +480,9 @@ pub fn calibrate(labels: &[LabelRow], judgements: &[LabelledJudgement]) -> Calib
                 acc.judge_errors,
             );
             c.inter_rater = inter_rater(&acc.items);
+            c.judges = per_judge
+                .remove(&(scenario.clone(), criterion.clone()))
+                .unwrap_or_default();
             c
         })
         .collect();
@@ -571,9 +722,69 @@ pub fn write_text(o: &mut dyn Write, s: &ReviewSections) -> io::Result<()> {
         writeln!(o, "{t}")?;
         for r in c.criteria.iter().chain(std::iter::once(&c.overall)) {
             if let Some(why) = &r.kappa_undefined {
-                writeln!(o, "  {} {}: kappa undefined: {why}", r.scenario, r.criterion)?;
+                writeln!(
+                    o,
+                    "  {} {}: kappa undefined: {why}",
+                    r.scenario, r.criterion
+                )?;
             }
         }
+    }
+    if let Some(c) = &s.calibration
+        && c.criteria.iter().any(|r| !r.judges.is_empty())
+    {
+        let mut t = comfy_table::Table::new();
+        t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+        t.set_header([
+            "scenario",
+            "criterion",
+            "judge",
+            "items",
+            "agreement",
+            "kappa",
+        ]);
+        for r in &c.criteria {
+            for j in &r.judges {
+                t.add_row([
+                    r.scenario.clone(),
+                    r.criterion.clone(),
+                    j.judge.clone(),
+                    j.items.to_string(),
+                    pct(j.raw_agreement),
+                    j.kappa
+                        .map_or_else(|| "undefined".into(), |k| format!("{k:.2}")),
+                ]);
+            }
+        }
+        writeln!(o, "each judge against the human consensus:\n{t}")?;
+    }
+    if let Some(ja) = &s.judge_agreement {
+        let mut t = comfy_table::Table::new();
+        t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+        t.set_header([
+            "scenario",
+            "criterion",
+            "judge",
+            "judge",
+            "items",
+            "agreement",
+            "kappa",
+        ]);
+        for a in ja {
+            for p in &a.pairs {
+                t.add_row([
+                    a.scenario.clone(),
+                    a.criterion.clone(),
+                    p.judge_a.clone(),
+                    p.judge_b.clone(),
+                    p.items.to_string(),
+                    pct(p.raw_agreement),
+                    p.kappa
+                        .map_or_else(|| "undefined".into(), |k| format!("{k:.2}")),
+                ]);
+            }
+        }
+        writeln!(o, "judge agreement (pairwise Cohen's kappa):\n{t}")?;
     }
     if let Some(h) = &s.human_corrected {
         writeln!(
@@ -636,6 +847,70 @@ pub fn write_html(out: &mut String, models: &[crate::report::ModelReport]) -> st
         }
         writeln!(out, "</table>")?;
     }
+    let panels: Vec<_> = models
+        .iter()
+        .filter_map(|m| m.review.judge_agreement.as_ref().map(|j| (m, j)))
+        .collect();
+    if !panels.is_empty() {
+        writeln!(
+            out,
+            "<h2>Judge agreement</h2>\n<table data-table=\"judge-agreement\">\n<tr><th>Model</th><th>Scenario</th>\
+             <th>Criterion</th><th>Judge</th><th>Judge</th><th>Items</th><th>Agreement</th><th>Kappa</th></tr>"
+        )?;
+        for (m, ja) in panels {
+            for a in ja {
+                for p in &a.pairs {
+                    writeln!(
+                        out,
+                        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td>\
+                         <td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
+                        escape(&format!("{} (run {})", m.model, m.run_id)),
+                        escape(&a.scenario),
+                        escape(&a.criterion),
+                        escape(&p.judge_a),
+                        escape(&p.judge_b),
+                        p.items,
+                        pct(p.raw_agreement),
+                        p.kappa
+                            .map_or_else(|| "undefined".into(), |k| format!("{k:.2}"))
+                    )?;
+                }
+            }
+        }
+        writeln!(out, "</table>")?;
+    }
+    let judged: Vec<_> = models
+        .iter()
+        .filter_map(|m| m.review.calibration.as_ref().map(|c| (m, c)))
+        .filter(|(_, c)| c.criteria.iter().any(|r| !r.judges.is_empty()))
+        .collect();
+    if !judged.is_empty() {
+        writeln!(
+            out,
+            "<h2>Each judge against the humans</h2>\n<table data-table=\"judges-vs-humans\">\n<tr><th>Model</th>\
+             <th>Scenario</th><th>Criterion</th><th>Judge</th><th>Items</th><th>Agreement</th><th>Kappa</th></tr>"
+        )?;
+        for (m, c) in judged {
+            for r in &c.criteria {
+                for j in &r.judges {
+                    writeln!(
+                        out,
+                        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td>\
+                         <td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
+                        escape(&format!("{} (run {})", m.model, m.run_id)),
+                        escape(&r.scenario),
+                        escape(&r.criterion),
+                        escape(&j.judge),
+                        j.items,
+                        pct(j.raw_agreement),
+                        j.kappa
+                            .map_or_else(|| "undefined".into(), |k| format!("{k:.2}"))
+                    )?;
+                }
+            }
+        }
+        writeln!(out, "</table>")?;
+    }
     let corrected: Vec<_> = models
         .iter()
         .filter_map(|m| m.review.human_corrected.as_ref().map(|h| (m, h)))
@@ -678,6 +953,10 @@ pub async fn attach(
     human: bool,
 ) -> Result<(), StoreError> {
     report.review.calibration = calibration(store, report.run_id).await?;
+    let votes = store.votes(report.run_id).await?;
+    if !votes.is_empty() {
+        report.review.judge_agreement = Some(judge_agreement(&votes));
+    }
     if human {
         report.review.human_corrected =
             Some(human_corrected(store, report.run_id, scoring, &report.analysis).await?);

@@ -643,6 +643,20 @@ pub struct RunCost {
     #[serde(flatten)]
     pub spend: Spend,
     pub scenarios: Vec<ScenarioCost>,
+    /// Judge spend per judge model (several with a panel of judges).
+    #[serde(default)]
+    pub judges: Vec<JudgeCost>,
+}
+
+/// What one judge cost a run (its calls' provider-reported costs).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JudgeCost {
+    pub judge_model: String,
+    pub calls: i64,
+    pub cost_usd: f64,
+    pub prompt_tokens: i64,
+    pub completion_tokens: i64,
+    pub cached_judgements: i64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -753,6 +767,17 @@ pub async fn costs(
         unknown_cost_replies: 0,
     };
     let mut models: BTreeMap<String, ModelCost> = BTreeMap::new();
+    let mut judges: BTreeMap<i64, Vec<JudgeCost>> = BTreeMap::new();
+    for j in store.judge_spend(run_id).await? {
+        judges.entry(j.run_id).or_default().push(JudgeCost {
+            judge_model: j.judge_model,
+            calls: j.calls,
+            cost_usd: j.cost_usd,
+            prompt_tokens: j.prompt_tokens,
+            completion_tokens: j.completion_tokens,
+            cached_judgements: j.cached,
+        });
+    }
     // Oldest first, as spend accrued.
     for run in runs.into_iter().rev() {
         let mut scenarios = by_run.remove(&run.run_id).unwrap_or_default();
@@ -782,6 +807,7 @@ pub async fn costs(
             started_at: run.started_at,
             spend,
             scenarios,
+            judges: judges.remove(&run.run_id).unwrap_or_default(),
         });
     }
     report.models = models.into_values().collect();

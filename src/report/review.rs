@@ -91,7 +91,11 @@ pub fn select(
     for g in &mut groups {
         g.shuffle(&mut rng);
     }
-    let take = allocate(&groups.iter().map(Vec::len).collect::<Vec<_>>(), k, &mut rng);
+    let take = allocate(
+        &groups.iter().map(Vec::len).collect::<Vec<_>>(),
+        k,
+        &mut rng,
+    );
     let mut chosen: Vec<usize> = groups
         .iter()
         .zip(take)
@@ -142,9 +146,7 @@ fn allocate(sizes: &[usize], k: usize, rng: &mut StdRng) -> Vec<usize> {
             take[i] += whole;
             given += whole;
         }
-        let mut rest: Vec<usize> = (0..sizes.len())
-            .filter(|&i| take[i] < sizes[i])
-            .collect();
+        let mut rest: Vec<usize> = (0..sizes.len()).filter(|&i| take[i] < sizes[i]).collect();
         // Largest remainder first; ties in the shuffled order.
         rest.sort_by(|&a, &b| {
             let fa = shares[a] - shares[a].floor();
@@ -240,9 +242,12 @@ fn rubric_of<'a>(
     let s = benchmark
         .scenario(scenario)
         .ok_or_else(|| format!("scenario {scenario} is not in the benchmark folder"))?;
-    s.rubrics.iter().find(|r| r.code == criterion).ok_or_else(|| {
-        format!("scenario {scenario} has no rubric {criterion} in the benchmark folder")
-    })
+    s.rubrics
+        .iter()
+        .find(|r| r.code == criterion)
+        .ok_or_else(|| {
+            format!("scenario {scenario} has no rubric {criterion} in the benchmark folder")
+        })
 }
 
 fn options_text(r: &Rubric) -> String {
@@ -268,7 +273,10 @@ pub fn rows(
         .map(|(i, it)| {
             let rubric =
                 rubric_of(benchmark, &it.scenario, &it.criterion).map_err(SheetError::Content)?;
-            let parsed: Option<Value> = it.parsed.as_deref().and_then(|p| serde_json::from_str(p).ok());
+            let parsed: Option<Value> = it
+                .parsed
+                .as_deref()
+                .and_then(|p| serde_json::from_str(p).ok());
             let reply = crate::judging::reply::reply_text(
                 it.response.as_deref().unwrap_or_default(),
                 parsed.as_ref(),
@@ -400,15 +408,10 @@ pub fn read(file: &str, bytes: &[u8], jsonl: bool) -> Result<Vec<ReadRow>, Sheet
                     (k, s)
                 })
                 .collect();
-            out.push(ReadRow {
-                row: i + 1,
-                fields,
-            });
+            out.push(ReadRow { row: i + 1, fields });
         }
     } else {
-        let mut r = csv::ReaderBuilder::new()
-            .flexible(false)
-            .from_reader(bytes);
+        let mut r = csv::ReaderBuilder::new().flexible(false).from_reader(bytes);
         let headers = r
             .headers()
             .map_err(|e| refuse(vec![format!("row 1 (the header): {e}")]))?
@@ -520,7 +523,12 @@ pub fn check(
     const MAX_PROBLEMS: usize = 20;
     let by_key: HashMap<(&str, i64, &str), &ReviewItem> = items
         .iter()
-        .map(|i| ((i.test_code.as_str(), i.repeat_index, i.criterion.as_str()), i))
+        .map(|i| {
+            (
+                (i.test_code.as_str(), i.repeat_index, i.criterion.as_str()),
+                i,
+            )
+        })
         .collect();
     let mut problems: Vec<String> = Vec::new();
     let mut labels = Vec::new();
@@ -530,6 +538,28 @@ pub fn check(
     let mut seen_keys: HashMap<(String, i64, String), usize> = HashMap::new();
     if rows.is_empty() {
         problems.push("the sheet has no rows".into());
+    }
+    // A sheet of another run (or of another database's run) is refused at
+    // its first row, not at every row.
+    if let Some(r) = rows.first() {
+        let f = |k: &str| r.fields.get(k).map(|s| s.trim()).unwrap_or_default();
+        let other_run = f("run_id").parse::<i64>().ok().filter(|id| *id != run_id);
+        let why = match other_run {
+            Some(id) => Some(format!(
+                "run_id is {id}, but this sheet is imported into run {run_id} (a sheet of another run?)"
+            )),
+            None if f("model") != model && f("run_id").parse::<i64>().is_ok() => Some(format!(
+                "model is {:?}, but run {run_id} is a run of {model} (a sheet of another database's run?)",
+                f("model")
+            )),
+            None => None,
+        };
+        if let Some(why) = why {
+            return Err(SheetError::Rows {
+                file: file.to_string(),
+                problems: vec![format!("row {}: {why}", r.row)],
+            });
+        }
     }
     for r in rows {
         let f = |k: &str| r.fields.get(k).map(|s| s.trim()).unwrap_or_default();
@@ -591,7 +621,9 @@ pub fn check(
             bad(format!("item {i} appears twice (first on row {first})"));
             continue;
         }
-        if let Some(first) = seen_keys.insert((code.to_string(), repeat, criterion.to_string()), r.row) {
+        if let Some(first) =
+            seen_keys.insert((code.to_string(), repeat, criterion.to_string()), r.row)
+        {
             bad(format!(
                 "{code} (repeat {repeat}) {criterion} appears twice (first on row {first})"
             ));

@@ -417,7 +417,10 @@ mod tests {
         let v = [("A", "A"), ("B", "B"), ("A", "A"), ("B", "B")];
         let ci = cohen_kappa_interval(&v, 1).unwrap();
         assert_eq!((ci.low, ci.high), (1.0, 1.0));
-        assert!(ci.resamples < BOOTSTRAP_RESAMPLES, "one-class resamples are dropped");
+        assert!(
+            ci.resamples < BOOTSTRAP_RESAMPLES,
+            "one-class resamples are dropped"
+        );
     }
 
     /// Fleiss (1971) as worked on Wikipedia ("Fleiss' kappa", worked
