@@ -318,13 +318,19 @@ pub async fn calibration(store: &Store, run_id: i64) -> Result<Option<Calibratio
     Ok(Some(calibrate(&labels, &judgements, &votes)))
 }
 
+/// (judge class, human class) per item.
+type Pairs = Vec<(String, String)>;
+
+/// A criterion's verdict classes by (result, judge).
+type ByResultAndJudge<'a> = BTreeMap<(i64, &'a str), String>;
+
 /// Each judge of a panel against the human consensus, per criterion.
 fn judges_vs_humans(
     by_item: &Labelled<'_>,
     votes: &[VoteRow],
 ) -> BTreeMap<(String, String), Vec<JudgeVsHumans>> {
     // (scenario, criterion) -> judge (first-vote order) -> pairs.
-    let mut per: BTreeMap<(String, String), Vec<(String, Vec<(String, String)>)>> = BTreeMap::new();
+    let mut per: BTreeMap<(String, String), Vec<(String, Pairs)>> = BTreeMap::new();
     for v in votes {
         let judges = per
             .entry((v.scenario.clone(), v.criterion.clone()))
@@ -368,7 +374,7 @@ fn judges_vs_humans(
 pub fn judge_agreement(votes: &[VoteRow]) -> Vec<JudgeAgreement> {
     // (scenario, criterion) -> judges in first-vote order; (result, judge) -> class.
     let mut order: BTreeMap<(&str, &str), Vec<&str>> = BTreeMap::new();
-    let mut verdicts: BTreeMap<(&str, &str), BTreeMap<(i64, &str), String>> = BTreeMap::new();
+    let mut verdicts: BTreeMap<(&str, &str), ByResultAndJudge<'_>> = BTreeMap::new();
     for v in votes {
         let key = (v.scenario.as_str(), v.criterion.as_str());
         let judges = order.entry(key).or_default();

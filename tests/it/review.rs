@@ -222,7 +222,7 @@ fn filled(b: &Bench, sheet: &Path, rater: &str) -> std::path::PathBuf {
     let to = b.dir.path().join(format!("{rater}.csv"));
     fill(sheet, &to, |_, rec, h| {
         let n = message_number(&rec[col(h, "reply")]);
-        let v = rater_verdict(rater, &rec[col(h, "criterion")].to_string(), n);
+        let v = rater_verdict(rater, &rec[col(h, "criterion")], n);
         set(rec, col(h, "verdict"), v);
         set(
             rec,
@@ -460,7 +460,7 @@ async fn bad_sheets_are_refused_with_their_row_and_store_nothing() {
             let to = b.dir.path().join(name);
             fill(&sheet, &to, |i, rec, h| {
                 let n = message_number(&rec[col(h, "reply")]);
-                let v = rater_verdict("dr-lee", &rec[col(h, "criterion")].to_string(), n);
+                let v = rater_verdict("dr-lee", &rec[col(h, "criterion")], n);
                 set(rec, col(h, "verdict"), v);
                 f(i, rec, h);
             });
