@@ -625,7 +625,8 @@ pub async fn human_corrected(
 }
 
 // ---------------------------------------------------------------------------
-// rendering
+// rendering: each section is a title, a header and rows of cells, drawn as
+// a terminal table or an HTML table by the same code
 // ---------------------------------------------------------------------------
 
 fn pct(v: Option<f64>) -> String {
@@ -636,7 +637,11 @@ fn ci(v: Option<[f64; 2]>) -> String {
     v.map_or_else(|| "n/a".into(), |[lo, hi]| format!("{lo:.2}–{hi:.2}"))
 }
 
-/// The confusion matrix on one line: `judge→human: SAFE→SAFE 3, SAFE→UNSAFE 1`.
+fn kappa(v: Option<f64>) -> String {
+    v.map_or_else(|| "undefined".into(), |k| format!("{k:.2}"))
+}
+
+/// The confusion matrix on one line: `SAFE→SAFE 3, SAFE→UNSAFE 1` (judge→human).
 fn confusion_line(c: &Confusion) -> String {
     let mut cells = Vec::new();
     for (i, row) in c.counts.iter().enumerate() {
@@ -674,276 +679,229 @@ fn inter_rater_text(ir: Option<&InterRater>) -> String {
     )
 }
 
-fn kappa_text(c: &CriterionCalibration) -> String {
-    match c.kappa {
-        Some(k) => format!("{k:.2}"),
-        None => "undefined".into(),
-    }
+/// One rendered section.
+struct Section {
+    title: String,
+    /// The HTML table's `data-table`.
+    id: &'static str,
+    header: &'static [&'static str],
+    /// Columns (after the header's first, in HTML the model) that are numbers.
+    numeric: &'static [usize],
+    rows: Vec<Vec<String>>,
 }
 
-/// The table report's calibration section (nothing without labels).
-pub fn write_text(o: &mut dyn Write, s: &ReviewSections) -> io::Result<()> {
+/// The sections of one run's review, in the order shown.
+fn sections(s: &ReviewSections) -> Vec<Section> {
+    let mut out = Vec::new();
     if let Some(c) = &s.calibration {
-        writeln!(
-            o,
-            "judge calibration: {} labelled items, {} labels from {} rater(s) ({}); kappa below {} is flagged",
-            c.labelled_items,
-            c.labels,
-            c.raters.len(),
-            c.raters.join(", "),
-            c.reliable_kappa
-        )?;
-        let mut t = comfy_table::Table::new();
-        t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
-        t.set_header([
-            "scenario",
-            "criterion",
-            "items",
-            "agreement",
-            "kappa",
-            "95 % CI",
-            "human ties",
-            "humans agree",
-            "judge→human",
-            "",
-        ]);
-        for r in c.criteria.iter().chain(std::iter::once(&c.overall)) {
-            t.add_row([
-                r.scenario.clone(),
-                if r.scenario == "all" {
-                    "all (pass/fail)".into()
-                } else {
-                    r.criterion.clone()
-                },
-                r.items.to_string(),
-                pct(r.raw_agreement),
-                kappa_text(r),
-                ci(r.kappa_ci),
-                r.human_ties.to_string(),
-                inter_rater_text(r.inter_rater.as_ref()),
-                confusion_line(&r.confusion),
-                r.flag.clone().unwrap_or_default(),
-            ]);
-        }
-        writeln!(o, "{t}")?;
-        for r in c.criteria.iter().chain(std::iter::once(&c.overall)) {
-            if let Some(why) = &r.kappa_undefined {
-                writeln!(
-                    o,
-                    "  {} {}: kappa undefined: {why}",
-                    r.scenario, r.criterion
-                )?;
-            }
-        }
-    }
-    if let Some(c) = &s.calibration
-        && c.criteria.iter().any(|r| !r.judges.is_empty())
-    {
-        let mut t = comfy_table::Table::new();
-        t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
-        t.set_header([
-            "scenario",
-            "criterion",
-            "judge",
-            "items",
-            "agreement",
-            "kappa",
-        ]);
-        for r in &c.criteria {
-            for j in &r.judges {
-                t.add_row([
+        let rows = c
+            .criteria
+            .iter()
+            .chain(std::iter::once(&c.overall))
+            .map(|r| {
+                vec![
                     r.scenario.clone(),
-                    r.criterion.clone(),
-                    j.judge.clone(),
-                    j.items.to_string(),
-                    pct(j.raw_agreement),
-                    j.kappa
-                        .map_or_else(|| "undefined".into(), |k| format!("{k:.2}")),
-                ]);
-            }
+                    if r.scenario == "all" {
+                        "all (pass/fail)".into()
+                    } else {
+                        r.criterion.clone()
+                    },
+                    r.items.to_string(),
+                    pct(r.raw_agreement),
+                    kappa(r.kappa),
+                    ci(r.kappa_ci),
+                    r.human_ties.to_string(),
+                    inter_rater_text(r.inter_rater.as_ref()),
+                    confusion_line(&r.confusion),
+                    match (&r.flag, &r.kappa_undefined) {
+                        (Some(flag), _) => flag.clone(),
+                        (None, Some(why)) => format!("kappa undefined: {why}"),
+                        (None, None) => String::new(),
+                    },
+                ]
+            })
+            .collect();
+        out.push(Section {
+            title: format!(
+                "judge calibration: {} labelled items, {} labels from {} rater(s) ({}); kappa below {} is flagged",
+                c.labelled_items,
+                c.labels,
+                c.raters.len(),
+                c.raters.join(", "),
+                c.reliable_kappa
+            ),
+            id: "calibration",
+            header: &[
+                "scenario",
+                "criterion",
+                "items",
+                "agreement",
+                "kappa",
+                "95 % CI",
+                "human ties",
+                "humans agree",
+                "judge→human",
+                "flag",
+            ],
+            numeric: &[2, 3, 4, 5, 6],
+            rows,
+        });
+        let rows: Vec<Vec<String>> = c
+            .criteria
+            .iter()
+            .flat_map(|r| {
+                r.judges.iter().map(|j| {
+                    vec![
+                        r.scenario.clone(),
+                        r.criterion.clone(),
+                        j.judge.clone(),
+                        j.items.to_string(),
+                        pct(j.raw_agreement),
+                        kappa(j.kappa),
+                    ]
+                })
+            })
+            .collect();
+        if !rows.is_empty() {
+            out.push(Section {
+                title: "each judge against the human consensus".into(),
+                id: "judges-vs-humans",
+                header: &[
+                    "scenario",
+                    "criterion",
+                    "judge",
+                    "items",
+                    "agreement",
+                    "kappa",
+                ],
+                numeric: &[3, 4, 5],
+                rows,
+            });
         }
-        writeln!(o, "each judge against the human consensus:\n{t}")?;
     }
     if let Some(ja) = &s.judge_agreement {
-        let mut t = comfy_table::Table::new();
-        t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
-        t.set_header([
-            "scenario",
-            "criterion",
-            "judge",
-            "judge",
-            "items",
-            "agreement",
-            "kappa",
-        ]);
-        for a in ja {
-            for p in &a.pairs {
-                t.add_row([
-                    a.scenario.clone(),
-                    a.criterion.clone(),
-                    p.judge_a.clone(),
-                    p.judge_b.clone(),
-                    p.items.to_string(),
-                    pct(p.raw_agreement),
-                    p.kappa
-                        .map_or_else(|| "undefined".into(), |k| format!("{k:.2}")),
-                ]);
-            }
-        }
-        writeln!(o, "judge agreement (pairwise Cohen's kappa):\n{t}")?;
+        let rows = ja
+            .iter()
+            .flat_map(|a| {
+                a.pairs.iter().map(|p| {
+                    vec![
+                        a.scenario.clone(),
+                        a.criterion.clone(),
+                        p.judge_a.clone(),
+                        p.judge_b.clone(),
+                        p.items.to_string(),
+                        pct(p.raw_agreement),
+                        kappa(p.kappa),
+                    ]
+                })
+            })
+            .collect();
+        out.push(Section {
+            title: "judge agreement (pairwise Cohen's kappa)".into(),
+            id: "judge-agreement",
+            header: &[
+                "scenario",
+                "criterion",
+                "judge",
+                "judge",
+                "items",
+                "agreement",
+                "kappa",
+            ],
+            numeric: &[4, 5, 6],
+            rows,
+        });
     }
     if let Some(h) = &s.human_corrected {
-        writeln!(
-            o,
-            "human-corrected score (report --human): {} labelled verdicts used ({} changed pass/fail), {} tied kept the judge's, {} test cases changed",
-            h.overridden, h.changed, h.ties_kept_judge, h.test_cases_changed
-        )?;
-        let mut t = comfy_table::Table::new();
-        t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
-        t.set_header(["behaviour", "judged", "human-corrected"]);
-        for b in &h.behaviours {
-            t.add_row([b.code.clone(), pct(b.judged), pct(b.human)]);
-        }
-        t.add_row([
-            "overall".to_string(),
+        let mut rows: Vec<Vec<String>> = h
+            .behaviours
+            .iter()
+            .map(|b| vec![b.code.clone(), pct(b.judged), pct(b.human)])
+            .collect();
+        rows.push(vec![
+            "overall".into(),
             format!("{} ({} passed)", pct(h.judged_score), h.judged_passed),
             format!("{} ({} passed)", pct(h.human_score), h.human_passed),
         ]);
-        writeln!(o, "{t}")?;
+        out.push(Section {
+            title: format!(
+                "human-corrected score (report --human): {} labelled verdicts used ({} changed pass/fail), {} tied kept the judge's, {} test cases changed",
+                h.overridden, h.changed, h.ties_kept_judge, h.test_cases_changed
+            ),
+            id: "human-corrected",
+            header: &["behaviour", "judged", "human-corrected"],
+            numeric: &[1, 2],
+            rows,
+        });
+    }
+    out
+}
+
+/// The table report's review sections (nothing without labels or a panel).
+pub fn write_text(o: &mut dyn Write, s: &ReviewSections) -> io::Result<()> {
+    for sec in sections(s) {
+        let mut t = comfy_table::Table::new();
+        t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+        t.set_header(sec.header);
+        for r in sec.rows {
+            t.add_row(r);
+        }
+        writeln!(o, "{}:\n{t}", sec.title)?;
     }
     Ok(())
 }
 
-/// The HTML page's calibration sections (nothing without labels).
+/// The HTML page's review sections, every run's rows in one table per
+/// section (nothing without labels or a panel).
 pub fn write_html(out: &mut String, models: &[crate::report::ModelReport]) -> std::fmt::Result {
     use crate::report::html::escape;
-    let calibrated: Vec<_> = models
-        .iter()
-        .filter_map(|m| m.review.calibration.as_ref().map(|c| (m, c)))
-        .collect();
-    if !calibrated.is_empty() {
-        writeln!(
-            out,
-            "<h2>Judge calibration</h2>\n<p>The judge's verdicts against the human consensus of labelled items; \
-             kappa below {RELIABLE_KAPPA} is flagged.</p>\n<table data-table=\"calibration\">\n<tr><th>Model</th>\
-             <th>Scenario</th><th>Criterion</th><th>Items</th><th>Agreement</th><th>Kappa</th><th>95 % CI</th>\
-             <th>Human ties</th><th>Humans agree</th><th>Judge → human</th><th>Flag</th></tr>"
-        )?;
-        for (m, c) in calibrated {
-            for r in c.criteria.iter().chain(std::iter::once(&c.overall)) {
-                writeln!(
-                    out,
-                    "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
-                     <td class=\"num\" title=\"{}\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td>\
-                     <td>{}</td><td>{}</td></tr>",
-                    escape(&format!("{} (run {})", m.model, m.run_id)),
-                    escape(&r.scenario),
-                    escape(&r.criterion),
-                    r.items,
-                    pct(r.raw_agreement),
-                    escape(r.kappa_undefined.as_deref().unwrap_or("")),
-                    kappa_text(r),
-                    ci(r.kappa_ci),
-                    r.human_ties,
-                    escape(&inter_rater_text(r.inter_rater.as_ref())),
-                    escape(&confusion_line(&r.confusion)),
-                    escape(r.flag.as_deref().unwrap_or(""))
-                )?;
+    let mut tables: Vec<(Section, Vec<String>)> = Vec::new();
+    for m in models {
+        let label = escape(&format!("{} (run {})", m.model, m.run_id));
+        for sec in sections(&m.review) {
+            let rows: Vec<String> = sec
+                .rows
+                .iter()
+                .map(|r| {
+                    let cells: String = r
+                        .iter()
+                        .enumerate()
+                        .map(|(i, c)| {
+                            let class = if sec.numeric.contains(&i) {
+                                " class=\"num\""
+                            } else {
+                                ""
+                            };
+                            format!("<td{class}>{}</td>", escape(c))
+                        })
+                        .collect();
+                    format!("<tr><td>{label}</td>{cells}</tr>")
+                })
+                .collect();
+            match tables.iter_mut().find(|(t, _)| t.id == sec.id) {
+                Some((_, all)) => all.extend(rows),
+                None => tables.push((sec, rows)),
             }
         }
-        writeln!(out, "</table>")?;
     }
-    let panels: Vec<_> = models
-        .iter()
-        .filter_map(|m| m.review.judge_agreement.as_ref().map(|j| (m, j)))
-        .collect();
-    if !panels.is_empty() {
-        writeln!(
-            out,
-            "<h2>Judge agreement</h2>\n<table data-table=\"judge-agreement\">\n<tr><th>Model</th><th>Scenario</th>\
-             <th>Criterion</th><th>Judge</th><th>Judge</th><th>Items</th><th>Agreement</th><th>Kappa</th></tr>"
-        )?;
-        for (m, ja) in panels {
-            for a in ja {
-                for p in &a.pairs {
-                    writeln!(
-                        out,
-                        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td>\
-                         <td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
-                        escape(&format!("{} (run {})", m.model, m.run_id)),
-                        escape(&a.scenario),
-                        escape(&a.criterion),
-                        escape(&p.judge_a),
-                        escape(&p.judge_b),
-                        p.items,
-                        pct(p.raw_agreement),
-                        p.kappa
-                            .map_or_else(|| "undefined".into(), |k| format!("{k:.2}"))
-                    )?;
-                }
-            }
+    for (sec, rows) in tables {
+        let title = sec.title.split(':').next().unwrap_or_default();
+        let mut heading = title.to_string();
+        if let Some(first) = heading.get_mut(0..1) {
+            first.make_ascii_uppercase();
         }
-        writeln!(out, "</table>")?;
-    }
-    let judged: Vec<_> = models
-        .iter()
-        .filter_map(|m| m.review.calibration.as_ref().map(|c| (m, c)))
-        .filter(|(_, c)| c.criteria.iter().any(|r| !r.judges.is_empty()))
-        .collect();
-    if !judged.is_empty() {
         writeln!(
             out,
-            "<h2>Each judge against the humans</h2>\n<table data-table=\"judges-vs-humans\">\n<tr><th>Model</th>\
-             <th>Scenario</th><th>Criterion</th><th>Judge</th><th>Items</th><th>Agreement</th><th>Kappa</th></tr>"
+            "<h2>{}</h2>\n<table data-table=\"{}\">\n<tr><th>Model</th>{}</tr>",
+            escape(&heading),
+            sec.id,
+            sec.header
+                .iter()
+                .map(|h| format!("<th>{}</th>", escape(h)))
+                .collect::<String>()
         )?;
-        for (m, c) in judged {
-            for r in &c.criteria {
-                for j in &r.judges {
-                    writeln!(
-                        out,
-                        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td>\
-                         <td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
-                        escape(&format!("{} (run {})", m.model, m.run_id)),
-                        escape(&r.scenario),
-                        escape(&r.criterion),
-                        escape(&j.judge),
-                        j.items,
-                        pct(j.raw_agreement),
-                        j.kappa
-                            .map_or_else(|| "undefined".into(), |k| format!("{k:.2}"))
-                    )?;
-                }
-            }
-        }
-        writeln!(out, "</table>")?;
-    }
-    let corrected: Vec<_> = models
-        .iter()
-        .filter_map(|m| m.review.human_corrected.as_ref().map(|h| (m, h)))
-        .collect();
-    if !corrected.is_empty() {
-        writeln!(
-            out,
-            "<h2>Human-corrected scores</h2>\n<table data-table=\"human-corrected\">\n<tr><th>Model</th>\
-             <th>Behaviour</th><th>Judged</th><th>Human-corrected</th></tr>"
-        )?;
-        for (m, h) in corrected {
-            let label = escape(&format!("{} (run {})", m.model, m.run_id));
-            for b in &h.behaviours {
-                writeln!(
-                    out,
-                    "<tr><td>{label}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
-                    escape(&b.code),
-                    pct(b.judged),
-                    pct(b.human)
-                )?;
-            }
-            writeln!(
-                out,
-                "<tr><td>{label}</td><td>overall</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
-                pct(h.judged_score),
-                pct(h.human_score)
-            )?;
+        for r in rows {
+            writeln!(out, "{r}")?;
         }
         writeln!(out, "</table>")?;
     }

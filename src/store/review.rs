@@ -7,6 +7,12 @@ use sqlx::Row;
 
 use super::{Store, StoreError};
 
+/// A verdict column (JSON text) as a value; `None` when empty or unreadable.
+fn json_verdict(r: &sqlx::sqlite::SqliteRow, i: usize) -> Option<Value> {
+    r.get::<Option<String>, _>(i)
+        .and_then(|v| serde_json::from_str(&v).ok())
+}
+
 /// One judged criterion of one result, as a labelling sheet shows it.
 #[derive(Debug, Clone)]
 pub struct ReviewItem {
@@ -83,9 +89,7 @@ impl Store {
                 scenario: r.get(4),
                 criterion: r.get(5),
                 judge_model: r.get(6),
-                judge_verdict: r
-                    .get::<Option<String>, _>(7)
-                    .and_then(|v| serde_json::from_str(&v).ok()),
+                judge_verdict: json_verdict(r, 7),
                 judge_passed: r.get(8),
                 prompt: r.get(9),
                 response: r.get(10),
@@ -199,9 +203,7 @@ impl Store {
                 scenario: r.get(1),
                 criterion: r.get(2),
                 judge_model: r.get(3),
-                verdict: r
-                    .get::<Option<String>, _>(4)
-                    .and_then(|v| serde_json::from_str(&v).ok()),
+                verdict: json_verdict(r, 4),
                 passed: r.get(5),
             })
             .collect())
@@ -289,9 +291,7 @@ impl Store {
                 scenario: r.get(1),
                 criterion: r.get(2),
                 judge_model: r.get(3),
-                verdict: r
-                    .get::<Option<String>, _>(4)
-                    .and_then(|v| serde_json::from_str(&v).ok()),
+                verdict: json_verdict(r, 4),
             })
             .collect())
     }

@@ -39,6 +39,7 @@ use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 use crate::harness::{Bench, json as out_json, stderr, stdout};
+use crate::report::{close, ok, read};
 use crate::runner::{completion, prompt_of, run};
 
 fn bench() -> Bench {
@@ -138,27 +139,6 @@ async fn server() -> MockServer {
     server_counting().await.0
 }
 
-fn read(b: &Bench, args: &[&str]) -> std::process::Output {
-    b.cmd()
-        .arg("--database-url")
-        .arg(b.dir.path().join("h.db"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-#[track_caller]
-fn ok(out: std::process::Output) -> std::process::Output {
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}\n{}",
-        stdout(&out),
-        stderr(&out)
-    );
-    out
-}
-
 #[track_caller]
 fn refused(out: std::process::Output, wants: &[&str]) {
     let err = stderr(&out);
@@ -167,14 +147,6 @@ fn refused(out: std::process::Output, wants: &[&str]) {
         assert!(err.contains(w), "{w:?} not in:\n{err}");
     }
     assert!(err.contains("nothing stored"), "{err}");
-}
-
-#[track_caller]
-fn close(actual: &Value, expected: f64) {
-    let a = actual
-        .as_f64()
-        .unwrap_or_else(|| panic!("expected a number near {expected}, got {actual}"));
-    assert!((a - expected).abs() < 1e-9, "{a} != {expected}");
 }
 
 /// The verdict a rater gives a row (criterion and reply).
