@@ -466,66 +466,18 @@ mod tests {
     /// values; unit 12 has one value and is left out).
     #[test]
     fn krippendorff_matches_the_published_nominal_example() {
-        let obs: [[Option<&str>; 12]; 4] = [
-            [
-                Some("1"),
-                Some("2"),
-                Some("3"),
-                Some("3"),
-                Some("2"),
-                Some("1"),
-                Some("4"),
-                Some("1"),
-                Some("2"),
-                None,
-                None,
-                None,
-            ],
-            [
-                Some("1"),
-                Some("2"),
-                Some("3"),
-                Some("3"),
-                Some("2"),
-                Some("2"),
-                Some("4"),
-                Some("1"),
-                Some("2"),
-                Some("5"),
-                None,
-                Some("3"),
-            ],
-            [
-                None,
-                Some("3"),
-                Some("3"),
-                Some("3"),
-                Some("2"),
-                Some("3"),
-                Some("4"),
-                Some("2"),
-                Some("2"),
-                Some("5"),
-                Some("1"),
-                None,
-            ],
-            [
-                Some("1"),
-                Some("2"),
-                Some("3"),
-                Some("3"),
-                Some("2"),
-                Some("4"),
-                Some("4"),
-                Some("1"),
-                Some("2"),
-                Some("5"),
-                Some("1"),
-                None,
-            ],
-        ];
+        // Observers A to D, units 1 to 12; `.` is a missing value.
+        let obs: Vec<Vec<&str>> = [
+            "1 2 3 3 2 1 4 1 2 . . .",
+            "1 2 3 3 2 2 4 1 2 5 . 3",
+            ". 3 3 3 2 3 4 2 2 5 1 .",
+            "1 2 3 3 2 4 4 1 2 5 1 .",
+        ]
+        .iter()
+        .map(|row| row.split(' ').collect())
+        .collect();
         let units: Vec<Vec<&str>> = (0..12)
-            .map(|u| obs.iter().filter_map(|o| o[u]).collect())
+            .map(|u| obs.iter().map(|o| o[u]).filter(|v| *v != ".").collect())
             .collect();
         let a = krippendorff_alpha(&units);
         assert_eq!(a.items, 11);

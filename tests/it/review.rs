@@ -213,22 +213,19 @@ fn calibration(b: &Bench) -> Value {
     r["calibration"].clone()
 }
 
+/// Run 1's whole labelling sheet, as CSV.
+fn export_sheet(b: &Bench) -> std::path::PathBuf {
+    let sheet = b.dir.path().join("sheet.csv");
+    let to = sheet.to_str().unwrap();
+    ok(read(b, &["review", "export", "--run-id", "1", "--out", to]));
+    sheet
+}
+
 async fn setup() -> (Bench, MockServer, std::path::PathBuf) {
     let server = server().await;
     let b = bench();
     ok(run(&b, &server, &["run-batch", "--all-scenarios"]));
-    let sheet = b.dir.path().join("sheet.csv");
-    ok(read(
-        &b,
-        &[
-            "review",
-            "export",
-            "--run-id",
-            "1",
-            "--out",
-            sheet.to_str().unwrap(),
-        ],
-    ));
+    let sheet = export_sheet(&b);
     (b, server, sheet)
 }
 
@@ -735,18 +732,7 @@ async fn several_judges_vote_agree_are_costed_cached_and_calibrated_per_judge() 
     );
 
     // Each judge against the humans: c agrees best with dr-lee on CR1.
-    let sheet = b.dir.path().join("sheet.csv");
-    ok(read(
-        &b,
-        &[
-            "review",
-            "export",
-            "--run-id",
-            "1",
-            "--out",
-            sheet.to_str().unwrap(),
-        ],
-    ));
+    let sheet = export_sheet(&b);
     let lee = filled(&b, &sheet, "dr-lee");
     ok(read(
         &b,
