@@ -725,6 +725,7 @@ async fn several_judges_vote_agree_are_costed_cached_and_calibrated_per_judge() 
         close(&j["cost_usd"], 16.0 * 0.0005);
     }
     close(&run1["judge_cost_usd"], 48.0 * 0.0005);
+    assert_eq!(run1["judge_calls"], 48);
     let table = stdout(&ok(read(&b, &["costs", "--run-id", "1"])));
     assert!(
         table.contains("per judge:") && table.contains("judge/c"),
@@ -813,6 +814,8 @@ async fn several_judges_vote_agree_are_costed_cached_and_calibrated_per_judge() 
             )
         })
         .collect();
+    assert_eq!(c["runs"][0]["cached_judgements"], 32);
+    assert_eq!(c["runs"][0]["judge_calls"], 48);
     assert_eq!(
         cached,
         [
