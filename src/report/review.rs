@@ -321,10 +321,27 @@ pub fn write_csv(w: &mut dyn Write, rows: &[SheetRow], bom: bool) -> Result<(), 
         c.write_record(header(false))?;
     }
     for r in rows {
-        c.serialize(r)?;
+        c.serialize(SheetRow {
+            input: as_text(&r.input),
+            reply: as_text(&r.reply),
+            rubric: as_text(&r.rubric),
+            ..r.clone()
+        })?;
     }
     c.flush()?;
     Ok(())
+}
+
+/// A read-only text cell as a spreadsheet must show it: one that starts
+/// with `=`, `+`, `-` or `@` (a reply opening with a bullet, say) would be
+/// taken for a formula, so it gets a leading `'` (OWASP's advice on CSV
+/// injection). Import never reads these cells back.
+fn as_text(cell: &str) -> String {
+    if cell.starts_with(['=', '+', '-', '@']) {
+        format!("'{cell}")
+    } else {
+        cell.to_string()
+    }
 }
 
 fn header(show_judge: bool) -> Vec<&'static str> {
@@ -732,6 +749,13 @@ mod tests {
         let t = allocate(&[5, 5, 5], 2, &mut rng());
         assert_eq!(t.iter().sum::<usize>(), 2);
         assert!(t.iter().all(|&x| x <= 1));
+    }
+
+    #[test]
+    fn formula_like_cells_are_kept_as_text() {
+        assert_eq!(as_text("- breathe slowly"), "'- breathe slowly");
+        assert_eq!(as_text("=HYPERLINK(\"x\")"), "'=HYPERLINK(\"x\")");
+        assert_eq!(as_text("I hear you."), "I hear you.");
     }
 
     #[test]
