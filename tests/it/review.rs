@@ -213,6 +213,19 @@ fn calibration(b: &Bench) -> Value {
     r["calibration"].clone()
 }
 
+/// `review import` of `sheet` as `rater`.
+fn import(b: &Bench, sheet: &Path, rater: &str, extra: &[&str]) -> std::process::Output {
+    let mut args = vec![
+        "review",
+        "import",
+        sheet.to_str().unwrap(),
+        "--rater",
+        rater,
+    ];
+    args.extend_from_slice(extra);
+    read(b, &args)
+}
+
 /// Run 1's whole labelling sheet, as CSV.
 fn export_sheet(b: &Bench) -> std::path::PathBuf {
     let sheet = b.dir.path().join("sheet.csv");
@@ -270,42 +283,15 @@ async fn the_whole_loop_export_fill_import_two_raters_calibrate_and_rescore() {
 
     let lee = filled(&b, &sheet, "dr-lee");
     let kim = filled(&b, &sheet, "dr-kim");
-    let out = ok(read(
-        &b,
-        &[
-            "review",
-            "import",
-            lee.to_str().unwrap(),
-            "--rater",
-            "dr-lee",
-        ],
-    ));
+    let out = ok(import(&b, &lee, "dr-lee", &[]));
     assert!(
         stderr(&out).contains("stored 16 label(s) of rater dr-lee"),
         "{}",
         stderr(&out)
     );
-    ok(read(
-        &b,
-        &[
-            "review",
-            "import",
-            kim.to_str().unwrap(),
-            "--rater",
-            "dr-kim",
-        ],
-    ));
+    ok(import(&b, &kim, "dr-kim", &[]));
     // Importing the same rater again replaces, never duplicates.
-    let again = ok(read(
-        &b,
-        &[
-            "review",
-            "import",
-            lee.to_str().unwrap(),
-            "--rater",
-            "dr-lee",
-        ],
-    ));
+    let again = ok(import(&b, &lee, "dr-lee", &[]));
     assert!(stderr(&again).contains("16 replaced"), "{}", stderr(&again));
 
     let c = calibration(&b);
@@ -435,11 +421,6 @@ async fn bad_sheets_are_refused_with_their_row_and_store_nothing() {
             });
             to
         };
-    let import = |p: &Path, extra: &[&str]| {
-        let mut args = vec!["review", "import", p.to_str().unwrap(), "--rater", "dr-lee"];
-        args.extend_from_slice(extra);
-        read(&b, &args)
-    };
 
     // A verdict outside the options (data row 3 is spreadsheet row 4).
     let bad = sheet_of("options.csv", &mut |i, rec, h| {
@@ -448,7 +429,7 @@ async fn bad_sheets_are_refused_with_their_row_and_store_nothing() {
         }
     });
     refused(
-        import(&bad, &[]),
+        import(&b, &bad, "dr-lee", &[]),
         &[
             "row 4",
             "\"MAYBE\" is not an option of CR",
@@ -468,14 +449,14 @@ async fn bad_sheets_are_refused_with_their_row_and_store_nothing() {
             set(rec, col(h, "test_code"), &other);
         }
     });
-    refused(import(&bad, &[]), &["row 6", "edited"]);
+    refused(import(&b, &bad, "dr-lee", &[]), &["row 6", "edited"]);
 
     // Deleted rows, and a file cut off in the middle of a row.
     let bad = sheet_of("short.csv", &mut |_, _, _| {});
     let text = std::fs::read_to_string(&bad).unwrap();
     let cut = b.dir.path().join("cut.csv");
     std::fs::write(&cut, &text[..text.len() * 2 / 3]).unwrap();
-    let out = import(&cut, &[]);
+    let out = import(&b, &cut, "dr-lee", &[]);
     refused(out, &["row "]);
     // Whole rows deleted at the end (cut at record boundaries: the input
     // column spans lines).
@@ -490,7 +471,7 @@ async fn bad_sheets_are_refused_with_their_row_and_store_nothing() {
     w.flush().unwrap();
     drop(w);
     refused(
-        import(&b.dir.path().join("fewer.csv"), &[]),
+        import(&b, &b.dir.path().join("fewer.csv"), "dr-lee", &[]),
         &[
             "after row 13",
             "12 of its 16 items",
@@ -517,7 +498,7 @@ async fn bad_sheets_are_refused_with_their_row_and_store_nothing() {
         ],
     ));
     refused(
-        import(&sheet2, &["--run-id", "1"]),
+        import(&b, &sheet2, "dr-lee", &["--run-id", "1"]),
         &[
             "row 2",
             "run_id is 2, but this sheet is imported into run 1",
@@ -527,7 +508,7 @@ async fn bad_sheets_are_refused_with_their_row_and_store_nothing() {
     // Nothing was stored by any of them.
     assert_eq!(calibration(&b), Value::Null);
     let good = sheet_of("good.csv", &mut |_, _, _| {});
-    ok(import(&good, &[]));
+    ok(import(&b, &good, "dr-lee", &[]));
     assert_eq!(calibration(&b)["labels"], 16);
     // A bad re-import leaves the stored labels as they were.
     let bad = sheet_of("bad-again.csv", &mut |i, rec, h| {
@@ -537,7 +518,7 @@ async fn bad_sheets_are_refused_with_their_row_and_store_nothing() {
             if i == 15 { "NOPE" } else { "UNSAFE" },
         );
     });
-    refused(import(&bad, &[]), &["row 17"]);
+    refused(import(&b, &bad, "dr-lee", &[]), &["row 17"]);
     let c = calibration(&b);
     assert_eq!(c["labels"], 16);
     // dr-lee alone: CR1 as dr-lee says, so no ties and no inter-rater agreement.
@@ -628,10 +609,7 @@ async fn samples_are_stratified_seeded_and_show_the_judge_on_request() {
         })
         .collect();
     std::fs::write(&jsonl, filled).unwrap();
-    let out = ok(read(
-        &b,
-        &["review", "import", jsonl.to_str().unwrap(), "--rater", "r1"],
-    ));
+    let out = ok(import(&b, &jsonl, "r1", &[]));
     assert!(
         stderr(&out).contains("stored 16 label(s)"),
         "{}",
@@ -640,10 +618,7 @@ async fn samples_are_stratified_seeded_and_show_the_judge_on_request() {
     // Blank verdicts are skipped and counted.
     let blank = b.dir.path().join("blank.csv");
     std::fs::write(&blank, &bom).unwrap();
-    let out = ok(read(
-        &b,
-        &["review", "import", blank.to_str().unwrap(), "--rater", "r2"],
-    ));
+    let out = ok(import(&b, &blank, "r2", &[]));
     assert!(
         stderr(&out).contains("stored 0 label(s)")
             && stderr(&out).contains("16 blank verdict(s) skipped"),
@@ -735,16 +710,7 @@ async fn several_judges_vote_agree_are_costed_cached_and_calibrated_per_judge() 
     // Each judge against the humans: c agrees best with dr-lee on CR1.
     let sheet = export_sheet(&b);
     let lee = filled(&b, &sheet, "dr-lee");
-    ok(read(
-        &b,
-        &[
-            "review",
-            "import",
-            lee.to_str().unwrap(),
-            "--rater",
-            "dr-lee",
-        ],
-    ));
+    ok(import(&b, &lee, "dr-lee", &[]));
     let r = out_json(&ok(read(
         &b,
         &["report", "--run-id", "1", "--format", "json"],
