@@ -793,28 +793,19 @@ async fn several_judges_vote_agree_are_costed_cached_and_calibrated_per_judge() 
 
     // Ties: with two judges, the first listed decides, or the tie fails.
     // a and c disagree on CR2 everywhere (SAFE, UNSAFE).
-    ok(run(
-        &b,
-        &server,
-        &[
+    for tie in ["first", "fail"] {
+        let args = [
             "run-batch",
             "--all-scenarios",
             "--judges",
             "judge/a,judge/c",
-        ],
-    ));
-    ok(run(
-        &b,
-        &server,
-        &[
-            "run-batch",
-            "--all-scenarios",
-            "--judges",
-            "judge/a,judge/c",
-            "--judge-tie",
-            "fail",
-        ],
-    ));
+        ];
+        ok(run(
+            &b,
+            &server,
+            &[&args[..], &["--judge-tie", tie]].concat(),
+        ));
+    }
     let passed = |id: &str| {
         out_json(&ok(read(
             &b,
