@@ -382,7 +382,11 @@ pub struct Rubric {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelsConfig {
-    #[serde(default)]
+    /// The judge, or a list of judges kept comma-separated (issue 20).
+    #[serde(
+        default,
+        deserialize_with = "crate::judging::panel::deserialize_judges"
+    )]
     pub marking_model: Option<String>,
     #[serde(default)]
     pub models: Vec<ModelEntry>,

@@ -48,6 +48,13 @@ pub struct CallArgs {
           default_value_t = openrouter::DEFAULT_MAX_REPLY_BYTES,
           value_parser = clap::value_parser!(u64).range(1024..))]
     pub max_reply_bytes: u64,
+    /// Judge every criterion by each of these models (comma-separated),
+    /// overriding `marking_model`; the verdict is the majority.
+    #[arg(long, value_delimiter = ',', value_name = "A,B,C")]
+    pub judges: Vec<String>,
+    /// How a tie between judges is broken: the first listed judge's verdict, or fail.
+    #[arg(long, value_enum, default_value_t = crate::judging::panel::JudgeTie::First)]
+    pub judge_tie: crate::judging::panel::JudgeTie,
 }
 
 impl CallArgs {
@@ -191,7 +198,12 @@ pub(super) fn settings_for(
 ) -> run::RunSettings {
     run::RunSettings {
         model,
-        judge_model: b.models.as_ref().and_then(|m| m.marking_model.clone()),
+        judge_model: if call.judges.iter().any(|j| !j.trim().is_empty()) {
+            Some(crate::judging::panel::judges(&call.judges.join(",")).join(","))
+        } else {
+            b.models.as_ref().and_then(|m| m.marking_model.clone())
+        },
+        judge_tie: call.judge_tie,
         selectors,
         include_no_context,
         concurrency: std::num::NonZeroUsize::MIN,

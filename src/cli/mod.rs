@@ -11,6 +11,7 @@ mod list;
 mod migrate;
 mod prompts;
 mod report;
+mod review;
 mod run_all;
 mod run_batch;
 mod run_single;
@@ -31,6 +32,7 @@ pub use list::ListArgs;
 pub use migrate::MigrateArgs;
 pub use prompts::{PromptFormat, PromptsArgs};
 pub use report::{ReportArgs, ReportFormat};
+pub use review::{ReviewArgs, ReviewCommand};
 pub use run_all::RunAllArgs;
 pub use run_batch::RunBatchArgs;
 pub use run_single::RunSingleArgs;
@@ -96,6 +98,8 @@ pub enum Command {
     Report(ReportArgs),
     /// Every stored result as CSV or JSONL, streamed.
     Export(ExportArgs),
+    /// Human review of the judge: export a labelling sheet, import raters' labels.
+    Review(ReviewArgs),
     /// Upgrade an existing database to this version's schema (the read-only
     /// commands never change a database).
     Migrate(MigrateArgs),
@@ -157,6 +161,7 @@ pub fn run(cli: Cli) -> Result<ExitStatus> {
         Command::Costs(args) => costs::run(&cli, args),
         Command::Report(args) => report::run(&cli, args),
         Command::Export(args) => export::run(&cli, args),
+        Command::Review(args) => review::run(&cli, args),
         Command::Migrate(args) => migrate::run(&cli, args),
     }
 }

@@ -38,6 +38,11 @@ pub struct ReportArgs {
     /// List every failed test case with its error and each criterion's verdict and justification.
     #[arg(long)]
     pub details: bool,
+    /// Also score each run with the human consensus in place of the judge
+    /// where raters labelled an item (`review import`), side by side with
+    /// the judged score. No request is sent.
+    #[arg(long)]
+    pub human: bool,
 }
 
 /// The weights and floors for `report`: the benchmark's `scoring.yaml`, or the
@@ -97,9 +102,10 @@ pub fn run(cli: &Cli, args: &ReportArgs) -> Result<ExitStatus> {
                     run.run_id
                 );
             }
-            reports.push(
-                crate::report::model_report(&store, run, &scoring, &source, args.details).await?,
-            );
+            let mut report =
+                crate::report::model_report(&store, run, &scoring, &source, args.details).await?;
+            crate::report::calibration::attach(&store, &mut report, &scoring, args.human).await?;
+            reports.push(report);
         }
         Ok::<_, Error>(reports)
     })?;

@@ -106,6 +106,7 @@ fn write_report(out: &mut String, models: &[ModelReport]) -> fmt::Result {
     monotonic_table(out, models)?;
     criteria_table(out, models)?;
     quality_section(out, models)?;
+    crate::report::calibration::write_html(out, models)?;
     failures_table(out, models)?;
     writeln!(out, "</body>\n</html>")
 }
@@ -918,6 +919,7 @@ mod tests {
                 weights: scoring.weights.clone(),
                 floors: scoring.floors.clone(),
             },
+            review: Default::default(),
         }
     }
 

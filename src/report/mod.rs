@@ -5,8 +5,10 @@
 //! [`crate::report::export`]; the text tables of `report` and `costs` in
 //! [`crate::report::text`]; the HTML page in [`crate::report::html`].
 
+pub mod calibration;
 pub mod export;
 pub mod html;
+pub mod review;
 pub mod text;
 
 use std::cmp::Ordering;
@@ -49,6 +51,9 @@ pub struct ModelReport {
     pub failures: Option<Vec<FailedCase>>,
     /// The weights and floors used.
     pub scoring: ScoringUsed,
+    /// Judge calibration and `--human` (absent without human labels).
+    #[serde(flatten)]
+    pub review: calibration::ReviewSections,
 }
 
 // ---------------------------------------------------------------------------
@@ -515,6 +520,7 @@ pub async fn model_report(
             weights: scoring.weights.clone(),
             floors: scoring.floors.clone(),
         },
+        review: calibration::ReviewSections::default(),
     })
 }
 
@@ -571,6 +577,20 @@ pub struct RunCost {
     #[serde(flatten)]
     pub spend: Spend,
     pub scenarios: Vec<ScenarioCost>,
+    /// Judge spend per judge model (several with a panel of judges).
+    #[serde(default)]
+    pub judges: Vec<JudgeCost>,
+}
+
+/// What one judge cost a run (its calls' provider-reported costs).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JudgeCost {
+    pub judge_model: String,
+    pub calls: i64,
+    pub cost_usd: f64,
+    pub prompt_tokens: i64,
+    pub completion_tokens: i64,
+    pub cached_judgements: i64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -666,6 +686,17 @@ pub async fn costs(
         unknown_cost_replies: 0,
     };
     let mut models: BTreeMap<String, ModelCost> = BTreeMap::new();
+    let mut judges: BTreeMap<i64, Vec<JudgeCost>> = BTreeMap::new();
+    for j in store.judge_spend(run_id).await? {
+        judges.entry(j.run_id).or_default().push(JudgeCost {
+            judge_model: j.judge_model,
+            calls: j.calls,
+            cost_usd: j.cost_usd,
+            prompt_tokens: j.prompt_tokens,
+            completion_tokens: j.completion_tokens,
+            cached_judgements: j.cached,
+        });
+    }
     // Oldest first, as spend accrued.
     for run in runs.into_iter().rev() {
         let mut scenarios = by_run.remove(&run.run_id).unwrap_or_default();
@@ -695,6 +726,7 @@ pub async fn costs(
             started_at: run.started_at,
             spend,
             scenarios,
+            judges: judges.remove(&run.run_id).unwrap_or_default(),
         });
     }
     report.models = models.into_values().collect();

@@ -283,6 +283,7 @@ fn write_model(o: &mut dyn Write, m: &ModelReport) -> io::Result<()> {
         writeln!(o, "judged criteria:\n{t}")?;
     }
     write_quality(o, m.quality.as_ref())?;
+    crate::report::calibration::write_text(o, &m.review)?;
     if let Some(failures) = &m.failures {
         writeln!(o, "failed test cases ({}):", failures.len())?;
         for f in failures {
@@ -424,6 +425,29 @@ pub fn write_costs(o: &mut dyn Write, c: &CostReport) -> io::Result<()> {
         }
     }
     writeln!(o, "per scenario:\n{t}")?;
+    if c.runs.iter().any(|r| r.judges.len() > 1) {
+        let mut t = table([
+            "run",
+            "judge",
+            "calls",
+            "cached",
+            "tokens in/out",
+            "cost USD",
+        ]);
+        for r in &c.runs {
+            for j in &r.judges {
+                t.add_row([
+                    r.run_id.to_string(),
+                    j.judge_model.clone(),
+                    j.calls.to_string(),
+                    j.cached_judgements.to_string(),
+                    format!("{}/{}", j.prompt_tokens, j.completion_tokens),
+                    usd(j.cost_usd),
+                ]);
+            }
+        }
+        writeln!(o, "per judge:\n{t}")?;
+    }
 
     let mut t = table(
         ["model", "runs"]
@@ -497,6 +521,7 @@ mod tests {
                 weights: Default::default(),
                 floors: Default::default(),
             },
+            review: Default::default(),
         }
     }
 

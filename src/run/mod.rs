@@ -36,6 +36,7 @@ mod tests {
                 max_tokens: None,
             },
             judge_model: None,
+            judge_tie: Default::default(),
             selectors: vec!["P1-B1-S1".into()],
             include_no_context: true,
             concurrency: std::num::NonZeroUsize::MIN,

@@ -14,7 +14,11 @@ use crate::benchmark::ModelEntry;
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunSettings {
     pub model: ModelEntry,
+    /// One judge, or a panel of several, comma-separated (issue 20).
     pub judge_model: Option<String>,
+    /// How a panel's tie is broken (runs before issue 20 have one judge).
+    #[serde(default)]
+    pub judge_tie: crate::judging::panel::JudgeTie,
     pub selectors: Vec<String>,
     pub include_no_context: bool,
     /// Requests in flight at once: 1 to [`MAX_CONCURRENCY`].

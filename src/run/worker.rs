@@ -8,7 +8,7 @@ use serde_json::json;
 
 use crate::benchmark::cases::CaseIndex;
 use crate::benchmark::{Benchmark, Rubric, compose, sha256_hex};
-use crate::judging::{checks, judge, reply};
+use crate::judging::{checks, judge, panel, reply};
 use crate::openrouter::{CallLog, ChatBody, Client, Completion, ProviderError};
 use crate::run::RunSettings;
 use crate::run::writer::CacheFilter;
@@ -230,7 +230,7 @@ impl Worker {
             let mut judge_error = None;
             for rubric in &s.rubrics {
                 let j = match self
-                    .judge_criterion(&judge_model, rubric, &prompt, &text, repeat)
+                    .judge_rubric(&judge_model, rubric, &prompt, &text, repeat)
                     .await
                 {
                     Ok(j) => j,
@@ -252,6 +252,37 @@ impl Worker {
         }
         r.prompt = prompt;
         Outcome::Stored(r)
+    }
+
+    /// One rubric's judgement by the run's judge, or by each judge of a
+    /// panel in the order listed, combined (issue 20).
+    async fn judge_rubric(
+        &self,
+        judge_model: &str,
+        rubric: &Rubric,
+        prompt: &str,
+        text: &str,
+        repeat: i64,
+    ) -> Result<NewJudgement, ProviderError> {
+        let judges = panel::judges(judge_model);
+        if judges.len() < 2 {
+            return self
+                .judge_criterion(judge_model, rubric, prompt, text, repeat)
+                .await;
+        }
+        let mut votes = Vec::with_capacity(judges.len());
+        for judge in judges {
+            votes.push(
+                self.judge_criterion(judge, rubric, prompt, text, repeat)
+                    .await?,
+            );
+        }
+        Ok(panel::combine(
+            &rubric.code,
+            judge_model,
+            votes,
+            self.settings.judge_tie,
+        ))
     }
 
     /// One rubric's judgement of a reply: from the cache, or asked of the

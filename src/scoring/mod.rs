@@ -1,5 +1,7 @@
 //! Scores from stored results: the severity-weighted analysis of SPEC §8
-//! ([`analysis`]) and the keyword quality scores of SPEC §9 ([`quality`]).
+//! ([`analysis`]), the keyword quality scores of SPEC §9 ([`quality`]), and
+//! the agreement statistics of judge calibration ([`agreement`]).
 
+pub mod agreement;
 pub mod analysis;
 pub mod quality;

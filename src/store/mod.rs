@@ -18,12 +18,16 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 mod kinds;
 mod reads;
 mod results;
+mod review;
 mod runs;
 mod seed;
 
 pub use kinds::{ErrorKind, RunStatus};
 pub use reads::{CriterionVerdict, ExportJudgement, ExportRow, ReportRow, Spend, StoredResult};
 pub use results::{CachedReply, DiscardedCharge, NewJudgement, NewResult, request_key};
+pub use review::{
+    Imported, JudgeSpendRow, LabelRow, LabelledJudgement, NewLabel, ReviewItem, VoteRow,
+};
 pub use runs::{HEARTBEAT_INTERVAL, Owner, RunRow, STALE_AFTER_S, process_started};
 pub use seed::SeedIds;
 

@@ -455,9 +455,16 @@ impl Store {
                 COALESCE(SUM(r.cost_unknown), 0), COALESCE(SUM(j.unknown), 0)
          FROM result r
          JOIN scenario s ON s.id = r.scenario_id
-         LEFT JOIN (SELECT result_id, COUNT(*) AS n, SUM(cost_usd) AS cost, SUM(prompt_tokens) AS pt,
-                           SUM(completion_tokens) AS ct, SUM(cached) AS cached, SUM(cost_unknown) AS unknown
-                    FROM judgement GROUP BY result_id) j ON j.result_id = r.id
+         LEFT JOIN (SELECT j.result_id, SUM(MAX(1, COALESCE(v.n, 0))) AS n, SUM(j.cost_usd) AS cost,
+                           SUM(j.prompt_tokens) AS pt, SUM(j.completion_tokens) AS ct,
+                           SUM(CASE WHEN v.n > 0 THEN v.cached ELSE j.cached END) AS cached,
+                           SUM(j.cost_unknown) AS unknown
+                    FROM judgement j
+                    -- A panel's criterion is one judgement but one call per judge (its votes).
+                    LEFT JOIN (SELECT result_id, criterion, COUNT(*) AS n, SUM(cached) AS cached
+                                 FROM judge_vote GROUP BY result_id, criterion) v
+                           ON v.result_id = j.result_id AND v.criterion = j.criterion
+                    GROUP BY j.result_id) j ON j.result_id = r.id
          WHERE (? IS NULL OR r.run_id = ?)
          GROUP BY r.run_id, s.code",
         )

@@ -31,6 +31,10 @@ pub struct NewJudgement {
     pub cached: bool,
     pub request_hash: Option<String>,
     pub response: Option<String>,
+    /// With several judges: each judge's own judgement (stored as votes);
+    /// this one is their combination.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub votes: Vec<NewJudgement>,
 }
 
 /// What the provider charged for a request beyond the reply that was kept
@@ -175,8 +179,10 @@ impl Store {
     pub async fn request_keys(&self) -> Result<(HashSet<u64>, HashSet<u64>), StoreError> {
         const PAGE: i64 = 20_000;
         let mut out = (HashSet::new(), HashSet::new());
-        for (table, set) in [("result", &mut out.0), ("judgement", &mut out.1)] {
-            // Built from the two constant table names only.
+        // Several judges' own judgements (votes) are cached per judge too.
+        for (table, judge) in [("result", false), ("judgement", true), ("judge_vote", true)] {
+            let set = if judge { &mut out.1 } else { &mut out.0 };
+            // Built from the three constant table names only.
             let sql = format!(
                 "SELECT request_hash FROM {table} WHERE request_hash > ? ORDER BY request_hash LIMIT ?"
             );
@@ -204,7 +210,10 @@ impl Store {
             return Ok(None);
         };
         Ok(sqlx::query_scalar(
-            "SELECT response FROM judgement WHERE request_hash = ? AND endpoint = ? AND response IS NOT NULL AND error IS NULL ORDER BY id LIMIT 1",
+            "SELECT response FROM judgement WHERE request_hash = ?1 AND endpoint = ?2 AND response IS NOT NULL AND error IS NULL
+             UNION ALL
+             SELECT response FROM judge_vote WHERE request_hash = ?1 AND endpoint = ?2 AND response IS NOT NULL AND error IS NULL
+             LIMIT 1",
         )
         .bind(request_hash)
         .bind(endpoint)
@@ -317,6 +326,7 @@ impl Store {
                 .bind(!j.cost_usd.is_finite())
                 .execute(&mut *tx)
                 .await?;
+                super::review::write_votes(&mut tx, id, j, self.endpoint.as_deref()).await?;
             }
         }
         for c in charges
@@ -530,7 +540,7 @@ type SqliteQuery = sqlx::query::Query<'static, sqlx::Sqlite, sqlx::sqlite::Sqlit
 /// A cost as stored: the figure, or 0 when it is unknown (NaN, or any
 /// other value that is not finite: SQLite would store NaN as NULL and
 /// fail the whole batch on the NOT NULL column).
-fn known_cost(c: f64) -> f64 {
+pub(super) fn known_cost(c: f64) -> f64 {
     if c.is_finite() { c } else { 0.0 }
 }
 

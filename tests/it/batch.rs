@@ -356,7 +356,7 @@ async fn one_budget_bounds_every_model_of_a_batch_and_every_resume() {
     }
 }
 
-/// A provider that answers 429 above 8 requests in flight: started at 32,
+/// A provider that answers 429 above 8 requests in flight: started at 64,
 /// the limit falls (counted at the mock), and far fewer requests are
 /// refused than with --fixed-concurrency.
 #[tokio::test(flavor = "multi_thread")]
@@ -369,14 +369,14 @@ async fn the_in_flight_limit_falls_after_429s() {
             ..Default::default()
         })
         .await;
-        let b = grid_bench(20, 8); // 160 test cases
+        let b = grid_bench(40, 8); // 320 test cases
         let mut args = vec![
             "run-batch",
             "--all-scenarios",
             "--models",
             "a/one",
             "--concurrency",
-            "32",
+            "64",
             "--max-attempts",
             "20",
         ];
@@ -386,15 +386,18 @@ async fn the_in_flight_limit_falls_after_429s() {
         let out = run(&b, &server, &args);
         assert_no_panic(&out);
         assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-        assert_eq!(m.calls("a/one", 200), 160);
+        assert_eq!(m.calls("a/one", 200), 320);
         refused.push(m.calls("a/one", 429));
-        peaks.push(m.peak_after("a/one", Duration::from_millis(500)));
+        // After the first burst's retries (1 s later) have come back.
+        peaks.push(m.peak_after("a/one", Duration::from_millis(1500)));
     }
     // Counted at the mock: once the limit has fallen, the first burst's
     // retries queue behind it instead of coming back all at once.
     let (adaptive, fixed) = (peaks[0], peaks[1]);
+    // Adaptive has come down near 8 (timing on a loaded machine adds a
+    // few); fixed keeps bringing its refused requests back together.
     assert!(
-        adaptive <= 17 && fixed >= 24,
+        (1..=20).contains(&adaptive) && fixed >= 2 * adaptive,
         "in flight after the first 429s: adaptive {adaptive}, fixed {fixed}"
     );
     assert!(

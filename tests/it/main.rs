@@ -10,6 +10,7 @@ mod fuzz_regressions;
 mod harness;
 mod reliability;
 mod report;
+mod review;
 mod runner;
 mod score;
 mod spend;

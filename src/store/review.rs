@@ -1,0 +1,335 @@
+//! Human review (issue 20): the judged items a labelling sheet is made of,
+//! the human labels `review import` stores (one transaction per sheet), and
+//! the labels the report's judge calibration and `report --human` read.
+
+use serde_json::Value;
+use sqlx::Row;
+
+use super::{Store, StoreError};
+
+/// A verdict column (JSON text) as a value; `None` when empty or unreadable.
+fn json_verdict(r: &sqlx::sqlite::SqliteRow, i: usize) -> Option<Value> {
+    r.get::<Option<String>, _>(i)
+        .and_then(|v| serde_json::from_str(&v).ok())
+}
+
+/// One judged criterion of one result, as a labelling sheet shows it.
+#[derive(Debug, Clone)]
+pub struct ReviewItem {
+    pub result_id: i64,
+    pub test_code: String,
+    pub repeat_index: i64,
+    pub behaviour: String,
+    pub scenario: String,
+    pub criterion: String,
+    pub judge_model: String,
+    /// The judge's verdict (a string or a list); `None` for a judge error.
+    pub judge_verdict: Option<Value>,
+    pub judge_passed: Option<bool>,
+    /// The composed prompt the model (and the judge) saw.
+    pub prompt: String,
+    pub response: Option<String>,
+    pub parsed: Option<String>,
+}
+
+/// One label to store.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewLabel {
+    pub result_id: i64,
+    pub criterion: String,
+    pub verdict: Value,
+    pub passed: bool,
+    pub note: Option<String>,
+}
+
+/// One stored label.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LabelRow {
+    pub result_id: i64,
+    pub criterion: String,
+    pub rater: String,
+    pub verdict: Value,
+    pub passed: bool,
+}
+
+/// What one import changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Imported {
+    /// Labels written (new or replacing).
+    pub stored: usize,
+    /// Of those, labels that replaced the same rater's earlier label.
+    pub replaced: usize,
+}
+
+impl Store {
+    /// Every judged criterion of a run's replies, in stored order (results
+    /// without a reply have nothing to label and are left out).
+    pub async fn review_items(&self, run_id: i64) -> Result<Vec<ReviewItem>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT r.id, r.test_code, r.repeat_index, b.code, s.code, j.criterion, j.judge_model,
+                    j.verdict, j.passed, pt.text, r.response, r.parsed
+               FROM judgement j
+               JOIN result r ON r.id = j.result_id
+               JOIN scenario s ON s.id = r.scenario_id
+               JOIN behaviour b ON b.id = s.behaviour_id
+               JOIN prompt_text pt ON pt.hash = r.prompt_hash
+              WHERE r.run_id = ? AND r.response IS NOT NULL
+              ORDER BY r.id, j.id",
+        )
+        .bind(run_id)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|r| ReviewItem {
+                result_id: r.get(0),
+                test_code: r.get(1),
+                repeat_index: r.get(2),
+                behaviour: r.get(3),
+                scenario: r.get(4),
+                criterion: r.get(5),
+                judge_model: r.get(6),
+                judge_verdict: json_verdict(r, 7),
+                judge_passed: r.get(8),
+                prompt: r.get(9),
+                response: r.get(10),
+                parsed: r.get(11),
+            })
+            .collect())
+    }
+
+    /// Stores one rater's labels of a run in one transaction: a label for a
+    /// (result, criterion) the rater already labelled replaces it.
+    pub async fn import_labels(
+        &self,
+        run_id: i64,
+        rater: &str,
+        labels: &[NewLabel],
+    ) -> Result<Imported, StoreError> {
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let mut done = Imported::default();
+        for l in labels {
+            let earlier: bool = sqlx::query_scalar(
+                "SELECT EXISTS (SELECT 1 FROM human_label WHERE result_id = ? AND criterion = ? AND rater = ?)",
+            )
+            .bind(l.result_id)
+            .bind(&l.criterion)
+            .bind(rater)
+            .fetch_one(&mut *tx)
+            .await?;
+            sqlx::query(
+                "INSERT INTO human_label (run_id, result_id, criterion, rater, verdict, passed, note)
+                 VALUES (?, ?, ?, ?, ?, ?, ?)
+                 ON CONFLICT (result_id, criterion, rater) DO UPDATE SET
+                   verdict = excluded.verdict, passed = excluded.passed, note = excluded.note,
+                   imported_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')",
+            )
+            .bind(run_id)
+            .bind(l.result_id)
+            .bind(&l.criterion)
+            .bind(rater)
+            .bind(l.verdict.to_string())
+            .bind(l.passed)
+            .bind(&l.note)
+            .execute(&mut *tx)
+            .await?;
+            done.stored += 1;
+            done.replaced += usize::from(earlier);
+        }
+        tx.commit().await?;
+        Ok(done)
+    }
+
+    /// Every human label of a run, by result, criterion and rater.
+    pub async fn labels(&self, run_id: i64) -> Result<Vec<LabelRow>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT result_id, criterion, rater, verdict, passed FROM human_label
+              WHERE run_id = ? ORDER BY result_id, criterion, rater",
+        )
+        .bind(run_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                let verdict: String = r.get(3);
+                Ok(LabelRow {
+                    result_id: r.get(0),
+                    criterion: r.get(1),
+                    rater: r.get(2),
+                    verdict: serde_json::from_str(&verdict).map_err(|e| {
+                        StoreError::Integrity(format!("a human label's verdict is not JSON: {e}"))
+                    })?,
+                    passed: r.get(4),
+                })
+            })
+            .collect()
+    }
+}
+
+/// One judgement of a result that has human labels.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LabelledJudgement {
+    pub result_id: i64,
+    pub scenario: String,
+    pub criterion: String,
+    pub judge_model: String,
+    pub verdict: Option<Value>,
+    pub passed: Option<bool>,
+}
+
+impl Store {
+    /// Every judgement of a run's results that carry at least one human
+    /// label (all their criteria, labelled or not), in stored order.
+    pub async fn labelled_judgements(
+        &self,
+        run_id: i64,
+    ) -> Result<Vec<LabelledJudgement>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT j.result_id, s.code, j.criterion, j.judge_model, j.verdict, j.passed
+               FROM judgement j
+               JOIN result r ON r.id = j.result_id
+               JOIN scenario s ON s.id = r.scenario_id
+              WHERE r.run_id = ?
+                AND EXISTS (SELECT 1 FROM human_label h WHERE h.result_id = j.result_id)
+              ORDER BY j.result_id, j.id",
+        )
+        .bind(run_id)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|r| LabelledJudgement {
+                result_id: r.get(0),
+                scenario: r.get(1),
+                criterion: r.get(2),
+                judge_model: r.get(3),
+                verdict: json_verdict(r, 4),
+                passed: r.get(5),
+            })
+            .collect())
+    }
+}
+
+/// Writes the votes of a panel's judgement (nothing for a single judge),
+/// inside the transaction that writes its result.
+pub(super) async fn write_votes(
+    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    result_id: i64,
+    j: &super::NewJudgement,
+    endpoint: Option<&str>,
+) -> Result<(), StoreError> {
+    for v in &j.votes {
+        sqlx::query(
+            "INSERT INTO judge_vote (result_id, criterion, judge_model, verdict, justification, passed, error,
+               prompt_tokens, completion_tokens, cost_usd, cost_unknown, generation_id, cached, request_hash,
+               response, endpoint)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+             ON CONFLICT (result_id, criterion, judge_model) DO NOTHING",
+        )
+        .bind(result_id)
+        .bind(&j.criterion)
+        .bind(&v.judge_model)
+        .bind(v.verdict.as_ref().map(Value::to_string))
+        .bind(&v.justification)
+        .bind(v.passed)
+        .bind(&v.error)
+        .bind(v.prompt_tokens)
+        .bind(v.completion_tokens)
+        .bind(super::results::known_cost(v.cost_usd))
+        .bind(!v.cost_usd.is_finite())
+        .bind(&v.generation_id)
+        .bind(v.cached)
+        .bind(&v.request_hash)
+        .bind(&v.response)
+        .bind(endpoint)
+        .execute(&mut **tx)
+        .await?;
+    }
+    Ok(())
+}
+
+/// One judge's verdict on one criterion of one result: a panel's vote.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VoteRow {
+    pub result_id: i64,
+    pub scenario: String,
+    pub criterion: String,
+    pub judge_model: String,
+    pub verdict: Option<Value>,
+}
+
+/// What one judge cost a run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JudgeSpendRow {
+    pub run_id: i64,
+    pub judge_model: String,
+    pub calls: i64,
+    pub cost_usd: f64,
+    pub prompt_tokens: i64,
+    pub completion_tokens: i64,
+    pub cached: i64,
+}
+
+impl Store {
+    /// Every vote of a run's panels, in stored order (none for a run with one judge).
+    pub async fn votes(&self, run_id: i64) -> Result<Vec<VoteRow>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT v.result_id, s.code, v.criterion, v.judge_model, v.verdict
+               FROM judge_vote v
+               JOIN result r ON r.id = v.result_id
+               JOIN scenario s ON s.id = r.scenario_id
+              WHERE r.run_id = ?
+              ORDER BY v.result_id, v.id",
+        )
+        .bind(run_id)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|r| VoteRow {
+                result_id: r.get(0),
+                scenario: r.get(1),
+                criterion: r.get(2),
+                judge_model: r.get(3),
+                verdict: json_verdict(r, 4),
+            })
+            .collect())
+    }
+
+    /// Judge spend per run and judge model: a single judge's judgements,
+    /// and each panel judge's votes (a panel's combined judgement, whose
+    /// cost is its votes', is not counted twice). One run, or all.
+    pub async fn judge_spend(&self, run_id: Option<i64>) -> Result<Vec<JudgeSpendRow>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT r.run_id, x.judge_model, COUNT(*), COALESCE(SUM(x.cost_usd), 0),
+                    COALESCE(SUM(x.prompt_tokens), 0), COALESCE(SUM(x.completion_tokens), 0),
+                    COALESCE(SUM(x.cached), 0)
+               FROM (SELECT result_id, judge_model, cost_usd, prompt_tokens, completion_tokens, cached
+                       FROM judgement j
+                      WHERE NOT EXISTS (SELECT 1 FROM judge_vote v
+                                         WHERE v.result_id = j.result_id AND v.criterion = j.criterion)
+                     UNION ALL
+                     SELECT result_id, judge_model, cost_usd, prompt_tokens, completion_tokens, cached
+                       FROM judge_vote) AS x
+               JOIN result r ON r.id = x.result_id
+              WHERE ?1 IS NULL OR r.run_id = ?1
+              GROUP BY r.run_id, x.judge_model
+              ORDER BY r.run_id, x.judge_model",
+        )
+        .bind(run_id)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|r| JudgeSpendRow {
+                run_id: r.get(0),
+                judge_model: r.get(1),
+                calls: r.get(2),
+                cost_usd: r.get(3),
+                prompt_tokens: r.get(4),
+                completion_tokens: r.get(5),
+                cached: r.get(6),
+            })
+            .collect())
+    }
+}
