@@ -140,6 +140,8 @@ pub(super) fn execute(cli: &Cli, call_args: &CallArgs, args: &Batch) -> Result<E
             None => {
                 let selectors = args.selectors.iter().map(|s| s.as_str().to_string()).collect::<Vec<_>>();
                 let models = call::models(&ctx.benchmark, call_args)?;
+                let sel = super::estimate::Selection { selectors: selectors.clone(), include_no_context: args.include_no_context, limit: args.limit, repeats: args.repeats, max_cost: args.max_cost };
+                super::estimate::preflight(cli, &ctx.benchmark, &ctx.store, &models, &sel, call_args.yes).await?;
                 // One budget for the whole batch: each run gets what is left.
                 let mut left = args.max_cost;
                 let (mut skipped, mut stopped) = (Vec::new(), false);
@@ -180,7 +182,7 @@ pub(super) fn execute(cli: &Cli, call_args: &CallArgs, args: &Batch) -> Result<E
 }
 
 /// A finite amount of USD above zero.
-fn parse_budget(s: &str) -> std::result::Result<f64, String> {
+pub(super) fn parse_budget(s: &str) -> std::result::Result<f64, String> {
     let v: f64 = s
         .trim()
         .parse()

@@ -7,6 +7,7 @@
 
 pub mod export;
 pub mod html;
+pub mod routing;
 pub mod text;
 
 use std::cmp::Ordering;
@@ -49,6 +50,9 @@ pub struct ModelReport {
     pub failures: Option<Vec<FailedCase>>,
     /// The weights and floors used.
     pub scoring: ScoringUsed,
+    /// What served the replies, and provider errors by type.
+    #[serde(default)]
+    pub routing: routing::Routing,
 }
 
 pub use crate::store::{JudgementRow, ResultRow};
@@ -545,6 +549,10 @@ pub async fn model_report(
             weights: scoring.weights.clone(),
             floors: scoring.floors.clone(),
         },
+        routing: routing::by_run(store, Some(run.run_id))
+            .await?
+            .remove(&run.run_id)
+            .unwrap_or_default(),
     })
 }
 

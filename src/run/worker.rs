@@ -92,6 +92,8 @@ impl Worker {
             temperature: m.temperature,
             seed: m.seed,
             max_tokens: m.max_tokens,
+            provider: m.provider.as_ref(),
+            reasoning: m.reasoning.as_ref(),
         }
         .to_json();
         // Repeats must not reuse each other's replies.
@@ -127,9 +129,12 @@ impl Worker {
                 generation_id: c.generation_id,
                 content: c.response,
                 finish_reason: c.finish_reason,
-                provider: None,
+                provider: c.provider,
+                served_model: c.served_model,
                 prompt_tokens: 0,
                 completion_tokens: 0,
+                reasoning_tokens: 0,
+                cached_prompt_tokens: 0,
                 cost_usd: 0.0,
                 upstream_cost_usd: None,
                 attempts: 0,
@@ -143,6 +148,7 @@ impl Worker {
                     r.passed = false;
                     r.error_kind = Some(ErrorKind::Provider);
                     r.error = Some(e.to_string());
+                    (r.error_type, r.provider_code) = (e.meta().error_type, e.meta().provider_code);
                     return Outcome::Stored(Box::new(r));
                 }
             },
@@ -155,6 +161,10 @@ impl Worker {
         r.completion_tokens = completion.completion_tokens;
         r.cost_usd = completion.cost_usd;
         r.upstream_cost_usd = completion.upstream_cost_usd;
+        r.served_model = completion.served_model.clone();
+        r.provider = completion.provider.clone();
+        (r.reasoning_tokens, r.cached_prompt_tokens) =
+            (completion.reasoning_tokens, completion.cached_prompt_tokens);
         r.latency_ms = Some(completion.latency_ms as i64);
         r.attempts = i64::from(completion.attempts);
 
@@ -268,6 +278,9 @@ impl Worker {
                         j.prompt_tokens += c.prompt_tokens;
                         j.completion_tokens += c.completion_tokens;
                         j.cost_usd += c.cost_usd;
+                        j.reasoning_tokens += c.reasoning_tokens;
+                        j.cached_prompt_tokens += c.cached_prompt_tokens;
+                        (j.served_model, j.provider) = (c.served_model, c.provider);
                         j.generation_id = c.generation_id;
                         c.content
                     }

@@ -20,12 +20,14 @@ mod reads;
 mod results;
 mod runs;
 mod seed;
+mod served;
 
 pub use kinds::{ErrorKind, RunStatus};
 pub use reads::{ExportJudgement, ExportRow, JudgementRow, ResultRow, StoredResult};
 pub use results::{CachedReply, DiscardedCharge, NewJudgement, NewResult, request_key};
 pub use runs::{HEARTBEAT_INTERVAL, Owner, RunRow, STALE_AFTER_S, process_started};
 pub use seed::SeedIds;
+pub use served::{ErrorTypeCount, ServedCount, TokenDetails};
 
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://helmbench.db";
 

@@ -65,6 +65,13 @@ pub struct ExportJudgement {
     pub completion_tokens: i64,
     pub cost_usd: f64,
     pub cached: bool,
+    /// The model and provider that served the judge's answer.
+    #[serde(default)]
+    pub served_model: Option<String>,
+    #[serde(default)]
+    pub provider: Option<String>,
+    #[serde(default)]
+    pub reasoning_tokens: i64,
 }
 
 /// One exported result: a JSONL line, or a CSV row (nested values as JSON text).
@@ -111,6 +118,24 @@ pub struct ExportRow {
     /// The composed prompt, with `--with-prompts` only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt: Option<String>,
+    /// The model that served the reply (the reply's `model`), which routing
+    /// and fallbacks may make differ from `model`; null before it was stored.
+    #[serde(default)]
+    pub served_model: Option<String>,
+    /// The upstream provider that served the reply.
+    #[serde(default)]
+    pub provider: Option<String>,
+    /// Reasoning tokens (part of `completion_tokens`).
+    #[serde(default)]
+    pub reasoning_tokens: i64,
+    /// Prompt tokens read from the provider's cache (part of `prompt_tokens`).
+    #[serde(default)]
+    pub cached_prompt_tokens: i64,
+    /// With a provider error: `error.metadata.error_type` and `provider_code`.
+    #[serde(default)]
+    pub error_type: Option<String>,
+    #[serde(default)]
+    pub provider_code: Option<String>,
 }
 
 impl Store {
@@ -234,6 +259,12 @@ struct RawJudgement {
     completion_tokens: i64,
     cost_usd: f64,
     cached: i64,
+    #[serde(default)]
+    served_model: Option<String>,
+    #[serde(default)]
+    provider: Option<String>,
+    #[serde(default)]
+    reasoning_tokens: i64,
 }
 
 const EXPORT_QUERY: &str = "SELECT r.run_id, l.model_id, r.test_code, r.repeat_index, b.code, s.code, c.code, u.code, p.code,
@@ -243,9 +274,11 @@ const EXPORT_QUERY: &str = "SELECT r.run_id, l.model_id, r.test_code, r.repeat_i
     (SELECT json_group_array(json_object('criterion', j.criterion, 'judge_model', j.judge_model,
             'verdict', json(j.verdict), 'passed', j.passed, 'justification', j.justification, 'error', j.error,
             'prompt_tokens', j.prompt_tokens, 'completion_tokens', j.completion_tokens, 'cost_usd', j.cost_usd,
-            'cached', j.cached) ORDER BY j.id)
+            'cached', j.cached, 'served_model', j.served_model, 'provider', j.provider,
+            'reasoning_tokens', j.reasoning_tokens) ORDER BY j.id)
        FROM judgement j WHERE j.result_id = r.id),
-    r.quality, r.prompt_hash, CASE WHEN ? THEN (SELECT text FROM prompt_text WHERE hash = r.prompt_hash) END
+    r.quality, r.prompt_hash, CASE WHEN ? THEN (SELECT text FROM prompt_text WHERE hash = r.prompt_hash) END,
+    r.served_model, r.provider, r.reasoning_tokens, r.cached_prompt_tokens, r.error_type, r.provider_code
   FROM result r
   JOIN evaluation_run er ON er.id = r.run_id
   JOIN llm l ON l.id = er.llm_id
@@ -279,6 +312,9 @@ fn export_row(row: &sqlx::sqlite::SqliteRow) -> Result<ExportRow, StoreError> {
             completion_tokens: j.completion_tokens,
             cost_usd: j.cost_usd,
             cached: j.cached != 0,
+            served_model: j.served_model,
+            provider: j.provider,
+            reasoning_tokens: j.reasoning_tokens,
         })
         .collect();
     Ok(ExportRow {
@@ -316,6 +352,12 @@ fn export_row(row: &sqlx::sqlite::SqliteRow) -> Result<ExportRow, StoreError> {
             .and_then(|s| serde_json::from_str(&s).ok()),
         prompt_hash: row.get(29),
         prompt: row.get(30),
+        served_model: row.get(31),
+        provider: row.get(32),
+        reasoning_tokens: row.get(33),
+        cached_prompt_tokens: row.get(34),
+        error_type: row.get(35),
+        provider_code: row.get(36),
     })
 }
 

@@ -31,7 +31,7 @@ impl Respond for Counting {
 
 /// A mock OpenRouter answering chat completions with `responder`.
 async fn serve(responder: impl Respond + 'static) -> MockServer {
-    let server = MockServer::start().await;
+    let server = crate::harness::mock_server().await;
     Mock::given(method("POST"))
         .and(path("/chat/completions"))
         .respond_with(responder)
