@@ -956,7 +956,9 @@ mod tests {
                 "completion_tokens": 7,
                 "total_tokens": 19,
                 "cost": 0.00042,
-                "cost_details": {"upstream_inference_cost": 0.0004}
+                "cost_details": {"upstream_inference_cost": 0.0004},
+                "completion_tokens_details": {"reasoning_tokens": 3},
+                "prompt_tokens_details": {"cached_tokens": 8}
             }
         })
     }
@@ -1123,12 +1125,71 @@ mod tests {
                 content: "{\"answer\": 1}".into(),
                 finish_reason: Some("stop".into()),
                 provider: Some("OpenAI".into()),
+                served_model: Some("openai/gpt-4o-mini".into()),
                 prompt_tokens: 12,
                 completion_tokens: 7,
+                reasoning_tokens: 3,
+                cached_prompt_tokens: 8,
                 cost_usd: 0.00042,
                 upstream_cost_usd: Some(0.0004),
                 attempts: 1,
                 latency_ms: c.latency_ms,
+            }
+        );
+    }
+
+    /// A 402 (or a key-limit 403) says which limit it hit; only the
+    /// in-flight budget is retried.
+    #[tokio::test]
+    async fn spending_limits_are_told_apart() {
+        let limit = |status: u16, meta: Value| {
+            ResponseTemplate::new(status).set_body_json(
+                json!({"error": {"code": status, "message": "no", "metadata": meta}}),
+            )
+        };
+        for (status, meta, want) in [
+            (402, json!({"limit_source": "openrouter_key_limit"}), CreditLimit::KeyLimit),
+            (403, json!({"limit_source": "openrouter_key_limit"}), CreditLimit::KeyLimit),
+            (402, json!({"limit_source": "openrouter_credits"}), CreditLimit::Credits),
+            (
+                402,
+                json!({"limit_source": "openrouter_credits", "reason": "weight_exceeds_budget"}),
+                CreditLimit::RequestTooExpensive,
+            ),
+            (402, json!({}), CreditLimit::Unspecified),
+        ] {
+            let server = MockServer::start().await;
+            mount_sequence(&server, vec![limit(status, meta.clone()), ok()]).await;
+            match client(&server).chat(&req()).await {
+                Err(ProviderError::PaymentRequired { limit, .. }) => {
+                    assert_eq!(limit, want, "{meta}")
+                }
+                other => panic!("{meta}: {other:?}"),
+            }
+        }
+        let server = MockServer::start().await;
+        let in_flight = limit(
+            402,
+            json!({"limit_source": "openrouter_in_flight_budget", "reason": "in_flight_budget_exhausted"}),
+        )
+        .insert_header("retry-after", "0");
+        mount_sequence(&server, vec![in_flight, ok()]).await;
+        assert_eq!(client(&server).chat(&req()).await.unwrap().attempts, 2);
+    }
+
+    #[tokio::test]
+    async fn provider_error_type_and_code_are_kept() {
+        let server = MockServer::start().await;
+        let e = ResponseTemplate::new(503).set_body_json(json!({"error": {"code": 503,
+            "message": "overloaded", "metadata": {"error_type": "provider_overloaded", "provider_code": 529}}}));
+        mount_sequence(&server, vec![e]).await;
+        let err = client(&server).chat(&req()).await.unwrap_err();
+        assert!(matches!(err, ProviderError::Exhausted { .. }), "{err:?}");
+        assert_eq!(
+            err.meta(),
+            ErrorMeta {
+                error_type: Some("provider_overloaded".into()),
+                provider_code: Some("529".into()),
             }
         );
     }
@@ -1298,7 +1359,7 @@ mod tests {
         .await;
         let e = client(&server).chat(&req()).await.unwrap_err();
         match &e {
-            ProviderError::Exhausted { attempts, last } => {
+            ProviderError::Exhausted { attempts, last, .. } => {
                 assert_eq!(*attempts, 4);
                 assert!(last.contains("provider_overloaded"), "{last}");
                 assert!(last.contains("try later"), "{last}");
@@ -1321,6 +1382,7 @@ mod tests {
                 status,
                 code,
                 message,
+                ..
             } => {
                 assert_eq!(status, 400);
                 assert_eq!(code.as_deref(), Some("invalid_request"));
@@ -1455,7 +1517,7 @@ mod tests {
             .await;
         let e = client(&server).chat(&req()).await.unwrap_err();
         match &e {
-            ProviderError::Exhausted { attempts, last } => {
+            ProviderError::Exhausted { attempts, last, .. } => {
                 assert_eq!(*attempts, 4);
                 assert!(last.contains("503"), "{last}");
                 assert!(last.contains("No instances available"), "{last}");
@@ -1580,7 +1642,7 @@ mod tests {
         c.max_attempts = 2;
         let e = Client::new(c).unwrap().chat(&req()).await.unwrap_err();
         match e {
-            ProviderError::Exhausted { attempts, last } => {
+            ProviderError::Exhausted { attempts, last, .. } => {
                 assert_eq!(attempts, 2);
                 assert!(last.contains("timeout"), "{last}");
             }
@@ -1601,7 +1663,7 @@ mod tests {
         c.max_attempts = 3;
         let e = Client::new(c).unwrap().chat(&req()).await.unwrap_err();
         match &e {
-            ProviderError::Exhausted { attempts, last } => {
+            ProviderError::Exhausted { attempts, last, .. } => {
                 assert_eq!(*attempts, 3);
                 assert!(last.contains("connection"), "{last}");
             }
@@ -1794,16 +1856,19 @@ mod tests {
                 message: "m".into(),
             },
             ProviderError::PaymentRequired {
+                limit: CreditLimit::Unspecified,
                 message: "m".into(),
             },
             ProviderError::Rejected {
                 status: 400,
                 code: Some("400".into()),
                 message: "m".into(),
+                meta: ErrorMeta::default(),
             },
             ProviderError::Exhausted {
                 attempts: 3,
                 last: "m".into(),
+                meta: ErrorMeta::default(),
             },
             ProviderError::Config("m".into()),
         ];

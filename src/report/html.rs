@@ -930,6 +930,7 @@ mod tests {
                 weights: scoring.weights.clone(),
                 floors: scoring.floors.clone(),
             },
+            routing: Default::default(),
         }
     }
 

@@ -508,6 +508,7 @@ mod tests {
                 weights: Default::default(),
                 floors: Default::default(),
             },
+            routing: Default::default(),
         }
     }
 

@@ -7,6 +7,7 @@ mod edges;
 mod fidelity;
 mod fuzz_regressions;
 mod harness;
+mod openrouter_realism;
 mod reliability;
 mod report;
 mod runner;
