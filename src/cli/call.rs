@@ -163,7 +163,10 @@ pub(super) fn models(b: &Benchmark, call: &CallArgs) -> Result<Vec<crate::benchm
 }
 
 /// The models of `ids` (with their models.yml parameters), or models.yml's.
-pub(super) fn models_of(b: &Benchmark, ids: &[String]) -> Result<Vec<crate::benchmark::ModelEntry>> {
+pub(super) fn models_of(
+    b: &Benchmark,
+    ids: &[String],
+) -> Result<Vec<crate::benchmark::ModelEntry>> {
     let configured = b
         .models
         .as_ref()

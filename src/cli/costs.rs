@@ -35,28 +35,55 @@ pub fn run(cli: &Cli, args: &CostsArgs) -> Result<ExitStatus> {
     match args.format {
         DataFormat::Json => {
             let mut v = serde_json::to_value(&report)?;
-            v["reasoning"] = serde_json::json!(tokens.iter().map(|t| serde_json::json!({
-                "run_id": t.run_id,
-                "reasoning_tokens": t.reasoning_tokens,
-                "judge_reasoning_tokens": t.judge_reasoning_tokens,
-                "cached_prompt_tokens": t.cached_prompt_tokens,
-                "judge_cached_prompt_tokens": t.judge_cached_prompt_tokens,
-            })).collect::<Vec<_>>());
+            v["reasoning"] = serde_json::json!(
+                tokens
+                    .iter()
+                    .map(|t| serde_json::json!({
+                        "run_id": t.run_id,
+                        "reasoning_tokens": t.reasoning_tokens,
+                        "judge_reasoning_tokens": t.judge_reasoning_tokens,
+                        "cached_prompt_tokens": t.cached_prompt_tokens,
+                        "judge_cached_prompt_tokens": t.judge_cached_prompt_tokens,
+                    }))
+                    .collect::<Vec<_>>()
+            );
             serde_json::to_writer_pretty(&mut o, &v)?;
             writeln!(o)?;
         }
         DataFormat::Table => {
             crate::report::text::write_costs(&mut o, &report)?;
             if tokens.iter().any(|t| {
-                t.reasoning_tokens + t.judge_reasoning_tokens + t.cached_prompt_tokens + t.judge_cached_prompt_tokens > 0
+                t.reasoning_tokens
+                    + t.judge_reasoning_tokens
+                    + t.cached_prompt_tokens
+                    + t.judge_cached_prompt_tokens
+                    > 0
             }) {
                 let mut t = comfy_table::Table::new();
                 t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
-                t.set_header(["run", "reasoning tokens", "judge reasoning tokens", "cached prompt tokens", "judge cached prompt tokens"]);
+                t.set_header([
+                    "run",
+                    "reasoning tokens",
+                    "judge reasoning tokens",
+                    "cached prompt tokens",
+                    "judge cached prompt tokens",
+                ]);
                 for r in &tokens {
-                    t.add_row([r.run_id, r.reasoning_tokens, r.judge_reasoning_tokens, r.cached_prompt_tokens, r.judge_cached_prompt_tokens].map(|n| n.to_string()));
+                    t.add_row(
+                        [
+                            r.run_id,
+                            r.reasoning_tokens,
+                            r.judge_reasoning_tokens,
+                            r.cached_prompt_tokens,
+                            r.judge_cached_prompt_tokens,
+                        ]
+                        .map(|n| n.to_string()),
+                    );
                 }
-                writeln!(o, "reasoning tokens (already counted in the completion tokens above) and cached prompt tokens:\n{t}")?;
+                writeln!(
+                    o,
+                    "reasoning tokens (already counted in the completion tokens above) and cached prompt tokens:\n{t}"
+                )?;
             }
         }
     }

@@ -373,7 +373,11 @@ fn write_text(o: &mut dyn Write, p: &Priced) -> std::io::Result<()> {
     }
     writeln!(o, "{t}")?;
     for m in &e.models {
-        writeln!(o, "  {} completion per request: {}", m.model, m.completion_basis)?;
+        writeln!(
+            o,
+            "  {} completion per request: {}",
+            m.model, m.completion_basis
+        )?;
     }
     if let Some(j) = &e.judge_model {
         writeln!(

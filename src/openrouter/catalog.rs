@@ -17,6 +17,9 @@ use crate::openrouter::redact_url;
 /// starts, and a machine without network says so quickly.
 pub const CATALOG_TIMEOUT: Duration = Duration::from_secs(15);
 
+/// The largest model list read (OpenRouter's is a few MB).
+const CATALOG_MAX_BYTES: u64 = 64 * 1024 * 1024;
+
 /// One model of the catalog.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CatalogModel {
@@ -61,9 +64,10 @@ impl Catalog {
     /// Reads `{"data": [{"id", "pricing": {"prompt", "completion"},
     /// "supported_parameters"}]}`; entries without an id are skipped.
     pub fn parse(v: &Value) -> Result<Catalog, CatalogError> {
-        let data = v.get("data").and_then(Value::as_array).ok_or_else(|| {
-            CatalogError::Unreadable("the model list has no `data` array".into())
-        })?;
+        let data = v
+            .get("data")
+            .and_then(Value::as_array)
+            .ok_or_else(|| CatalogError::Unreadable("the model list has no `data` array".into()))?;
         let price = |m: &Value, k: &str| -> Option<f64> {
             let p = m.get("pricing")?.get(k)?;
             let n = match p {
@@ -119,7 +123,11 @@ impl KeyInfo {
             .get("data")
             .filter(|d| d.is_object())
             .ok_or_else(|| CatalogError::Unreadable("the key info has no `data` object".into()))?;
-        let num = |k: &str| data.get(k).and_then(Value::as_f64).filter(|n| n.is_finite());
+        let num = |k: &str| {
+            data.get(k)
+                .and_then(Value::as_f64)
+                .filter(|n| n.is_finite())
+        };
         Ok(KeyInfo {
             limit: num("limit"),
             limit_remaining: num("limit_remaining"),
@@ -216,11 +224,11 @@ impl CatalogClient {
                 status: status.as_u16(),
             });
         }
-        let bytes = resp
-            .bytes()
+        // Read in chunks up to a cap: an endless body is abandoned, never held.
+        let text = crate::openrouter::read_capped(resp, CATALOG_MAX_BYTES)
             .await
-            .map_err(|e| CatalogError::Unreachable(format!("{shown}: {}", e.without_url())))?;
-        serde_json::from_slice(&bytes)
+            .map_err(|f| CatalogError::Unreadable(format!("{shown}: {}", f.reason)))?;
+        serde_json::from_str(&text)
             .map_err(|e| CatalogError::Unreadable(format!("{shown} did not answer JSON: {e}")))
     }
 
@@ -265,8 +273,10 @@ mod tests {
 
     #[test]
     fn key_info_reads_an_unlimited_key_as_none() {
-        let k = KeyInfo::parse(&json!({"data": {"limit": null, "limit_remaining": null, "usage": 1.5}}))
-            .unwrap();
+        let k = KeyInfo::parse(
+            &json!({"data": {"limit": null, "limit_remaining": null, "usage": 1.5}}),
+        )
+        .unwrap();
         assert_eq!(k.limit_remaining, None);
         assert_eq!(k.usage, Some(1.5));
         let k = KeyInfo::parse(&json!({"data": {"limit": 10, "limit_remaining": 2.25}})).unwrap();

@@ -1148,9 +1148,21 @@ mod tests {
             )
         };
         for (status, meta, want) in [
-            (402, json!({"limit_source": "openrouter_key_limit"}), CreditLimit::KeyLimit),
-            (403, json!({"limit_source": "openrouter_key_limit"}), CreditLimit::KeyLimit),
-            (402, json!({"limit_source": "openrouter_credits"}), CreditLimit::Credits),
+            (
+                402,
+                json!({"limit_source": "openrouter_key_limit"}),
+                CreditLimit::KeyLimit,
+            ),
+            (
+                403,
+                json!({"limit_source": "openrouter_key_limit"}),
+                CreditLimit::KeyLimit,
+            ),
+            (
+                402,
+                json!({"limit_source": "openrouter_credits"}),
+                CreditLimit::Credits,
+            ),
             (
                 402,
                 json!({"limit_source": "openrouter_credits", "reason": "weight_exceeds_budget"}),

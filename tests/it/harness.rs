@@ -131,7 +131,7 @@ pub fn jsonl(out: &std::process::Output) -> Vec<serde_json::Value> {
 /// Model ids the test benchmarks use: the mock's model list names them all,
 /// so `run-batch`'s preflight finds them priced and able to answer in a
 /// JSON schema.
-pub const MOCK_MODELS: [&str; 10] = [
+pub const MOCK_MODELS: [&str; 12] = [
     "test/model",
     "judge/model",
     "a/b",
@@ -141,6 +141,8 @@ pub const MOCK_MODELS: [&str; 10] = [
     "always/flags",
     "a/one",
     "b/two",
+    "c/three",
+    "d/four",
     "google/gemini-2.5-flash",
 ];
 

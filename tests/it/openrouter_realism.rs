@@ -132,7 +132,12 @@ async fn served_model_provider_and_tokens_are_stored_exported_and_warned_about()
     let out = db_cmd(&b, &["export", "--format", "csv"]);
     let text = stdout(&out);
     let header = text.lines().next().unwrap();
-    assert!(header.ends_with("served_model,provider,reasoning_tokens,cached_prompt_tokens,error_type,provider_code"), "{header}");
+    assert!(
+        header.ends_with(
+            "served_model,provider,reasoning_tokens,cached_prompt_tokens,error_type,provider_code"
+        ),
+        "{header}"
+    );
     assert!(text.contains("other/model,ProvA,7,30,,"), "{text}");
 
     // runs and report count the one reply another model served (a dated
@@ -145,14 +150,20 @@ async fn served_model_provider_and_tokens_are_stored_exported_and_warned_about()
     assert_eq!(routing["providers"]["ProvA"], 2);
     let out = db_cmd(&b, &["runs"]);
     assert!(
-        stderr(&out).contains("1 of 2 replies were served by another model than test/model (other/model ×1)"),
+        stderr(&out).contains(
+            "1 of 2 replies were served by another model than test/model (other/model ×1)"
+        ),
         "{}",
         stderr(&out)
     );
     let out = db_cmd(&b, &["report", "--run-id", "1", "--format", "json"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(out_json(&out)["routing"]["served_by_other_model"], 1);
-    assert!(stderr(&out).contains("served by another model"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("served by another model"),
+        "{}",
+        stderr(&out)
+    );
 
     // costs shows the reasoning tokens apart: 2 replies x 7.
     let out = db_cmd(&b, &["costs", "--format", "json"]);
@@ -160,7 +171,11 @@ async fn served_model_provider_and_tokens_are_stored_exported_and_warned_about()
     assert_eq!(v["reasoning"][0]["reasoning_tokens"], 14);
     assert_eq!(v["reasoning"][0]["cached_prompt_tokens"], 60);
     let out = db_cmd(&b, &["costs"]);
-    assert!(stdout(&out).contains("reasoning tokens"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("reasoning tokens"),
+        "{}",
+        stdout(&out)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -190,9 +205,18 @@ async fn provider_and_reasoning_blocks_are_sent_as_written_with_require_paramete
 #[test]
 fn unknown_keys_in_provider_or_reasoning_are_content_errors_naming_models_yml() {
     for (yaml, expected) in [
-        ("models:\n  - id: a/b\n    provider:\n      fallback: no\n", "fallback"),
-        ("models:\n  - id: a/b\n    reasoning:\n      budget: 3\n", "budget"),
-        ("models:\n  - id: a/b\n    reasoning:\n      effort: extreme\n", "extreme"),
+        (
+            "models:\n  - id: a/b\n    provider:\n      fallback: no\n",
+            "fallback",
+        ),
+        (
+            "models:\n  - id: a/b\n    reasoning:\n      budget: 3\n",
+            "budget",
+        ),
+        (
+            "models:\n  - id: a/b\n    reasoning:\n      effort: extreme\n",
+            "extreme",
+        ),
         (
             "models:\n  - id: a/b\n    provider:\n      require_parameters: false\n",
             "require_parameters",
@@ -200,17 +224,28 @@ fn unknown_keys_in_provider_or_reasoning_are_content_errors_naming_models_yml() 
     ] {
         let b = Bench::new();
         b.file("models.yml", yaml).scenario("P1-B1-S1", "S1");
-        let out = b.cmd().args(["run-batch", "--all-scenarios"]).output().unwrap();
+        let out = b
+            .cmd()
+            .args(["run-batch", "--all-scenarios"])
+            .output()
+            .unwrap();
         assert_eq!(out.status.code(), Some(2), "{yaml}: {}", stderr(&out));
         let err = stderr(&out);
-        assert!(err.contains("models.yml") && err.contains(expected), "{yaml}: {err}");
+        assert!(
+            err.contains("models.yml") && err.contains(expected),
+            "{yaml}: {err}"
+        );
     }
 }
 
 /// Expected tokens of the composed prompts and their schemas, counted here
 /// from `helmbench prompts` (the text sent): [chars / 5, chars / 3].
 fn expected_prompt_tokens(b: &Bench) -> (u64, u64, usize) {
-    let out = b.cmd().args(["prompts", "--format", "jsonl"]).output().unwrap();
+    let out = b
+        .cmd()
+        .args(["prompts", "--format", "jsonl"])
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     let mut chars = 0usize;
     let rows = jsonl(&out);
@@ -241,7 +276,14 @@ async fn estimate_counts_requests_tokens_and_prices_from_the_catalog() {
     let out = b
         .cmd()
         .env("OPENROUTER_BASE_URL", server.uri())
-        .args(["estimate", "--all-scenarios", "--repeats", "3", "--format", "json"])
+        .args([
+            "estimate",
+            "--all-scenarios",
+            "--repeats",
+            "3",
+            "--format",
+            "json",
+        ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
@@ -255,7 +297,10 @@ async fn estimate_counts_requests_tokens_and_prices_from_the_catalog() {
         m["prompt_tokens"][0].as_u64().unwrap(),
         m["prompt_tokens"][1].as_u64().unwrap(),
     );
-    assert!(lo.abs_diff(3 * lo_tokens) <= 3 && hi.abs_diff(3 * hi_tokens) <= 3, "{m}");
+    assert!(
+        lo.abs_diff(3 * lo_tokens) <= 3 && hi.abs_diff(3 * hi_tokens) <= 3,
+        "{m}"
+    );
     // max_tokens 800 is the high end; a quarter of it the low end (no stored replies).
     assert_eq!(m["completion_tokens"], json!([6 * 200, 6 * 800]));
     // Priced at 1 and 2 USD per million tokens.
@@ -265,7 +310,11 @@ async fn estimate_counts_requests_tokens_and_prices_from_the_catalog() {
     assert!((cost[1].as_f64().unwrap() - expect_hi).abs() < 1e-5, "{m}");
     assert!((cost[0].as_f64().unwrap() - expect_lo).abs() < 1e-5, "{m}");
     assert_eq!(v["priced"], true);
-    assert_eq!(n.load(Ordering::SeqCst), 0, "an estimate sends no completion");
+    assert_eq!(
+        n.load(Ordering::SeqCst),
+        0,
+        "an estimate sends no completion"
+    );
 
     // After a run, the stored replies' mean (20 tokens) is the low end.
     let out = run(&b, &server, &["run-batch", "--all-scenarios"]);
@@ -280,7 +329,10 @@ async fn estimate_counts_requests_tokens_and_prices_from_the_catalog() {
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let text = stdout(&out);
-    assert!(text.contains("mean of 2 stored replies (20) to max_tokens 800"), "{text}");
+    assert!(
+        text.contains("mean of 2 stored replies (20) to max_tokens 800"),
+        "{text}"
+    );
     assert!(text.contains("total: $"), "{text}");
     assert!(text.contains("how: prompt tokens"), "{text}");
 }
@@ -289,12 +341,19 @@ async fn estimate_counts_requests_tokens_and_prices_from_the_catalog() {
 async fn run_batch_refuses_past_max_cost_before_any_request_unless_yes() {
     let b = bench();
     let (server, n) = rerouting_server().await;
-    let out = run(&b, &server, &["run-batch", "--all-scenarios", "--max-cost", "0.000001"]);
+    let out = run(
+        &b,
+        &server,
+        &["run-batch", "--all-scenarios", "--max-cost", "0.000001"],
+    );
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let err = stderr(&out);
     assert!(err.contains("exceeds --max-cost $0.0000"), "{err}");
     assert!(err.contains("upper end $"), "{err}");
-    assert!(err.contains("Nothing was sent") && err.contains("--yes"), "{err}");
+    assert!(
+        err.contains("Nothing was sent") && err.contains("--yes"),
+        "{err}"
+    );
     assert_eq!(n.load(Ordering::SeqCst), 0);
     assert!(completions(&server).await.is_empty());
     // No run was created.
@@ -303,9 +362,19 @@ async fn run_batch_refuses_past_max_cost_before_any_request_unless_yes() {
     let out = run(
         &b,
         &server,
-        &["run-batch", "--all-scenarios", "--max-cost", "0.000001", "--yes"],
+        &[
+            "run-batch",
+            "--all-scenarios",
+            "--max-cost",
+            "0.000001",
+            "--yes",
+        ],
     );
-    assert!(stderr(&out).contains("--yes: starting anyway"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--yes: starting anyway"),
+        "{}",
+        stderr(&out)
+    );
     assert!(n.load(Ordering::SeqCst) >= 1);
 }
 
@@ -325,7 +394,10 @@ async fn run_batch_refuses_past_the_keys_remaining_limit() {
         err.contains("exceeds the key's remaining limit $0.0000"),
         "{err}"
     );
-    assert!(err.contains("key: $0.0000 left of its $5.0000 limit"), "{err}");
+    assert!(
+        err.contains("key: $0.0000 left of its $5.0000 limit"),
+        "{err}"
+    );
     assert_eq!(n.load(Ordering::SeqCst), 0);
 }
 
@@ -333,7 +405,17 @@ async fn run_batch_refuses_past_the_keys_remaining_limit() {
 async fn unknown_models_and_models_without_structured_outputs_are_refused_before_sending() {
     let b = bench();
     let (server, n) = rerouting_server().await;
-    let out = run(&b, &server, &["run-batch", "--all-scenarios", "--models", "nope/missing", "--yes"]);
+    let out = run(
+        &b,
+        &server,
+        &[
+            "run-batch",
+            "--all-scenarios",
+            "--models",
+            "nope/missing",
+            "--yes",
+        ],
+    );
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(
         stderr(&out).contains("model `nope/missing` is not in OpenRouter's model list"),
@@ -343,7 +425,10 @@ async fn unknown_models_and_models_without_structured_outputs_are_refused_before
     assert_eq!(n.load(Ordering::SeqCst), 0);
 
     // The model cannot answer in a JSON schema: refused for a deterministic scenario.
-    let catalog = vec![catalog_entry("test/model", false), catalog_entry("judge/model", true)];
+    let catalog = vec![
+        catalog_entry("test/model", false),
+        catalog_entry("judge/model", true),
+    ];
     let (server, n) = server_with(Some(catalog), json!({"limit": null})).await;
     let out = run(&b, &server, &["run-batch", "--all-scenarios"]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
@@ -389,13 +474,21 @@ async fn without_a_model_list_the_estimate_cannot_price_and_the_run_needs_yes() 
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(stdout(&out).contains("could not price"), "{}", stdout(&out));
-    assert!(stdout(&out).contains("run-batch would refuse without --yes"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("run-batch would refuse without --yes"),
+        "{}",
+        stdout(&out)
+    );
 
     // A server without a model list: the run is not started...
     let (server, n) = server_with(None, json!({"limit": null})).await;
     let out = run(&b, &server, &["run-batch", "--all-scenarios"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(stderr(&out).contains("could not price the run"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("could not price the run"),
+        "{}",
+        stderr(&out)
+    );
     assert_eq!(n.load(Ordering::SeqCst), 0);
     // ...unless --yes.
     let out = run(&b, &server, &["run-batch", "--all-scenarios", "--yes"]);
@@ -474,18 +567,40 @@ fn limit_error(limit_source: &str, reason: Option<&str>) -> Value {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn spending_limits_stop_the_run_cleanly_saying_which() {
-    for (source, reason, says) in [
-        ("openrouter_key_limit", None, "the API key's credit limit is spent"),
-        ("openrouter_credits", None, "the account's balance cannot cover the request"),
+    for (status, source, reason, says) in [
         (
+            402,
+            "openrouter_key_limit",
+            None,
+            "the API key's credit limit is spent",
+        ),
+        (
+            403,
+            "openrouter_key_limit",
+            None,
+            "the API key's credit limit is spent",
+        ),
+        (
+            402,
+            "openrouter_credits",
+            None,
+            "the account's balance cannot cover the request",
+        ),
+        (
+            402,
             "openrouter_credits",
             Some("weight_exceeds_budget"),
             "lower `max_tokens` for this model in models.yml",
         ),
     ] {
         let b = bench();
-        let (server, n) = failing_server(402, limit_error(source, reason), false, usize::MAX).await;
-        let out = run(&b, &server, &["run-batch", "--all-scenarios", "--concurrency", "1"]);
+        let (server, n) =
+            failing_server(status, limit_error(source, reason), false, usize::MAX).await;
+        let out = run(
+            &b,
+            &server,
+            &["run-batch", "--all-scenarios", "--concurrency", "1"],
+        );
         assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
         let all = format!("{}{}", stdout(&out), stderr(&out));
         assert!(all.contains(says), "{source}: {all}");
@@ -501,9 +616,16 @@ async fn spending_limits_stop_the_run_cleanly_saying_which() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_in_flight_budget_is_transient_and_retried() {
     let b = bench();
-    let body = limit_error("openrouter_in_flight_budget", Some("in_flight_budget_exhausted"));
+    let body = limit_error(
+        "openrouter_in_flight_budget",
+        Some("in_flight_budget_exhausted"),
+    );
     let (server, n) = failing_server(402, body, true, 1).await;
-    let out = run(&b, &server, &["run-batch", "--all-scenarios", "--concurrency", "1"]);
+    let out = run(
+        &b,
+        &server,
+        &["run-batch", "--all-scenarios", "--concurrency", "1"],
+    );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     // One 402, then both test cases answered.
     assert_eq!(n.load(Ordering::SeqCst), 3);

@@ -1403,6 +1403,7 @@ async fn key_never_appears_in_output_trace_logs_or_database() {
     let mut logs = Vec::new();
     for level in ["trace", "debug", "info"] {
         server.reset().await;
+        crate::harness::mount_catalog(&server).await;
         Mock::given(method("POST"))
             .and(path("/chat/completions"))
             .respond_with(script())
@@ -1479,6 +1480,7 @@ async fn redirect_to_another_host_never_carries_the_key() {
     let first = crate::harness::mock_server().await;
     for status in [301, 302, 303, 307, 308] {
         first.reset().await;
+        crate::harness::mount_catalog(&first).await;
         Mock::given(method("POST"))
             .respond_with(
                 ResponseTemplate::new(status)

@@ -144,6 +144,7 @@ async fn one_budget_bounds_every_model_of_a_batch_and_every_resume() {
             "1",
             "--max-cost",
             "0.0085",
+            "--yes",
         ],
     );
     assert_no_panic(&out);
@@ -286,6 +287,8 @@ async fn charged_replies_that_are_retried_count_in_spend_costs_and_budget() {
             "1",
             "--max-cost",
             "0.005",
+            // Past the estimate's upper end: the in-run stop is tested.
+            "--yes",
         ],
     );
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
