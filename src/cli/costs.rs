@@ -59,9 +59,7 @@ pub fn run(cli: &Cli, args: &CostsArgs) -> Result<ExitStatus> {
                     + t.judge_cached_prompt_tokens
                     > 0
             }) {
-                let mut t = comfy_table::Table::new();
-                t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
-                t.set_header([
+                let mut t = crate::report::text::table([
                     "run",
                     "reasoning tokens",
                     "judge reasoning tokens",

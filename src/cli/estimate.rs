@@ -11,7 +11,6 @@
 use std::io::Write;
 
 use clap::Args;
-use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use serde_json::json;
 
 use super::{Cli, DataFormat, database_url, load_strict, out, parse_selectors, runtime};
@@ -343,9 +342,7 @@ fn usd_range(c: Option<[f64; 2]>) -> String {
 fn write_text(o: &mut dyn Write, p: &Priced) -> std::io::Result<()> {
     let e = &p.estimate;
     writeln!(o, "cost estimate (before anything is sent):")?;
-    let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED);
-    t.set_header([
+    let mut t = crate::report::text::table([
         "model",
         "requests",
         "judge requests",

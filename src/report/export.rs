@@ -164,10 +164,10 @@ pub fn csv_record(r: &ExportRow) -> Vec<String> {
         cell(&q(|x| x.overall)),
         cell(&q(|x| x.weighted)),
         r.prompt_hash.clone(),
-        cell(&r.served_model),
-        cell(&r.provider),
-        r.reasoning_tokens.to_string(),
-        r.cached_prompt_tokens.to_string(),
+        cell(&r.served.served_model),
+        cell(&r.served.provider),
+        r.served.reasoning_tokens.to_string(),
+        r.served.cached_prompt_tokens.to_string(),
         cell(&r.error_type),
         cell(&r.provider_code),
     ];
@@ -230,9 +230,7 @@ mod tests {
             completion_tokens: 0,
             cost_usd: 0.0,
             cached: false,
-            served_model: None,
-            provider: None,
-            reasoning_tokens: 0,
+            served: Default::default(),
         }
     }
 
@@ -285,10 +283,12 @@ mod tests {
             quality: Some(crate::scoring::quality::score("I hear you.")),
             prompt_hash: "h".into(),
             prompt: None,
-            served_model: Some("m-2025".into()),
-            provider: Some("P".into()),
-            reasoning_tokens: 7,
-            cached_prompt_tokens: 0,
+            served: crate::store::ServedBy {
+                served_model: Some("m-2025".into()),
+                provider: Some("P".into()),
+                reasoning_tokens: 7,
+                cached_prompt_tokens: 0,
+            },
             error_type: None,
             provider_code: None,
         };

@@ -12,7 +12,7 @@ use crate::judging::{checks, judge, reply};
 use crate::openrouter::{CallLog, ChatBody, Client, Completion, ProviderError};
 use crate::run::RunSettings;
 use crate::run::writer::CacheFilter;
-use crate::store::{DiscardedCharge, ErrorKind, NewJudgement, NewResult, SeedIds, Store};
+use crate::store::{DiscardedCharge, ErrorKind, NewJudgement, NewResult, SeedIds, ServedBy, Store};
 
 /// Judge calls per criterion when the verdict cannot be read.
 pub(super) const JUDGE_ATTEMPTS: usize = 3;
@@ -161,10 +161,12 @@ impl Worker {
         r.completion_tokens = completion.completion_tokens;
         r.cost_usd = completion.cost_usd;
         r.upstream_cost_usd = completion.upstream_cost_usd;
-        r.served_model = completion.served_model.clone();
-        r.provider = completion.provider.clone();
-        (r.reasoning_tokens, r.cached_prompt_tokens) =
-            (completion.reasoning_tokens, completion.cached_prompt_tokens);
+        r.served = ServedBy {
+            served_model: completion.served_model.clone(),
+            provider: completion.provider.clone(),
+            reasoning_tokens: completion.reasoning_tokens,
+            cached_prompt_tokens: completion.cached_prompt_tokens,
+        };
         r.latency_ms = Some(completion.latency_ms as i64);
         r.attempts = i64::from(completion.attempts);
 
@@ -278,9 +280,9 @@ impl Worker {
                         j.prompt_tokens += c.prompt_tokens;
                         j.completion_tokens += c.completion_tokens;
                         j.cost_usd += c.cost_usd;
-                        j.reasoning_tokens += c.reasoning_tokens;
-                        j.cached_prompt_tokens += c.cached_prompt_tokens;
-                        (j.served_model, j.provider) = (c.served_model, c.provider);
+                        j.served.reasoning_tokens += c.reasoning_tokens;
+                        j.served.cached_prompt_tokens += c.cached_prompt_tokens;
+                        (j.served.served_model, j.served.provider) = (c.served_model, c.provider);
                         j.generation_id = c.generation_id;
                         c.content
                     }

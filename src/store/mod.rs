@@ -24,7 +24,7 @@ mod served;
 
 pub use kinds::{ErrorKind, RunStatus};
 pub use reads::{ExportJudgement, ExportRow, JudgementRow, ResultRow, StoredResult};
-pub use results::{CachedReply, DiscardedCharge, NewJudgement, NewResult, request_key};
+pub use results::{CachedReply, DiscardedCharge, NewJudgement, NewResult, ServedBy, request_key};
 pub use runs::{HEARTBEAT_INTERVAL, Owner, RunRow, STALE_AFTER_S, process_started};
 pub use seed::SeedIds;
 pub use served::{ErrorTypeCount, ServedCount, TokenDetails};

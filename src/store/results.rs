@@ -14,6 +14,22 @@ use sqlx::Row;
 
 use super::{ErrorKind, Store, StoreError, connect_options};
 
+/// Who served a reply and what its tokens were beyond the counts (issue
+/// 22): the reply's `model` and `provider`, its reasoning tokens (part of
+/// the completion tokens) and cached prompt tokens (part of the prompt
+/// tokens). Flattened into every row that carries it, so JSON keys stay flat.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ServedBy {
+    #[serde(default)]
+    pub served_model: Option<String>,
+    #[serde(default)]
+    pub provider: Option<String>,
+    #[serde(default)]
+    pub reasoning_tokens: i64,
+    #[serde(default)]
+    pub cached_prompt_tokens: i64,
+}
+
 /// One judged criterion of a result.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct NewJudgement {
@@ -31,15 +47,9 @@ pub struct NewJudgement {
     pub cached: bool,
     pub request_hash: Option<String>,
     pub response: Option<String>,
-    /// The model and provider that served the (last) judge call.
-    #[serde(default)]
-    pub served_model: Option<String>,
-    #[serde(default)]
-    pub provider: Option<String>,
-    #[serde(default)]
-    pub reasoning_tokens: i64,
-    #[serde(default)]
-    pub cached_prompt_tokens: i64,
+    /// What served the (last) judge call; tokens summed over its calls.
+    #[serde(flatten, default)]
+    pub served: ServedBy,
 }
 
 /// What the provider charged for a request beyond the reply that was kept
@@ -103,18 +113,9 @@ pub struct NewResult {
     /// a discarded charge.
     #[serde(default)]
     pub replaces: bool,
-    /// The model and provider that served the reply (the reply's `model`
-    /// and `provider`), which routing may make differ from the request.
-    #[serde(default)]
-    pub served_model: Option<String>,
-    #[serde(default)]
-    pub provider: Option<String>,
-    /// Reasoning tokens (part of `completion_tokens`) and cached prompt
-    /// tokens (part of `prompt_tokens`).
-    #[serde(default)]
-    pub reasoning_tokens: i64,
-    #[serde(default)]
-    pub cached_prompt_tokens: i64,
+    /// What served the reply, which routing may make differ from the request.
+    #[serde(flatten, default)]
+    pub served: ServedBy,
     /// With a provider error: its `error_type` and `provider_code`.
     #[serde(default)]
     pub error_type: Option<String>,
@@ -346,10 +347,10 @@ impl Store {
                 .bind(&j.response)
                 .bind(&self.endpoint)
                 .bind(!j.cost_usd.is_finite())
-                .bind(&j.served_model)
-                .bind(&j.provider)
-                .bind(j.reasoning_tokens)
-                .bind(j.cached_prompt_tokens)
+                .bind(&j.served.served_model)
+                .bind(&j.served.provider)
+                .bind(j.served.reasoning_tokens)
+                .bind(j.served.cached_prompt_tokens)
                 .execute(&mut *tx)
                 .await?;
             }
@@ -602,10 +603,10 @@ fn bind_result(q: SqliteQuery, r: &NewResult, endpoint: Option<&str>) -> SqliteQ
         .bind(r.quality.as_ref().map(Value::to_string))
         .bind(endpoint.map(str::to_string))
         .bind(!r.cost_usd.is_finite())
-        .bind(r.served_model.clone())
-        .bind(r.provider.clone())
-        .bind(r.reasoning_tokens)
-        .bind(r.cached_prompt_tokens)
+        .bind(r.served.served_model.clone())
+        .bind(r.served.provider.clone())
+        .bind(r.served.reasoning_tokens)
+        .bind(r.served.cached_prompt_tokens)
         .bind(r.error_type.clone())
         .bind(r.provider_code.clone())
 }

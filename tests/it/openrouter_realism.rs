@@ -429,37 +429,38 @@ async fn unknown_models_and_models_without_structured_outputs_are_refused_before
         catalog_entry("test/model", false),
         catalog_entry("judge/model", true),
     ];
+    refused(
+        &b,
+        catalog,
+        &["run-batch", "--all-scenarios"],
+        "model `test/model` does not support structured outputs",
+    )
+    .await;
+}
+
+/// run-batch against a mock listing `catalog`: refused (exit 2) saying
+/// `says`, before any completion is sent.
+async fn refused(b: &Bench, catalog: Vec<Value>, args: &[&str], says: &str) {
     let (server, n) = server_with(Some(catalog), json!({"limit": null})).await;
-    let out = run(&b, &server, &["run-batch", "--all-scenarios"]);
+    let out = run(b, &server, args);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("model `test/model` does not support structured outputs"),
-        "{}",
-        stderr(&out)
-    );
+    assert!(stderr(&out).contains(says), "{}", stderr(&out));
     assert_eq!(n.load(Ordering::SeqCst), 0);
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_judge_without_structured_outputs_is_refused() {
-    let b = Bench::bundled();
     let catalog = vec![
         catalog_entry("test/model", true),
         catalog_entry("google/gemini-2.5-flash", false),
     ];
-    let (server, n) = server_with(Some(catalog), json!({"limit": null})).await;
-    let out = run(
-        &b,
-        &server,
+    refused(
+        &Bench::bundled(),
+        catalog,
         &["run-batch", "--all-scenarios", "--models", "test/model"],
-    );
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("judge `google/gemini-2.5-flash` (marking_model of models.yml) does not support structured outputs"),
-        "{}",
-        stderr(&out)
-    );
-    assert_eq!(n.load(Ordering::SeqCst), 0);
+        "judge `google/gemini-2.5-flash` (marking_model of models.yml) does not support structured outputs",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
