@@ -17,6 +17,7 @@ use crate::harness::{
     Bench, MOCK_COMPLETION_PRICE, MOCK_MODELS, MOCK_PROMPT_PRICE, catalog_entry, completions,
     json as out_json, jsonl, stderr, stdout,
 };
+use crate::report::read;
 use crate::runner::{KEY, bench, prompt_of, run, runs_json};
 
 /// A triage reply to `req` (HANDOFF to the risky message), served by
@@ -95,10 +96,10 @@ async fn server_with(catalog: Option<Vec<Value>>, key: Value) -> (MockServer, Ar
     (server, n)
 }
 
-fn db_cmd(b: &Bench, args: &[&str]) -> std::process::Output {
+/// helmbench without a key, offline: nothing listens on port 9.
+fn offline(b: &Bench, args: &[&str]) -> std::process::Output {
     b.cmd()
-        .arg("--database-url")
-        .arg(b.dir.path().join("h.db"))
+        .env("OPENROUTER_BASE_URL", "http://127.0.0.1:9")
         .args(args)
         .output()
         .unwrap()
@@ -114,7 +115,7 @@ async fn served_model_provider_and_tokens_are_stored_exported_and_warned_about()
     // The estimate came first, on stderr.
     assert!(stderr(&out).contains("cost estimate"), "{}", stderr(&out));
 
-    let out = db_cmd(&b, &["export", "--format", "jsonl"]);
+    let out = read(&b, &["export", "--format", "jsonl"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let rows = jsonl(&out);
     assert_eq!(rows.len(), 2);
@@ -129,7 +130,7 @@ async fn served_model_provider_and_tokens_are_stored_exported_and_warned_about()
         assert_eq!(r["reasoning_tokens"], 7);
         assert_eq!(r["cached_prompt_tokens"], 30);
     }
-    let out = db_cmd(&b, &["export", "--format", "csv"]);
+    let out = read(&b, &["export", "--format", "csv"]);
     let text = stdout(&out);
     let header = text.lines().next().unwrap();
     assert!(
@@ -148,7 +149,7 @@ async fn served_model_provider_and_tokens_are_stored_exported_and_warned_about()
     assert_eq!(routing["served_by_other_model"], 1);
     assert_eq!(routing["other_models"]["other/model"], 1);
     assert_eq!(routing["providers"]["ProvA"], 2);
-    let out = db_cmd(&b, &["runs"]);
+    let out = read(&b, &["runs"]);
     assert!(
         stderr(&out).contains(
             "1 of 2 replies were served by another model than test/model (other/model ×1)"
@@ -156,7 +157,7 @@ async fn served_model_provider_and_tokens_are_stored_exported_and_warned_about()
         "{}",
         stderr(&out)
     );
-    let out = db_cmd(&b, &["report", "--run-id", "1", "--format", "json"]);
+    let out = read(&b, &["report", "--run-id", "1", "--format", "json"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(out_json(&out)["routing"]["served_by_other_model"], 1);
     assert!(
@@ -166,11 +167,11 @@ async fn served_model_provider_and_tokens_are_stored_exported_and_warned_about()
     );
 
     // costs shows the reasoning tokens apart: 2 replies x 7.
-    let out = db_cmd(&b, &["costs", "--format", "json"]);
+    let out = read(&b, &["costs", "--format", "json"]);
     let v = out_json(&out);
     assert_eq!(v["reasoning"][0]["reasoning_tokens"], 14);
     assert_eq!(v["reasoning"][0]["cached_prompt_tokens"], 60);
-    let out = db_cmd(&b, &["costs"]);
+    let out = read(&b, &["costs"]);
     assert!(
         stdout(&out).contains("reasoning tokens"),
         "{}",
@@ -466,13 +467,7 @@ async fn a_judge_without_structured_outputs_is_refused() {
 #[tokio::test(flavor = "multi_thread")]
 async fn without_a_model_list_the_estimate_cannot_price_and_the_run_needs_yes() {
     let b = bench();
-    // Offline: nothing listens on port 9.
-    let out = b
-        .cmd()
-        .env("OPENROUTER_BASE_URL", "http://127.0.0.1:9")
-        .args(["estimate", "--all-scenarios"])
-        .output()
-        .unwrap();
+    let out = offline(&b, &["estimate", "--all-scenarios"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(stdout(&out).contains("could not price"), "{}", stdout(&out));
     assert!(
@@ -499,13 +494,7 @@ async fn without_a_model_list_the_estimate_cannot_price_and_the_run_needs_yes() 
 
 #[test]
 fn a_dry_run_without_a_key_needs_no_network() {
-    let b = Bench::bundled();
-    let out = b
-        .cmd()
-        .env("OPENROUTER_BASE_URL", "http://127.0.0.1:9")
-        .args(["run-batch", "--all-scenarios"])
-        .output()
-        .unwrap();
+    let out = offline(&Bench::bundled(), &["run-batch", "--all-scenarios"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(stdout(&out).contains("dry run"), "{}", stdout(&out));
 }
@@ -650,19 +639,19 @@ async fn provider_errors_are_stored_and_counted_by_type() {
         runs["runs"][0]["routing"]["provider_errors_by_type"],
         json!({"provider_overloaded": 2})
     );
-    let out = db_cmd(&b, &["runs"]);
+    let out = read(&b, &["runs"]);
     assert!(
         stderr(&out).contains("run 1: provider errors by type: provider_overloaded ×2"),
         "{}",
         stderr(&out)
     );
-    let out = db_cmd(&b, &["export"]);
+    let out = read(&b, &["export"]);
     for r in jsonl(&out) {
         assert_eq!(r["error_kind"], "provider");
         assert_eq!(r["error_type"], "provider_overloaded");
         assert_eq!(r["provider_code"], "529");
     }
-    let out = db_cmd(&b, &["report", "--run-id", "1", "--format", "json"]);
+    let out = read(&b, &["report", "--run-id", "1", "--format", "json"]);
     assert_eq!(
         out_json(&out)["routing"]["provider_errors_by_type"]["provider_overloaded"],
         2

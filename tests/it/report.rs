@@ -155,7 +155,7 @@ async fn setup() -> Setup {
 }
 
 /// helmbench on the test database, without an API key.
-fn read(b: &Bench, args: &[&str]) -> std::process::Output {
+pub(crate) fn read(b: &Bench, args: &[&str]) -> std::process::Output {
     b.cmd()
         .arg("--database-url")
         .arg(b.dir.path().join("h.db"))
