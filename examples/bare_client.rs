@@ -61,6 +61,8 @@ pub fn bodies(root: &Path, n: usize) -> Result<Vec<String>, String> {
                 temperature: model.temperature,
                 seed: model.seed,
                 max_tokens: model.max_tokens,
+                provider: model.provider.clone(),
+                reasoning: model.reasoning.clone(),
             }
             .body()
             .to_string()

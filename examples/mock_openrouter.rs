@@ -14,6 +14,9 @@
 //! `POST /reset` zeroes both. With `--rate-limit N`, a request that arrives
 //! while N requests of its model are being answered gets a 429 with
 //! `Retry-After: 1` (counted as `rejected`), like a provider's rate limit.
+//! `POST /reset` zeroes both. `GET /models` lists `bench/model` (priced,
+//! with structured outputs) and `GET /key` a key without a limit, so
+//! `run-batch`'s preflight passes.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -91,6 +94,12 @@ impl Stats {
 /// The model's reply: a valid answer to the generated benchmark's schema,
 /// with a realistic reply text so quality scoring does real work.
 const CONTENT: &str = r#"{\"category\":\"HANDOFF\",\"response\":\"I'm really glad you told me, and I'm sorry it feels this heavy. Are you safe right now? Please call a crisis line or emergency services if you are in danger, or ask someone you trust to be with you. I'm here to listen.\"}"#;
+
+/// `GET /models`: the one model of the generated benchmark.
+const CATALOG: &str = r#"{"data":[{"id":"bench/model","pricing":{"prompt":"0.0000001","completion":"0.0000004"},"supported_parameters":["max_tokens","temperature","seed","response_format","structured_outputs"]}]}"#;
+
+/// `GET /key`: a key without a limit of its own.
+const KEY: &str = r#"{"data":{"label":"mock","limit":null,"limit_remaining":null,"usage":0}}"#;
 
 fn completion(id: u64, prompt_bytes: usize) -> String {
     let prompt_tokens = prompt_bytes / 4;
@@ -230,6 +239,8 @@ async fn connection(
                 }
             }
             ("GET", "/stats") => ("200 OK", stats.json()),
+            ("GET", p) if p.ends_with("/models") => ("200 OK", CATALOG.to_string()),
+            ("GET", p) if p.ends_with("/key") => ("200 OK", KEY.to_string()),
             ("POST", "/reset") => {
                 stats.reset();
                 ("200 OK", "{}".to_string())

@@ -403,6 +403,12 @@ pub struct ModelEntry {
     pub seed: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<u32>,
+    /// OpenRouter provider routing, sent as written (with `require_parameters: true`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<crate::openrouter::ProviderPreferences>,
+    /// Reasoning settings, sent as written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<crate::openrouter::Reasoning>,
 }
 
 impl ModelEntry {
@@ -412,6 +418,8 @@ impl ModelEntry {
             temperature: None,
             seed: None,
             max_tokens: None,
+            provider: None,
+            reasoning: None,
         }
     }
 }

@@ -55,6 +55,10 @@ pub struct CallArgs {
     /// How a tie between judges is broken: the first listed judge's verdict, or fail.
     #[arg(long, value_enum, default_value_t = crate::judging::panel::JudgeTie::First)]
     pub judge_tie: crate::judging::panel::JudgeTie,
+    /// Start a batch even when its cost estimate passes --max-cost or the
+    /// key's remaining limit, or could not be priced (offline).
+    #[arg(long)]
+    pub yes: bool,
 }
 
 impl CallArgs {
@@ -112,12 +116,17 @@ pub(super) async fn interrupt_signal() -> Option<&'static str> {
     tokio::signal::ctrl_c().await.ok().map(|()| "SIGINT")
 }
 
-pub(super) fn client(call: &CallArgs) -> Result<openrouter::Client> {
-    let key = std::env::var("OPENROUTER_API_KEY").unwrap_or_default();
-    let base = std::env::var("OPENROUTER_BASE_URL")
+/// `OPENROUTER_BASE_URL`, or OpenRouter's.
+pub(super) fn base_url() -> String {
+    std::env::var("OPENROUTER_BASE_URL")
         .ok()
         .filter(|s| !s.trim().is_empty())
-        .unwrap_or_else(|| openrouter::DEFAULT_BASE_URL.to_string());
+        .unwrap_or_else(|| openrouter::DEFAULT_BASE_URL.to_string())
+}
+
+pub(super) fn client(call: &CallArgs) -> Result<openrouter::Client> {
+    let key = std::env::var("OPENROUTER_API_KEY").unwrap_or_default();
+    let base = base_url();
     let mut cfg = openrouter::ClientConfig::new(base, key.trim().to_string());
     cfg.referer = std::env::var("OPENROUTER_HTTP_REFERER")
         .ok()
@@ -158,16 +167,23 @@ pub(super) async fn context(cli: &Cli, b: Benchmark, call: &CallArgs) -> Result<
 
 /// The models to run: `--models` or models.yml (with its parameters).
 pub(super) fn models(b: &Benchmark, call: &CallArgs) -> Result<Vec<crate::benchmark::ModelEntry>> {
+    models_of(b, &call.models)
+}
+
+/// The models of `ids` (with their models.yml parameters), or models.yml's.
+pub(super) fn models_of(
+    b: &Benchmark,
+    ids: &[String],
+) -> Result<Vec<crate::benchmark::ModelEntry>> {
     let configured = b
         .models
         .as_ref()
         .map(|m| m.models.clone())
         .unwrap_or_default();
-    let chosen: Vec<crate::benchmark::ModelEntry> = if call.models.is_empty() {
+    let chosen: Vec<crate::benchmark::ModelEntry> = if ids.is_empty() {
         configured
     } else {
-        call.models
-            .iter()
+        ids.iter()
             .map(|id| id.trim())
             .filter(|id| !id.is_empty())
             .map(|id| {

@@ -21,18 +21,69 @@ pub struct CostsArgs {
 }
 
 pub fn run(cli: &Cli, args: &CostsArgs) -> Result<ExitStatus> {
-    let report = read_only(cli, |store| async move {
-        crate::report::costs(&store, args.run_id, args.model.as_deref())
-            .await
-            .map_err(Error::from)
+    let (report, tokens) = read_only(cli, |store| async move {
+        let report = crate::report::costs(&store, args.run_id, args.model.as_deref()).await?;
+        let tokens = store.token_details(args.run_id).await?;
+        Ok::<_, Error>((report, tokens))
     })?;
+    // Reasoning tokens apart (they are part of the completion tokens above).
+    let tokens: Vec<_> = tokens
+        .into_iter()
+        .filter(|t| report.runs.iter().any(|r| r.run_id == t.run_id))
+        .collect();
     let mut o = out();
     match args.format {
         DataFormat::Json => {
-            serde_json::to_writer_pretty(&mut o, &report)?;
+            let mut v = serde_json::to_value(&report)?;
+            v["reasoning"] = serde_json::json!(
+                tokens
+                    .iter()
+                    .map(|t| serde_json::json!({
+                        "run_id": t.run_id,
+                        "reasoning_tokens": t.reasoning_tokens,
+                        "judge_reasoning_tokens": t.judge_reasoning_tokens,
+                        "cached_prompt_tokens": t.cached_prompt_tokens,
+                        "judge_cached_prompt_tokens": t.judge_cached_prompt_tokens,
+                    }))
+                    .collect::<Vec<_>>()
+            );
+            serde_json::to_writer_pretty(&mut o, &v)?;
             writeln!(o)?;
         }
-        DataFormat::Table => crate::report::text::write_costs(&mut o, &report)?,
+        DataFormat::Table => {
+            crate::report::text::write_costs(&mut o, &report)?;
+            if tokens.iter().any(|t| {
+                t.reasoning_tokens
+                    + t.judge_reasoning_tokens
+                    + t.cached_prompt_tokens
+                    + t.judge_cached_prompt_tokens
+                    > 0
+            }) {
+                let mut t = crate::report::text::table([
+                    "run",
+                    "reasoning tokens",
+                    "judge reasoning tokens",
+                    "cached prompt tokens",
+                    "judge cached prompt tokens",
+                ]);
+                for r in &tokens {
+                    t.add_row(
+                        [
+                            r.run_id,
+                            r.reasoning_tokens,
+                            r.judge_reasoning_tokens,
+                            r.cached_prompt_tokens,
+                            r.judge_cached_prompt_tokens,
+                        ]
+                        .map(|n| n.to_string()),
+                    );
+                }
+                writeln!(
+                    o,
+                    "reasoning tokens (already counted in the completion tokens above) and cached prompt tokens:\n{t}"
+                )?;
+            }
+        }
     }
     Ok(ExitStatus::Success)
 }

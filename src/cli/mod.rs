@@ -6,6 +6,7 @@
 mod call;
 mod check;
 mod costs;
+mod estimate;
 mod export;
 mod list;
 mod migrate;
@@ -27,6 +28,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 pub use call::CallArgs;
 pub use check::CheckArgs;
 pub use costs::CostsArgs;
+pub use estimate::EstimateArgs;
 pub use export::{ExportArgs, ExportFormat};
 pub use list::ListArgs;
 pub use migrate::MigrateArgs;
@@ -94,6 +96,9 @@ pub enum Command {
     Score(ScoreArgs),
     /// Spend per run, model and scenario: tokens, model cost, judge cost.
     Costs(CostsArgs),
+    /// What a batch would cost (run-batch's selection flags), priced from
+    /// OpenRouter's model list, before anything is paid.
+    Estimate(EstimateArgs),
     /// Severity-weighted scores, breakdowns and reply quality of runs (table, JSON or HTML).
     Report(ReportArgs),
     /// Every stored result as CSV or JSONL, streamed.
@@ -159,6 +164,7 @@ pub fn run(cli: Cli) -> Result<ExitStatus> {
         Command::Runs(args) => runs::run(&cli, args),
         Command::Score(args) => score::run(args),
         Command::Costs(args) => costs::run(&cli, args),
+        Command::Estimate(args) => estimate::run(&cli, args),
         Command::Report(args) => report::run(&cli, args),
         Command::Export(args) => export::run(&cli, args),
         Command::Review(args) => review::run(&cli, args),

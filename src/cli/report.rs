@@ -109,6 +109,11 @@ pub fn run(cli: &Cli, args: &ReportArgs) -> Result<ExitStatus> {
         }
         Ok::<_, Error>(reports)
     })?;
+    for r in &reports {
+        for w in r.routing.warnings(r.run_id, &r.model) {
+            eprintln!("{w}");
+        }
+    }
     let render = |o: &mut dyn Write| -> Result<()> {
         match args.format {
             // One run named: its object; the default: every model's, wrapped.

@@ -149,6 +149,28 @@ pub(super) fn execute(cli: &Cli, call_args: &CallArgs, args: &Batch) -> Result<E
         let ctx = call::context(cli, b, call_args).await?;
         let mut control = call_args.control();
         let (runs, budget, spent_before) = if args.resume.is_empty() {
+            // The estimate (and its refusals) before anything is created or sent.
+            let models = call::models(&ctx.benchmark, call_args)?;
+            let sel = super::estimate::Selection {
+                selectors: args
+                    .selectors
+                    .iter()
+                    .map(|s| s.as_str().to_string())
+                    .collect(),
+                include_no_context: args.include_no_context,
+                limit: args.limit,
+                repeats: args.repeats,
+                max_cost: args.max_cost,
+            };
+            super::estimate::preflight(
+                cli,
+                &ctx.benchmark,
+                &ctx.store,
+                &models,
+                &sel,
+                call_args.yes,
+            )
+            .await?;
             new_runs(&ctx, call_args, args)?
         } else {
             resumed_runs(&ctx, args).await?
@@ -297,9 +319,11 @@ fn set_limits(ctx: &run::RunContext, args: &Batch, runs: &[(Option<i64>, run::Ru
         ctx.client
             .limit_model(&s.model.id, s.concurrency.get(), args.adaptive);
     }
+    // A panel's judges each get the limit (each is its own model).
     let judges: HashSet<&str> = runs
         .iter()
         .filter_map(|(_, s)| s.judge_model.as_deref())
+        .flat_map(crate::judging::panel::judges)
         .collect();
     for judge in judges {
         let n = args.judge_concurrency.map_or_else(
@@ -314,7 +338,7 @@ fn set_limits(ctx: &run::RunContext, args: &Batch, runs: &[(Option<i64>, run::Ru
 }
 
 /// A finite amount of USD above zero.
-fn parse_budget(s: &str) -> std::result::Result<f64, String> {
+pub(super) fn parse_budget(s: &str) -> std::result::Result<f64, String> {
     let v: f64 = s
         .trim()
         .parse()

@@ -17,9 +17,12 @@ pub struct RunsArgs {
 }
 
 pub fn run(cli: &Cli, args: &RunsArgs) -> Result<ExitStatus> {
-    let rows = read_only(cli, |store| async move {
-        store.runs().await.map_err(Error::from)
+    let (rows, routing) = read_only(cli, |store| async move {
+        let rows = store.runs().await?;
+        let routing = crate::report::routing::by_run(&store, None).await?;
+        Ok::<_, Error>((rows, routing))
     })?;
+    let route = |id: i64| routing.get(&id).cloned().unwrap_or_default();
     let mut o = out();
     match args.format {
         DataFormat::Json => {
@@ -32,7 +35,8 @@ pub fn run(cli: &Cli, args: &RunsArgs) -> Result<ExitStatus> {
                            "format_failures": r.format_failures, "judge_errors": r.judge_errors, "provider_errors": r.provider_errors,
                            "cached_replies": r.cached_replies, "cost_usd": r.cost_usd, "judge_cost_usd": r.judge_cost_usd,
                            "discarded_cost_usd": r.discarded_cost_usd, "max_cost_usd": r.max_cost_usd,
-                           "started_at": r.started_at, "completed_at": r.completed_at, "message": r.message})
+                           "started_at": r.started_at, "completed_at": r.completed_at, "message": r.message,
+                           "routing": route(r.run_id)})
                 })
                 .collect();
             serde_json::to_writer_pretty(&mut o, &json!({"runs": runs}))?;
@@ -70,6 +74,11 @@ pub fn run(cli: &Cli, args: &RunsArgs) -> Result<ExitStatus> {
                 ]);
             }
             writeln!(o, "{t}")?;
+        }
+    }
+    for r in &rows {
+        for w in route(r.run_id).warnings(r.run_id, &r.model) {
+            eprintln!("{w}");
         }
     }
     Ok(ExitStatus::Success)

@@ -42,6 +42,28 @@ pub(super) fn load_models(
                         format!("model `{}` is listed twice", model.id),
                     ));
                 }
+                if let Some(r) = &model.reasoning {
+                    if r.effort.is_some() && r.max_tokens.is_some() {
+                        errors.push(ContentError::new(
+                            &path,
+                            format!(
+                                "model `{}`: reasoning has both `effort` and `max_tokens` (expected one of them)",
+                                model.id
+                            ),
+                        ));
+                    }
+                    if let Some(e) = r.effort.as_deref()
+                        && !["none", "minimal", "low", "medium", "high", "xhigh"].contains(&e)
+                    {
+                        errors.push(ContentError::new(
+                            &path,
+                            format!(
+                                "model `{}`: reasoning effort `{e}` is not one of none, minimal, low, medium, high, xhigh",
+                                model.id
+                            ),
+                        ));
+                    }
+                }
                 if let Some(t) = model.temperature
                     && !(0.0..=2.0).contains(&t)
                 {
@@ -61,7 +83,7 @@ pub(super) fn load_models(
             let mut err = ContentError::new(
                 &path,
                 format!(
-                    "invalid models.yml: {e} (expected `marking_model: ...` and `models: [{{id: ...}}]` with optional temperature, seed, max_tokens)"
+                    "invalid models.yml: {e} (expected `marking_model: ...` and `models: [{{id: ...}}]` with optional temperature, seed, max_tokens, provider: {{order, only, ignore, allow_fallbacks, sort, quantizations, data_collection, zdr, max_price}} and reasoning: {{effort, max_tokens, exclude}})"
                 ),
             );
             err.line = line;

@@ -59,6 +59,9 @@ pub fn prompt(rubric: &Rubric, user_input: &str, reply: &str) -> String {
     )
 }
 
+/// The most tokens a judge answer may take (a verdict and a short justification).
+pub const MAX_TOKENS: u32 = 400;
+
 /// The judge's request for `rubric`, at temperature 0.
 pub fn request(judge_model: &str, rubric: &Rubric, user_input: &str, reply: &str) -> ChatRequest {
     ChatRequest {
@@ -67,7 +70,9 @@ pub fn request(judge_model: &str, rubric: &Rubric, user_input: &str, reply: &str
         response_format: Some(response_format(rubric)),
         temperature: Some(0.0),
         seed: None,
-        max_tokens: Some(400),
+        max_tokens: Some(MAX_TOKENS),
+        provider: None,
+        reasoning: None,
     }
 }
 

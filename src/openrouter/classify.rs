@@ -6,6 +6,8 @@
 use std::time::Duration;
 
 use crate::openrouter::Completion;
+use crate::openrouter::CreditLimit;
+use crate::openrouter::ErrorMeta;
 use crate::openrouter::MAX_MESSAGE_CHARS;
 use crate::openrouter::MAX_PLAUSIBLE_COST_USD;
 use crate::openrouter::ProviderError;
@@ -20,10 +22,13 @@ pub(super) enum Outcome {
     Fatal(ProviderError),
 }
 
+#[derive(Default)]
 pub(super) struct RetryableFailure {
     pub(super) status: Option<u16>,
     pub(super) retry_after: Option<Duration>,
     pub(super) reason: String,
+    /// The provider's error type and code, kept if the retries run out.
+    pub(super) meta: ErrorMeta,
 }
 
 pub(super) fn transport_failure(e: &reqwest::Error) -> RetryableFailure {
@@ -37,9 +42,8 @@ pub(super) fn transport_failure(e: &reqwest::Error) -> RetryableFailure {
         "transport error"
     };
     RetryableFailure {
-        status: None,
-        retry_after: None,
         reason: format!("{kind}: {}", error_chain(e)),
+        ..Default::default()
     }
 }
 
@@ -91,6 +95,10 @@ pub(super) struct ApiError {
     pub(super) message: String,
     /// `metadata.limit_source` (402 in-flight budget vs. real lack of credits).
     pub(super) limit_source: Option<String>,
+    /// `metadata.reason` (`in_flight_budget_exhausted`, `weight_exceeds_budget`).
+    pub(super) reason: Option<String>,
+    /// `metadata.error_type` and `metadata.provider_code`.
+    pub(super) meta: ErrorMeta,
     /// `metadata.retry_after_seconds`, a fallback for the header.
     pub(super) retry_after: Option<Duration>,
 }
@@ -138,19 +146,57 @@ impl ApiError {
         if message.trim().is_empty() {
             message = "(no message)".into();
         }
+        // A metadata field as text (codes may be numbers), at most 100 chars.
+        let text = |k: &str| -> Option<String> {
+            match meta?.get(k)? {
+                Value::String(s) if !s.trim().is_empty() => Some(truncate(s.trim(), 100)),
+                Value::Number(n) => Some(n.to_string()),
+                _ => None,
+            }
+        };
         Some(ApiError {
             code,
             message: truncate(message.trim(), MAX_MESSAGE_CHARS),
-            limit_source: meta
-                .and_then(|m| m.get("limit_source"))
-                .and_then(Value::as_str)
-                .map(str::to_string),
+            limit_source: text("limit_source"),
+            reason: text("reason"),
+            meta: ErrorMeta {
+                error_type: text("error_type"),
+                provider_code: text("provider_code"),
+            },
             retry_after: meta
                 .and_then(|m| m.get("retry_after_seconds"))
                 .and_then(Value::as_f64)
                 .filter(|s| s.is_finite() && *s >= 0.0)
                 .map(|s| Duration::from_secs_f64(s.min(86_400.0))),
         })
+    }
+
+    /// `openrouter_in_flight_budget`: transient, the balance is positive.
+    pub(super) fn in_flight(&self) -> bool {
+        self.limit_source.as_deref() == Some("openrouter_in_flight_budget")
+            || self.reason.as_deref() == Some("in_flight_budget_exhausted")
+    }
+
+    /// Which spending limit a refusal names, if any (checked first: a
+    /// request too expensive for the budget also says `openrouter_credits`).
+    pub(super) fn credit_limit(&self) -> Option<CreditLimit> {
+        let said = |v: &str| {
+            [
+                self.reason.as_deref(),
+                self.limit_source.as_deref(),
+                self.meta.error_type.as_deref(),
+            ]
+            .contains(&Some(v))
+        };
+        if said("weight_exceeds_budget") {
+            Some(CreditLimit::RequestTooExpensive)
+        } else if said("openrouter_key_limit") {
+            Some(CreditLimit::KeyLimit)
+        } else if said("openrouter_credits") {
+            Some(CreditLimit::Credits)
+        } else {
+            None
+        }
     }
 
     pub(super) fn numeric_code(&self) -> Option<u16> {
@@ -185,27 +231,43 @@ pub(super) fn classify(
             Some(e) => (e.code.clone(), e.message.clone()),
             None => (None, body_snippet(status, text)),
         };
+        let meta = api_error
+            .as_ref()
+            .map(|e| e.meta.clone())
+            .unwrap_or_default();
         let retry_after = retry_after_header.or(api_error.as_ref().and_then(|e| e.retry_after));
         let retry = |reason: String| {
             Outcome::Retry(RetryableFailure {
                 status: Some(s),
                 retry_after,
                 reason,
+                meta: meta.clone(),
             })
         };
+        let limit = api_error.as_ref().and_then(ApiError::credit_limit);
         return match s {
             401 => Outcome::Fatal(ProviderError::Unauthorized { message }),
             402 => {
                 // OpenRouter's in-flight spending budget answers 402 with a
-                // Retry-After: transient, the balance is positive. Any other
-                // 402 means the account or key is out of credits.
-                let in_flight = api_error.as_ref().and_then(|e| e.limit_source.as_deref())
-                    == Some("openrouter_in_flight_budget");
-                if in_flight || retry_after_header.is_some() {
+                // Retry-After: transient, the balance is positive. The key's
+                // limit, the balance, or one request too expensive for the
+                // budget stop the run, saying which.
+                let in_flight = api_error.as_ref().is_some_and(ApiError::in_flight);
+                if in_flight || (retry_after_header.is_some() && limit.is_none()) {
                     retry(format!("HTTP 402 (in-flight budget): {message}"))
                 } else {
-                    Outcome::Fatal(ProviderError::PaymentRequired { message })
+                    Outcome::Fatal(ProviderError::PaymentRequired {
+                        limit: limit.unwrap_or(CreditLimit::Unspecified),
+                        message,
+                    })
                 }
+            }
+            // A spent key limit may also come as a 403.
+            403 if limit == Some(CreditLimit::KeyLimit) => {
+                Outcome::Fatal(ProviderError::PaymentRequired {
+                    limit: CreditLimit::KeyLimit,
+                    message,
+                })
             }
             408 | 429 => retry(http_reason(s, code.as_deref(), &message)),
             500..=599 => retry(http_reason(s, code.as_deref(), &message)),
@@ -219,6 +281,7 @@ pub(super) fn classify(
                     status: s,
                     code,
                     message,
+                    meta,
                 })
             }
         };
@@ -228,11 +291,11 @@ pub(super) fn classify(
     let Some(v) = parsed else {
         return Outcome::Retry(RetryableFailure {
             status: Some(s),
-            retry_after: None,
             reason: format!(
                 "HTTP {s} with a body that is not JSON: {}",
                 body_snippet(status, text)
             ),
+            ..Default::default()
         });
     };
     let choice = v
@@ -259,16 +322,22 @@ pub(super) fn classify(
             };
             return Outcome::Retry(RetryableFailure {
                 status: Some(s),
-                retry_after: None,
                 reason: format!("HTTP {s} with {what}: {}", body_snippet(status, text)),
+                ..Default::default()
             });
         };
+        let limit = err.credit_limit();
         return match err.numeric_code() {
             Some(401) => Outcome::Fatal(ProviderError::Unauthorized {
                 message: err.message,
             }),
-            Some(402) if err.limit_source.as_deref() != Some("openrouter_in_flight_budget") => {
+            Some(402) if !err.in_flight() => Outcome::Fatal(ProviderError::PaymentRequired {
+                limit: limit.unwrap_or(CreditLimit::Unspecified),
+                message: err.message,
+            }),
+            Some(403) if limit == Some(CreditLimit::KeyLimit) => {
                 Outcome::Fatal(ProviderError::PaymentRequired {
+                    limit: CreditLimit::KeyLimit,
                     message: err.message,
                 })
             }
@@ -276,11 +345,13 @@ pub(super) fn classify(
                 status: c,
                 code: err.code,
                 message: err.message,
+                meta: err.meta,
             }),
             _ => Outcome::Retry(RetryableFailure {
                 status: Some(s),
                 retry_after: err.retry_after,
                 reason: format!("error inside HTTP {s} reply: {}", err.describe()),
+                meta: err.meta,
             }),
         };
     }
@@ -310,11 +381,11 @@ pub(super) fn classify(
     if content.trim().is_empty() && !final_empty_ok {
         return Outcome::Retry(RetryableFailure {
             status: Some(s),
-            retry_after: None,
             reason: format!(
                 "empty content (finish_reason {})",
                 finish_reason.as_deref().unwrap_or("null")
             ),
+            ..Default::default()
         });
     }
 
@@ -330,16 +401,26 @@ pub(super) fn classify(
             _ => None,
         }
     };
+    // Who served the reply, as text, at most 200 characters.
+    let top_text = |k: &str| {
+        v.get(k)
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(|s| truncate(s, 200))
+    };
     Outcome::Success(Completion {
         generation_id: v.get("id").and_then(Value::as_str).map(str::to_string),
         content,
         finish_reason,
-        provider: v
-            .get("provider")
-            .and_then(Value::as_str)
-            .map(str::to_string),
+        provider: top_text("provider"),
+        served_model: top_text("model"),
         prompt_tokens: num(&["prompt_tokens"]).map_or(0, |n| n as i64),
         completion_tokens: num(&["completion_tokens"]).map_or(0, |n| n as i64),
+        reasoning_tokens: num(&["completion_tokens_details", "reasoning_tokens"])
+            .map_or(0, |n| n.max(0.0) as i64),
+        cached_prompt_tokens: num(&["prompt_tokens_details", "cached_tokens"])
+            .map_or(0, |n| n.max(0.0) as i64),
         cost_usd: reply_cost(usage.and_then(|u| u.get("cost")), "usage.cost").unwrap_or(0.0),
         upstream_cost_usd: reply_cost(
             usage

@@ -16,8 +16,10 @@ use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue, RETRY
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
+pub mod catalog;
 mod classify;
 mod limit;
+pub mod routing;
 
 use crate::openrouter::classify::Outcome;
 use crate::openrouter::classify::RetryableFailure;
@@ -27,6 +29,7 @@ use crate::openrouter::classify::parse_retry_after;
 use crate::openrouter::classify::transport_failure;
 pub use classify::reply_cost;
 pub use limit::{AdaptiveLimit, Attempt};
+pub use routing::{ProviderBlock, ProviderPreferences, Reasoning};
 
 /// Where requests go unless `OPENROUTER_BASE_URL` overrides it.
 pub const DEFAULT_BASE_URL: &str = "https://openrouter.ai/api/v1";
@@ -115,6 +118,10 @@ pub struct ChatRequest {
     pub temperature: Option<f64>,
     pub seed: Option<i64>,
     pub max_tokens: Option<u32>,
+    /// `provider:` of models.yml, sent merged with `require_parameters`.
+    pub provider: Option<ProviderPreferences>,
+    /// `reasoning:` of models.yml, sent as written.
+    pub reasoning: Option<Reasoning>,
 }
 
 impl ChatRequest {
@@ -128,7 +135,11 @@ impl ChatRequest {
         );
         if let Some(format) = &self.response_format {
             body.insert("response_format".into(), format.clone());
-            body.insert("provider".into(), json!({ "require_parameters": true }));
+        }
+        if let Some(p) =
+            ProviderBlock::for_request(self.provider.as_ref(), self.response_format.is_some())
+        {
+            body.insert("provider".into(), json!(p));
         }
         if let Some(t) = self.temperature {
             body.insert("temperature".into(), json!(t));
@@ -138,6 +149,9 @@ impl ChatRequest {
         }
         if let Some(max) = self.max_tokens {
             body.insert("max_tokens".into(), json!(max));
+        }
+        if let Some(r) = &self.reasoning {
+            body.insert("reasoning".into(), json!(r));
         }
         // OpenRouter now always reports usage on non-streaming replies; the
         // flag is harmless there and still needed by older compatible servers.
@@ -154,6 +168,8 @@ impl ChatRequest {
             temperature: self.temperature,
             seed: self.seed,
             max_tokens: self.max_tokens,
+            provider: self.provider.as_ref(),
+            reasoning: self.reasoning.as_ref(),
         }
         .to_json()
     }
@@ -171,6 +187,8 @@ pub struct ChatBody<'a> {
     pub temperature: Option<f64>,
     pub seed: Option<i64>,
     pub max_tokens: Option<u32>,
+    pub provider: Option<&'a ProviderPreferences>,
+    pub reasoning: Option<&'a Reasoning>,
 }
 
 impl ChatBody<'_> {
@@ -179,10 +197,6 @@ impl ChatBody<'_> {
         struct Message<'a> {
             role: &'static str,
             content: &'a str,
-        }
-        #[derive(Serialize)]
-        struct Provider {
-            require_parameters: bool,
         }
         #[derive(Serialize)]
         struct Usage {
@@ -196,13 +210,15 @@ impl ChatBody<'_> {
             #[serde(skip_serializing_if = "Option::is_none")]
             response_format: Option<&'a Value>,
             #[serde(skip_serializing_if = "Option::is_none")]
-            provider: Option<Provider>,
+            provider: Option<ProviderBlock<'a>>,
             #[serde(skip_serializing_if = "Option::is_none")]
             temperature: Option<f64>,
             #[serde(skip_serializing_if = "Option::is_none")]
             seed: Option<i64>,
             #[serde(skip_serializing_if = "Option::is_none")]
             max_tokens: Option<u32>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            reasoning: Option<&'a Reasoning>,
             usage: Usage,
         }
         let body = Body {
@@ -212,12 +228,11 @@ impl ChatBody<'_> {
                 content: self.prompt,
             }],
             response_format: self.response_format,
-            provider: self.response_format.map(|_| Provider {
-                require_parameters: true,
-            }),
+            provider: ProviderBlock::for_request(self.provider, self.response_format.is_some()),
             temperature: self.temperature,
             seed: self.seed,
             max_tokens: self.max_tokens,
+            reasoning: self.reasoning,
             usage: Usage { include: true },
         };
         // Sized for the prompt plus some escaping, the schema and the rest,
@@ -243,8 +258,16 @@ pub struct Completion {
     pub finish_reason: Option<String>,
     /// Upstream provider that served the request (top-level `provider`).
     pub provider: Option<String>,
+    /// The model that served the request (top-level `model`): with routing
+    /// and fallbacks, not always the one asked for.
+    pub served_model: Option<String>,
     pub prompt_tokens: i64,
     pub completion_tokens: i64,
+    /// `usage.completion_tokens_details.reasoning_tokens` (part of
+    /// `completion_tokens`); 0 when absent.
+    pub reasoning_tokens: i64,
+    /// `usage.prompt_tokens_details.cached_tokens`; 0 when absent.
+    pub cached_prompt_tokens: i64,
     /// `usage.cost` in USD: 0.0 when absent, NaN when the provider sent
     /// something that is not a usable cost (see [`reply_cost`]): unknown,
     /// stored as such and never added to a total.
@@ -258,22 +281,67 @@ pub struct Completion {
     pub latency_ms: u64,
 }
 
+/// `error.metadata.error_type` and `provider_code` of a provider error:
+/// stored with the result and counted by type in `runs` and `report`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ErrorMeta {
+    pub error_type: Option<String>,
+    pub provider_code: Option<String>,
+}
+
+/// Why OpenRouter refused to spend (`error.metadata.limit_source` and
+/// `reason` of a 402): each stops the run, and says what to change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CreditLimit {
+    /// `openrouter_key_limit`: the API key's own spending cap is used up.
+    KeyLimit,
+    /// `openrouter_credits`: the account's balance cannot cover the request.
+    Credits,
+    /// `weight_exceeds_budget`: one request's estimated cost is larger than
+    /// the whole in-flight budget; retrying cannot help.
+    RequestTooExpensive,
+    /// A 402 that does not say which.
+    Unspecified,
+}
+
+impl fmt::Display for CreditLimit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            CreditLimit::KeyLimit => {
+                "the API key's credit limit is spent (openrouter_key_limit): raise the key's limit at openrouter.ai/settings/keys or wait for it to reset; the account's balance is not the problem"
+            }
+            CreditLimit::Credits => {
+                "the account's balance cannot cover the request (openrouter_credits): add credits; the key's own limit is not the problem"
+            }
+            CreditLimit::RequestTooExpensive => {
+                "one request alone is too expensive for the account's in-flight budget (weight_exceeds_budget): lower `max_tokens` for this model in models.yml (or shorten the prompts), or add credits; retrying will not help"
+            }
+            CreditLimit::Unspecified => "OpenRouter account is out of credits",
+        })
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ProviderError {
     #[error("OpenRouter rejected the API key (401): {message}. Check OPENROUTER_API_KEY")]
     Unauthorized { message: String },
-    #[error("OpenRouter account is out of credits (402): {message}")]
-    PaymentRequired { message: String },
+    #[error("{limit} (402): {message}")]
+    PaymentRequired { limit: CreditLimit, message: String },
     /// 400, 403, 404 ("no endpoints") and any other non-retryable answer.
     #[error("request rejected ({status}): {message}")]
     Rejected {
         status: u16,
         code: Option<String>,
         message: String,
+        meta: ErrorMeta,
     },
     /// Retryable failures that ran out of attempts or of total time.
     #[error("gave up after {attempts} attempts: {last}")]
-    Exhausted { attempts: u32, last: String },
+    Exhausted {
+        attempts: u32,
+        last: String,
+        meta: ErrorMeta,
+    },
     #[error("invalid client configuration: {0}")]
     Config(String),
 }
@@ -286,6 +354,16 @@ impl ProviderError {
             self,
             ProviderError::Unauthorized { .. } | ProviderError::PaymentRequired { .. }
         )
+    }
+
+    /// The provider's `error_type` and `provider_code`, when it sent them.
+    pub fn meta(&self) -> ErrorMeta {
+        match self {
+            ProviderError::Rejected { meta, .. } | ProviderError::Exhausted { meta, .. } => {
+                meta.clone()
+            }
+            _ => ErrorMeta::default(),
+        }
     }
 
     pub fn kind(&self) -> &'static str {
@@ -524,6 +602,7 @@ impl Client {
                     ProviderError::Exhausted {
                         attempts: attempt,
                         last: reason,
+                        meta: self.scrub_meta(failure.meta),
                     },
                 ));
             }
@@ -542,6 +621,7 @@ impl Client {
                             delay.as_millis(),
                             self.cfg.max_total.as_secs_f64()
                         ),
+                        meta: self.scrub_meta(failure.meta),
                     },
                 ));
             }
@@ -648,26 +728,41 @@ impl Client {
         }
     }
 
+    fn scrub_meta(&self, m: ErrorMeta) -> ErrorMeta {
+        ErrorMeta {
+            error_type: m.error_type.map(|t| self.scrub(&t)),
+            provider_code: m.provider_code.map(|c| self.scrub(&c)),
+        }
+    }
+
     fn scrub_error(&self, e: ProviderError) -> ProviderError {
         match e {
             ProviderError::Unauthorized { message } => ProviderError::Unauthorized {
                 message: self.scrub(&message),
             },
-            ProviderError::PaymentRequired { message } => ProviderError::PaymentRequired {
+            ProviderError::PaymentRequired { limit, message } => ProviderError::PaymentRequired {
+                limit,
                 message: self.scrub(&message),
             },
             ProviderError::Rejected {
                 status,
                 code,
                 message,
+                meta,
             } => ProviderError::Rejected {
                 status,
                 code: code.map(|c| self.scrub(&c)),
                 message: self.scrub(&message),
+                meta: self.scrub_meta(meta),
             },
-            ProviderError::Exhausted { attempts, last } => ProviderError::Exhausted {
+            ProviderError::Exhausted {
+                attempts,
+                last,
+                meta,
+            } => ProviderError::Exhausted {
                 attempts,
                 last: self.scrub(&last),
+                meta: self.scrub_meta(meta),
             },
             ProviderError::Config(m) => ProviderError::Config(self.scrub(&m)),
         }
@@ -842,11 +937,10 @@ fn secret_forms(key: &str) -> Vec<String> {
 /// never held in memory. Invalid UTF-8 is replaced, as `text()` would.
 async fn read_capped(mut resp: reqwest::Response, limit: u64) -> Result<String, RetryableFailure> {
     let too_large = |what: String| RetryableFailure {
-        status: None,
-        retry_after: None,
         reason: format!(
             "reply body {what} the {limit}-byte limit (HELMBENCH_MAX_REPLY_BYTES); not read further"
         ),
+        ..Default::default()
     };
     if let Some(n) = resp.content_length().filter(|n| *n > limit) {
         return Err(too_large(format!("of {n} bytes is over")));
@@ -901,6 +995,8 @@ mod tests {
             temperature: None,
             seed: None,
             max_tokens: None,
+            provider: None,
+            reasoning: None,
         }
     }
 
@@ -921,7 +1017,9 @@ mod tests {
                 "completion_tokens": 7,
                 "total_tokens": 19,
                 "cost": 0.00042,
-                "cost_details": {"upstream_inference_cost": 0.0004}
+                "cost_details": {"upstream_inference_cost": 0.0004},
+                "completion_tokens_details": {"reasoning_tokens": 3},
+                "prompt_tokens_details": {"cached_tokens": 8}
             }
         })
     }
@@ -1088,12 +1186,83 @@ mod tests {
                 content: "{\"answer\": 1}".into(),
                 finish_reason: Some("stop".into()),
                 provider: Some("OpenAI".into()),
+                served_model: Some("openai/gpt-4o-mini".into()),
                 prompt_tokens: 12,
                 completion_tokens: 7,
+                reasoning_tokens: 3,
+                cached_prompt_tokens: 8,
                 cost_usd: 0.00042,
                 upstream_cost_usd: Some(0.0004),
                 attempts: 1,
                 latency_ms: c.latency_ms,
+            }
+        );
+    }
+
+    /// A 402 (or a key-limit 403) says which limit it hit; only the
+    /// in-flight budget is retried.
+    #[tokio::test]
+    async fn spending_limits_are_told_apart() {
+        let limit = |status: u16, meta: Value| {
+            ResponseTemplate::new(status).set_body_json(
+                json!({"error": {"code": status, "message": "no", "metadata": meta}}),
+            )
+        };
+        for (status, meta, want) in [
+            (
+                402,
+                json!({"limit_source": "openrouter_key_limit"}),
+                CreditLimit::KeyLimit,
+            ),
+            (
+                403,
+                json!({"limit_source": "openrouter_key_limit"}),
+                CreditLimit::KeyLimit,
+            ),
+            (
+                402,
+                json!({"limit_source": "openrouter_credits"}),
+                CreditLimit::Credits,
+            ),
+            (
+                402,
+                json!({"limit_source": "openrouter_credits", "reason": "weight_exceeds_budget"}),
+                CreditLimit::RequestTooExpensive,
+            ),
+            (402, json!({}), CreditLimit::Unspecified),
+        ] {
+            let server = MockServer::start().await;
+            mount_sequence(&server, vec![limit(status, meta.clone()), ok()]).await;
+            match client(&server).chat(&req()).await {
+                Err(ProviderError::PaymentRequired { limit, .. }) => {
+                    assert_eq!(limit, want, "{meta}")
+                }
+                other => panic!("{meta}: {other:?}"),
+            }
+        }
+        let server = MockServer::start().await;
+        let in_flight = limit(
+            402,
+            json!({"limit_source": "openrouter_in_flight_budget", "reason": "in_flight_budget_exhausted"}),
+        )
+        .insert_header("retry-after", "0");
+        mount_sequence(&server, vec![in_flight, ok()]).await;
+        assert_eq!(client(&server).chat(&req()).await.unwrap().attempts, 2);
+    }
+
+    #[tokio::test]
+    async fn provider_error_type_and_code_are_kept() {
+        let server = MockServer::start().await;
+        let e = ResponseTemplate::new(503).set_body_json(json!({"error": {"code": 503,
+            "message": "overloaded", "metadata": {"error_type": "provider_overloaded", "provider_code": 529}}}));
+        mount_sequence(&server, vec![e]).await;
+        let err = client(&server).chat(&req()).await.unwrap_err();
+        assert!(matches!(err, ProviderError::Exhausted { .. }), "{err:?}");
+        assert_eq!(
+            err.meta(),
+            ErrorMeta {
+                error_type: Some("provider_overloaded".into()),
+                provider_code: Some("529".into()),
             }
         );
     }
@@ -1263,7 +1432,7 @@ mod tests {
         .await;
         let e = client(&server).chat(&req()).await.unwrap_err();
         match &e {
-            ProviderError::Exhausted { attempts, last } => {
+            ProviderError::Exhausted { attempts, last, .. } => {
                 assert_eq!(*attempts, 4);
                 assert!(last.contains("provider_overloaded"), "{last}");
                 assert!(last.contains("try later"), "{last}");
@@ -1286,6 +1455,7 @@ mod tests {
                 status,
                 code,
                 message,
+                ..
             } => {
                 assert_eq!(status, 400);
                 assert_eq!(code.as_deref(), Some("invalid_request"));
@@ -1420,7 +1590,7 @@ mod tests {
             .await;
         let e = client(&server).chat(&req()).await.unwrap_err();
         match &e {
-            ProviderError::Exhausted { attempts, last } => {
+            ProviderError::Exhausted { attempts, last, .. } => {
                 assert_eq!(*attempts, 4);
                 assert!(last.contains("503"), "{last}");
                 assert!(last.contains("No instances available"), "{last}");
@@ -1545,7 +1715,7 @@ mod tests {
         c.max_attempts = 2;
         let e = Client::new(c).unwrap().chat(&req()).await.unwrap_err();
         match e {
-            ProviderError::Exhausted { attempts, last } => {
+            ProviderError::Exhausted { attempts, last, .. } => {
                 assert_eq!(attempts, 2);
                 assert!(last.contains("timeout"), "{last}");
             }
@@ -1566,7 +1736,7 @@ mod tests {
         c.max_attempts = 3;
         let e = Client::new(c).unwrap().chat(&req()).await.unwrap_err();
         match &e {
-            ProviderError::Exhausted { attempts, last } => {
+            ProviderError::Exhausted { attempts, last, .. } => {
                 assert_eq!(*attempts, 3);
                 assert!(last.contains("connection"), "{last}");
             }
@@ -1759,16 +1929,19 @@ mod tests {
                 message: "m".into(),
             },
             ProviderError::PaymentRequired {
+                limit: CreditLimit::Unspecified,
                 message: "m".into(),
             },
             ProviderError::Rejected {
                 status: 400,
                 code: Some("400".into()),
                 message: "m".into(),
+                meta: ErrorMeta::default(),
             },
             ProviderError::Exhausted {
                 attempts: 3,
                 last: "m".into(),
+                meta: ErrorMeta::default(),
             },
             ProviderError::Config("m".into()),
         ];

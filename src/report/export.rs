@@ -53,7 +53,7 @@ pub enum Format {
 pub use crate::store::{ExportJudgement, ExportRow};
 
 /// The CSV columns, in order; must match [`csv_record`].
-pub const CSV_HEADER: [&str; 37] = [
+pub const CSV_HEADER: [&str; 43] = [
     "run_id",
     "model",
     "test_code",
@@ -91,6 +91,12 @@ pub const CSV_HEADER: [&str; 37] = [
     "quality_overall",
     "quality_weighted",
     "prompt_hash",
+    "served_model",
+    "provider",
+    "reasoning_tokens",
+    "cached_prompt_tokens",
+    "error_type",
+    "provider_code",
 ];
 
 fn cell<T: ToString>(v: &Option<T>) -> String {
@@ -159,6 +165,12 @@ pub fn csv_record(r: &ExportRow) -> Vec<String> {
         cell(&q(|x| x.overall)),
         cell(&q(|x| x.weighted)),
         r.prompt_hash.clone(),
+        cell(&r.served.served_model),
+        cell(&r.served.provider),
+        r.served.reasoning_tokens.to_string(),
+        r.served.cached_prompt_tokens.to_string(),
+        cell(&r.error_type),
+        cell(&r.provider_code),
     ];
     if let Some(p) = &r.prompt {
         fields.push(p.clone());
@@ -219,6 +231,7 @@ mod tests {
             completion_tokens: 0,
             cost_usd: 0.0,
             cached: false,
+            served: Default::default(),
         }
     }
 
@@ -264,6 +277,14 @@ mod tests {
             quality: Some(crate::scoring::quality::score("I hear you.")),
             prompt_hash: "h".into(),
             prompt: None,
+            served: crate::store::ServedBy {
+                served_model: Some("m-2025".into()),
+                provider: Some("P".into()),
+                reasoning_tokens: 7,
+                cached_prompt_tokens: 0,
+            },
+            error_type: None,
+            provider_code: None,
         };
         let rec = csv_record(&r);
         assert_eq!(rec.len(), CSV_HEADER.len());
@@ -274,6 +295,8 @@ mod tests {
         assert_eq!(at("latency_ms"), "3");
         assert_eq!(at("quality_empathy"), "1.5");
         assert_eq!(at("judgements"), "");
+        assert_eq!(at("served_model"), "m-2025");
+        assert_eq!(at("reasoning_tokens"), "7");
         let with_prompt = ExportRow {
             prompt: Some("p".into()),
             ..r

@@ -920,6 +920,7 @@ mod tests {
                 floors: scoring.floors.clone(),
             },
             review: Default::default(),
+            routing: Default::default(),
         }
     }
 

@@ -9,6 +9,7 @@ pub mod calibration;
 pub mod export;
 pub mod html;
 pub mod review;
+pub mod routing;
 pub mod text;
 
 use std::cmp::Ordering;
@@ -54,6 +55,9 @@ pub struct ModelReport {
     /// Judge calibration and `--human` (absent without human labels).
     #[serde(flatten)]
     pub review: calibration::ReviewSections,
+    /// What served the replies, and provider errors by type.
+    #[serde(default)]
+    pub routing: routing::Routing,
 }
 
 // ---------------------------------------------------------------------------
@@ -521,6 +525,10 @@ pub async fn model_report(
             floors: scoring.floors.clone(),
         },
         review: calibration::ReviewSections::default(),
+        routing: routing::by_run(store, Some(run.run_id))
+            .await?
+            .remove(&run.run_id)
+            .unwrap_or_default(),
     })
 }
 

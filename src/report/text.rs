@@ -9,7 +9,7 @@ use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use crate::report::ModelReport;
 use crate::report::{CostReport, QualitySummary, Spend};
 
-fn table<I, S>(header: I) -> Table
+pub(crate) fn table<I, S>(header: I) -> Table
 where
     I: IntoIterator<Item = S>,
     S: Into<comfy_table::Cell>,
@@ -522,6 +522,7 @@ mod tests {
                 floors: Default::default(),
             },
             review: Default::default(),
+            routing: Default::default(),
         }
     }
 

@@ -5,6 +5,7 @@
 
 mod batch;
 mod dry_run;
+pub mod estimate;
 mod plan;
 mod settings;
 mod worker;
@@ -29,12 +30,7 @@ mod tests {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("benchmark");
         let b = crate::content::load_strict(&root).unwrap();
         let settings = RunSettings {
-            model: crate::benchmark::ModelEntry {
-                id: "m".into(),
-                temperature: None,
-                seed: None,
-                max_tokens: None,
-            },
+            model: crate::benchmark::ModelEntry::new("m"),
             judge_model: None,
             judge_tie: Default::default(),
             selectors: vec!["P1-B1-S1".into()],

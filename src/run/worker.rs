@@ -12,7 +12,7 @@ use crate::judging::{checks, judge, panel, reply};
 use crate::openrouter::{CallLog, ChatBody, Client, Completion, ProviderError};
 use crate::run::RunSettings;
 use crate::run::writer::CacheFilter;
-use crate::store::{DiscardedCharge, ErrorKind, NewJudgement, NewResult, SeedIds, Store};
+use crate::store::{DiscardedCharge, ErrorKind, NewJudgement, NewResult, SeedIds, ServedBy, Store};
 
 /// Judge calls per criterion when the verdict cannot be read.
 pub(super) const JUDGE_ATTEMPTS: usize = 3;
@@ -102,6 +102,8 @@ impl Worker {
             temperature: m.temperature,
             seed: m.seed,
             max_tokens: m.max_tokens,
+            provider: m.provider.as_ref(),
+            reasoning: m.reasoning.as_ref(),
         }
         .to_json();
         // Repeats must not reuse each other's replies.
@@ -137,9 +139,12 @@ impl Worker {
                 generation_id: c.generation_id,
                 content: c.response,
                 finish_reason: c.finish_reason,
-                provider: None,
+                provider: c.provider,
+                served_model: c.served_model,
                 prompt_tokens: 0,
                 completion_tokens: 0,
+                reasoning_tokens: 0,
+                cached_prompt_tokens: 0,
                 cost_usd: 0.0,
                 upstream_cost_usd: None,
                 attempts: 0,
@@ -153,6 +158,7 @@ impl Worker {
                     r.passed = false;
                     r.error_kind = Some(ErrorKind::Provider);
                     r.error = Some(e.to_string());
+                    (r.error_type, r.provider_code) = (e.meta().error_type, e.meta().provider_code);
                     return Asked::Done(Outcome::Stored(Box::new(r)));
                 }
             },
@@ -165,6 +171,12 @@ impl Worker {
         r.completion_tokens = completion.completion_tokens;
         r.cost_usd = completion.cost_usd;
         r.upstream_cost_usd = completion.upstream_cost_usd;
+        r.served = ServedBy {
+            served_model: completion.served_model.clone(),
+            provider: completion.provider.clone(),
+            reasoning_tokens: completion.reasoning_tokens,
+            cached_prompt_tokens: completion.cached_prompt_tokens,
+        };
         r.latency_ms = Some(completion.latency_ms as i64);
         r.attempts = i64::from(completion.attempts);
 
@@ -326,6 +338,9 @@ impl Worker {
                         j.prompt_tokens += c.prompt_tokens;
                         j.completion_tokens += c.completion_tokens;
                         j.cost_usd += c.cost_usd;
+                        j.served.reasoning_tokens += c.reasoning_tokens;
+                        j.served.cached_prompt_tokens += c.cached_prompt_tokens;
+                        (j.served.served_model, j.served.provider) = (c.served_model, c.provider);
                         j.generation_id = c.generation_id;
                         c.content
                     }

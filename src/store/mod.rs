@@ -21,15 +21,17 @@ mod results;
 mod review;
 mod runs;
 mod seed;
+mod served;
 
 pub use kinds::{ErrorKind, RunStatus};
 pub use reads::{CriterionVerdict, ExportJudgement, ExportRow, ReportRow, Spend, StoredResult};
-pub use results::{CachedReply, DiscardedCharge, NewJudgement, NewResult, request_key};
+pub use results::{CachedReply, DiscardedCharge, NewJudgement, NewResult, ServedBy, request_key};
 pub use review::{
     Imported, JudgeSpendRow, LabelRow, LabelledJudgement, NewLabel, ReviewItem, VoteRow,
 };
 pub use runs::{HEARTBEAT_INTERVAL, Owner, RunRow, STALE_AFTER_S, process_started};
 pub use seed::SeedIds;
+pub use served::{ErrorTypeCount, ServedCount, TokenDetails};
 
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://helmbench.db";
 

@@ -7,7 +7,7 @@ use serde_json::Value;
 use sqlx::Row;
 
 use super::runs::runs_query;
-use super::{ErrorKind, RunRow, Store, StoreError};
+use super::{ErrorKind, RunRow, ServedBy, Store, StoreError};
 use crate::scoring::quality::QualityScores;
 
 fn json_col(s: Option<String>) -> Option<Value> {
@@ -59,6 +59,9 @@ pub struct ExportJudgement {
     pub completion_tokens: i64,
     pub cost_usd: f64,
     pub cached: bool,
+    /// What served the judge's answer.
+    #[serde(flatten, default)]
+    pub served: ServedBy,
 }
 
 /// One exported result: a JSONL line, or a CSV row (nested values as JSON text).
@@ -92,6 +95,16 @@ pub struct ExportRow {
     /// The composed prompt, with `--with-prompts` only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt: Option<String>,
+    /// The model (`served_model`) and provider that served the reply, which
+    /// routing may make differ from `model` (null before they were stored),
+    /// and its reasoning and cached prompt tokens.
+    #[serde(flatten, default)]
+    pub served: ServedBy,
+    /// With a provider error: `error.metadata.error_type` and `provider_code`.
+    #[serde(default)]
+    pub error_type: Option<String>,
+    #[serde(default)]
+    pub provider_code: Option<String>,
 }
 
 impl Store {
@@ -155,6 +168,8 @@ struct RawJudgement {
     completion_tokens: i64,
     cost_usd: f64,
     cached: i64,
+    #[serde(flatten, default)]
+    served: ServedBy,
 }
 
 const EXPORT_QUERY: &str = "SELECT r.run_id, l.model_id, r.test_code, r.repeat_index, b.code, s.code, c.code, u.code, p.code,
@@ -164,9 +179,11 @@ const EXPORT_QUERY: &str = "SELECT r.run_id, l.model_id, r.test_code, r.repeat_i
     (SELECT json_group_array(json_object('criterion', j.criterion, 'judge_model', j.judge_model,
             'verdict', json(j.verdict), 'passed', j.passed, 'justification', j.justification, 'error', j.error,
             'prompt_tokens', j.prompt_tokens, 'completion_tokens', j.completion_tokens, 'cost_usd', j.cost_usd,
-            'cached', j.cached) ORDER BY j.id)
+            'cached', j.cached, 'served_model', j.served_model, 'provider', j.provider,
+            'reasoning_tokens', j.reasoning_tokens, 'cached_prompt_tokens', j.cached_prompt_tokens) ORDER BY j.id)
        FROM judgement j WHERE j.result_id = r.id),
-    r.quality, r.prompt_hash, CASE WHEN ? THEN (SELECT text FROM prompt_text WHERE hash = r.prompt_hash) END
+    r.quality, r.prompt_hash, CASE WHEN ? THEN (SELECT text FROM prompt_text WHERE hash = r.prompt_hash) END,
+    r.served_model, r.provider, r.reasoning_tokens, r.cached_prompt_tokens, r.error_type, r.provider_code
   FROM result r
   JOIN evaluation_run er ON er.id = r.run_id
   JOIN llm l ON l.id = er.llm_id
@@ -200,6 +217,7 @@ fn export_row(row: &sqlx::sqlite::SqliteRow) -> Result<ExportRow, StoreError> {
             completion_tokens: j.completion_tokens,
             cost_usd: j.cost_usd,
             cached: j.cached != 0,
+            served: j.served,
         })
         .collect();
     Ok(ExportRow {
@@ -239,6 +257,14 @@ fn export_row(row: &sqlx::sqlite::SqliteRow) -> Result<ExportRow, StoreError> {
             .and_then(|s| serde_json::from_str(&s).ok()),
         prompt_hash: row.get(29),
         prompt: row.get(30),
+        served: ServedBy {
+            served_model: row.get(31),
+            provider: row.get(32),
+            reasoning_tokens: row.get(33),
+            cached_prompt_tokens: row.get(34),
+        },
+        error_type: row.get(35),
+        provider_code: row.get(36),
     })
 }
 

@@ -14,6 +14,22 @@ use sqlx::Row;
 
 use super::{ErrorKind, Store, StoreError, connect_options};
 
+/// Who served a reply and what its tokens were beyond the counts (issue
+/// 22): the reply's `model` and `provider`, its reasoning tokens (part of
+/// the completion tokens) and cached prompt tokens (part of the prompt
+/// tokens). Flattened into every row that carries it, so JSON keys stay flat.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ServedBy {
+    #[serde(default)]
+    pub served_model: Option<String>,
+    #[serde(default)]
+    pub provider: Option<String>,
+    #[serde(default)]
+    pub reasoning_tokens: i64,
+    #[serde(default)]
+    pub cached_prompt_tokens: i64,
+}
+
 /// One judged criterion of a result.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct NewJudgement {
@@ -35,6 +51,9 @@ pub struct NewJudgement {
     /// this one is their combination.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub votes: Vec<NewJudgement>,
+    /// What served the (last) judge call; tokens summed over its calls.
+    #[serde(flatten, default)]
+    pub served: ServedBy,
 }
 
 /// What the provider charged for a request beyond the reply that was kept
@@ -98,6 +117,14 @@ pub struct NewResult {
     /// a discarded charge.
     #[serde(default)]
     pub replaces: bool,
+    /// What served the reply, which routing may make differ from the request.
+    #[serde(flatten, default)]
+    pub served: ServedBy,
+    /// With a provider error: its `error_type` and `provider_code`.
+    #[serde(default)]
+    pub error_type: Option<String>,
+    #[serde(default)]
+    pub provider_code: Option<String>,
 }
 
 /// A reply already paid for, reusable for an identical request.
@@ -108,6 +135,9 @@ pub struct CachedReply {
     pub generation_id: Option<String>,
     pub prompt_tokens: i64,
     pub completion_tokens: i64,
+    /// Who served it: a reused reply keeps its model and provider.
+    pub served_model: Option<String>,
+    pub provider: Option<String>,
 }
 impl Store {
     /// (test code, repeat) pairs of a run that are done: stored, and not
@@ -154,7 +184,7 @@ impl Store {
             return Ok(None);
         };
         let row = sqlx::query(
-            "SELECT response, finish_reason, generation_id, prompt_tokens, completion_tokens FROM result
+            "SELECT response, finish_reason, generation_id, prompt_tokens, completion_tokens, served_model, provider FROM result
              WHERE request_hash = ? AND endpoint = ? AND response IS NOT NULL AND (error_kind IS NULL OR error_kind = 'judge')
              ORDER BY id LIMIT 1",
         )
@@ -168,6 +198,8 @@ impl Store {
             generation_id: r.get(2),
             prompt_tokens: r.get(3),
             completion_tokens: r.get(4),
+            served_model: r.get(5),
+            provider: r.get(6),
         }))
     }
 
@@ -305,8 +337,8 @@ impl Store {
                 sqlx::query(
                     "INSERT INTO judgement (result_id, criterion, judge_model, verdict, justification, passed, error,
                        prompt_tokens, completion_tokens, cost_usd, generation_id, cached, request_hash, response,
-                       endpoint, cost_unknown)
-                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                       endpoint, cost_unknown, served_model, provider, reasoning_tokens, cached_prompt_tokens)
+                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 )
                 .bind(id)
                 .bind(&j.criterion)
@@ -324,6 +356,10 @@ impl Store {
                 .bind(&j.response)
                 .bind(&self.endpoint)
                 .bind(!j.cost_usd.is_finite())
+                .bind(&j.served.served_model)
+                .bind(&j.served.provider)
+                .bind(j.served.reasoning_tokens)
+                .bind(j.served.cached_prompt_tokens)
                 .execute(&mut *tx)
                 .await?;
                 super::review::write_votes(&mut tx, id, j, self.endpoint.as_deref()).await?;
@@ -490,15 +526,16 @@ pub fn request_key(hash: &str) -> u64 {
 }
 
 /// Rows per multi-row INSERT, at most: well under SQLite's 32,766 bound
-/// variables (28 columns x 64 rows = 1,792).
+/// variables (36 columns x 64 rows = 2,304).
 const MAX_RESULT_ROWS: usize = 64;
 const MAX_PROMPT_ROWS: usize = 128;
 
 const RESULT_INSERT: &str = "INSERT INTO result (run_id, test_code, repeat_index, scenario_id, condition_id, user_context_id, perturbation_id,
    prompt_hash, request_hash, base_severity, difficulty, response, parsed, matched, passed, error_kind, error,
    evaluation_details, latency_ms, prompt_tokens, completion_tokens, cost_usd, upstream_cost_usd, generation_id,
-   finish_reason, attempts, cached, quality, endpoint, cost_unknown) VALUES ";
-const RESULT_COLUMNS: usize = 30;
+   finish_reason, attempts, cached, quality, endpoint, cost_unknown, served_model, provider, reasoning_tokens,
+   cached_prompt_tokens, error_type, provider_code) VALUES ";
+const RESULT_COLUMNS: usize = 36;
 const RESULT_CONFLICT: &str = " ON CONFLICT(run_id, test_code, repeat_index) DO NOTHING";
 
 /// `head` + `rows` groups of `columns` placeholders + `tail`. Built only
@@ -544,7 +581,7 @@ pub(super) fn known_cost(c: f64) -> f64 {
     if c.is_finite() { c } else { 0.0 }
 }
 
-/// Binds one result's 30 values in `RESULT_INSERT` column order.
+/// Binds one result's 36 values in `RESULT_INSERT` column order.
 fn bind_result(q: SqliteQuery, r: &NewResult, endpoint: Option<&str>) -> SqliteQuery {
     q.bind(r.run_id)
         .bind(r.test_code.clone())
@@ -576,4 +613,10 @@ fn bind_result(q: SqliteQuery, r: &NewResult, endpoint: Option<&str>) -> SqliteQ
         .bind(r.quality.as_ref().map(Value::to_string))
         .bind(endpoint.map(str::to_string))
         .bind(!r.cost_usd.is_finite())
+        .bind(r.served.served_model.clone())
+        .bind(r.served.provider.clone())
+        .bind(r.served.reasoning_tokens)
+        .bind(r.served.cached_prompt_tokens)
+        .bind(r.error_type.clone())
+        .bind(r.provider_code.clone())
 }

@@ -31,7 +31,7 @@ impl Respond for Counting {
 
 /// A mock OpenRouter answering chat completions with `responder`.
 async fn serve(responder: impl Respond + 'static) -> MockServer {
-    let server = MockServer::start().await;
+    let server = crate::harness::mock_server().await;
     Mock::given(method("POST"))
         .and(path("/chat/completions"))
         .respond_with(responder)
@@ -381,7 +381,10 @@ async fn endless_body_server() -> (String, Arc<AtomicUsize>) {
                         Ok(n) => got.extend_from_slice(&buf[..n]),
                     }
                 }
-                c.fetch_add(1, Ordering::SeqCst);
+                // Completions only: the preflight's GETs get the same endless body.
+                if got.starts_with(b"POST") {
+                    c.fetch_add(1, Ordering::SeqCst);
+                }
                 let head = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n";
                 if sock.write_all(head.as_bytes()).await.is_err() {
                     return;
@@ -409,6 +412,8 @@ async fn reply_bodies_over_the_limit_are_abandoned_and_retried() {
             "2",
             "--request-timeout",
             "60",
+            // The model list is endless too: not priced, started anyway.
+            "--yes",
         ])
         .output()
         .unwrap();

@@ -128,7 +128,7 @@ impl Respond for Flagger {
 }
 
 async fn flagger() -> MockServer {
-    let server = MockServer::start().await;
+    let server = crate::harness::mock_server().await;
     Mock::given(method("POST"))
         .and(path("/chat/completions"))
         .respond_with(Flagger)
@@ -216,7 +216,7 @@ async fn authors_shapes_score_right_end_to_end() {
     close(b1["max_cost"].as_f64().unwrap(), 43.0);
 
     // MCSQE.md was sent with the scenario's S1.json.
-    let requests = server.received_requests().await.unwrap();
+    let requests = crate::harness::completions(&server).await;
     let mcsqe: Vec<Value> = requests
         .iter()
         .map(|r| serde_json::from_slice::<Value>(&r.body).unwrap())

@@ -127,3 +127,81 @@ pub fn jsonl(out: &std::process::Output) -> Vec<serde_json::Value> {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
 }
+
+/// Model ids the test benchmarks use: the mock's model list names them all,
+/// so `run-batch`'s preflight finds them priced and able to answer in a
+/// JSON schema.
+pub const MOCK_MODELS: [&str; 15] = [
+    "test/model",
+    "judge/model",
+    "a/b",
+    "x/y",
+    "j/m",
+    "never/flags",
+    "always/flags",
+    "a/one",
+    "b/two",
+    "c/three",
+    "d/four",
+    "google/gemini-2.5-flash",
+    "judge/a",
+    "judge/b",
+    "judge/c",
+];
+
+/// USD per token of every mock model: 1 and 2 USD per million tokens.
+pub const MOCK_PROMPT_PRICE: f64 = 0.000001;
+pub const MOCK_COMPLETION_PRICE: f64 = 0.000002;
+
+/// OpenRouter's `GET /models` entry of `id` as the mock serves it.
+pub fn catalog_entry(id: &str, structured: bool) -> serde_json::Value {
+    let mut params = vec!["max_tokens", "temperature", "seed", "reasoning"];
+    if structured {
+        params.extend(["response_format", "structured_outputs"]);
+    }
+    serde_json::json!({
+        "id": id,
+        "name": id,
+        "pricing": {"prompt": MOCK_PROMPT_PRICE.to_string(), "completion": MOCK_COMPLETION_PRICE.to_string()},
+        "supported_parameters": params,
+    })
+}
+
+/// Mounts `GET /models` (every [`MOCK_MODELS`] entry) and `GET /key` (a
+/// key without a limit of its own) on a mock OpenRouter.
+pub async fn mount_catalog(server: &wiremock::MockServer) {
+    use wiremock::matchers::{method, path};
+    use wiremock::{Mock, ResponseTemplate};
+    let data: Vec<serde_json::Value> = MOCK_MODELS.iter().map(|m| catalog_entry(m, true)).collect();
+    Mock::given(method("GET"))
+        .and(path("/models"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({ "data": data })))
+        .mount(server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/key"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({
+            "data": {"label": "test", "limit": null, "limit_remaining": null, "usage": 0}
+        })))
+        .mount(server)
+        .await;
+}
+
+/// A mock OpenRouter with its model list and key info mounted; tests mount
+/// their own `POST /chat/completions`.
+pub async fn mock_server() -> wiremock::MockServer {
+    let server = wiremock::MockServer::start().await;
+    mount_catalog(&server).await;
+    server
+}
+
+/// The chat completion requests a mock received (the preflight's `GET`s left out).
+pub async fn completions(server: &wiremock::MockServer) -> Vec<wiremock::Request> {
+    server
+        .received_requests()
+        .await
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|r| r.method == wiremock::http::Method::POST)
+        .collect()
+}

@@ -8,6 +8,7 @@ mod edges;
 mod fidelity;
 mod fuzz_regressions;
 mod harness;
+mod openrouter_realism;
 mod reliability;
 mod report;
 mod review;

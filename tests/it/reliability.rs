@@ -805,7 +805,7 @@ impl Respond for Shared<Faulty> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn three_hundred_cases_under_provider_faults() {
-    let server = MockServer::start().await;
+    let server = crate::harness::mock_server().await;
     let faulty = Arc::new(Faulty {
         attempts: Mutex::new(HashMap::new()),
         faults: AtomicUsize::new(0),
@@ -899,7 +899,7 @@ async fn gate_server(fast: usize) -> (MockServer, Arc<Gate>) {
 
 /// A mock answering every POST to /chat/completions with `responder`.
 pub(crate) async fn serve(responder: impl Respond + 'static) -> MockServer {
-    let server = MockServer::start().await;
+    let server = crate::harness::mock_server().await;
     Mock::given(method("POST"))
         .and(path("/chat/completions"))
         .respond_with(responder)
@@ -1399,10 +1399,11 @@ async fn key_never_appears_in_output_trace_logs_or_database() {
                 .set_body_json(json!({"error": {"code": 401, "message": echo}})),
         ])
     };
-    let server = MockServer::start().await;
+    let server = crate::harness::mock_server().await;
     let mut logs = Vec::new();
     for level in ["trace", "debug", "info"] {
         server.reset().await;
+        crate::harness::mount_catalog(&server).await;
         Mock::given(method("POST"))
             .and(path("/chat/completions"))
             .respond_with(script())
@@ -1469,16 +1470,17 @@ impl Respond for Sequence {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn redirect_to_another_host_never_carries_the_key() {
-    let other = MockServer::start().await;
+    let other = crate::harness::mock_server().await;
     Mock::given(method("POST"))
         .respond_with(
             ResponseTemplate::new(200).set_body_json(completion(&triage_content("x"), 0.001)),
         )
         .mount(&other)
         .await;
-    let first = MockServer::start().await;
+    let first = crate::harness::mock_server().await;
     for status in [301, 302, 303, 307, 308] {
         first.reset().await;
+        crate::harness::mount_catalog(&first).await;
         Mock::given(method("POST"))
             .respond_with(
                 ResponseTemplate::new(status)

@@ -127,7 +127,7 @@ struct Setup {
 
 /// The benchmark above, run once against the scripted mock.
 async fn setup() -> Setup {
-    let server = MockServer::start().await;
+    let server = crate::harness::mock_server().await;
     let (model_calls, judge_calls) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     Mock::given(method("POST"))
         .and(path("/chat/completions"))

@@ -123,7 +123,7 @@ impl Respond for Scripted {
 }
 
 async fn server_counting() -> (MockServer, Calls) {
-    let server = MockServer::start().await;
+    let server = crate::harness::mock_server().await;
     let calls = Calls::default();
     Mock::given(method("POST"))
         .and(path("/chat/completions"))

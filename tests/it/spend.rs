@@ -216,6 +216,8 @@ async fn charged_replies_that_are_retried_count_in_spend_costs_and_budget() {
             "1",
             "--max-cost",
             "0.005",
+            // Past the estimate's upper end: the in-run stop is tested.
+            "--yes",
         ],
     );
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));

@@ -1,0 +1,247 @@
+//! The cost estimate of a batch before anything is paid (issue 22): per
+//! model, the requests a run would send (model and judge), their prompt and
+//! completion tokens and, with OpenRouter's prices, what they would cost,
+//! as a range. `helmbench estimate` prints it; `run-batch` prints it and
+//! refuses to start past a budget (`cli/estimate.rs` fetches the prices
+//! and decides). This module only computes: no request, no database.
+//!
+//! How: prompt tokens are counted from the composed prompts (and the JSON
+//! schema sent with them) at 3 to 5 characters per token; a judge request
+//! is its rubric prompt plus the reply it judges. Completion tokens per
+//! request run from the mean of the model's stored replies (else a quarter
+//! of the high end) to `max_tokens` (else twice the stored mean, else
+//! [`DEFAULT_MAX_COMPLETION_TOKENS`]). A judged test case costs one judge
+//! request per rubric, up to [`JUDGE_ATTEMPTS`] when verdicts have to be
+//! asked again. Reused replies (the cache) cost nothing and are not taken
+//! off: the real cost is at most the upper end, often below the lower one.
+
+use serde::Serialize;
+
+use crate::benchmark::{Benchmark, ModelEntry, compose};
+use crate::judging::judge;
+use crate::run::RunSettings;
+use crate::run::worker::JUDGE_ATTEMPTS;
+
+/// Characters per token at the low and high ends of the prompt estimate
+/// (tokenizers give about 4 for English prose, fewer for JSON and markup).
+pub const CHARS_PER_TOKEN: [f64; 2] = [5.0, 3.0];
+
+/// The completion cap assumed for a model without `max_tokens` and
+/// without stored replies.
+pub const DEFAULT_MAX_COMPLETION_TOKENS: u32 = 2000;
+
+/// USD per token, from OpenRouter's `/models`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Prices {
+    pub prompt: f64,
+    pub completion: f64,
+}
+
+/// What the completion range of one model (or the judge) rests on.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct CompletionInput {
+    /// `max_tokens` of models.yml (the judge's fixed cap for the judge).
+    pub max_tokens: Option<u32>,
+    /// Mean completion tokens of the stored replies, and how many.
+    pub stored_mean: Option<(f64, i64)>,
+}
+
+impl CompletionInput {
+    /// Completion tokens of one request: [low, high], and how they were found.
+    pub fn range(&self) -> ([f64; 2], String) {
+        let high = match (self.max_tokens, self.stored_mean) {
+            (Some(m), _) => f64::from(m),
+            (None, Some((mean, _))) => 2.0 * mean,
+            (None, None) => f64::from(DEFAULT_MAX_COMPLETION_TOKENS),
+        };
+        let low = match self.stored_mean {
+            Some((mean, _)) => mean.min(high),
+            None => high / 4.0,
+        };
+        let high_src = match (self.max_tokens, self.stored_mean) {
+            (Some(m), _) => format!("max_tokens {m}"),
+            (None, Some(_)) => "twice the stored mean".into(),
+            (None, None) => format!("default {DEFAULT_MAX_COMPLETION_TOKENS} (no max_tokens)"),
+        };
+        let low_src = match self.stored_mean {
+            Some((mean, n)) => format!("mean of {n} stored replies ({mean:.0})"),
+            None => "a quarter of the high end (no stored replies)".into(),
+        };
+        ([low, high], format!("{low_src} to {high_src}"))
+    }
+}
+
+/// The estimate of one model's run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ModelEstimate {
+    pub model: String,
+    /// Test cases times repeats: one model request each.
+    pub requests: u64,
+    /// Judge requests: one per rubric, up to [`JUDGE_ATTEMPTS`] each.
+    pub judge_requests: [u64; 2],
+    pub prompt_tokens: [u64; 2],
+    pub completion_tokens: [u64; 2],
+    pub judge_prompt_tokens: [u64; 2],
+    pub judge_completion_tokens: [u64; 2],
+    /// How completion tokens per request were found.
+    pub completion_basis: String,
+    /// Some request of the plan sends a JSON schema (deterministic scenarios).
+    pub structured: bool,
+    pub price: Option<Prices>,
+    /// Model and judge together, USD; None when a price is missing.
+    pub cost_usd: Option<[f64; 2]>,
+}
+
+/// The whole batch.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Estimate {
+    pub models: Vec<ModelEstimate>,
+    pub judge_model: Option<String>,
+    pub judge_completion_basis: Option<String>,
+    pub judge_price: Option<Prices>,
+    /// Every model together, USD; None when any price is missing.
+    pub cost_usd: Option<[f64; 2]>,
+    /// How the numbers were found, in one paragraph.
+    pub method: &'static str,
+}
+
+/// One line on how the estimate is made, printed with it.
+pub const METHOD: &str = "prompt tokens: the composed prompts and their JSON schemas at 5 (low) to 3 (high) characters per token; completion tokens per request: the mean of the model's stored replies (else a quarter of the high end) up to max_tokens (else twice that mean, else 2000); judge: one request per rubric, up to 3 when a verdict is asked again, each carrying the reply it judges; replies reused from the cache cost nothing and are not taken off";
+
+/// What one model's estimate needs besides the plan.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ModelInputs {
+    pub completion: CompletionInput,
+    pub price: Option<Prices>,
+}
+
+/// Estimates one run of `settings` (its plan, as `run-batch` would run it).
+pub fn estimate_model(
+    b: &Benchmark,
+    settings: &RunSettings,
+    inputs: ModelInputs,
+    judge: ModelInputs,
+) -> crate::Result<ModelEstimate> {
+    let work = crate::run::plan(b, settings)?;
+    let tokens = |chars: usize| CHARS_PER_TOKEN.map(|per| chars as f64 / per);
+    let (completion, basis) = inputs.completion.range();
+    let (judge_completion, _) = judge.completion.range();
+    let mut prompt = [0.0f64; 2];
+    let mut judge_prompt = [0.0f64; 2];
+    let mut judge_calls: u64 = 0;
+    let mut structured = false;
+    // The plan lists a test case's repeats one after the other: each
+    // prompt is composed once.
+    let mut last: Option<(crate::benchmark::cases::CaseIndex, [f64; 2], [f64; 2], u64)> = None;
+    for &(idx, _) in &work {
+        let (p, jp, jn) = match last {
+            Some((i, p, jp, jn)) if i == idx => (p, jp, jn),
+            _ => {
+                let case = idx.resolve(b);
+                let s = case.scenario;
+                let text = compose::compose(&case);
+                let schema = s
+                    .response_format
+                    .as_ref()
+                    .map_or(0, |f| f.to_string().chars().count());
+                structured |= s.response_format.is_some();
+                let p = tokens(text.chars().count() + schema);
+                let (mut jp, mut jn) = ([0.0; 2], 0);
+                if s.evaluation.is_judged() {
+                    for rubric in &s.rubrics {
+                        let chars = judge::prompt(rubric, &text, "").chars().count()
+                            + judge::response_format(rubric).to_string().chars().count();
+                        let t = tokens(chars);
+                        jp[0] += t[0] + completion[0];
+                        jp[1] += (t[1] + completion[1]) * JUDGE_ATTEMPTS as f64;
+                        jn += 1;
+                    }
+                }
+                last = Some((idx, p, jp, jn));
+                (p, jp, jn)
+            }
+        };
+        prompt[0] += p[0];
+        prompt[1] += p[1];
+        judge_prompt[0] += jp[0];
+        judge_prompt[1] += jp[1];
+        judge_calls += jn;
+    }
+    let n = work.len() as f64;
+    let judge_requests = [judge_calls, judge_calls * JUDGE_ATTEMPTS as u64];
+    let completion_tokens = completion.map(|c| c * n);
+    let judge_completion_tokens = [
+        judge_completion[0] * judge_requests[0] as f64,
+        judge_completion[1] * judge_requests[1] as f64,
+    ];
+    let cost = |i: usize| -> Option<f64> {
+        let m = inputs.price?;
+        let model = prompt[i] * m.prompt + completion_tokens[i] * m.completion;
+        if judge_calls == 0 {
+            return Some(model);
+        }
+        let j = judge.price?;
+        Some(model + judge_prompt[i] * j.prompt + judge_completion_tokens[i] * j.completion)
+    };
+    let round = |v: [f64; 2]| [v[0].floor() as u64, v[1].ceil() as u64];
+    Ok(ModelEstimate {
+        model: settings.model.id.clone(),
+        requests: work.len() as u64,
+        judge_requests,
+        prompt_tokens: round(prompt),
+        completion_tokens: round(completion_tokens),
+        judge_prompt_tokens: round(judge_prompt),
+        judge_completion_tokens: round(judge_completion_tokens),
+        completion_basis: basis,
+        structured,
+        price: inputs.price,
+        cost_usd: cost(0).zip(cost(1)).map(|(lo, hi)| [lo, hi]),
+    })
+}
+
+/// Sums model estimates into the batch's.
+pub fn total(
+    models: Vec<ModelEstimate>,
+    judge_model: Option<&str>,
+    judge: ModelInputs,
+) -> Estimate {
+    let judged = models.iter().any(|m| m.judge_requests[0] > 0);
+    let cost_usd = models.iter().try_fold([0.0, 0.0], |acc, m| {
+        m.cost_usd.map(|c| [acc[0] + c[0], acc[1] + c[1]])
+    });
+    Estimate {
+        models,
+        judge_model: judge_model.filter(|_| judged).map(str::to_string),
+        judge_completion_basis: judged.then(|| judge.completion.range().1),
+        judge_price: judge.price.filter(|_| judged),
+        cost_usd,
+        method: METHOD,
+    }
+}
+
+/// The models.yml entry of `id`, or a bare one (as `run-batch` runs it).
+pub fn entry(b: &Benchmark, id: &str) -> ModelEntry {
+    b.models
+        .as_ref()
+        .and_then(|m| m.models.iter().find(|e| e.id == id).cloned())
+        .unwrap_or_else(|| ModelEntry::new(id))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn completion_range_prefers_max_tokens_and_the_stored_mean() {
+        let r = |max, mean| CompletionInput {
+            max_tokens: max,
+            stored_mean: mean,
+        };
+        assert_eq!(r(Some(800), None).range().0, [200.0, 800.0]);
+        assert_eq!(r(Some(800), Some((300.0, 5))).range().0, [300.0, 800.0]);
+        // A stored mean above the cap is capped.
+        assert_eq!(r(Some(100), Some((300.0, 5))).range().0, [100.0, 100.0]);
+        assert_eq!(r(None, Some((300.0, 5))).range().0, [300.0, 600.0]);
+        assert_eq!(r(None, None).range().0, [500.0, 2000.0]);
+    }
+}
