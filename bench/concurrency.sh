@@ -62,7 +62,7 @@ batch() {
     curl -fsS -X POST "$MOCK/reset" >/dev/null
     local t0 t1
     t0=$(date +%s.%N)
-    OPENROUTER_API_KEY=bench OPENROUTER_BASE_URL=$MOCK "$BIN" -q --benchmark-dir "$BENCH" \
+    OPENROUTER_API_KEY=bench-not-a-key OPENROUTER_BASE_URL=$MOCK "$BIN" -q --benchmark-dir "$BENCH" \
         --database-url "$db" run-batch --all-scenarios --limit "$limit" --no-cache \
         --max-attempts 50 "$@" >/dev/null
     t1=$(date +%s.%N)

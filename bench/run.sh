@@ -109,7 +109,7 @@ helmbench_batch() {
     sync # the previous run's writes must not land on this one's clock
     mock_reset
     # shellcheck disable=SC2086
-    OPENROUTER_API_KEY=bench OPENROUTER_BASE_URL=$MOCK timed "$BIN" -q \
+    OPENROUTER_API_KEY=bench-not-a-key OPENROUTER_BASE_URL=$MOCK timed "$BIN" -q \
         --benchmark-dir "$BENCH" --database-url "$db" run-batch --all-scenarios \
         --limit "$limit" --repeats "$repeats" --concurrency "$c" $cache --max-attempts 1 >/dev/null
     local s
