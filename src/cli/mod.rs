@@ -5,6 +5,7 @@
 
 mod call;
 mod check;
+mod compare;
 mod costs;
 mod export;
 mod list;
@@ -25,6 +26,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 pub use call::CallArgs;
 pub use check::CheckArgs;
+pub use compare::{CompareArgs, CompareFormat};
 pub use costs::CostsArgs;
 pub use export::{ExportArgs, ExportFormat};
 pub use list::ListArgs;
@@ -94,6 +96,8 @@ pub enum Command {
     Costs(CostsArgs),
     /// Severity-weighted scores, breakdowns and reply quality of runs (table, JSON or HTML).
     Report(ReportArgs),
+    /// Is model A really safer than B? Paired differences, McNemar with Holm, a leaderboard.
+    Compare(CompareArgs),
     /// Every stored result as CSV or JSONL, streamed.
     Export(ExportArgs),
     /// Upgrade an existing database to this version's schema (the read-only
@@ -156,6 +160,7 @@ pub fn run(cli: Cli) -> Result<ExitStatus> {
         Command::Score(args) => score::run(args),
         Command::Costs(args) => costs::run(&cli, args),
         Command::Report(args) => report::run(&cli, args),
+        Command::Compare(args) => compare::run(&cli, args),
         Command::Export(args) => export::run(&cli, args),
         Command::Migrate(args) => migrate::run(&cli, args),
     }

@@ -44,7 +44,9 @@ pub struct ReportArgs {
 /// defaults (said on stderr) when there is no benchmark folder. A broken
 /// `scoring.yaml` is a content error: scoring it with other weights would
 /// give numbers nobody asked for. Other content problems do not matter here.
-fn report_scoring(cli: &Cli) -> Result<(crate::benchmark::ScoringConfig, String, Option<String>)> {
+pub(super) fn report_scoring(
+    cli: &Cli,
+) -> Result<(crate::benchmark::ScoringConfig, String, Option<String>)> {
     let root = &cli.benchmark_dir;
     if !root.is_dir() {
         eprintln!(

@@ -356,7 +356,7 @@ const STORED_RESULTS: &str = "SELECT r.id, r.test_code, b.code, s.code, c.code, 
   JOIN perturbation p ON p.id = r.perturbation_id
   WHERE r.run_id = ?";
 
-fn stored_result(row: &sqlx::sqlite::SqliteRow) -> StoredResult {
+pub(super) fn stored_result(row: &sqlx::sqlite::SqliteRow) -> StoredResult {
     StoredResult {
         id: row.get(0),
         test_code: row.get(1),

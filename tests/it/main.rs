@@ -2,6 +2,7 @@
 //! runner, a mock OpenRouter server on 127.0.0.1).
 
 mod bench_smoke;
+mod compare;
 mod content;
 mod edges;
 mod fidelity;
