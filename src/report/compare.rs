@@ -87,14 +87,19 @@ fn table<const N: usize>(header: [&str; N]) -> Table {
     t
 }
 
+/// `1 test case`, `2 test cases`.
+fn count(n: usize, what: &str) -> String {
+    format!("{n} {what}{}", if n == 1 { "" } else { "s" })
+}
+
 fn summary(c: &Comparison) -> String {
     format!(
-        "Compared {} runs on {} test cases ({} perturbations) that every one of them answered and scored; {} test cases excluded, {} runs left out.",
-        c.leaderboard.len(),
-        c.test_cases,
-        c.perturbations,
-        c.excluded_test_cases.len(),
-        c.excluded_runs.len()
+        "Compared {} on {} ({}) that every one of them answered and scored; {} excluded, {} left out.",
+        count(c.leaderboard.len(), "run"),
+        count(c.test_cases, "test case"),
+        count(c.perturbations, "perturbation"),
+        count(c.excluded_test_cases.len(), "test case"),
+        count(c.excluded_runs.len(), "run")
     )
 }
 
