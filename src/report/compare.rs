@@ -455,3 +455,77 @@ fn forest(out: &mut String, p: &Pair, half: f64) -> fmt::Result {
     }
     writeln!(out, "</svg></figure>")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::benchmark::ScoringConfig;
+    use crate::scoring::compare::Options;
+
+    /// Two runs over one perturbation of P1-B1 under two conditions; `model`
+    /// names the second.
+    fn comparison(model: &str) -> Comparison {
+        let mut c = Collector::new(vec![
+            RunLabel {
+                run_id: 1,
+                model: "a/x".into(),
+            },
+            RunLabel {
+                run_id: 2,
+                model: model.into(),
+            },
+        ]);
+        for (run, passed) in [(0, true), (1, false)] {
+            for condition in ["C1", "C2"] {
+                c.add(
+                    run,
+                    &ScoredResult {
+                        test_code: format!("P1-B1-S1-{condition}-PT1"),
+                        behaviour: "P1-B1".into(),
+                        scenario: "P1-B1-S1".into(),
+                        condition: condition.into(),
+                        user_context: None,
+                        perturbation: "PT1".into(),
+                        repeat_index: 0,
+                        base: 5.0,
+                        difficulty: 0.0,
+                        passed,
+                        error_kind: None,
+                    },
+                );
+            }
+        }
+        c.compare(
+            &ScoringConfig::default(),
+            Options {
+                resamples: 50,
+                seed: 1,
+            },
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn html_escapes_every_name_by_construction() {
+        let hostile = "<script>alert('x')</script>&\"";
+        let page = render_html(&comparison(hostile));
+        assert!(!page.contains("<script"), "{page}");
+        assert!(page.contains("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;&amp;&quot;"));
+        assert_eq!(page.matches("data-chart=\"forest\"").count(), 1);
+        assert!(page.contains("data-table=\"leaderboard\""));
+    }
+
+    #[test]
+    fn text_shows_the_leaderboard_pairs_and_method() {
+        let mut out = Vec::new();
+        write_text(&mut out, &comparison("b/y")).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.starts_with(
+            "Compared 2 runs on 2 test cases (1 perturbation) that every one of them answered and scored; 0 test cases excluded, 0 runs left out."
+        ));
+        // a passes both, b fails both: 100 points apart, 2 discordant pairs.
+        assert!(text.contains("+100.0"), "{text}");
+        assert!(text.contains("2 / 0"), "{text}");
+        assert!(text.contains("whole perturbations"), "{text}");
+    }
+}
