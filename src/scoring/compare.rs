@@ -1120,6 +1120,12 @@ mod tests {
             )
             .unwrap();
         assert_ne!(one.pairs[0].ci, other.pairs[0].ci);
+        // The interval itself, pinned: every platform must draw the same
+        // perturbations in the same order (values from this code, so this
+        // guards reproducibility; correctness is checked above and below).
+        let [lo, hi] = one.pairs[0].ci.unwrap();
+        close(lo, -0.26389880952380956);
+        close(hi, 0.35426971925133677);
     }
 
     #[test]
