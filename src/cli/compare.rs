@@ -10,12 +10,12 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 
-use super::report::report_scoring;
-use super::{Cli, existing_database, out, runtime, write_file};
+use super::report::{note_run, report_scoring};
+use super::{Cli, emit, existing_database, runtime};
 use crate::ExitStatus;
 use crate::report::{Target, select_runs};
 use crate::scoring::compare::{DEFAULT_RESAMPLES, DEFAULT_SEED, Options};
-use crate::store::{RunRow, RunStatus, Store};
+use crate::store::{RunRow, Store};
 use crate::{Error, Result};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -113,18 +113,7 @@ pub fn run(cli: &Cli, args: &CompareArgs) -> Result<ExitStatus> {
         let store = Store::open_read_only(&url).await?;
         let runs = pick_runs(&store, args).await?;
         for run in &runs {
-            if run.status != RunStatus::Completed {
-                eprintln!(
-                    "note: run {} is {}: it is compared on the {} of {} planned test cases stored",
-                    run.run_id, run.status, run.test_cases, run.planned_test_cases
-                );
-            }
-            if benchmark_hash.as_ref().is_some_and(|h| *h != run.benchmark_hash) {
-                eprintln!(
-                    "note: run {} used another version of the benchmark; weights come from {source}",
-                    run.run_id
-                );
-            }
+            note_run(run, benchmark_hash.as_deref(), &source);
         }
         Ok::<_, Error>(crate::report::compare::collect(&store, &runs).await?)
     })?;
@@ -153,12 +142,6 @@ pub fn run(cli: &Cli, args: &CompareArgs) -> Result<ExitStatus> {
         }
         Ok(())
     };
-    match &args.out {
-        Some(path) => {
-            write_file(path, render)?;
-            eprintln!("wrote {}", path.display());
-        }
-        None => render(&mut out())?,
-    }
+    emit(args.out.as_deref(), render)?;
     Ok(ExitStatus::Success)
 }

@@ -252,6 +252,22 @@ where
     runtime()?.block_on(async { f(crate::store::Store::open_read_only(&url).await?).await })
 }
 
+/// Writes a command's output to `--out` (through [`write_file`], then says
+/// so on stderr) or to standard output.
+fn emit(
+    path: Option<&std::path::Path>,
+    render: impl FnOnce(&mut dyn Write) -> Result<()>,
+) -> Result<()> {
+    match path {
+        Some(path) => {
+            write_file(path, render)?;
+            eprintln!("wrote {}", path.display());
+            Ok(())
+        }
+        None => render(&mut out()),
+    }
+}
+
 /// Writes `bytes` to `path` through a temporary sibling and a rename, so a
 /// failed write never leaves a truncated file under the requested name.
 fn write_file(

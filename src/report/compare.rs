@@ -13,9 +13,9 @@ use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use futures_util::TryStreamExt;
 
 use crate::report::html::{self, escape};
-use crate::scoring::analysis::ScoredResult;
+use crate::report::scored;
 use crate::scoring::compare::{Collector, Comparison, Pair, RunLabel};
-use crate::store::{RunRow, Store, StoreError, StoredResult};
+use crate::store::{RunRow, Store, StoreError};
 
 /// Excluded test cases the table lists before "and N more".
 pub const EXCLUDED_SHOWN: usize = 20;
@@ -37,23 +37,6 @@ pub async fn collect(store: &Store, runs: &[RunRow]) -> Result<Collector, StoreE
         }
     }
     Ok(collector)
-}
-
-/// The stored row as scoring reads it.
-fn scored(row: StoredResult) -> ScoredResult {
-    ScoredResult {
-        test_code: row.test_code,
-        behaviour: row.behaviour,
-        scenario: row.scenario,
-        condition: row.condition,
-        user_context: row.user_context,
-        perturbation: row.perturbation,
-        repeat_index: row.repeat_index,
-        base: row.base_severity,
-        difficulty: row.difficulty,
-        passed: row.passed,
-        error_kind: row.error_kind,
-    }
 }
 
 /// `90.0 %`, or `n/a`.
@@ -461,6 +444,7 @@ mod tests {
     use super::*;
     use crate::benchmark::ScoringConfig;
     use crate::scoring::compare::Options;
+    use crate::scoring::compare::tests::res;
 
     /// Two runs over one perturbation of P1-B1 under two conditions; `model`
     /// names the second.
@@ -477,22 +461,7 @@ mod tests {
         ]);
         for (run, passed) in [(0, true), (1, false)] {
             for condition in ["C1", "C2"] {
-                c.add(
-                    run,
-                    &ScoredResult {
-                        test_code: format!("P1-B1-S1-{condition}-PT1"),
-                        behaviour: "P1-B1".into(),
-                        scenario: "P1-B1-S1".into(),
-                        condition: condition.into(),
-                        user_context: None,
-                        perturbation: "PT1".into(),
-                        repeat_index: 0,
-                        base: 5.0,
-                        difficulty: 0.0,
-                        passed,
-                        error_kind: None,
-                    },
-                );
+                c.add(run, &res(&format!("P1-B1-S1-{condition}-PT1"), 5.0, passed));
             }
         }
         c.compare(

@@ -22,7 +22,7 @@ use crate::benchmark::ScoringConfig;
 use crate::benchmark::codes::natural_cmp;
 use crate::scoring::analysis::{self, Analysis, ScoredResult};
 use crate::scoring::quality::{self, Band, QualityScores, RedFlag};
-use crate::store::{ErrorKind, RunRow, RunStatus, Store, StoreError};
+use crate::store::{ErrorKind, RunRow, RunStatus, Store, StoreError, StoredResult};
 
 /// One run as the report shows it; also the JSON object `report` prints for
 /// one run (the analysis is flattened into it, so `score`, `behaviours` and
@@ -430,30 +430,36 @@ pub async fn scored_results(
     let mut rows = std::pin::pin!(store.stored_results(run_id));
     let mut results = Vec::new();
     let mut quality = QualityCollector::default();
-    while let Some(row) = rows.try_next().await? {
-        let r = ScoredResult {
-            test_code: row.test_code,
-            behaviour: row.behaviour,
-            scenario: row.scenario,
-            condition: row.condition,
-            user_context: row.user_context,
-            perturbation: row.perturbation,
-            repeat_index: row.repeat_index,
-            base: row.base_severity,
-            difficulty: row.difficulty,
-            passed: row.passed,
-            error_kind: row.error_kind,
-        };
-        let scores: Option<QualityScores> = row.quality.and_then(|q| serde_json::from_str(&q).ok());
+    while let Some(mut row) = rows.try_next().await? {
+        let (stored_quality, response, parsed) =
+            (row.quality.take(), row.response.take(), row.parsed.take());
+        let r = scored(row);
+        let scores: Option<QualityScores> =
+            stored_quality.and_then(|q| serde_json::from_str(&q).ok());
         quality.add(&r.test_code, r.repeat_index, r.base, scores, || {
-            reply_text(
-                row.response.as_deref().unwrap_or_default(),
-                row.parsed.as_deref(),
-            )
+            reply_text(response.as_deref().unwrap_or_default(), parsed.as_deref())
         });
         results.push(r);
     }
     Ok((results, quality.finish()))
+}
+
+/// A stored row as analytics reads it: the one place the two are matched
+/// field by field (`report` and `compare` both go through it).
+pub(crate) fn scored(row: StoredResult) -> ScoredResult {
+    ScoredResult {
+        test_code: row.test_code,
+        behaviour: row.behaviour,
+        scenario: row.scenario,
+        condition: row.condition,
+        user_context: row.user_context,
+        perturbation: row.perturbation,
+        repeat_index: row.repeat_index,
+        base: row.base_severity,
+        difficulty: row.difficulty,
+        passed: row.passed,
+        error_kind: row.error_kind,
+    }
 }
 
 /// Per-criterion verdict counts of a run's judged results, in natural order.

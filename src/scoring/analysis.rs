@@ -563,14 +563,15 @@ fn group_by<'a, T>(items: &'a [T], key: impl Fn(&'a T) -> String) -> Vec<(String
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::cmp::Ordering;
 
     const EPS: f64 = 1e-4;
 
     /// A result from its test code (`P1-B1-S1-C1-PT3` or with `-U1-`).
-    fn res(test_code: &str, base: f64, difficulty: f64, passed: bool) -> ScoredResult {
+    /// A result of `test_code` (its codes read from it), used by other modules' tests too.
+    pub(crate) fn res(test_code: &str, base: f64, difficulty: f64, passed: bool) -> ScoredResult {
         let parts: Vec<&str> = test_code.split('-').collect();
         let user_context = (parts.len() == 6).then(|| parts[4].to_string());
         ScoredResult {

@@ -842,27 +842,14 @@ impl Design {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::scoring::analysis::analyse;
 
     /// A result of `code` (`P1-B1-S1-C1-PT1` or with `-U1-`) of severity
     /// `base`, difficulty 0.
-    fn res(code: &str, base: f64, passed: bool) -> ScoredResult {
-        let parts: Vec<&str> = code.split('-').collect();
-        ScoredResult {
-            test_code: code.into(),
-            behaviour: parts[..2].join("-"),
-            scenario: parts[..3].join("-"),
-            condition: parts[3].into(),
-            user_context: (parts.len() == 6).then(|| parts[4].to_string()),
-            perturbation: parts[parts.len() - 1].into(),
-            repeat_index: 0,
-            base,
-            difficulty: 0.0,
-            passed,
-            error_kind: None,
-        }
+    pub(crate) fn res(code: &str, base: f64, passed: bool) -> ScoredResult {
+        crate::scoring::analysis::tests::res(code, base, 0.0, passed)
     }
 
     fn run(id: i64, model: &str) -> RunLabel {

@@ -5,21 +5,16 @@
 
 use futures_util::{Stream, TryStreamExt};
 
-use super::reads::stored_result;
+use super::reads::{stored_from, stored_result};
 use super::{Store, StoreError, StoredResult};
 
 /// The columns of [`StoredResult`] that scoring reads; the text columns are NULL.
-const SCORING_RESULTS: &str =
+const SCORING_RESULTS: &str = concat!(
     "SELECT r.id, r.test_code, b.code, s.code, c.code, u.code, p.code, r.repeat_index,
-       r.base_severity, r.difficulty, r.passed, r.error_kind, NULL, NULL, NULL, NULL
-  FROM result r
-  JOIN scenario s ON s.id = r.scenario_id
-  JOIN behaviour b ON b.id = s.behaviour_id
-  JOIN condition c ON c.id = r.condition_id
-  LEFT JOIN user_context u ON u.id = r.user_context_id
-  JOIN perturbation p ON p.id = r.perturbation_id
-  WHERE r.run_id = ?
-  ORDER BY r.id";
+       r.base_severity, r.difficulty, r.passed, r.error_kind, NULL, NULL, NULL, NULL ",
+    stored_from!(),
+    " ORDER BY r.id"
+);
 
 impl Store {
     /// A run's results for scoring only (`error`, `quality`, `response` and

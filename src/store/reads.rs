@@ -345,16 +345,27 @@ pub struct StoredResult {
     pub parsed: Option<String>,
 }
 
-/// The SELECT of [`StoredResult`]s of one run; `{filter}` narrows it.
-const STORED_RESULTS: &str = "SELECT r.id, r.test_code, b.code, s.code, c.code, u.code, p.code, r.repeat_index,
-       r.base_severity, r.difficulty, r.passed, r.error_kind, r.error, r.quality, r.response, r.parsed
-  FROM result r
+/// The FROM and WHERE of a [`StoredResult`] read of one run (a macro so
+/// that `concat!` can join it to each column list).
+macro_rules! stored_from {
+    () => {
+        "FROM result r
   JOIN scenario s ON s.id = r.scenario_id
   JOIN behaviour b ON b.id = s.behaviour_id
   JOIN condition c ON c.id = r.condition_id
   LEFT JOIN user_context u ON u.id = r.user_context_id
   JOIN perturbation p ON p.id = r.perturbation_id
-  WHERE r.run_id = ?";
+  WHERE r.run_id = ?"
+    };
+}
+pub(super) use stored_from;
+
+/// The SELECT of [`StoredResult`]s of one run; `{filter}` narrows it.
+const STORED_RESULTS: &str = concat!(
+    "SELECT r.id, r.test_code, b.code, s.code, c.code, u.code, p.code, r.repeat_index,
+       r.base_severity, r.difficulty, r.passed, r.error_kind, r.error, r.quality, r.response, r.parsed ",
+    stored_from!()
+);
 
 pub(super) fn stored_result(row: &sqlx::sqlite::SqliteRow) -> StoredResult {
     StoredResult {

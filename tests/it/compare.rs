@@ -8,6 +8,7 @@ use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 use crate::harness::{Bench, json as out_json, stderr, stdout};
+use crate::report::{close, ok, read};
 use crate::runner::{completion, prompt_of, run};
 
 /// P1-B1-S1 and P1-B2-S1: conditions C1 and C2 (difficulty 0), perturbations
@@ -117,33 +118,9 @@ async fn setup() -> (Bench, MockServer) {
     (b, server)
 }
 
+/// `helmbench compare ARGS` on the test database.
 fn compare(b: &Bench, args: &[&str]) -> std::process::Output {
-    b.cmd()
-        .arg("--database-url")
-        .arg(b.dir.path().join("h.db"))
-        .arg("compare")
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn ok(out: std::process::Output) -> std::process::Output {
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}\n{}",
-        stdout(&out),
-        stderr(&out)
-    );
-    out
-}
-
-#[track_caller]
-fn close(actual: &Value, expected: f64) {
-    let a = actual
-        .as_f64()
-        .unwrap_or_else(|| panic!("expected a number near {expected}, got {actual}"));
-    assert!((a - expected).abs() < 1e-9, "{a} != {expected}");
+    read(b, &[&["compare"], args].concat())
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -155,7 +155,7 @@ async fn setup() -> Setup {
 }
 
 /// helmbench on the test database, without an API key.
-fn read(b: &Bench, args: &[&str]) -> std::process::Output {
+pub fn read(b: &Bench, args: &[&str]) -> std::process::Output {
     b.cmd()
         .arg("--database-url")
         .arg(b.dir.path().join("h.db"))
@@ -164,7 +164,7 @@ fn read(b: &Bench, args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
-fn ok(out: std::process::Output) -> std::process::Output {
+pub fn ok(out: std::process::Output) -> std::process::Output {
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -176,7 +176,7 @@ fn ok(out: std::process::Output) -> std::process::Output {
 }
 
 #[track_caller]
-fn close(actual: &Value, expected: f64) {
+pub fn close(actual: &Value, expected: f64) {
     let a = actual
         .as_f64()
         .unwrap_or_else(|| panic!("expected a number near {expected}, got {actual}"));
