@@ -9,11 +9,11 @@
 use std::fmt::{self, Write as _};
 use std::io::{self, Write};
 
-use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use futures_util::TryStreamExt;
 
 use crate::report::html::{self, escape};
 use crate::report::scored;
+use crate::report::text::{pct, table};
 use crate::scoring::compare::{Collector, Comparison, Pair, RunLabel};
 use crate::store::{RunRow, Store, StoreError};
 
@@ -39,11 +39,6 @@ pub async fn collect(store: &Store, runs: &[RunRow]) -> Result<Collector, StoreE
     Ok(collector)
 }
 
-/// `90.0 %`, or `n/a`.
-fn pct(v: Option<f64>) -> String {
-    v.map_or_else(|| "n/a".into(), |v| format!("{:.1} %", v * 100.0))
-}
-
 /// A difference in percentage points: `+12.5`, or `n/a`.
 fn points(v: Option<f64>) -> String {
     v.map_or_else(|| "n/a".into(), |v| format!("{:+.1}", v * 100.0))
@@ -61,13 +56,6 @@ fn points_ci(ci: Option<[f64; 2]>) -> String {
         || "n/a".into(),
         |[lo, hi]| format!("{:+.1} to {:+.1}", lo * 100.0, hi * 100.0),
     )
-}
-
-fn table<const N: usize>(header: [&str; N]) -> Table {
-    let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED);
-    t.set_header(header);
-    t
 }
 
 /// `1 test case`, `2 test cases`.

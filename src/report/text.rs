@@ -9,7 +9,8 @@ use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use crate::report::ModelReport;
 use crate::report::{CostReport, QualitySummary, Spend};
 
-fn table<I, S>(header: I) -> Table
+/// A table in the style of every terminal table here.
+pub(crate) fn table<I, S>(header: I) -> Table
 where
     I: IntoIterator<Item = S>,
     S: Into<comfy_table::Cell>,
