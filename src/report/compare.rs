@@ -347,18 +347,15 @@ fn forest(out: &mut String, p: &Pair, half: f64) -> fmt::Result {
     const AREA: f64 = 460.0;
     const ROW: f64 = 20.0;
     const TOP: f64 = 26.0;
-    let rows: Vec<(String, Option<f64>, Option<[f64; 2]>, bool)> = std::iter::once((
-        "all (weighted)".to_string(),
-        p.difference,
-        p.ci,
-        p.safer.is_some(),
-    ))
-    .chain(
-        p.behaviours
-            .iter()
-            .map(|b| (b.code.clone(), b.difference, b.ci, b.safer.is_some())),
-    )
-    .collect();
+    // (label, difference, interval, has a verdict)
+    type Row<'a> = (&'a str, Option<f64>, Option<[f64; 2]>, bool);
+    let rows: Vec<Row> = std::iter::once(("all (weighted)", p.difference, p.ci, p.safer.is_some()))
+        .chain(
+            p.behaviours
+                .iter()
+                .map(|b| (b.code.as_str(), b.difference, b.ci, b.safer.is_some())),
+        )
+        .collect();
     let width = LABEL + AREA + 170.0;
     let height = TOP + ROW * rows.len() as f64 + 10.0;
     let x = |v: f64| LABEL + (v.clamp(-half, half) + half) / (2.0 * half) * AREA;
