@@ -1,5 +1,5 @@
 //! `compare`: reads the compared runs' results from the store into a
-//! [`Collector`] (streamed, reply text never read), and renders the
+//! [`Collector`] (one run at a time, reply text never read), and renders the
 //! [`Comparison`] the statistics of [`crate::scoring::compare`] make of them
 //! as terminal tables, JSON for scripts, or one self-contained HTML page (a
 //! leaderboard and a forest plot of the pairwise differences per behaviour,
@@ -8,8 +8,6 @@
 
 use std::fmt::{self, Write as _};
 use std::io::{self, Write};
-
-use futures_util::TryStreamExt;
 
 use crate::report::html::{self, escape};
 use crate::report::scored;
@@ -20,7 +18,7 @@ use crate::store::{RunRow, Store, StoreError};
 /// Excluded test cases the table lists before "and N more".
 pub const EXCLUDED_SHOWN: usize = 20;
 
-/// Streams the results of `runs` into a [`Collector`], in the order given.
+/// Reads the results of `runs` into a [`Collector`], one run at a time, in the order given.
 pub async fn collect(store: &Store, runs: &[RunRow]) -> Result<Collector, StoreError> {
     let mut collector = Collector::new(
         runs.iter()
@@ -31,8 +29,7 @@ pub async fn collect(store: &Store, runs: &[RunRow]) -> Result<Collector, StoreE
             .collect(),
     );
     for (i, run) in runs.iter().enumerate() {
-        let mut rows = std::pin::pin!(store.scoring_results(run.run_id));
-        while let Some(row) = rows.try_next().await? {
+        for row in store.scoring_results(run.run_id).await? {
             collector.add(i, &scored(row));
         }
     }

@@ -1,32 +1,75 @@
 //! The read behind `compare`: a run's results with only the columns scoring
 //! needs (no prompt, reply, parsed or quality text, which `report` also
-//! reads), streamed, so comparing twenty runs of 110,000 results reads little
-//! more than it keeps.
+//! reads). SQLite packs them into one JSON array per run, so twenty runs of
+//! 110,000 results cross the driver as twenty rows: row by row, the driver's
+//! per-row cost, not SQLite, was most of `compare`'s time (BENCHMARKS.md).
 
-use futures_util::{Stream, TryStreamExt};
+use serde::Deserialize;
 
-use super::reads::{stored_from, stored_result};
-use super::{Store, StoreError, StoredResult};
+use super::reads::stored_from;
+use super::{ErrorKind, Store, StoreError, StoredResult};
 
-/// The columns of [`StoredResult`] that scoring reads; the text columns are NULL.
+/// One JSON array per run; each element lists the [`StoredResult`] columns
+/// scoring reads, in the order of [`Packed`].
 const SCORING_RESULTS: &str = concat!(
-    "SELECT r.id, r.test_code, b.code, s.code, c.code, u.code, p.code, r.repeat_index,
-       r.base_severity, r.difficulty, r.passed, r.error_kind, NULL, NULL, NULL, NULL ",
-    stored_from!(),
-    " ORDER BY r.id"
+    "SELECT json_group_array(json_array(r.id, r.test_code, b.code, s.code, c.code, u.code, p.code,
+       r.repeat_index, r.base_severity, r.difficulty, r.passed, r.error_kind)) ",
+    stored_from!()
+);
+
+/// One element of the array.
+#[derive(Deserialize)]
+struct Packed(
+    i64,
+    String,
+    String,
+    String,
+    String,
+    Option<String>,
+    String,
+    i64,
+    f64,
+    f64,
+    i64,
+    Option<ErrorKind>,
 );
 
 impl Store {
     /// A run's results for scoring only (`error`, `quality`, `response` and
-    /// `parsed` left `None`), streamed in stored order.
-    pub fn scoring_results(
-        &self,
-        run_id: i64,
-    ) -> impl Stream<Item = Result<StoredResult, StoreError>> + '_ {
-        sqlx::query(SCORING_RESULTS)
+    /// `parsed` left `None`), in no particular order.
+    pub async fn scoring_results(&self, run_id: i64) -> Result<Vec<StoredResult>, StoreError> {
+        let packed: Option<String> = sqlx::query_scalar(SCORING_RESULTS)
             .bind(run_id)
-            .fetch(&self.pool)
-            .map_ok(|row| stored_result(&row))
-            .map_err(StoreError::from)
+            .fetch_one(&self.pool)
+            .await?;
+        let Some(packed) = packed else {
+            return Ok(Vec::new());
+        };
+        let rows: Vec<Packed> = serde_json::from_str(&packed).map_err(|e| {
+            StoreError::Integrity(format!(
+                "the results of run {run_id}, as SQLite packs them, are not the JSON expected: {e}"
+            ))
+        })?;
+        Ok(rows
+            .into_iter()
+            .map(|p| StoredResult {
+                id: p.0,
+                test_code: p.1,
+                behaviour: p.2,
+                scenario: p.3,
+                condition: p.4,
+                user_context: p.5,
+                perturbation: p.6,
+                repeat_index: p.7,
+                base_severity: p.8,
+                difficulty: p.9,
+                passed: p.10 != 0,
+                error_kind: p.11,
+                error: None,
+                quality: None,
+                response: None,
+                parsed: None,
+            })
+            .collect())
     }
 }

@@ -367,7 +367,7 @@ const STORED_RESULTS: &str = concat!(
     stored_from!()
 );
 
-pub(super) fn stored_result(row: &sqlx::sqlite::SqliteRow) -> StoredResult {
+fn stored_result(row: &sqlx::sqlite::SqliteRow) -> StoredResult {
     StoredResult {
         id: row.get(0),
         test_code: row.get(1),
