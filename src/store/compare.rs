@@ -12,8 +12,13 @@ use super::{ErrorKind, Store, StoreError, StoredResult};
 /// One JSON array per run; each element lists the [`StoredResult`] columns
 /// scoring reads, in the order of [`Packed`].
 const SCORING_RESULTS: &str = concat!(
+    // A whole-number REAL goes as an integer: the same value to serde, and
+    // SQLite writes integers several times faster than floats.
     "SELECT json_group_array(json_array(r.id, r.test_code, b.code, s.code, c.code, u.code, p.code,
-       r.repeat_index, r.base_severity, r.difficulty, r.passed, r.error_kind)) ",
+       r.repeat_index,
+       CASE WHEN r.base_severity = CAST(r.base_severity AS INTEGER) THEN CAST(r.base_severity AS INTEGER) ELSE r.base_severity END,
+       CASE WHEN r.difficulty = CAST(r.difficulty AS INTEGER) THEN CAST(r.difficulty AS INTEGER) ELSE r.difficulty END,
+       r.passed, r.error_kind)) ",
     stored_from!()
 );
 
