@@ -15,7 +15,7 @@
 
 #[allow(dead_code)]
 #[path = "gen_bench.rs"]
-mod gen_bench;
+pub mod gen_bench;
 
 use std::path::Path;
 
@@ -61,7 +61,8 @@ async fn main() {
     }
 }
 
-async fn run(
+/// Writes the benchmark and the database below `out`.
+pub async fn run(
     out: &Path,
     models: usize,
     shape: gen_bench::Shape,
