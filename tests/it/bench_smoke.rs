@@ -1,6 +1,7 @@
-//! The performance harness (`bench/run.sh`) still runs: its generator, mock
-//! server and bare client (the examples, compiled in here) on a tiny size,
-//! with a dry-run and a batch of the real binary. Checks that it works, never
+//! The performance harnesses (`bench/run.sh`, `bench/compare.sh`) still run:
+//! their generators, mock server and bare client (the examples, compiled in
+//! here) on a tiny size, with a dry-run, a batch and a `compare` of the real
+//! binary. Checks that it works, never
 //! how fast: timings belong in BENCHMARKS.md, not in tests.
 
 use std::time::Duration;
@@ -10,12 +11,11 @@ use crate::harness::{json, stderr, stdout};
 #[allow(dead_code)]
 #[path = "../../examples/bare_client.rs"]
 mod bare_client;
-#[allow(dead_code)]
-#[path = "../../examples/gen_bench.rs"]
-pub(crate) mod gen_bench;
+// gen_compare_db includes gen_bench; one copy of it serves both.
 #[allow(dead_code)]
 #[path = "../../examples/gen_compare_db.rs"]
 mod gen_compare_db;
+pub(crate) use gen_compare_db::gen_bench;
 #[allow(dead_code)]
 #[path = "../../examples/mock_openrouter.rs"]
 mod mock_openrouter;
@@ -118,7 +118,7 @@ fn harness_runs_on_a_tiny_benchmark() {
 #[tokio::test(flavor = "multi_thread")]
 async fn compare_harness_writes_runs_compare_reads() {
     let tmp = tempfile::tempdir().unwrap();
-    let shape = gen_compare_db::gen_bench::Shape {
+    let shape = gen_bench::Shape {
         scenarios: 6,
         conditions: 2,
         user_contexts: 1,
