@@ -5,6 +5,7 @@
 
 mod call;
 mod check;
+mod compare;
 mod costs;
 mod estimate;
 mod export;
@@ -27,6 +28,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 pub use call::CallArgs;
 pub use check::CheckArgs;
+pub use compare::{CompareArgs, CompareFormat};
 pub use costs::CostsArgs;
 pub use estimate::EstimateArgs;
 pub use export::{ExportArgs, ExportFormat};
@@ -101,6 +103,8 @@ pub enum Command {
     Estimate(EstimateArgs),
     /// Severity-weighted scores, breakdowns and reply quality of runs (table, JSON or HTML).
     Report(ReportArgs),
+    /// Is model A really safer than B? Paired differences, McNemar with Holm, a leaderboard.
+    Compare(CompareArgs),
     /// Every stored result as CSV or JSONL, streamed.
     Export(ExportArgs),
     /// Human review of the judge: export a labelling sheet, import raters' labels.
@@ -166,6 +170,7 @@ pub fn run(cli: Cli) -> Result<ExitStatus> {
         Command::Costs(args) => costs::run(&cli, args),
         Command::Estimate(args) => estimate::run(&cli, args),
         Command::Report(args) => report::run(&cli, args),
+        Command::Compare(args) => compare::run(&cli, args),
         Command::Export(args) => export::run(&cli, args),
         Command::Review(args) => review::run(&cli, args),
         Command::Migrate(args) => migrate::run(&cli, args),
@@ -256,6 +261,22 @@ where
 {
     let url = existing_database(cli)?;
     runtime()?.block_on(async { f(crate::store::Store::open_read_only(&url).await?).await })
+}
+
+/// Writes a command's output to `--out` (through [`write_file`], then says
+/// so on stderr) or to standard output.
+fn emit(
+    path: Option<&std::path::Path>,
+    render: impl FnOnce(&mut dyn Write) -> Result<()>,
+) -> Result<()> {
+    match path {
+        Some(path) => {
+            write_file(path, render)?;
+            eprintln!("wrote {}", path.display());
+            Ok(())
+        }
+        None => render(&mut out()),
+    }
 }
 
 /// Writes `bytes` to `path` through a temporary sibling and a rename, so a

@@ -6,11 +6,11 @@ use std::path::PathBuf;
 use clap::{Args, ValueEnum};
 use serde_json::json;
 
-use super::{Cli, existing_database, out, runtime, write_file};
+use super::{Cli, emit, existing_database, runtime};
 use crate::ExitStatus;
 use crate::content;
 use crate::content::ContentErrors;
-use crate::store::{RunStatus, Store};
+use crate::store::{RunRow, RunStatus, Store};
 use crate::{Error, Result};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -49,7 +49,9 @@ pub struct ReportArgs {
 /// defaults (said on stderr) when there is no benchmark folder. A broken
 /// `scoring.yaml` is a content error: scoring it with other weights would
 /// give numbers nobody asked for. Other content problems do not matter here.
-fn report_scoring(cli: &Cli) -> Result<(crate::benchmark::ScoringConfig, String, Option<String>)> {
+pub(super) fn report_scoring(
+    cli: &Cli,
+) -> Result<(crate::benchmark::ScoringConfig, String, Option<String>)> {
     let root = &cli.benchmark_dir;
     if !root.is_dir() {
         eprintln!(
@@ -90,18 +92,7 @@ pub fn run(cli: &Cli, args: &ReportArgs) -> Result<ExitStatus> {
         let runs = crate::report::select_runs(&store, &target).await?;
         let mut reports = Vec::with_capacity(runs.len());
         for run in &runs {
-            if run.status != RunStatus::Completed {
-                eprintln!(
-                    "note: run {} is {}: the report covers the {} of {} planned test cases stored",
-                    run.run_id, run.status, run.test_cases, run.planned_test_cases
-                );
-            }
-            if benchmark_hash.as_ref().is_some_and(|h| *h != run.benchmark_hash) {
-                eprintln!(
-                    "note: run {} used another version of the benchmark; weights and floors come from {source}",
-                    run.run_id
-                );
-            }
+            note_run(run, benchmark_hash.as_deref(), &source);
             let mut report =
                 crate::report::model_report(&store, run, &scoring, &source, args.details).await?;
             crate::report::calibration::attach(&store, &mut report, &scoring, args.human).await?;
@@ -131,12 +122,24 @@ pub fn run(cli: &Cli, args: &ReportArgs) -> Result<ExitStatus> {
         }
         Ok(())
     };
-    match &args.out {
-        Some(path) => {
-            write_file(path, render)?;
-            eprintln!("wrote {}", path.display());
-        }
-        None => render(&mut out())?,
-    }
+    emit(args.out.as_deref(), render)?;
     Ok(ExitStatus::Success)
+}
+
+/// Says on stderr what a reader of scores should know about a run: that it
+/// is not completed (only its stored test cases count), or that it used
+/// another version of the benchmark than the weights come from.
+pub(super) fn note_run(run: &RunRow, benchmark_hash: Option<&str>, source: &str) {
+    if run.status != RunStatus::Completed {
+        eprintln!(
+            "note: run {} is {}: only the {} of {} planned test cases stored count",
+            run.run_id, run.status, run.test_cases, run.planned_test_cases
+        );
+    }
+    if benchmark_hash.is_some_and(|h| h != run.benchmark_hash) {
+        eprintln!(
+            "note: run {} used another version of the benchmark; weights and floors come from {source}",
+            run.run_id
+        );
+    }
 }

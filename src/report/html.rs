@@ -19,7 +19,8 @@ const PALETTE: [&str; 8] = [
     "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2",
 ];
 
-const CSS: &str = "\
+/// The page style, shared with `compare`'s page.
+pub(crate) const CSS: &str = "\
 body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:2rem auto;max-width:1100px;padding:0 1rem;color:#222;line-height:1.4}
 h1{margin-bottom:.2rem}h2{margin-top:2.2rem;border-bottom:1px solid #ddd;padding-bottom:.2rem}
 .note{color:#555;font-size:.9rem}

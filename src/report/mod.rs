@@ -3,9 +3,11 @@
 //! the per-model quality section and the judged criteria (`report`), and the
 //! spend per run, model and scenario (`costs`). `export` lives in
 //! [`crate::report::export`]; the text tables of `report` and `costs` in
-//! [`crate::report::text`]; the HTML page in [`crate::report::html`].
+//! [`crate::report::text`]; the HTML page in [`crate::report::html`]; the
+//! paired comparison of runs in [`crate::report::compare`].
 
 pub mod calibration;
+pub mod compare;
 pub mod export;
 pub mod html;
 pub mod review;

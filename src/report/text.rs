@@ -9,6 +9,7 @@ use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use crate::report::ModelReport;
 use crate::report::{CostReport, QualitySummary, Spend};
 
+/// A table in the style of every terminal table here.
 pub(crate) fn table<I, S>(header: I) -> Table
 where
     I: IntoIterator<Item = S>,

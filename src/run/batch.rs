@@ -468,9 +468,16 @@ impl Lane {
                 a = log.scope(worker.ask(case, i64::from(repeat))) => a,
                 _ = abort.cancelled() => Asked::Done(Outcome::Aborted),
             };
-            // The reply's cost counts before the next budget check.
-            if let Asked::Judge(r, _) | Asked::Done(Outcome::Stored(r)) = &asked {
-                shared.add_spend(r.cost_usd);
+            // The reply's cost counts before the next budget check, and a
+            // refused key stops the run before the next worker may send.
+            match &asked {
+                Asked::Judge(r, _) | Asked::Done(Outcome::Stored(r)) => {
+                    shared.add_spend(r.cost_usd)
+                }
+                Asked::Done(Outcome::Fatal(e)) => {
+                    stop_for(e, &worker.settings.model.id, &shared, &stop, &abort)
+                }
+                Asked::Done(Outcome::Aborted) => {}
             }
             drop(phase);
             let outcome = match asked {
@@ -509,13 +516,7 @@ impl Lane {
                 }
                 Outcome::Fatal(e) => {
                     let _ = tx.send(ToWrite::Charges(charges)).await;
-                    // A 401 or 402 is about the key or the account: it
-                    // stops every model of the batch.
-                    let fatal = matches!(e, ProviderError::Unauthorized { .. });
-                    shared.set_stop(e.to_string(), fatal);
-                    shared
-                        .batch
-                        .stop_all(format!("{}: {e}", worker.settings.model.id), fatal);
+                    stop_for(&e, &worker.settings.model.id, &shared, &stop, &abort);
                     break;
                 }
                 Outcome::Aborted => {
@@ -524,6 +525,24 @@ impl Lane {
                 }
             }
         }
+    }
+}
+
+/// A 401 or 402 is about the key or the account: it stops this run at once
+/// (a 401 also drops the requests in flight) and every model of the batch.
+fn stop_for(
+    e: &ProviderError,
+    model: &str,
+    shared: &Shared,
+    stop: &CancellationToken,
+    abort: &CancellationToken,
+) {
+    let fatal = matches!(e, ProviderError::Unauthorized { .. });
+    shared.set_stop(e.to_string(), fatal);
+    shared.batch.stop_all(format!("{model}: {e}"), fatal);
+    stop.cancel();
+    if fatal {
+        abort.cancel();
     }
 }
 

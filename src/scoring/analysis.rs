@@ -269,7 +269,8 @@ impl Tally {
     }
 }
 
-fn behaviour_score(actual: f64, max: f64) -> Option<f64> {
+/// `1 - actual / max`; `None` when max is 0 (SPEC section 8).
+pub fn behaviour_score(actual: f64, max: f64) -> Option<f64> {
     (max > 0.0).then(|| 1.0 - actual / max)
 }
 
@@ -278,7 +279,7 @@ fn ratio(part: usize, whole: usize) -> Option<f64> {
 }
 
 /// `sum(weight * score) / sum(weight)` over the items with a defined score.
-fn weighted_mean(items: impl IntoIterator<Item = (f64, Option<f64>)>) -> Option<f64> {
+pub fn weighted_mean(items: impl IntoIterator<Item = (f64, Option<f64>)>) -> Option<f64> {
     let (mut sum, mut weights) = (0.0, 0.0);
     for (weight, score) in items {
         if let Some(score) = score {
@@ -539,7 +540,7 @@ pub fn bootstrap_ci(
 }
 
 /// Linear-interpolated percentile of sorted, non-empty values.
-fn percentile(sorted: &[f64], p: f64) -> f64 {
+pub fn percentile(sorted: &[f64], p: f64) -> f64 {
     let position = p * (sorted.len() - 1) as f64;
     let (lo, hi) = (position.floor() as usize, position.ceil() as usize);
     sorted[lo] + (sorted[hi] - sorted[lo]) * (position - lo as f64)
@@ -562,13 +563,14 @@ fn group_by<'a, T>(items: &'a [T], key: impl Fn(&'a T) -> String) -> Vec<(String
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::cmp::Ordering;
 
     const EPS: f64 = 1e-4;
 
-    fn res(test_code: &str, base: f64, difficulty: f64, passed: bool) -> StoredResult {
+    /// A result of `test_code` (its codes read from it), used by other modules' tests too.
+    pub(crate) fn res(test_code: &str, base: f64, difficulty: f64, passed: bool) -> StoredResult {
         StoredResult::of_code(test_code, base, difficulty, passed)
     }
 

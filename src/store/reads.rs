@@ -281,16 +281,27 @@ pub struct ReportRow {
     pub parsed: Option<String>,
 }
 
-/// The SELECT of [`ReportRow`]s of one run; `{filter}` narrows it.
-const REPORT_ROWS: &str = "SELECT r.id, r.test_code, r.repeat_index, b.code, s.code, c.code, u.code, p.code,
-       r.base_severity, r.difficulty, r.passed, r.matched, r.error_kind, r.error, r.quality, r.response, r.parsed
-  FROM result r
+/// The FROM and WHERE of a [`StoredResult`] read of one run (a macro so
+/// that `concat!` can join it to each column list).
+macro_rules! stored_from {
+    () => {
+        "FROM result r
   JOIN scenario s ON s.id = r.scenario_id
   JOIN behaviour b ON b.id = s.behaviour_id
   JOIN condition c ON c.id = r.condition_id
   LEFT JOIN user_context u ON u.id = r.user_context_id
   JOIN perturbation p ON p.id = r.perturbation_id
-  WHERE r.run_id = ?";
+  WHERE r.run_id = ?"
+    };
+}
+pub(super) use stored_from;
+
+/// The SELECT of [`ReportRow`]s of one run; `{filter}` narrows it.
+const REPORT_ROWS: &str = concat!(
+    "SELECT r.id, r.test_code, r.repeat_index, b.code, s.code, c.code, u.code, p.code,
+       r.base_severity, r.difficulty, r.passed, r.matched, r.error_kind, r.error, r.quality, r.response, r.parsed ",
+    stored_from!()
+);
 
 fn report_row(row: &sqlx::sqlite::SqliteRow) -> ReportRow {
     ReportRow {

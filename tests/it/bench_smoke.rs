@@ -1,6 +1,7 @@
-//! The performance harness (`bench/run.sh`) still runs: its generator, mock
-//! server and bare client (the examples, compiled in here) on a tiny size,
-//! with a dry-run and a batch of the real binary. Checks that it works, never
+//! The performance harnesses (`bench/run.sh`, `bench/compare.sh`) still run:
+//! their generators, mock server and bare client (the examples, compiled in
+//! here) on a tiny size, with a dry-run, a batch and a `compare` of the real
+//! binary. Checks that it works, never
 //! how fast: timings belong in BENCHMARKS.md, not in tests.
 
 use std::time::Duration;
@@ -10,9 +11,11 @@ use crate::harness::{json, stderr, stdout};
 #[allow(dead_code)]
 #[path = "../../examples/bare_client.rs"]
 mod bare_client;
+// gen_compare_db includes gen_bench; one copy of it serves both.
 #[allow(dead_code)]
-#[path = "../../examples/gen_bench.rs"]
-pub(crate) mod gen_bench;
+#[path = "../../examples/gen_compare_db.rs"]
+mod gen_compare_db;
+pub(crate) use gen_compare_db::gen_bench;
 #[allow(dead_code)]
 #[path = "../../examples/mock_openrouter.rs"]
 mod mock_openrouter;
@@ -108,4 +111,32 @@ fn harness_runs_on_a_tiny_benchmark() {
     let floor = rt.block_on(bare_client::run(&base, bodies, 4));
     assert_eq!((floor.requests, floor.errors), (cases, 0));
     assert_eq!(stats.requests(), cases as u64);
+}
+
+/// The `compare` harness (`bench/compare.sh`) writes runs that `compare`
+/// reads: every model's run complete and every test case counted.
+#[tokio::test(flavor = "multi_thread")]
+async fn compare_harness_writes_runs_compare_reads() {
+    let tmp = tempfile::tempdir().unwrap();
+    let shape = gen_bench::Shape {
+        scenarios: 6,
+        conditions: 2,
+        user_contexts: 1,
+        perturbations: 2,
+    };
+    gen_compare_db::run(tmp.path(), 3, shape).await.unwrap();
+    let out = assert_cmd::Command::cargo_bin("helmbench")
+        .unwrap()
+        .current_dir(tmp.path())
+        .env_remove("DATABASE_URL")
+        .env_remove("HELMBENCH_BENCHMARK_DIR")
+        .args(["--benchmark-dir", "bench", "--database-url", "compare.db"])
+        .args(["compare", "--format", "json", "--resamples", "100"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v = json(&out);
+    assert_eq!(v["leaderboard"].as_array().unwrap().len(), 3);
+    assert_eq!(v["test_cases"], shape.test_cases());
+    assert_eq!(v["pairs"].as_array().unwrap().len(), 3);
 }

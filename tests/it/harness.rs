@@ -131,7 +131,7 @@ pub fn jsonl(out: &std::process::Output) -> Vec<serde_json::Value> {
 /// Model ids the test benchmarks use: the mock's model list names them all,
 /// so `run-batch`'s preflight finds them priced and able to answer in a
 /// JSON schema.
-pub const MOCK_MODELS: [&str; 15] = [
+pub const MOCK_MODELS: [&str; 18] = [
     "test/model",
     "judge/model",
     "a/b",
@@ -147,6 +147,9 @@ pub const MOCK_MODELS: [&str; 15] = [
     "judge/a",
     "judge/b",
     "judge/c",
+    "a/good",
+    "b/weak",
+    "c/broken",
 ];
 
 /// USD per token of every mock model: 1 and 2 USD per million tokens.

@@ -3,6 +3,7 @@
 
 mod batch;
 mod bench_smoke;
+mod compare;
 mod content;
 mod edges;
 mod fidelity;

@@ -1,0 +1,75 @@
+//! The read behind `compare`: a run's results with only the columns scoring
+//! needs (no prompt, reply, parsed or quality text, which `report` also
+//! reads). SQLite packs them into one JSON array per run, so twenty runs of
+//! 110,000 results cross the driver as twenty rows: row by row, the driver's
+//! per-row cost, not SQLite, was most of `compare`'s time (BENCHMARKS.md).
+
+use serde::Deserialize;
+
+use super::reads::stored_from;
+use super::{ErrorKind, Store, StoreError, StoredResult};
+
+/// One JSON array per run; each element lists the [`StoredResult`] columns
+/// scoring reads, in the order of [`Packed`].
+const SCORING_RESULTS: &str = concat!(
+    // A whole-number REAL goes as an integer: the same value to serde, and
+    // SQLite writes integers several times faster than floats.
+    "SELECT json_group_array(json_array(r.test_code, b.code, s.code, c.code, u.code, p.code,
+       r.repeat_index,
+       CASE WHEN r.base_severity = CAST(r.base_severity AS INTEGER) THEN CAST(r.base_severity AS INTEGER) ELSE r.base_severity END,
+       CASE WHEN r.difficulty = CAST(r.difficulty AS INTEGER) THEN CAST(r.difficulty AS INTEGER) ELSE r.difficulty END,
+       r.passed, r.matched, r.error_kind)) ",
+    stored_from!()
+);
+
+/// One element of the array.
+#[derive(Deserialize)]
+struct Packed(
+    String,
+    String,
+    String,
+    String,
+    Option<String>,
+    String,
+    i64,
+    f64,
+    f64,
+    i64,
+    Option<i64>,
+    Option<ErrorKind>,
+);
+
+impl Store {
+    /// A run's results for scoring only, in no particular order.
+    pub async fn scoring_results(&self, run_id: i64) -> Result<Vec<StoredResult>, StoreError> {
+        let packed: Option<String> = sqlx::query_scalar(SCORING_RESULTS)
+            .bind(run_id)
+            .fetch_one(&self.pool)
+            .await?;
+        let Some(packed) = packed else {
+            return Ok(Vec::new());
+        };
+        let rows: Vec<Packed> = serde_json::from_str(&packed).map_err(|e| {
+            StoreError::Integrity(format!(
+                "the results of run {run_id}, as SQLite packs them, are not the JSON expected: {e}"
+            ))
+        })?;
+        Ok(rows
+            .into_iter()
+            .map(|p| StoredResult {
+                test_code: p.0,
+                behaviour: p.1,
+                scenario: p.2,
+                condition: p.3,
+                user_context: p.4,
+                perturbation: p.5,
+                repeat_index: p.6,
+                base_severity: p.7,
+                difficulty: p.8,
+                passed: p.9 != 0,
+                matched: p.10.map(|m| m != 0),
+                error_kind: p.11,
+            })
+            .collect())
+    }
+}
