@@ -203,6 +203,16 @@ pub(super) fn models_of(
     Ok(chosen)
 }
 
+/// The judge (or the panel, comma-joined) of a run: `--judges`, else
+/// `marking_model` of models.yml.
+pub(super) fn judge_of(b: &Benchmark, judges: &[String]) -> Option<String> {
+    if judges.iter().any(|j| !j.trim().is_empty()) {
+        Some(crate::judging::panel::judges(&judges.join(",")).join(","))
+    } else {
+        b.models.as_ref().and_then(|m| m.marking_model.clone())
+    }
+}
+
 /// A run's settings with one request at a time, no limit, one repeat and no
 /// spending cap; `run-batch` overrides those from its own flags.
 pub(super) fn settings_for(
@@ -214,11 +224,7 @@ pub(super) fn settings_for(
 ) -> run::RunSettings {
     run::RunSettings {
         model,
-        judge_model: if call.judges.iter().any(|j| !j.trim().is_empty()) {
-            Some(crate::judging::panel::judges(&call.judges.join(",")).join(","))
-        } else {
-            b.models.as_ref().and_then(|m| m.marking_model.clone())
-        },
+        judge_model: judge_of(b, &call.judges),
         judge_tie: call.judge_tie,
         selectors,
         include_no_context,

@@ -55,6 +55,8 @@ pub(super) struct Selection {
     pub limit: Option<usize>,
     pub repeats: u32,
     pub max_cost: Option<f64>,
+    /// The judge, or a panel comma-joined (`--judges` or marking_model).
+    pub judge: Option<String>,
 }
 
 /// An estimate with what it was priced from.
@@ -82,6 +84,7 @@ pub fn run(cli: &Cli, args: &EstimateArgs) -> Result<ExitStatus> {
         limit: args.limit,
         repeats: args.repeats,
         max_cost: args.max_cost,
+        judge: super::call::judge_of(&b, &[]),
     };
     runtime()?.block_on(async {
         // Stored replies refine the completion estimate; an absent or
@@ -187,7 +190,7 @@ async fn price(
             None => None,
         }
     };
-    let judge_id = b.models.as_ref().and_then(|m| m.marking_model.clone());
+    let judge_id = sel.judge.clone();
     let judge = ModelInputs {
         completion: CompletionInput {
             max_tokens: Some(crate::judging::judge::MAX_TOKENS),
@@ -290,10 +293,10 @@ fn refusals(p: &Priced, sel: &Selection) -> Vec<Refusal> {
             {
                 match find(c, j) {
                     None => out.push(hard(format!(
-                        "judge `{j}` (marking_model of models.yml) is not in OpenRouter's model list (GET /models)"
+                        "judge `{j}` (marking_model of models.yml, or --judges) is not in OpenRouter's model list (GET /models)"
                     ))),
                     Some(cm) if !cm.structured_outputs() => out.push(hard(format!(
-                        "judge `{j}` (marking_model of models.yml) does not support structured outputs, which every judge request needs"
+                        "judge `{j}` (marking_model of models.yml, or --judges) does not support structured outputs, which every judge request needs"
                     ))),
                     _ => {}
                 }

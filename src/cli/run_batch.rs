@@ -161,6 +161,7 @@ pub(super) fn execute(cli: &Cli, call_args: &CallArgs, args: &Batch) -> Result<E
                 limit: args.limit,
                 repeats: args.repeats,
                 max_cost: args.max_cost,
+                judge: call::judge_of(&ctx.benchmark, &call_args.judges),
             };
             super::estimate::preflight(
                 cli,

@@ -131,7 +131,7 @@ pub fn jsonl(out: &std::process::Output) -> Vec<serde_json::Value> {
 /// Model ids the test benchmarks use: the mock's model list names them all,
 /// so `run-batch`'s preflight finds them priced and able to answer in a
 /// JSON schema.
-pub const MOCK_MODELS: [&str; 18] = [
+pub const MOCK_MODELS: [&str; 19] = [
     "test/model",
     "judge/model",
     "a/b",
@@ -147,6 +147,7 @@ pub const MOCK_MODELS: [&str; 18] = [
     "judge/a",
     "judge/b",
     "judge/c",
+    "judge/d",
     "a/good",
     "b/weak",
     "c/broken",

@@ -459,7 +459,31 @@ async fn a_judge_without_structured_outputs_is_refused() {
         &Bench::bundled(),
         catalog,
         &["run-batch", "--all-scenarios", "--models", "test/model"],
-        "judge `google/gemini-2.5-flash` (marking_model of models.yml) does not support structured outputs",
+        "judge `google/gemini-2.5-flash` (marking_model of models.yml, or --judges) does not support structured outputs",
+    )
+    .await;
+}
+
+/// Every judge of a `--judges` panel is checked, not models.yml's judge.
+#[tokio::test(flavor = "multi_thread")]
+async fn every_judge_of_a_panel_is_checked_before_sending() {
+    let catalog = vec![
+        catalog_entry("test/model", true),
+        catalog_entry("google/gemini-2.5-flash", true),
+        catalog_entry("judge/a", true),
+    ];
+    refused(
+        &Bench::bundled(),
+        catalog,
+        &[
+            "run-batch",
+            "--all-scenarios",
+            "--models",
+            "test/model",
+            "--judges",
+            "judge/a,judge/missing",
+        ],
+        "judge `judge/missing` (marking_model of models.yml, or --judges) is not in OpenRouter's model list",
     )
     .await;
 }
