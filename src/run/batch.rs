@@ -146,7 +146,12 @@ pub async fn run_batch(
     let b = &ctx.benchmark;
     let work = plan(b, settings)?;
     let planned = work.len();
+    // Runs of a batch are created one at a time, in the order they were
+    // started (the lock is fair and taken before the first await), so run
+    // ids follow the order of the models.
+    let opening = control.batch.opening.lock().await;
     let (run_id, spent_before, redo) = open_run(ctx, settings, resume, kind, planned).await?;
+    drop(opening);
     let (todo, already_done) = remaining(ctx, run_id, work).await?;
     tracing::info!(run_id, model = %settings.model.id, planned, todo = todo.len(), "run starting");
 

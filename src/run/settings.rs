@@ -86,6 +86,8 @@ pub struct BatchShared {
     /// A 402 or the budget: every run stops sending, in-flight work ends.
     pub(super) stop: CancellationToken,
     reason: Mutex<Option<String>>,
+    /// Held while a run of the batch is created, so ids follow model order.
+    pub(super) opening: tokio::sync::Mutex<()>,
     pub(super) cache: tokio::sync::OnceCell<Option<Arc<super::writer::CacheFilter>>>,
     pub progress: indicatif::MultiProgress,
     /// The batch's total line (hidden unless set up by the caller).
@@ -101,6 +103,7 @@ impl BatchShared {
             abort: CancellationToken::new(),
             stop: CancellationToken::new(),
             reason: Mutex::new(None),
+            opening: tokio::sync::Mutex::new(()),
             cache: tokio::sync::OnceCell::new(),
             progress: indicatif::MultiProgress::new(),
             total: indicatif::ProgressBar::hidden(),
