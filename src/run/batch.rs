@@ -103,9 +103,8 @@ pub(super) struct Shared {
     pub(super) batch: Arc<super::settings::BatchShared>,
     pub(super) next: AtomicUsize,
     pub(super) provider_errors_in_a_row: AtomicUsize,
-    /// Everything this run paid for, earlier processes included, in nano-USD
-    /// (a cheap model's reply costs well under a micro-dollar).
-    pub(super) spend_nano: std::sync::atomic::AtomicU64,
+    /// Everything this run paid for, earlier processes included.
+    pub(super) spend: super::settings::SpendCounter,
     /// Set while results cannot be written: workers send nothing new.
     pub(super) write_blocked: AtomicBool,
     pub(super) stop_reason: Mutex<Option<(String, bool)>>, // (message, fatal)
@@ -113,11 +112,10 @@ pub(super) struct Shared {
 
 impl Shared {
     pub(super) fn spend(&self) -> f64 {
-        self.spend_nano.load(Ordering::Relaxed) as f64 / 1e9
+        self.spend.usd()
     }
     pub(super) fn add_spend(&self, usd: f64) {
-        self.spend_nano
-            .fetch_add((usd * 1e9).round().max(0.0) as u64, Ordering::Relaxed);
+        self.spend.add(usd);
         self.batch.add_spend(usd);
     }
     pub(super) fn set_stop(&self, msg: String, fatal: bool) {
@@ -173,16 +171,13 @@ pub async fn run_batch(
         batch: control.batch.clone(),
         next: AtomicUsize::new(0),
         provider_errors_in_a_row: AtomicUsize::new(0),
-        spend_nano: Default::default(),
+        spend: Default::default(),
         write_blocked: AtomicBool::new(false),
         stop_reason: Mutex::new(None),
     });
     // The run's own spend; the batch's counts every run of it (the caller
     // set it up with what they spent before).
-    shared.spend_nano.fetch_add(
-        (spent_before * 1e9).round().max(0.0) as u64,
-        Ordering::Relaxed,
-    );
+    shared.spend.add(spent_before);
     // `abort` drops requests in flight; `stop` only ends new work. A 401 in
     // any run of the batch aborts them all; a 402 or the budget stops them.
     let abort = control.batch.abort.child_token();

@@ -73,14 +73,30 @@ pub struct RunControl {
     pub batch: Arc<BatchShared>,
 }
 
+/// USD spent, shared between tasks: nano-USD in an atomic (a cheap
+/// model's reply costs well under a micro-dollar).
+#[derive(Debug, Default)]
+pub(super) struct SpendCounter(AtomicU64);
+
+impl SpendCounter {
+    pub(super) fn usd(&self) -> f64 {
+        self.0.load(Ordering::Relaxed) as f64 / 1e9
+    }
+
+    pub(super) fn add(&self, usd: f64) {
+        self.0
+            .fetch_add((usd * 1e9).round().max(0.0) as u64, Ordering::Relaxed);
+    }
+}
+
 /// What the runs of one batch (its models, run at once) share: one budget,
 /// the stops that reach every model, the reply cache and the progress lines.
 #[derive(Debug)]
 pub struct BatchShared {
     /// `--max-cost`: for every model together, earlier processes included.
     pub max_cost: Option<f64>,
-    /// Spent so far by the batch's runs (every process of them), nano-USD.
-    spend_nano: AtomicU64,
+    /// Spent so far by the batch's runs (every process of them).
+    spend: SpendCounter,
     /// A 401: every run drops its requests in flight.
     pub(super) abort: CancellationToken,
     /// A 402 or the budget: every run stops sending, in-flight work ends.
@@ -99,7 +115,7 @@ impl BatchShared {
     pub fn new(max_cost: Option<f64>, spent_before: f64) -> Self {
         let b = BatchShared {
             max_cost,
-            spend_nano: AtomicU64::new(0),
+            spend: SpendCounter::default(),
             abort: CancellationToken::new(),
             stop: CancellationToken::new(),
             reason: Mutex::new(None),
@@ -113,12 +129,11 @@ impl BatchShared {
     }
 
     pub fn spend(&self) -> f64 {
-        self.spend_nano.load(Ordering::Relaxed) as f64 / 1e9
+        self.spend.usd()
     }
 
     pub(super) fn add_spend(&self, usd: f64) {
-        self.spend_nano
-            .fetch_add((usd * 1e9).round().max(0.0) as u64, Ordering::Relaxed);
+        self.spend.add(usd);
     }
 
     /// Stops every run of the batch (`abort`: drops requests in flight too)
