@@ -55,17 +55,11 @@ pub fn bodies(root: &Path, n: usize) -> Result<Vec<String>, String> {
         .map(|idx| {
             let case = idx.resolve(&b);
             ChatRequest {
-                model: model.id.clone(),
-                prompt: compose::compose(&case),
-                response_format: case.scenario.response_format.clone(),
-                temperature: model.temperature,
-                seed: model.seed,
-                max_tokens: model.max_tokens,
-                provider: model.provider.clone(),
-                reasoning: model.reasoning.clone(),
+                model: &model,
+                prompt: &compose::compose(&case),
+                response_format: case.scenario.response_format.as_ref(),
             }
-            .body()
-            .to_string()
+            .to_json()
         })
         .collect())
 }

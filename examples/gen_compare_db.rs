@@ -20,7 +20,8 @@ pub mod gen_bench;
 use std::path::Path;
 
 use helmbench::benchmark::cases;
-use helmbench::store::{NewResult, RunStatus, Store};
+use helmbench::domain::{NewResult, RunStatus};
+use helmbench::store::Store;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde_json::json;

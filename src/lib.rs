@@ -34,6 +34,7 @@
 pub mod benchmark;
 pub mod cli;
 pub mod content;
+pub mod domain;
 pub mod error;
 pub mod judging;
 pub mod openrouter;

@@ -13,6 +13,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use crate::domain::ModelEntry;
 
 pub use hash::{hex, sha256, sha256_hex};
 
@@ -385,43 +386,11 @@ pub struct ModelsConfig {
     /// The judge, or a list of judges kept comma-separated (issue 20).
     #[serde(
         default,
-        deserialize_with = "crate::judging::panel::deserialize_judges"
+        deserialize_with = "crate::domain::deserialize_judges"
     )]
     pub marking_model: Option<String>,
     #[serde(default)]
     pub models: Vec<ModelEntry>,
-}
-
-/// One model of `models.yml` with its request parameters.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ModelEntry {
-    pub id: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub temperature: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub seed: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_tokens: Option<u32>,
-    /// OpenRouter provider routing, sent as written (with `require_parameters: true`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub provider: Option<crate::openrouter::ProviderPreferences>,
-    /// Reasoning settings, sent as written.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reasoning: Option<crate::openrouter::Reasoning>,
-}
-
-impl ModelEntry {
-    pub fn new(id: impl Into<String>) -> Self {
-        ModelEntry {
-            id: id.into(),
-            temperature: None,
-            seed: None,
-            max_tokens: None,
-            provider: None,
-            reasoning: None,
-        }
-    }
 }
 
 /// `scoring.yaml`: relative behaviour weights and safety floors.

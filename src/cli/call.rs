@@ -10,7 +10,8 @@ use serde_json::json;
 use super::{Cli, DataFormat, database_url, out};
 use crate::ExitStatus;
 use crate::benchmark::Benchmark;
-use crate::store::{RunStatus, Store};
+use crate::store::Store;
+use crate::domain::RunStatus;
 use crate::{Error, Result, openrouter, run};
 
 /// Options shared by every command that calls models.
@@ -166,7 +167,7 @@ pub(super) async fn context(cli: &Cli, b: Benchmark, call: &CallArgs) -> Result<
 }
 
 /// The models to run: `--models` or models.yml (with its parameters).
-pub(super) fn models(b: &Benchmark, call: &CallArgs) -> Result<Vec<crate::benchmark::ModelEntry>> {
+pub(super) fn models(b: &Benchmark, call: &CallArgs) -> Result<Vec<crate::domain::ModelEntry>> {
     models_of(b, &call.models)
 }
 
@@ -174,13 +175,13 @@ pub(super) fn models(b: &Benchmark, call: &CallArgs) -> Result<Vec<crate::benchm
 pub(super) fn models_of(
     b: &Benchmark,
     ids: &[String],
-) -> Result<Vec<crate::benchmark::ModelEntry>> {
+) -> Result<Vec<crate::domain::ModelEntry>> {
     let configured = b
         .models
         .as_ref()
         .map(|m| m.models.clone())
         .unwrap_or_default();
-    let chosen: Vec<crate::benchmark::ModelEntry> = if ids.is_empty() {
+    let chosen: Vec<crate::domain::ModelEntry> = if ids.is_empty() {
         configured
     } else {
         ids.iter()
@@ -191,7 +192,7 @@ pub(super) fn models_of(
                     .iter()
                     .find(|m| m.id == id)
                     .cloned()
-                    .unwrap_or_else(|| crate::benchmark::ModelEntry::new(id))
+                    .unwrap_or_else(|| crate::domain::ModelEntry::new(id))
             })
             .collect()
     };
@@ -217,7 +218,7 @@ pub(super) fn judge_of(b: &Benchmark, judges: &[String]) -> Option<String> {
 /// spending cap; `run-batch` overrides those from its own flags.
 pub(super) fn settings_for(
     b: &Benchmark,
-    model: crate::benchmark::ModelEntry,
+    model: crate::domain::ModelEntry,
     selectors: Vec<String>,
     include_no_context: bool,
     call: &CallArgs,

@@ -14,7 +14,8 @@ use clap::Args;
 use serde_json::json;
 
 use super::{Cli, DataFormat, database_url, load_strict, out, parse_selectors, runtime};
-use crate::benchmark::{Benchmark, ModelEntry};
+use crate::benchmark::Benchmark;
+use crate::domain::ModelEntry;
 use crate::openrouter::catalog::{CATALOG_TIMEOUT, Catalog, CatalogClient, KeyInfo};
 use crate::run::estimate::{self, CompletionInput, Estimate, ModelInputs, Prices};
 use crate::store::Store;

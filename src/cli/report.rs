@@ -10,7 +10,8 @@ use super::{Cli, emit, existing_database, runtime};
 use crate::ExitStatus;
 use crate::content;
 use crate::content::ContentErrors;
-use crate::store::{RunRow, RunStatus, Store};
+use crate::store::{RunRow, Store};
+use crate::domain::RunStatus;
 use crate::{Error, Result};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

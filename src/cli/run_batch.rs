@@ -261,7 +261,7 @@ async fn resumed_runs(ctx: &run::RunContext, args: &Batch) -> Result<Planned> {
         let row = ctx.store.run(id).await?;
         let mut settings: run::RunSettings = serde_json::from_str(&row.settings)
             .map_err(|e| Error::Tool(format!("run {id} has unreadable settings: {e}")))?;
-        if row.status == crate::store::RunStatus::Completed
+        if row.status == crate::domain::RunStatus::Completed
             && row.test_cases >= row.planned_test_cases
             && row.provider_errors == 0
         {

@@ -12,7 +12,8 @@ use crate::ExitStatus;
 use crate::benchmark::cases;
 use crate::benchmark::cases::Selector;
 use crate::benchmark::compose;
-use crate::store::{ErrorKind, ExportRow, RunStatus, Store};
+use crate::store::{ExportRow, Store};
+use crate::domain::{ErrorKind, RunStatus};
 use crate::{Error, Result, run};
 
 #[derive(Debug, Args)]

@@ -278,7 +278,7 @@ fn lint_text(
                 section.clone(),
                 format!(
                     "{what} `{}` is sent to the model as written (expected it removed, or moved to a README)",
-                    crate::judging::reply::excerpt(&body[start..end], 60)
+                    crate::domain::excerpt(&body[start..end], 60)
                 ),
             ));
             from = end;

@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
 
-use super::reply::excerpt;
+use crate::domain::excerpt;
 use crate::benchmark::Evaluation;
 
 /// The outcome of a deterministic check.

@@ -7,7 +7,7 @@
 use serde_json::{Value, json};
 
 use crate::benchmark::{ResponseType, Rubric};
-use crate::openrouter::ChatRequest;
+use crate::domain::ModelEntry;
 
 /// The judge's response format for `rubric`.
 pub fn response_format(rubric: &Rubric) -> Value {
@@ -62,17 +62,27 @@ pub fn prompt(rubric: &Rubric, user_input: &str, reply: &str) -> String {
 /// The most tokens a judge answer may take (a verdict and a short justification).
 pub const MAX_TOKENS: u32 = 400;
 
-/// The judge's request for `rubric`, at temperature 0.
-pub fn request(judge_model: &str, rubric: &Rubric, user_input: &str, reply: &str) -> ChatRequest {
-    ChatRequest {
-        model: judge_model.to_string(),
-        prompt: prompt(rubric, user_input, reply),
-        response_format: Some(response_format(rubric)),
+/// The settings a judge is asked with: temperature 0 and [`MAX_TOKENS`].
+pub fn settings(judge_model: &str) -> ModelEntry {
+    ModelEntry {
         temperature: Some(0.0),
-        seed: None,
         max_tokens: Some(MAX_TOKENS),
-        provider: None,
-        reasoning: None,
+        ..ModelEntry::new(judge_model)
+    }
+}
+
+/// What the judge is sent for `rubric`: the prompt and the verdict schema,
+/// to go out as a [`crate::openrouter::ChatRequest`] with [`settings`].
+#[derive(Debug, Clone)]
+pub struct JudgeAsk {
+    pub prompt: String,
+    pub response_format: Value,
+}
+
+pub fn request(rubric: &Rubric, user_input: &str, reply: &str) -> JudgeAsk {
+    JudgeAsk {
+        prompt: prompt(rubric, user_input, reply),
+        response_format: response_format(rubric),
     }
 }
 
@@ -90,7 +100,7 @@ pub fn parse(rubric: &Rubric, content: &str) -> Result<Verdict, String> {
     let v = crate::judging::reply::extract_json(content).ok_or_else(|| {
         format!(
             "the judge's answer is not JSON: {}",
-            crate::judging::reply::excerpt(content, 120)
+            crate::domain::excerpt(content, 120)
         )
     })?;
     let field = &rubric.response_field;

@@ -8,7 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::store::NewJudgement;
+use crate::domain::NewJudgement;
 
 /// How a tie between judges is broken.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -120,33 +120,6 @@ pub fn combine(
     }
     j.votes = votes;
     j
-}
-
-/// `marking_model:` in models.yml: one model, or a list of them (kept as
-/// one comma-separated panel name). A model id holding a comma is refused:
-/// it could not be told apart from a panel.
-pub fn deserialize_judges<'de, D: serde::Deserializer<'de>>(
-    d: D,
-) -> Result<Option<String>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum OneOrMany {
-        One(String),
-        Many(Vec<String>),
-    }
-    let list = match Option::<OneOrMany>::deserialize(d)? {
-        None => return Ok(None),
-        Some(OneOrMany::One(s)) => vec![s],
-        Some(OneOrMany::Many(v)) => v,
-    };
-    if let Some(bad) = list.iter().find(|j| j.contains(',') || j.trim().is_empty()) {
-        return Err(serde::de::Error::custom(format!(
-            "marking_model {bad:?}: expected a model id (provider/model) or a list of them"
-        )));
-    }
-    Ok(Some(
-        list.iter().map(|j| j.trim()).collect::<Vec<_>>().join(","),
-    ))
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 //! and the reply's text for the judge and the keyword quality scores.
 
 use serde_json::Value;
+use crate::domain::excerpt;
 
 /// Why a reply could not be evaluated as an answer.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -49,29 +50,6 @@ pub fn parse_reply(
         }
     }
     Ok(value)
-}
-
-/// The start of `s` on one line: whitespace runs collapsed, at most `max`
-/// characters, `…` when cut. The one excerpt of a reply, error or rubric
-/// that errors, reports and warnings show.
-pub fn excerpt(s: &str, max: usize) -> String {
-    let mut out = String::new();
-    let mut chars = 0;
-    for word in s.split_whitespace() {
-        if chars > 0 {
-            out.push(' ');
-            chars += 1;
-        }
-        for c in word.chars() {
-            if chars == max {
-                out.push('…');
-                return out;
-            }
-            out.push(c);
-            chars += 1;
-        }
-    }
-    out
 }
 
 /// The text of a reply for the judge and the quality scores: the `response`

@@ -8,10 +8,9 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
 use serde_json::Value;
 
-use crate::openrouter::redact_url;
+use super::redact::redact_url;
 
 /// How long one catalog request may take: a run waits for it before it
 /// starts, and a machine without network says so quickly.
@@ -173,28 +172,11 @@ impl CatalogClient {
         api_key: Option<&str>,
         timeout: Duration,
     ) -> Result<Self, CatalogError> {
-        let base = base_url.trim().trim_end_matches('/').to_string();
-        if !(base.starts_with("http://") || base.starts_with("https://")) {
-            return Err(CatalogError::Config(format!(
-                "base URL (OPENROUTER_BASE_URL) must start with http:// or https://, got {:?}",
-                redact_url(&base)
-            )));
-        }
-        let mut headers = HeaderMap::new();
+        let base = super::http::check_base_url(base_url).map_err(CatalogError::Config)?;
         let key = api_key.map(str::trim).filter(|k| !k.is_empty());
-        if let Some(k) = key {
-            let mut v = HeaderValue::from_str(&format!("Bearer {k}")).map_err(|_| {
-                CatalogError::Config(
-                    "the API key contains characters not allowed in an HTTP header".into(),
-                )
-            })?;
-            v.set_sensitive(true);
-            headers.insert(AUTHORIZATION, v);
-        }
-        let http = reqwest::Client::builder()
-            .default_headers(headers)
+        let headers = super::http::headers(key, None, None).map_err(CatalogError::Config)?;
+        let http = super::http::builder(headers)
             .timeout(timeout)
-            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| CatalogError::Config(format!("cannot build HTTP client: {e}")))?;
         Ok(CatalogClient {
@@ -225,7 +207,7 @@ impl CatalogClient {
             });
         }
         // Read in chunks up to a cap: an endless body is abandoned, never held.
-        let text = crate::openrouter::read_capped(resp, CATALOG_MAX_BYTES)
+        let text = super::http::read_capped(resp, CATALOG_MAX_BYTES)
             .await
             .map_err(|f| CatalogError::Unreadable(format!("{shown}: {}", f.reason)))?;
         serde_json::from_str(&text)

@@ -8,12 +8,14 @@ use std::time::Duration;
 use crate::openrouter::Completion;
 use crate::openrouter::CreditLimit;
 use crate::openrouter::ErrorMeta;
-use crate::openrouter::MAX_MESSAGE_CHARS;
 use crate::openrouter::MAX_PLAUSIBLE_COST_USD;
 use crate::openrouter::ProviderError;
 use rand::Rng;
 use reqwest::StatusCode;
 use serde_json::Value;
+
+/// Longest provider message kept in an error, in characters.
+const MAX_MESSAGE_CHARS: usize = 500;
 
 /// What one attempt produced.
 pub(super) enum Outcome {

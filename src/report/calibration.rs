@@ -24,7 +24,8 @@ use crate::scoring::agreement::{
     fleiss_kappa, krippendorff_alpha, majority,
 };
 use crate::scoring::analysis;
-use crate::store::{ErrorKind, LabelRow, LabelledJudgement, Store, StoreError, VoteRow};
+use crate::store::{LabelRow, LabelledJudgement, Store, StoreError, VoteRow};
+use crate::domain::ErrorKind;
 
 /// Below this kappa the judge is flagged as not reliable on a criterion
 /// (Landis and Koch's "substantial" starts at 0.61; 0.6 is the usual bar).

@@ -7,7 +7,7 @@ use std::io::Write;
 use futures_util::TryStreamExt;
 use serde_json::Value;
 
-use crate::scoring::quality::QualityScores;
+use crate::domain::QualityScores;
 use crate::store::{Store, StoreError};
 
 #[derive(Debug, thiserror::Error)]
@@ -251,7 +251,7 @@ mod tests {
 
     #[test]
     fn header_and_record_have_the_same_width() {
-        use crate::store::StoredResult;
+        use crate::domain::StoredResult;
         let r = ExportRow {
             run_id: 1,
             model: "m".into(),
@@ -277,7 +277,7 @@ mod tests {
             quality: Some(crate::scoring::quality::score("I hear you.")),
             prompt_hash: "h".into(),
             prompt: None,
-            served: crate::store::ServedBy {
+            served: crate::domain::ServedBy {
                 served_model: Some("m-2025".into()),
                 provider: Some("P".into()),
                 reasoning_tokens: 7,

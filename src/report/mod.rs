@@ -24,8 +24,10 @@ use serde_json::Value;
 use crate::benchmark::ScoringConfig;
 use crate::benchmark::codes::natural_cmp;
 use crate::scoring::analysis::{self, Analysis};
-use crate::scoring::quality::{self, Band, QualityScores, RedFlag};
-use crate::store::{ErrorKind, RunRow, RunStatus, Store, StoreError};
+use crate::scoring::quality::{self, RedFlag};
+use crate::domain::{Band, QualityScores};
+use crate::store::{RunRow, Store, StoreError};
+use crate::domain::{ErrorKind, RunStatus};
 
 /// One run as the report shows it; also the JSON object `report` prints for
 /// one run (the analysis is flattened into it, so `score`, `behaviours` and
@@ -215,7 +217,7 @@ pub struct QualityExample {
 
 /// The start of `text` on one line, at most [`EXCERPT_CHARS`] characters.
 pub fn excerpt(text: &str) -> String {
-    crate::judging::reply::excerpt(text, EXCERPT_CHARS)
+    crate::domain::excerpt(text, EXCERPT_CHARS)
 }
 
 /// The reply text that quality scores and excerpts are about: the `response`
@@ -416,11 +418,11 @@ impl QualityCollector {
 }
 
 /// A run's results as analytics needs them, plus its quality summary; the
-/// rows are streamed, so only the small [`StoredResult`](crate::store::StoredResult)s are kept.
+/// rows are streamed, so only the small [`StoredResult`](crate::domain::StoredResult)s are kept.
 pub async fn scored_results(
     store: &Store,
     run_id: i64,
-) -> Result<(Vec<crate::store::StoredResult>, Option<QualitySummary>), StoreError> {
+) -> Result<(Vec<crate::domain::StoredResult>, Option<QualitySummary>), StoreError> {
     let mut rows = std::pin::pin!(store.report_rows(run_id));
     let mut results = Vec::new();
     let mut quality = QualityCollector::default();

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::openrouter::routing::same_model;
+use crate::domain::same_model;
 use crate::store::{Store, StoreError};
 
 /// Routing counts of one run.

@@ -497,7 +497,7 @@ mod tests {
     use crate::benchmark::ScoringConfig;
     use crate::report::ScoringUsed;
     use crate::scoring::analysis::analyse;
-    use crate::store::StoredResult;
+    use crate::domain::StoredResult;
 
     fn res(perturbation: usize, base: f64, passed: bool) -> StoredResult {
         StoredResult::of_code(&format!("P1-B1-S1-C1-PT{perturbation}"), base, 0.0, passed)
@@ -507,7 +507,7 @@ mod tests {
         ModelReport {
             run_id: 1,
             model: "m/x".into(),
-            status: crate::store::RunStatus::Completed,
+            status: crate::domain::RunStatus::Completed,
             kind: "batch".into(),
             started_at: "t".into(),
             completed_at: None,

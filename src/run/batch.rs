@@ -28,7 +28,8 @@ use crate::run::writer::WRITE_BATCH;
 use crate::run::writer::WRITE_BUSY;
 use crate::run::writer::WRITE_QUEUE;
 use crate::run::writer::WRITE_RETRY;
-use crate::store::{ErrorKind, RunStatus, SeedIds, Store};
+use crate::store::{SeedIds, Store};
+use crate::domain::{ErrorKind, RunStatus};
 
 /// Provider errors in a row (after retries) that stop a run: a spent key
 /// limit or a model with no endpoints fails every request the same way, and

@@ -17,7 +17,9 @@
 
 use serde::Serialize;
 
-use crate::benchmark::{Benchmark, ModelEntry, compose};
+use crate::benchmark::{Benchmark, compose};
+
+use crate::domain::ModelEntry;
 use crate::judging::judge;
 use crate::run::RunSettings;
 use crate::run::worker::JUDGE_ATTEMPTS;

@@ -30,7 +30,7 @@ mod tests {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("benchmark");
         let b = crate::content::load_strict(&root).unwrap();
         let settings = RunSettings {
-            model: crate::benchmark::ModelEntry::new("m"),
+            model: crate::domain::ModelEntry::new("m"),
             judge_model: None,
             judge_tie: Default::default(),
             selectors: vec!["P1-B1-S1".into()],

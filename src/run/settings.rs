@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use crate::benchmark::ModelEntry;
+use crate::domain::ModelEntry;
 
 /// The settings a run is started with, stored with it and replayed by resume.
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -9,10 +9,11 @@ use serde_json::json;
 use crate::benchmark::cases::CaseIndex;
 use crate::benchmark::{Benchmark, Rubric, compose, sha256_hex};
 use crate::judging::{checks, judge, panel, reply};
-use crate::openrouter::{CallLog, ChatBody, Client, Completion, ProviderError};
+use crate::openrouter::{CallLog, ChatRequest, Client, Completion, ProviderError};
 use crate::run::RunSettings;
 use crate::run::writer::CacheFilter;
-use crate::store::{DiscardedCharge, ErrorKind, NewJudgement, NewResult, SeedIds, ServedBy, Store};
+use crate::store::{SeedIds, Store};
+use crate::domain::{DiscardedCharge, ErrorKind, NewJudgement, NewResult, ServedBy};
 
 /// Judge calls per criterion when the verdict cannot be read.
 pub(super) const JUDGE_ATTEMPTS: usize = 3;
@@ -95,15 +96,10 @@ impl Worker {
         let prompt_hash = sha256_hex(&[prompt.as_bytes()]);
         let m = &self.settings.model;
         // The body is serialised once: hashed here, sent as is.
-        let body = ChatBody {
-            model: &m.id,
+        let body = ChatRequest {
+            model: m,
             prompt: &prompt,
             response_format: s.response_format.as_ref(),
-            temperature: m.temperature,
-            seed: m.seed,
-            max_tokens: m.max_tokens,
-            provider: m.provider.as_ref(),
-            reasoning: m.reasoning.as_ref(),
         }
         .to_json();
         // Repeats must not reuse each other's replies.
@@ -308,8 +304,14 @@ impl Worker {
         text: &str,
         repeat: i64,
     ) -> Result<NewJudgement, ProviderError> {
-        let jreq = judge::request(judge_model, rubric, prompt, text);
-        let jbody = jreq.body_json();
+        let ask = judge::request(rubric, prompt, text);
+        let settings = judge::settings(judge_model);
+        let jbody = ChatRequest {
+            model: &settings,
+            prompt: &ask.prompt,
+            response_format: Some(&ask.response_format),
+        }
+        .to_json();
         let jhash = sha256_hex(&[jbody.as_bytes(), &repeat.to_le_bytes()]);
         let cached = match &self.cache {
             Some(f) if f.may_have_judgement(&jhash) => {
@@ -332,7 +334,7 @@ impl Worker {
                     j.cached = true;
                     c
                 }
-                None => match self.client.chat_json(&jreq.model, jbody.clone()).await {
+                None => match self.client.chat_json(judge_model, jbody.clone()).await {
                     Ok(c) => {
                         j.cached = false;
                         j.prompt_tokens += c.prompt_tokens;

@@ -15,7 +15,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::run::batch::Shared;
-use crate::store::{DiscardedCharge, NewResult, Store, request_key};
+use crate::store::{Store, request_key};
+use crate::domain::{DiscardedCharge, NewResult};
 
 /// How results reach the database: at most this many per transaction, and
 /// at least this often. A SIGKILL or crash loses the replies of the last

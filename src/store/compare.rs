@@ -7,7 +7,8 @@
 use serde::Deserialize;
 
 use super::reads::stored_from;
-use super::{ErrorKind, Store, StoreError, StoredResult};
+use super::{Store, StoreError};
+use crate::domain::{ErrorKind, StoredResult};
 
 /// One JSON array per run; each element lists the [`StoredResult`] columns
 /// scoring reads, in the order of [`Packed`].

@@ -24,9 +24,8 @@ mod runs;
 mod seed;
 mod served;
 
-pub use kinds::{ErrorKind, RunStatus};
-pub use reads::{CriterionVerdict, ExportJudgement, ExportRow, ReportRow, Spend, StoredResult};
-pub use results::{CachedReply, DiscardedCharge, NewJudgement, NewResult, ServedBy, request_key};
+pub use reads::{CriterionVerdict, ExportJudgement, ExportRow, ReportRow, Spend};
+pub use results::{CachedReply, request_key};
 pub use review::{
     Imported, JudgeSpendRow, LabelRow, LabelledJudgement, NewLabel, ReviewItem, VoteRow,
 };

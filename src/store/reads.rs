@@ -7,43 +7,13 @@ use serde_json::Value;
 use sqlx::Row;
 
 use super::runs::runs_query;
-use super::{ErrorKind, RunRow, ServedBy, Store, StoreError};
-use crate::scoring::quality::QualityScores;
+use super::{RunRow, Store, StoreError};
+use crate::domain::ServedBy;
+use crate::domain::QualityScores;
+use crate::domain::StoredResult;
 
 fn json_col(s: Option<String>) -> Option<Value> {
     s.and_then(|s| serde_json::from_str(&s).ok())
-}
-
-/// One stored result as every reader sees it: which test case it answered,
-/// with what severity, and its verdict. Scoring keeps only this; `export` and
-/// `run-single` read it inside an [`ExportRow`], the report inside a
-/// [`ReportRow`]. What scoring does with it is in `scoring::analysis`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StoredResult {
-    /// `P1-B1-S1-C1-PT3` or `P1-B1-S1-C1-U1-PT3`
-    pub test_code: String,
-    pub repeat_index: i64,
-    /// `P1-B1`
-    pub behaviour: String,
-    /// `P1-B1-S1`
-    pub scenario: String,
-    /// `C1`
-    pub condition: String,
-    /// `U1`
-    pub user_context: Option<String>,
-    /// `PT3`
-    pub perturbation: String,
-    /// Perturbation severity + user context severity; its sign only says
-    /// what a failure costs.
-    pub base_severity: f64,
-    /// Condition difficulty, 0..10.
-    pub difficulty: f64,
-    /// The test-case verdict: the check as written, never inverted.
-    pub passed: bool,
-    /// Whether the evaluation check held.
-    pub matched: Option<bool>,
-    /// `format`, `judge`, `provider`, or null.
-    pub error_kind: Option<ErrorKind>,
 }
 
 /// One judged criterion of an exported result.

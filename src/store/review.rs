@@ -215,7 +215,7 @@ impl Store {
 pub(super) async fn write_votes(
     tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
     result_id: i64,
-    j: &super::NewJudgement,
+    j: &crate::domain::NewJudgement,
     endpoint: Option<&str>,
 ) -> Result<(), StoreError> {
     for v in &j.votes {

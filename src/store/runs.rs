@@ -10,7 +10,9 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{RunStatus, Store, StoreError};
+use super::{Store, StoreError};
+
+use crate::domain::RunStatus;
 
 /// A run as `runs` and reports show it, with totals from its results.
 #[derive(Debug, Clone, Serialize, sqlx::FromRow)]

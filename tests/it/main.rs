@@ -9,6 +9,7 @@ mod edges;
 mod fidelity;
 mod fuzz_regressions;
 mod harness;
+mod layout;
 mod openrouter_realism;
 mod reliability;
 mod report;

@@ -4,7 +4,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use helmbench::scoring::quality::{self, QualityScores};
+use helmbench::domain::QualityScores;
+use helmbench::scoring::quality;
 use serde_json::{Value, json};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
@@ -478,7 +479,7 @@ async fn quality_section_equals_the_library_scores_of_the_replies() {
     close(&q["weighted"], mean(|x| x.weighted));
     assert_eq!(
         q["band"],
-        json!(quality::Band::from_score(mean(|x| x.overall)))
+        json!(helmbench::domain::Band::from_score(mean(|x| x.overall)))
     );
     let overalls: Vec<f64> = replies.iter().map(|x| x.overall).collect();
     close(&q["overall_std_dev"], quality::std_dev(&overalls));

@@ -1,11 +1,43 @@
-//! What a request asks of OpenRouter's routing beyond the model id: the
-//! per-model `provider:` and `reasoning:` blocks of `models.yml`, sent as
-//! written (issue 22), and how a served model is compared with the one that
-//! was asked for. The blocks live here, beside the request they shape, and
-//! `benchmark::ModelEntry` holds them.
+//! A model as `models.yml` describes it: its id and the request parameters
+//! sent with it (temperature, seed, max_tokens, OpenRouter's `provider`
+//! routing and `reasoning` blocks), and how a served model id is compared
+//! with the requested one. The wire formats (`openrouter`) turn these into
+//! request bodies; the content loader reads them from YAML.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+
+/// One model of `models.yml` with its request parameters.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelEntry {
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    /// OpenRouter provider routing, sent as written (with `require_parameters: true`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<ProviderPreferences>,
+    /// Reasoning settings, sent as written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<Reasoning>,
+}
+
+impl ModelEntry {
+    pub fn new(id: impl Into<String>) -> Self {
+        ModelEntry {
+            id: id.into(),
+            temperature: None,
+            seed: None,
+            max_tokens: None,
+            provider: None,
+            reasoning: None,
+        }
+    }
+}
 
 /// `provider:` of one model in `models.yml`: OpenRouter's provider routing
 /// preferences, sent as written. helmbench adds `require_parameters: true`
@@ -57,30 +89,6 @@ pub struct Reasoning {
     pub exclude: Option<bool>,
 }
 
-/// The `provider` object of a request body: the model's preferences merged
-/// with `require_parameters: true`. None (no object at all) for a request
-/// without preferences and without a JSON schema, so such bodies, and the
-/// cache keys hashed from them, stay what they were before preferences
-/// existed.
-#[derive(Debug, Clone, Copy, Serialize)]
-pub struct ProviderBlock<'a> {
-    #[serde(flatten, skip_serializing_if = "Option::is_none")]
-    pub preferences: Option<&'a ProviderPreferences>,
-    pub require_parameters: bool,
-}
-
-impl<'a> ProviderBlock<'a> {
-    pub fn for_request(
-        preferences: Option<&'a ProviderPreferences>,
-        structured: bool,
-    ) -> Option<Self> {
-        (structured || preferences.is_some()).then_some(ProviderBlock {
-            preferences,
-            require_parameters: true,
-        })
-    }
-}
-
 /// Whether a reply's `model` is the model that was asked for: the same id,
 /// or a dated version of it (`openai/gpt-4o` served as
 /// `openai/gpt-4o-2024-08-06`: a `-` and a digit), or the id with a variant
@@ -96,6 +104,34 @@ pub fn same_model(requested: &str, served: &str) -> bool {
         })
 }
 
+/// `marking_model:` in models.yml: one model, or a list of them (kept as
+/// one comma-separated panel name). A model id holding a comma is refused:
+/// it could not be told apart from a panel.
+pub fn deserialize_judges<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany {
+        One(String),
+        Many(Vec<String>),
+    }
+    let list = match Option::<OneOrMany>::deserialize(d)? {
+        None => return Ok(None),
+        Some(OneOrMany::One(s)) => vec![s],
+        Some(OneOrMany::Many(v)) => v,
+    };
+    if let Some(bad) = list.iter().find(|j| j.contains(',') || j.trim().is_empty()) {
+        return Err(serde::de::Error::custom(format!(
+            "marking_model {bad:?}: expected a model id (provider/model) or a list of them"
+        )));
+    }
+    Ok(Some(
+        list.iter().map(|j| j.trim()).collect::<Vec<_>>().join(","),
+    ))
+}
+
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -109,25 +145,5 @@ mod tests {
         assert!(!same_model("openai/gpt-4o", "openai/gpt-4omini"));
         assert!(!same_model("openai/gpt-4o", "anthropic/claude-3.5-sonnet"));
         assert!(!same_model("a/b", "a/bc"));
-    }
-
-    #[test]
-    fn provider_block_is_absent_without_preferences_or_schema() {
-        assert!(ProviderBlock::for_request(None, false).is_none());
-        let p = ProviderPreferences {
-            order: Some(vec!["deepinfra".into()]),
-            allow_fallbacks: Some(false),
-            ..Default::default()
-        };
-        let b = ProviderBlock::for_request(Some(&p), false).unwrap();
-        assert_eq!(
-            serde_json::to_string(&b).unwrap(),
-            r#"{"order":["deepinfra"],"allow_fallbacks":false,"require_parameters":true}"#
-        );
-        let b = ProviderBlock::for_request(None, true).unwrap();
-        assert_eq!(
-            serde_json::to_string(&b).unwrap(),
-            r#"{"require_parameters":true}"#
-        );
     }
 }

@@ -1,0 +1,19 @@
+//! The domain's shared values, used by every other module and using none of
+//! them: models and their request settings, the stored words (run status,
+//! error kind), results and judgements as written and as read, the keyword
+//! quality scores of a reply, and how text is shown in one line. A leaf:
+//! nothing here imports another module of the crate, so the layers above
+//! (benchmark, content, openrouter, judging, scoring, store, run, report,
+//! cli) can all name these types without importing each other.
+
+pub mod kinds;
+pub mod model;
+pub mod quality;
+pub mod result;
+pub mod text;
+
+pub use kinds::{ErrorKind, RunStatus};
+pub use model::{ModelEntry, ProviderPreferences, Reasoning, deserialize_judges, same_model};
+pub use quality::{Band, QualityScores};
+pub use result::{DiscardedCharge, NewJudgement, NewResult, ServedBy, StoredResult};
+pub use text::excerpt;

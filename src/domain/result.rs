@@ -1,0 +1,202 @@
+//! A result as the runner writes it ([`NewResult`] with its
+//! [`NewJudgement`]s and [`DiscardedCharge`]s) and as every reader sees it
+//! ([`StoredResult`]), with what one result contributes to a score (SPEC
+//! §8). The store maps rows to these; scoring, reports and the runner use
+//! them without knowing the store.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::ErrorKind;
+
+/// Who served a reply and what its tokens were beyond the counts (issue
+/// 22): the reply's `model` and `provider`, its reasoning tokens (part of
+/// the completion tokens) and cached prompt tokens (part of the prompt
+/// tokens). Flattened into every row that carries it, so JSON keys stay flat.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ServedBy {
+    #[serde(default)]
+    pub served_model: Option<String>,
+    #[serde(default)]
+    pub provider: Option<String>,
+    #[serde(default)]
+    pub reasoning_tokens: i64,
+    #[serde(default)]
+    pub cached_prompt_tokens: i64,
+}
+
+/// One judged criterion of a result.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct NewJudgement {
+    pub criterion: String,
+    pub judge_model: String,
+    pub verdict: Option<Value>,
+    pub justification: Option<String>,
+    pub passed: Option<bool>,
+    pub error: Option<String>,
+    pub prompt_tokens: i64,
+    pub completion_tokens: i64,
+    /// NaN when a judge call's cost was unusable: stored as unknown.
+    pub cost_usd: f64,
+    pub generation_id: Option<String>,
+    pub cached: bool,
+    pub request_hash: Option<String>,
+    pub response: Option<String>,
+    /// With several judges: each judge's own judgement (stored as votes);
+    /// this one is their combination.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub votes: Vec<NewJudgement>,
+    /// What served the (last) judge call; tokens summed over its calls.
+    #[serde(flatten, default)]
+    pub served: ServedBy,
+}
+
+/// What the provider charged for a request beyond the reply that was kept
+/// (see the `discarded_charge` table).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DiscardedCharge {
+    pub run_id: i64,
+    pub scenario_id: Option<i64>,
+    pub test_code: String,
+    pub repeat_index: i64,
+    /// `model` or `judge`.
+    pub call: String,
+    pub attempts: i64,
+    pub cost_usd: f64,
+    pub reason: Option<String>,
+}
+
+/// One test case's outcome, as the runner hands it to the writer.
+/// (De)serialisable so results that cannot be written can be kept in a
+/// file and written by the next run.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct NewResult {
+    pub run_id: i64,
+    pub test_code: String,
+    pub repeat_index: i64,
+    pub scenario_id: i64,
+    pub condition_id: i64,
+    pub user_context_id: Option<i64>,
+    pub perturbation_id: i64,
+    pub prompt_hash: String,
+    pub prompt: String,
+    pub request_hash: String,
+    pub base_severity: f64,
+    pub difficulty: f64,
+    pub response: Option<String>,
+    pub parsed: Option<Value>,
+    pub matched: Option<bool>,
+    pub passed: bool,
+    /// `format`, `provider` or `judge`; None for a clean verdict.
+    pub error_kind: Option<ErrorKind>,
+    pub error: Option<String>,
+    pub evaluation_details: Value,
+    pub latency_ms: Option<i64>,
+    pub prompt_tokens: i64,
+    pub completion_tokens: i64,
+    /// NaN (or any value that is not finite) when the provider's figure was
+    /// unusable: stored as an unknown cost.
+    pub cost_usd: f64,
+    pub upstream_cost_usd: Option<f64>,
+    pub generation_id: Option<String>,
+    pub finish_reason: Option<String>,
+    pub attempts: i64,
+    pub cached: bool,
+    pub quality: Option<Value>,
+    pub judgements: Vec<NewJudgement>,
+    /// Charges of attempts retried or refused while getting this result.
+    #[serde(default)]
+    pub charges: Vec<DiscardedCharge>,
+    /// Replaces a stored result of the same test case that has a judge
+    /// error (a resume judging it again); the old row's costs are kept as
+    /// a discarded charge.
+    #[serde(default)]
+    pub replaces: bool,
+    /// What served the reply, which routing may make differ from the request.
+    #[serde(flatten, default)]
+    pub served: ServedBy,
+    /// With a provider error: its `error_type` and `provider_code`.
+    #[serde(default)]
+    pub error_type: Option<String>,
+    #[serde(default)]
+    pub provider_code: Option<String>,
+}
+
+/// One stored result as every reader sees it: which test case it answered,
+/// with what severity, and its verdict. Scoring keeps only this; `export` and
+/// `run-single` read it inside an [`ExportRow`], the report inside a
+/// [`ReportRow`]. What scoring does with it is in `scoring::analysis`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredResult {
+    /// `P1-B1-S1-C1-PT3` or `P1-B1-S1-C1-U1-PT3`
+    pub test_code: String,
+    pub repeat_index: i64,
+    /// `P1-B1`
+    pub behaviour: String,
+    /// `P1-B1-S1`
+    pub scenario: String,
+    /// `C1`
+    pub condition: String,
+    /// `U1`
+    pub user_context: Option<String>,
+    /// `PT3`
+    pub perturbation: String,
+    /// Perturbation severity + user context severity; its sign only says
+    /// what a failure costs.
+    pub base_severity: f64,
+    /// Condition difficulty, 0..10.
+    pub difficulty: f64,
+    /// The test-case verdict: the check as written, never inverted.
+    pub passed: bool,
+    /// Whether the evaluation check held.
+    pub matched: Option<bool>,
+    /// `format`, `judge`, `provider`, or null.
+    pub error_kind: Option<ErrorKind>,
+}
+
+impl StoredResult {
+    /// Whether the result enters scoring: judge and provider errors do not (no
+    /// reply was judged); format failures do, as misses.
+    pub fn is_scored(&self) -> bool {
+        !matches!(
+            self.error_kind,
+            Some(ErrorKind::Judge | ErrorKind::Provider)
+        )
+    }
+
+    /// `(max cost, actual cost)` this result contributes: `|base|` to the
+    /// maximum, and `|base| * (1 - difficulty / 10)` to the actual cost when it
+    /// failed (a miss for `base > 0`, a wrongful flag for `base < 0`).
+    pub fn cost(&self) -> (f64, f64) {
+        if !self.is_scored() || self.base_severity == 0.0 || self.base_severity.is_nan() {
+            return (0.0, 0.0);
+        }
+        let max = self.base_severity.abs();
+        let scale = (1.0 - self.difficulty / 10.0).clamp(0.0, 1.0);
+        let actual = if self.passed { 0.0 } else { max * scale };
+        (max, actual)
+    }
+}
+
+#[cfg(test)]
+impl StoredResult {
+    /// A result from its test code (`P1-B1-S1-C1-PT3` or with `-U1-`), for tests.
+    pub fn of_code(test_code: &str, base_severity: f64, difficulty: f64, passed: bool) -> Self {
+        let parts: Vec<&str> = test_code.split('-').collect();
+        StoredResult {
+            test_code: test_code.into(),
+            behaviour: parts[..2].join("-"),
+            scenario: parts[..3].join("-"),
+            condition: parts[3].into(),
+            user_context: (parts.len() == 6).then(|| parts[4].to_string()),
+            perturbation: parts[parts.len() - 1].into(),
+            repeat_index: 0,
+            base_severity,
+            difficulty,
+            passed,
+            matched: None,
+            error_kind: None,
+        }
+    }
+}
+

@@ -1,0 +1,102 @@
+//! What can go wrong with a request, as the rest of the program sees it:
+//! a refused key, a spent limit (and which one), a rejected request, retries
+//! that ran out, or a bad configuration.
+
+use std::fmt;
+
+/// `error.metadata.error_type` and `provider_code` of a provider error:
+/// stored with the result and counted by type in `runs` and `report`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ErrorMeta {
+    pub error_type: Option<String>,
+    pub provider_code: Option<String>,
+}
+
+/// Why OpenRouter refused to spend (`error.metadata.limit_source` and
+/// `reason` of a 402): each stops the run, and says what to change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CreditLimit {
+    /// `openrouter_key_limit`: the API key's own spending cap is used up.
+    KeyLimit,
+    /// `openrouter_credits`: the account's balance cannot cover the request.
+    Credits,
+    /// `weight_exceeds_budget`: one request's estimated cost is larger than
+    /// the whole in-flight budget; retrying cannot help.
+    RequestTooExpensive,
+    /// A 402 that does not say which.
+    Unspecified,
+}
+
+impl fmt::Display for CreditLimit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            CreditLimit::KeyLimit => {
+                "the API key's credit limit is spent (openrouter_key_limit): raise the key's limit at openrouter.ai/settings/keys or wait for it to reset; the account's balance is not the problem"
+            }
+            CreditLimit::Credits => {
+                "the account's balance cannot cover the request (openrouter_credits): add credits; the key's own limit is not the problem"
+            }
+            CreditLimit::RequestTooExpensive => {
+                "one request alone is too expensive for the account's in-flight budget (weight_exceeds_budget): lower `max_tokens` for this model in models.yml (or shorten the prompts), or add credits; retrying will not help"
+            }
+            CreditLimit::Unspecified => "OpenRouter account is out of credits",
+        })
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProviderError {
+    #[error("OpenRouter rejected the API key (401): {message}. Check OPENROUTER_API_KEY")]
+    Unauthorized { message: String },
+    #[error("{limit} (402): {message}")]
+    PaymentRequired { limit: CreditLimit, message: String },
+    /// 400, 403, 404 ("no endpoints") and any other non-retryable answer.
+    #[error("request rejected ({status}): {message}")]
+    Rejected {
+        status: u16,
+        code: Option<String>,
+        message: String,
+        meta: ErrorMeta,
+    },
+    /// Retryable failures that ran out of attempts or of total time.
+    #[error("gave up after {attempts} attempts: {last}")]
+    Exhausted {
+        attempts: u32,
+        last: String,
+        meta: ErrorMeta,
+    },
+    #[error("invalid client configuration: {0}")]
+    Config(String),
+}
+
+impl ProviderError {
+    /// True when no later request of the run can succeed either (bad key,
+    /// no credits): the caller should stop the run, keeping what it has.
+    pub fn is_fatal_for_run(&self) -> bool {
+        matches!(
+            self,
+            ProviderError::Unauthorized { .. } | ProviderError::PaymentRequired { .. }
+        )
+    }
+
+    /// The provider's `error_type` and `provider_code`, when it sent them.
+    pub fn meta(&self) -> ErrorMeta {
+        match self {
+            ProviderError::Rejected { meta, .. } | ProviderError::Exhausted { meta, .. } => {
+                meta.clone()
+            }
+            _ => ErrorMeta::default(),
+        }
+    }
+
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ProviderError::Unauthorized { .. } => "unauthorized",
+            ProviderError::PaymentRequired { .. } => "payment_required",
+            ProviderError::Rejected { .. } => "rejected",
+            ProviderError::Exhausted { .. } => "exhausted",
+            ProviderError::Config(_) => "config",
+        }
+    }
+}
+

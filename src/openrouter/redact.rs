@@ -1,0 +1,196 @@
+//! Keeping the API key out of everything that can be shown: URLs without
+//! credentials, and every form in which a reply or an error may echo the
+//! key (escaped, encoded) replaced by `<redacted>` before it is read,
+//! logged or stored.
+
+use serde_json::Value;
+
+use super::{ErrorMeta, ProviderError};
+
+/// Removes the key, in any of the forms a reply may echo it in.
+#[derive(Clone, Default)]
+pub struct Redactor {
+    /// The key as a reply may echo it: as is, JSON-escaped, HTML-escaped and
+    /// percent-encoded; longest first. Empty for a key under 4 characters.
+    forms: Vec<String>,
+}
+
+impl std::fmt::Debug for Redactor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Redactor(<redacted>)")
+    }
+}
+
+impl Redactor {
+    pub fn new(key: &str) -> Redactor {
+        Redactor {
+            forms: secret_forms(key.trim()),
+        }
+    }
+
+    /// Remove the API key, in any of [`secret_forms`], from a string that
+    /// may echo it (replies, provider messages, transport errors).
+    pub fn scrub(&self, s: &str) -> String {
+        let mut out: Option<String> = None;
+        for form in &self.forms {
+            let cur = out.as_deref().unwrap_or(s);
+            if cur.contains(form.as_str()) {
+                out = Some(cur.replace(form.as_str(), "<redacted>"));
+            }
+        }
+        out.unwrap_or_else(|| s.to_string())
+    }
+
+    /// [`Redactor::scrub`] on every string (and key) of a JSON value.
+    pub fn scrub_value(&self, v: &mut Value) {
+        match v {
+            Value::String(s) if self.forms.iter().any(|f| s.contains(f.as_str())) => {
+                *s = self.scrub(s);
+            }
+            Value::Array(items) => items.iter_mut().for_each(|i| self.scrub_value(i)),
+            Value::Object(map) => {
+                if map
+                    .keys()
+                    .any(|k| self.forms.iter().any(|f| k.contains(f.as_str())))
+                {
+                    *map = std::mem::take(map)
+                        .into_iter()
+                        .map(|(k, v)| (self.scrub(&k), v))
+                        .collect();
+                }
+                map.values_mut().for_each(|i| self.scrub_value(i));
+            }
+            _ => {}
+        }
+    }
+
+    pub fn scrub_meta(&self, m: ErrorMeta) -> ErrorMeta {
+        ErrorMeta {
+            error_type: m.error_type.map(|t| self.scrub(&t)),
+            provider_code: m.provider_code.map(|c| self.scrub(&c)),
+        }
+    }
+
+    pub fn scrub_error(&self, e: ProviderError) -> ProviderError {
+        match e {
+            ProviderError::Unauthorized { message } => ProviderError::Unauthorized {
+                message: self.scrub(&message),
+            },
+            ProviderError::PaymentRequired { limit, message } => ProviderError::PaymentRequired {
+                limit,
+                message: self.scrub(&message),
+            },
+            ProviderError::Rejected {
+                status,
+                code,
+                message,
+                meta,
+            } => ProviderError::Rejected {
+                status,
+                code: code.map(|c| self.scrub(&c)),
+                message: self.scrub(&message),
+                meta: self.scrub_meta(meta),
+            },
+            ProviderError::Exhausted {
+                attempts,
+                last,
+                meta,
+            } => ProviderError::Exhausted {
+                attempts,
+                last: self.scrub(&last),
+                meta: self.scrub_meta(meta),
+            },
+            ProviderError::Config(m) => ProviderError::Config(self.scrub(&m)),
+        }
+    }
+}
+
+/// `url` as it may be shown: anything before the last `@` (after
+/// `scheme://`) replaced by `***`, and any `?query` or `#fragment` by `?…`,
+/// whether or not the URL parses (a password or a token never reaches a
+/// message).
+pub fn redact_url(url: &str) -> String {
+    let (scheme, rest) = match url.find("://") {
+        Some(i) => url.split_at(i + 3),
+        None => ("", url),
+    };
+    let (rest, tail) = match rest.find(['?', '#']) {
+        Some(i) => (&rest[..i], "?…"),
+        None => (rest, ""),
+    };
+    match rest.rfind('@') {
+        Some(at) => format!("{scheme}***@{}{tail}", &rest[at + 1..]),
+        None => format!("{scheme}{rest}{tail}"),
+    }
+}
+
+/// The forms in which a reply may echo `key`: as is; JSON-escaped as
+/// serde does it, with `\/`, as Go does it (`\u003c` for `<`, `>`, `&`),
+/// with every character `\u`-escaped, and escaped twice (a JSON text inside
+/// a JSON string, as a model's structured reply is); HTML-escaped (named,
+/// numeric, every character numeric) and percent-encoded. Distinct,
+/// longest first, none under 4 characters. (A real OpenRouter key is
+/// letters, digits and `-`, where most of these forms are the key itself.)
+fn secret_forms(key: &str) -> Vec<String> {
+    if key.len() < 4 {
+        return Vec::new();
+    }
+    let json = |s: &str| {
+        let q = serde_json::to_string(s).unwrap_or_default();
+        q[1..q.len() - 1].to_string()
+    };
+    let json1 = json(key);
+    let go = json1
+        .replace('<', "\\u003c")
+        .replace('>', "\\u003e")
+        .replace('&', "\\u0026");
+    let every = |upper: bool| -> String {
+        key.encode_utf16()
+            .map(|u| {
+                if upper {
+                    format!("\\u{u:04X}")
+                } else {
+                    format!("\\u{u:04x}")
+                }
+            })
+            .collect()
+    };
+    let html = |apos: &str| {
+        key.replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;")
+            .replace('"', "&quot;")
+            .replace('\'', apos)
+    };
+    let html_numeric: String = key.chars().map(|c| format!("&#{};", c as u32)).collect();
+    let percent: String = key
+        .bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect();
+    let mut forms = vec![
+        key.to_string(),
+        json1.replace('/', "\\/"),
+        json(&json1),
+        json(&go),
+        go,
+        every(false),
+        every(true),
+        json1,
+        html("&#39;"),
+        html("&#x27;"),
+        html("&apos;"),
+        html_numeric,
+        percent,
+    ];
+    forms.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+    forms.dedup();
+    forms.retain(|f| f.len() >= 4);
+    forms
+}
+

@@ -1,0 +1,83 @@
+//! What requests were charged beyond the replies they returned: a reply
+//! retried or refused after the provider billed it is noted in the
+//! [`CallLog`] of the task that made it, as soon as it arrives.
+
+use serde_json::Value;
+
+use super::ProviderError;
+use super::classify::reply_cost;
+
+/// `usage.cost` of a reply that is not used (retried or refused): what
+/// the provider charged for it. 0.0 when absent or unknown (see
+/// [`reply_cost`]): an unknown charge is warned about, never summed.
+pub(super) fn charged_cost(cost: Option<&Value>) -> f64 {
+    reply_cost(cost, "usage.cost")
+        .filter(|c| c.is_finite())
+        .unwrap_or(0.0)
+}
+
+tokio::task_local! {
+    static CALL_LOG: std::sync::Arc<CallLog>;
+}
+
+/// What the requests made inside [`CallLog::scope`] were charged for
+/// beyond the replies they returned (attempts retried after a paid reply:
+/// empty content, no choices, an error inside a 200 with `usage.cost`; or
+/// a paid reply that was refused), and how many of them failed, by model.
+/// Each charge is noted as soon as its reply arrives, so a caller that
+/// drops a request half-way still knows what it paid.
+#[derive(Debug, Default)]
+pub struct CallLog {
+    by_model: std::sync::Mutex<Vec<(String, CallNote)>>,
+}
+
+/// One model's entry in a [`CallLog`].
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct CallNote {
+    /// Attempts charged but not returned, and their cost in USD.
+    pub discarded_attempts: u32,
+    pub discarded_cost_usd: f64,
+    /// Requests that ended in an error (after their retries).
+    pub failures: u32,
+}
+
+impl CallLog {
+    /// Runs `f` with this log collecting what [`Client::chat_json`] notes.
+    pub async fn scope<F: std::future::Future>(self: &std::sync::Arc<Self>, f: F) -> F::Output {
+        CALL_LOG.scope(self.clone(), f).await
+    }
+
+    /// Takes what was noted so far, by model.
+    pub fn take(&self) -> Vec<(String, CallNote)> {
+        std::mem::take(&mut *self.by_model.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    fn note(model: &str, f: impl FnOnce(&mut CallNote)) {
+        let _ = CALL_LOG.try_with(|log| {
+            let mut v = log.by_model.lock().unwrap_or_else(|e| e.into_inner());
+            match v.iter_mut().find(|(m, _)| m == model) {
+                Some((_, n)) => f(n),
+                None => {
+                    let mut n = CallNote::default();
+                    f(&mut n);
+                    v.push((model.to_string(), n));
+                }
+            }
+        });
+    }
+
+    pub(super) fn charge(model: &str, usd: f64) {
+        if usd > 0.0 {
+            Self::note(model, |n| {
+                n.discarded_attempts += 1;
+                n.discarded_cost_usd += usd;
+            });
+        }
+    }
+
+    pub(super) fn failed(model: &str, e: ProviderError) -> ProviderError {
+        Self::note(model, |n| n.failures += 1);
+        e
+    }
+}
+

@@ -1,0 +1,592 @@
+//! The layout guard: no import cycle between the top-level modules of
+//! `src/`, no circle of files inside any of them, and no source file over
+//! 1,000 lines. Read from the source text (comments, strings and
+//! `#[cfg(test)]` code left out), so a new `use` that points back up fails
+//! here with the path that closes the circle.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+
+/// A module path below the crate root: `["store", "reads"]`.
+type ModPath = Vec<String>;
+
+struct SourceFile {
+    module: ModPath,
+    /// Whether this file is a folder's `mod.rs` (or `lib.rs`).
+    is_dir_module: bool,
+    /// The code with comments, string literals and test-only items blanked.
+    code: String,
+    lines: usize,
+}
+
+fn src_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            walk(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") && !path.ends_with("src/main.rs") {
+            out.push(path);
+        }
+    }
+}
+
+fn module_of(rel: &Path) -> (ModPath, bool) {
+    let mut parts: Vec<String> = rel
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    let last = parts.pop().unwrap();
+    let stem = last.trim_end_matches(".rs");
+    match stem {
+        "mod" => (parts, true),
+        "lib" | "main" if parts.is_empty() => (parts, true),
+        _ => {
+            parts.push(stem.to_string());
+            (parts, false)
+        }
+    }
+}
+
+/// Blanks comments, string and char literals (keeping line breaks).
+fn strip_comments_and_strings(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = String::with_capacity(s.len());
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i] as char;
+        if s[i..].starts_with("//") {
+            while i < b.len() && b[i] != b'\n' {
+                i += 1;
+            }
+        } else if s[i..].starts_with("/*") {
+            let mut depth = 0;
+            while i < b.len() {
+                if s[i..].starts_with("/*") {
+                    depth += 1;
+                    i += 2;
+                } else if s[i..].starts_with("*/") {
+                    depth -= 1;
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    if b[i] == b'\n' {
+                        out.push('\n');
+                    }
+                    i += 1;
+                }
+            }
+        } else if c == 'r' && (s[i..].starts_with("r\"") || s[i..].starts_with("r#"))
+            && (i == 0 || !(b[i - 1] as char).is_alphanumeric() && b[i - 1] != b'_')
+        {
+            let hashes = s[i + 1..].bytes().take_while(|&x| x == b'#').count();
+            if s[i + 1 + hashes..].starts_with('"') {
+                let close = format!("\"{}", "#".repeat(hashes));
+                let start = i + 2 + hashes;
+                let end = s[start..].find(&close).map_or(b.len(), |e| start + e + close.len());
+                out.push_str("\"\"");
+                out.extend(s[i..end].chars().filter(|&ch| ch == '\n'));
+                i = end;
+            } else {
+                out.push(c);
+                i += 1;
+            }
+        } else if c == '"' {
+            i += 1;
+            while i < b.len() && b[i] != b'"' {
+                if b[i] == b'\\' {
+                    i += 1;
+                }
+                if i < b.len() && b[i] == b'\n' {
+                    out.push('\n');
+                }
+                i += 1;
+            }
+            i += 1;
+            out.push_str("\"\"");
+        } else if c == '\'' {
+            // A char literal ('a', '\n', '\u{..}'); a lifetime stays.
+            let rest = &s[i + 1..];
+            let lit_end = if rest.starts_with('\\') {
+                rest.find('\'').map(|e| e + 1)
+            } else {
+                rest.char_indices()
+                    .nth(1)
+                    .filter(|(_, ch)| *ch == '\'')
+                    .map(|(e, _)| e + 1)
+            };
+            match lit_end {
+                Some(e) => {
+                    out.push_str("' '");
+                    i += 1 + e;
+                }
+                None => {
+                    out.push(c);
+                    i += 1;
+                }
+            }
+        } else {
+            out.push(c);
+            i += c.len_utf8();
+            // Keep multi-byte characters whole.
+            while i < b.len() && !s.is_char_boundary(i) {
+                i += 1;
+            }
+            if c.len_utf8() > 1 {
+                out.pop();
+                out.push(' ');
+            }
+        }
+    }
+    out
+}
+
+/// Removes every item behind `#[cfg(test)]` (a `mod tests;`, a `mod tests
+/// { .. }`, an `impl .. { .. }`, a `fn`): test code may import anything.
+fn strip_test_items(s: &str) -> String {
+    let mut out = String::new();
+    let mut rest = s;
+    while let Some(at) = rest.find("#[cfg(test)]") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at..];
+        let semi = after.find(';');
+        let brace = after.find('{');
+        let end = match (semi, brace) {
+            (Some(sc), Some(br)) if sc < br => sc + 1,
+            (_, Some(br)) => {
+                let mut depth = 0;
+                let mut end = after.len();
+                for (k, ch) in after[br..].char_indices() {
+                    match ch {
+                        '{' => depth += 1,
+                        '}' => {
+                            depth -= 1;
+                            if depth == 0 {
+                                end = br + k + 1;
+                                break;
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                end
+            }
+            (Some(sc), None) => sc + 1,
+            (None, None) => after.len(),
+        };
+        out.extend(after[..end].chars().filter(|&c| c == '\n'));
+        rest = &after[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+fn load() -> Vec<SourceFile> {
+    let root = src_dir();
+    let mut paths = Vec::new();
+    walk(&root, &mut paths);
+    paths.sort();
+    paths
+        .iter()
+        .map(|p| {
+            let text = std::fs::read_to_string(p).unwrap();
+            let (module, is_dir_module) = module_of(p.strip_prefix(&root).unwrap());
+            SourceFile {
+                module,
+                is_dir_module,
+                code: strip_test_items(&strip_comments_and_strings(&text)),
+                lines: text.lines().count(),
+            }
+        })
+        .collect()
+}
+
+fn is_ident(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_'
+}
+
+/// Every path the code names from `crate::`, `super::` or `self::`, with
+/// `use` groups expanded (`crate::{a::B, c}` gives `crate::a::B` and
+/// `crate::c`), as lists of segments starting with that keyword.
+fn paths_in(code: &str) -> Vec<Vec<String>> {
+    fn parse_tree(s: &str, prefix: &[String], out: &mut Vec<Vec<String>>) -> usize {
+        // Parses one path or group starting at `s`; returns bytes read.
+        let mut segs = prefix.to_vec();
+        let mut i = 0;
+        let b = s.as_bytes();
+        loop {
+            while i < b.len() && (b[i] as char).is_whitespace() {
+                i += 1;
+            }
+            if i < b.len() && b[i] == b'{' {
+                i += 1;
+                loop {
+                    while i < b.len() && (b[i] as char).is_whitespace() {
+                        i += 1;
+                    }
+                    if i >= b.len() {
+                        return i;
+                    }
+                    if b[i] == b'}' {
+                        return i + 1;
+                    }
+                    if b[i] == b',' {
+                        i += 1;
+                        continue;
+                    }
+                    let n = parse_tree(&s[i..], &segs, out);
+                    if n == 0 {
+                        i += 1;
+                    }
+                    i += n;
+                }
+            }
+            let start = i;
+            while i < b.len() && (is_ident(b[i] as char) || b[i] == b'*') {
+                i += 1;
+            }
+            if i == start {
+                out.push(segs);
+                return i;
+            }
+            segs.push(s[start..i].to_string());
+            let mut j = i;
+            while j < b.len() && (b[j] as char).is_whitespace() {
+                j += 1;
+            }
+            if s[j..].starts_with("::") {
+                i = j + 2;
+            } else {
+                out.push(segs);
+                return i;
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for kw in ["crate::", "super::", "self::"] {
+        let mut from = 0;
+        while let Some(k) = code[from..].find(kw) {
+            let at = from + k;
+            from = at + kw.len();
+            if at > 0 && is_ident(code[..at].chars().next_back().unwrap()) {
+                continue;
+            }
+            let head = kw.trim_end_matches("::").to_string();
+            let mut segs = vec![head];
+            // `super::super::x`
+            let mut rest = &code[from..];
+            while rest.starts_with("super::") {
+                segs.push("super".into());
+                rest = &rest["super::".len()..];
+            }
+            parse_tree(rest, &segs, &mut out);
+        }
+    }
+    out
+}
+
+struct Crate {
+    files: Vec<SourceFile>,
+    /// Which file defines a module.
+    by_module: HashMap<ModPath, usize>,
+    /// `pub use child::Item` in a module: the child module that holds it.
+    reexports: HashMap<(ModPath, String), ModPath>,
+}
+
+impl Crate {
+    fn new() -> Crate {
+        let files = load();
+        let by_module = files
+            .iter()
+            .enumerate()
+            .map(|(i, f)| (f.module.clone(), i))
+            .collect();
+        let mut c = Crate {
+            files,
+            by_module,
+            reexports: HashMap::new(),
+        };
+        for i in 0..c.files.len() {
+            let module = c.files[i].module.clone();
+            for line in c.files[i].code.clone().split(';') {
+                let line = line.trim();
+                let Some(tree) = line
+                    .strip_prefix("pub use ")
+                    .or_else(|| line.strip_prefix("pub(crate) use "))
+                else {
+                    continue;
+                };
+                let tree = tree.trim_start_matches("self::");
+                let mut expanded = Vec::new();
+                let first = tree.split("::").next().unwrap_or("").to_string();
+                let mut child = module.clone();
+                child.push(first.clone());
+                if !c.by_module.contains_key(&child) {
+                    continue;
+                }
+                // Expand `child::{A, B}` with the parser above.
+                let fake = format!("self::{tree}");
+                expanded.extend(paths_in(&fake));
+                for p in expanded {
+                    let item = p.last().cloned().unwrap_or_default();
+                    let item = item.split(" as ").next().unwrap_or("").to_string();
+                    let mut holder = module.clone();
+                    holder.extend(p[1..p.len() - 1].iter().cloned());
+                    c.reexports.insert((module.clone(), item), holder);
+                }
+            }
+        }
+        c
+    }
+
+    /// The module a path from `file` lands in: the deepest module named,
+    /// or the child module a `pub use` re-export takes the item from.
+    fn resolve(&self, file: &SourceFile, path: &[String]) -> Option<ModPath> {
+        let mut cur: ModPath = match path[0].as_str() {
+            "crate" => vec![],
+            "self" => file.module.clone(),
+            "super" => {
+                let mut m = file.module.clone();
+                m.pop()?;
+                m
+            }
+            _ => return None,
+        };
+        let mut rest = &path[1..];
+        while rest.first().is_some_and(|s| s == "super") {
+            cur.pop()?;
+            rest = &rest[1..];
+        }
+        for seg in rest {
+            let mut next = cur.clone();
+            next.push(seg.clone());
+            if self.by_module.contains_key(&next) {
+                cur = next;
+                continue;
+            }
+            // An item: follow a re-export down to the file that holds it.
+            let mut at = cur.clone();
+            while let Some(holder) = self.reexports.get(&(at.clone(), seg.clone())) {
+                if *holder == at {
+                    break;
+                }
+                at = holder.clone();
+            }
+            return Some(at);
+        }
+        Some(cur)
+    }
+
+    /// Edges between files: (from, to) as module paths, with the path that
+    /// makes each (for the failure message).
+    fn edges(&self) -> BTreeMap<(ModPath, ModPath), String> {
+        let mut edges = BTreeMap::new();
+        for f in &self.files {
+            let mut add = |to: ModPath, why: String| {
+                if to != f.module && self.by_module.contains_key(&to) {
+                    edges.entry((f.module.clone(), to)).or_insert(why);
+                }
+            };
+            for p in paths_in(&f.code) {
+                if let Some(to) = self.resolve(f, &p) {
+                    add(to, p.join("::"));
+                }
+            }
+            // Relative paths to a child module (`classify::parse(..)`), but
+            // not its declaration or a re-export of it (the facade).
+            if f.is_dir_module {
+                let children: BTreeSet<String> = self
+                    .by_module
+                    .keys()
+                    .filter(|m| m.len() == f.module.len() + 1 && m.starts_with(&f.module))
+                    .map(|m| m.last().unwrap().clone())
+                    .collect();
+                for stmt in f.code.split([';', '{', '}']) {
+                    let s = stmt.trim();
+                    if s.starts_with("pub use ")
+                        || s.starts_with("pub(crate) use ")
+                        || s.starts_with("mod ")
+                        || s.starts_with("pub mod ")
+                        || s.starts_with("pub(crate) mod ")
+                    {
+                        continue;
+                    }
+                    for child in &children {
+                        let pat = format!("{child}::");
+                        let mut from = 0;
+                        while let Some(k) = s[from..].find(&pat) {
+                            let at = from + k;
+                            from = at + pat.len();
+                            let before = s[..at].chars().next_back();
+                            if before.is_some_and(|c| is_ident(c) || c == ':') {
+                                continue;
+                            }
+                            let mut to = f.module.clone();
+                            to.push(child.clone());
+                            add(to, format!("{child}::"));
+                        }
+                    }
+                }
+            }
+        }
+        edges
+    }
+}
+
+/// A cycle in `graph`, as the nodes along it, if there is one.
+fn find_cycle<N: Ord + Clone>(graph: &BTreeMap<N, BTreeSet<N>>) -> Option<Vec<N>> {
+    fn visit<N: Ord + Clone>(
+        n: &N,
+        graph: &BTreeMap<N, BTreeSet<N>>,
+        state: &mut BTreeMap<N, u8>,
+        stack: &mut Vec<N>,
+    ) -> Option<Vec<N>> {
+        state.insert(n.clone(), 1);
+        stack.push(n.clone());
+        for m in graph.get(n).into_iter().flatten() {
+            match state.get(m).copied().unwrap_or(0) {
+                1 => {
+                    let at = stack.iter().position(|x| x == m).unwrap();
+                    let mut cycle = stack[at..].to_vec();
+                    cycle.push(m.clone());
+                    return Some(cycle);
+                }
+                0 => {
+                    if let Some(c) = visit(m, graph, state, stack) {
+                        return Some(c);
+                    }
+                }
+                _ => {}
+            }
+        }
+        stack.pop();
+        state.insert(n.clone(), 2);
+        None
+    }
+    let mut state = BTreeMap::new();
+    for n in graph.keys() {
+        if state.get(n).copied().unwrap_or(0) == 0 {
+            let mut stack = Vec::new();
+            if let Some(c) = visit(n, graph, &mut state, &mut stack) {
+                return Some(c);
+            }
+        }
+    }
+    None
+}
+
+fn describe(cycle: &[ModPath], edges: &BTreeMap<(ModPath, ModPath), String>, top: bool) -> String {
+    cycle
+        .windows(2)
+        .map(|w| {
+            let why = edges
+                .iter()
+                .find(|((a, b), _)| {
+                    if top {
+                        a.first() == w[0].first() && b.first() == w[1].first()
+                    } else {
+                        a == &w[0] && b == &w[1]
+                    }
+                })
+                .map(|((a, _), why)| format!("{} uses {why}", a.join("::")))
+                .unwrap_or_default();
+            format!("  {} -> {}   ({why})", w[0].join("::"), w[1].join("::"))
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn no_import_cycle_between_top_level_modules() {
+    let c = Crate::new();
+    let edges = c.edges();
+    let mut graph: BTreeMap<ModPath, BTreeSet<ModPath>> = BTreeMap::new();
+    for (a, b) in edges.keys() {
+        let (Some(ta), Some(tb)) = (a.first(), b.first()) else {
+            continue;
+        };
+        if ta != tb {
+            graph
+                .entry(vec![ta.clone()])
+                .or_default()
+                .insert(vec![tb.clone()]);
+        }
+    }
+    // The guard must see the layers it guards.
+    assert!(graph.len() >= 8, "too few modules read: {graph:?}");
+    assert!(
+        graph[&vec!["cli".to_string()]].contains(&vec!["run".to_string()]),
+        "the path reader missed cli -> run"
+    );
+    if let Some(cycle) = find_cycle(&graph) {
+        panic!(
+            "import cycle between top-level modules:\n{}",
+            describe(&cycle, &edges, true)
+        );
+    }
+    // The domain is the leaf every module may use: it uses none of them.
+    if let Some(out) = graph.get(&vec!["domain".to_string()]) {
+        panic!("domain imports {out:?}: it must stay a leaf");
+    }
+}
+
+#[test]
+fn no_circle_of_files_inside_a_module() {
+    let c = Crate::new();
+    let edges = c.edges();
+    let mut graph: BTreeMap<ModPath, BTreeSet<ModPath>> = BTreeMap::new();
+    for (a, b) in edges.keys() {
+        if a.first() == b.first() && !a.is_empty() {
+            graph.entry(a.clone()).or_default().insert(b.clone());
+        }
+    }
+    // Every circle, one at a time: break the first found and look again.
+    let mut found = Vec::new();
+    while let Some(cycle) = find_cycle(&graph) {
+        found.push(describe(&cycle, &edges, false));
+        let (a, b) = (&cycle[cycle.len() - 2], &cycle[cycle.len() - 1]);
+        graph.get_mut(a).unwrap().remove(b);
+    }
+    assert!(
+        found.is_empty(),
+        "files that import each other in a circle:\n{}",
+        found.join("\n\n")
+    );
+}
+
+#[test]
+fn the_cycle_finder_finds_a_planted_cycle() {
+    // The guard itself: a circle a -> b -> c -> a is found, a chain is not.
+    let g = |pairs: &[(&str, &str)]| {
+        let mut g: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for (a, b) in pairs {
+            g.entry(a.to_string()).or_default().insert(b.to_string());
+        }
+        g
+    };
+    assert!(find_cycle(&g(&[("a", "b"), ("b", "c"), ("c", "a")])).is_some());
+    assert!(find_cycle(&g(&[("a", "b"), ("b", "c"), ("a", "c")])).is_none());
+    let code = strip_test_items(&strip_comments_and_strings(
+        "use crate::{store::{A, b::C}, run};\n// crate::report::X\nlet s = \"crate::view\";\n#[cfg(test)]\nmod tests { use crate::cli; }\n",
+    ));
+    let mut p: Vec<String> = paths_in(&code).iter().map(|p| p.join("::")).collect();
+    p.sort();
+    assert_eq!(p, ["crate::run", "crate::store::A", "crate::store::b::C"]);
+}
+
+#[test]
+fn no_source_file_over_1000_lines() {
+    let c = Crate::new();
+    let big: Vec<String> = c
+        .files
+        .iter()
+        .filter(|f| f.lines > 1000)
+        .map(|f| format!("{} ({} lines)", f.module.join("/"), f.lines))
+        .collect();
+    assert!(big.is_empty(), "split these by concept: {big:?}");
+}
