@@ -17,10 +17,15 @@ pub enum Error {
     Provider(String),
     /// The database could not be opened, migrated, read or written.
     #[error("database: {0}")]
-    Store(String),
-    /// Any other failure of the tool (I/O, output).
-    #[error("{0}")]
-    Tool(String),
+    Store(#[source] BoxError),
+    /// Any other failure of the tool (I/O, output), with its cause when
+    /// there is one.
+    #[error("{message}")]
+    Tool {
+        message: String,
+        #[source]
+        source: Option<BoxError>,
+    },
     /// The reader of our output went away (`helmbench prompts | head`):
     /// not a failure, just stop.
     #[error("broken pipe")]
@@ -62,18 +67,66 @@ impl Error {
     pub fn exit_status(&self) -> ExitStatus {
         match self {
             Error::Usage(_) | Error::Content(_) => ExitStatus::BadInput,
-            Error::Provider(_) | Error::Store(_) | Error::Tool(_) => ExitStatus::Failure,
+            Error::Provider(_) | Error::Store(_) | Error::Tool { .. } => ExitStatus::Failure,
             Error::BrokenPipe => ExitStatus::Success,
         }
     }
 }
 
-impl From<std::io::Error> for Error {
-    fn from(e: std::io::Error) -> Self {
-        if e.kind() == std::io::ErrorKind::BrokenPipe {
+impl Error {
+    /// A failure of the tool with no cause beyond its message.
+    pub fn tool(message: impl Into<String>) -> Error {
+        Error::Tool {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// A failure of the tool caused by `source` (kept, for `-v` and for
+    /// callers that look), or a quiet stop when the cause, at any depth,
+    /// is a reader that went away (`helmbench export | head`).
+    pub fn caused_by<E>(source: E) -> Error
+    where
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        if is_broken_pipe(&source) {
             return Error::BrokenPipe;
         }
-        Error::Tool(e.to_string())
+        Error::Tool {
+            message: source.to_string(),
+            source: Some(Box::new(source)),
+        }
+    }
+}
+
+/// Whether `e` or any error in its source chain is a closed pipe.
+pub fn is_broken_pipe(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cur {
+        if let Some(io) = err.downcast_ref::<std::io::Error>()
+            && io.kind() == std::io::ErrorKind::BrokenPipe
+        {
+            return true;
+        }
+        if let Some(json) = err.downcast_ref::<serde_json::Error>()
+            && json.io_error_kind() == Some(std::io::ErrorKind::BrokenPipe)
+        {
+            return true;
+        }
+        if let Some(csv) = err.downcast_ref::<csv::Error>()
+            && let csv::ErrorKind::Io(io) = csv.kind()
+            && io.kind() == std::io::ErrorKind::BrokenPipe
+        {
+            return true;
+        }
+        cur = err.source();
+    }
+    false
+}
+
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Self {
+        Error::caused_by(e)
     }
 }
 
@@ -82,8 +135,17 @@ impl From<serde_json::Error> for Error {
         if e.io_error_kind() == Some(std::io::ErrorKind::BrokenPipe) {
             return Error::BrokenPipe;
         }
-        Error::Tool(e.to_string())
+        Error::caused_by(e)
     }
 }
+
+impl From<csv::Error> for Error {
+    fn from(e: csv::Error) -> Self {
+        Error::caused_by(e)
+    }
+}
+
+/// Any error with its causes, for [`Error`]'s sources.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -11,9 +11,9 @@ pub mod hash;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use crate::domain::ModelEntry;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use crate::domain::ModelEntry;
 
 pub use hash::{hex, sha256, sha256_hex};
 
@@ -384,10 +384,7 @@ pub struct Rubric {
 #[serde(deny_unknown_fields)]
 pub struct ModelsConfig {
     /// The judge, or a list of judges kept comma-separated (issue 20).
-    #[serde(
-        default,
-        deserialize_with = "crate::domain::deserialize_judges"
-    )]
+    #[serde(default, deserialize_with = "crate::domain::deserialize_judges")]
     pub marking_model: Option<String>,
     #[serde(default)]
     pub models: Vec<ModelEntry>,

@@ -7,11 +7,12 @@ use std::io::Write;
 use clap::Args;
 use serde_json::json;
 
-use super::{Cli, DataFormat, database_url, out};
+use super::output::{DataFormat, out};
+use super::settings::Settings;
 use crate::ExitStatus;
 use crate::benchmark::Benchmark;
-use crate::store::Store;
 use crate::domain::RunStatus;
+use crate::store::Store;
 use crate::{Error, Result, openrouter, run};
 
 /// Options shared by every command that calls models.
@@ -64,106 +65,49 @@ pub struct CallArgs {
 
 impl CallArgs {
     /// The run control of these flags, listening for SIGINT/SIGTERM.
-    pub(super) fn control(&self) -> run::RunControl {
+    pub(super) fn control(&self, s: &Settings) -> run::RunControl {
         let grace = std::time::Duration::from_secs(self.grace_secs);
         run::RunControl {
-            interrupt: interrupt_handler(grace),
+            interrupt: run::interrupt_handler(grace),
             grace,
             write_wait: std::time::Duration::from_secs(self.write_wait_secs),
             batch: std::sync::Arc::new(run::BatchShared::new(None, 0.0)),
+            pause_before_finish: s.pause_before_finish,
         }
     }
 }
 
-/// Fires on Ctrl-C (or SIGTERM, what CI runners and `kill` send): nothing
-/// new is sent, the requests in flight get `grace` to finish and be stored
-/// (they are paid for), then they are dropped. A second signal quits at
-/// once, which loses nothing stored: results are written in committed
-/// transactions and the run stays resumable.
-pub(super) fn interrupt_handler(grace: std::time::Duration) -> run::Interrupt {
-    let interrupt = run::Interrupt::default();
-    let i = interrupt.clone();
-    tokio::spawn(async move {
-        if let Some(name) = interrupt_signal().await {
-            eprintln!(
-                "{name} received — interrupted: saving what finished; requests in flight get up to {} s (interrupt again to quit at once)",
-                grace.as_secs()
-            );
-            i.fire(name);
-            if let Some(name) = interrupt_signal().await {
-                eprintln!(
-                    "{name} received again: quitting now; `helmbench runs` lists the run to --resume"
-                );
-                std::process::exit(130);
-            }
-        }
-    });
-    interrupt
-}
-
-/// Waits for SIGINT or (on unix) SIGTERM and names it; None if no handler
-/// could be set.
-pub(super) async fn interrupt_signal() -> Option<&'static str> {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        if let Ok(mut term) = signal(SignalKind::terminate()) {
-            return tokio::select! {
-                r = tokio::signal::ctrl_c() => r.ok().map(|()| "SIGINT"),
-                r = term.recv() => r.map(|()| "SIGTERM"),
-            };
-        }
-    }
-    tokio::signal::ctrl_c().await.ok().map(|()| "SIGINT")
-}
-
-/// `OPENROUTER_BASE_URL`, or OpenRouter's.
-pub(super) fn base_url() -> String {
-    std::env::var("OPENROUTER_BASE_URL")
-        .ok()
-        .filter(|s| !s.trim().is_empty())
-        .unwrap_or_else(|| openrouter::DEFAULT_BASE_URL.to_string())
-}
-
-pub(super) fn client(call: &CallArgs) -> Result<openrouter::Client> {
-    let key = std::env::var("OPENROUTER_API_KEY").unwrap_or_default();
-    let base = base_url();
-    let mut cfg = openrouter::ClientConfig::new(base, key.trim().to_string());
-    cfg.referer = std::env::var("OPENROUTER_HTTP_REFERER")
-        .ok()
-        .filter(|s| !s.is_empty());
-    cfg.title = Some(
-        std::env::var("OPENROUTER_X_TITLE")
-            .ok()
-            .filter(|s| !s.is_empty())
-            .unwrap_or_else(|| "helmbench".into()),
-    );
+pub(super) fn client(s: &Settings, call: &CallArgs) -> Result<openrouter::Client> {
+    let mut cfg =
+        openrouter::ClientConfig::new(s.base_url.clone(), s.api_key().unwrap_or_default());
+    cfg.referer = s.referer.clone();
+    cfg.title = s.title.clone();
     cfg.request_timeout = std::time::Duration::from_secs(call.request_timeout.max(1));
     cfg.max_attempts = call.max_attempts.max(1);
     cfg.max_reply_bytes = call.max_reply_bytes;
-    // Tests shrink the backoff so retries take milliseconds.
-    if let Some(ms) = std::env::var("HELMBENCH_RETRY_BASE_MS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-    {
-        cfg.backoff_base = std::time::Duration::from_millis(ms);
-        cfg.backoff_max = std::time::Duration::from_millis(ms * 20);
+    if let Some(base) = s.retry_base {
+        cfg.backoff_base = base;
+        cfg.backoff_max = base * 20;
     }
     openrouter::Client::new(cfg).map_err(|e| match e {
         // A bad setting (base URL, key characters): refused before anything
         // is sent or written.
         openrouter::ProviderError::Config(_) => Error::Usage(e.to_string()),
-        other => Error::Tool(other.to_string()),
+        other => Error::caused_by(other),
     })
 }
 
-pub(super) async fn context(cli: &Cli, b: Benchmark, call: &CallArgs) -> Result<run::RunContext> {
+pub(super) async fn context(
+    s: &Settings,
+    b: Benchmark,
+    call: &CallArgs,
+) -> Result<run::RunContext> {
     // The client first: a refused setting must not create a database.
-    let client = client(call)?;
-    let store = Store::open(&database_url(cli))
+    let client = client(s, call)?;
+    let store = Store::open(&s.database_url.clone())
         .await?
         .with_endpoint(client.endpoint());
-    run::RunContext::new(b, store, client, cli.quiet).await
+    run::RunContext::new(b, store, client, s.quiet).await
 }
 
 /// The models to run: `--models` or models.yml (with its parameters).
@@ -172,10 +116,7 @@ pub(super) fn models(b: &Benchmark, call: &CallArgs) -> Result<Vec<crate::domain
 }
 
 /// The models of `ids` (with their models.yml parameters), or models.yml's.
-pub(super) fn models_of(
-    b: &Benchmark,
-    ids: &[String],
-) -> Result<Vec<crate::domain::ModelEntry>> {
+pub(super) fn models_of(b: &Benchmark, ids: &[String]) -> Result<Vec<crate::domain::ModelEntry>> {
     let configured = b
         .models
         .as_ref()

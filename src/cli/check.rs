@@ -7,7 +7,9 @@ use std::io::Write;
 use clap::Args;
 use serde_json::json;
 
-use super::{Cli, DataFormat, out, parse_selectors};
+use super::output::{DataFormat, out};
+use super::selection::parse_selectors;
+use super::settings::Settings;
 use crate::ExitStatus;
 use crate::Result;
 use crate::content;
@@ -25,9 +27,9 @@ pub struct CheckArgs {
     pub format: DataFormat,
 }
 
-pub fn run(cli: &Cli, args: &CheckArgs) -> Result<ExitStatus> {
+pub fn run(s: &Settings, args: &CheckArgs) -> Result<ExitStatus> {
     let selectors = parse_selectors(&args.selectors)?;
-    let (b, errors) = content::load(&cli.benchmark_dir);
+    let (b, errors) = content::load(&s.benchmark_dir);
     // A selector that names nothing is a slip of its own, as everywhere else.
     crate::benchmark::cases::select_indices(&b, &selectors, true).map_err(crate::Error::Usage)?;
     let warnings = lint::lint(&b, &selectors);

@@ -10,8 +10,9 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 
+use super::output::emit;
 use super::report::{note_run, report_scoring};
-use super::{Cli, emit, existing_database, runtime};
+use super::settings::{Settings, runtime};
 use crate::ExitStatus;
 use crate::report::{Target, select_runs};
 use crate::scoring::compare::{DEFAULT_RESAMPLES, DEFAULT_SEED, Options};
@@ -106,11 +107,11 @@ async fn pick_runs(store: &Store, args: &CompareArgs) -> Result<Vec<RunRow>> {
     Ok(runs)
 }
 
-pub fn run(cli: &Cli, args: &CompareArgs) -> Result<ExitStatus> {
-    let url = existing_database(cli)?;
-    let (scoring, source, benchmark_hash) = report_scoring(cli)?;
+pub fn run(s: &Settings, args: &CompareArgs) -> Result<ExitStatus> {
+    let url = s.existing_database()?;
+    let (scoring, source, benchmark_hash) = report_scoring(s)?;
     let collector = runtime()?.block_on(async {
-        let store = Store::open_read_only(&url).await?;
+        let store = Store::open_read_only(url).await?;
         let runs = pick_runs(&store, args).await?;
         for run in &runs {
             note_run(run, benchmark_hash.as_deref(), &source);

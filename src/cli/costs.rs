@@ -4,7 +4,8 @@ use std::io::Write;
 
 use clap::Args;
 
-use super::{Cli, DataFormat, out, read_only};
+use super::output::{DataFormat, out};
+use super::settings::Settings;
 use crate::ExitStatus;
 use crate::{Error, Result};
 
@@ -20,8 +21,8 @@ pub struct CostsArgs {
     pub format: DataFormat,
 }
 
-pub fn run(cli: &Cli, args: &CostsArgs) -> Result<ExitStatus> {
-    let (report, tokens) = read_only(cli, |store| async move {
+pub fn run(s: &Settings, args: &CostsArgs) -> Result<ExitStatus> {
+    let (report, tokens) = s.read_only(|store| async move {
         let report = crate::report::costs(&store, args.run_id, args.model.as_deref()).await?;
         let tokens = store.token_details(args.run_id).await?;
         Ok::<_, Error>((report, tokens))

@@ -13,7 +13,9 @@ use std::io::Write;
 use clap::Args;
 use serde_json::json;
 
-use super::{Cli, DataFormat, database_url, load_strict, out, parse_selectors, runtime};
+use super::output::{DataFormat, out};
+use super::selection::parse_selectors;
+use super::settings::{Settings, runtime};
 use crate::benchmark::Benchmark;
 use crate::domain::ModelEntry;
 use crate::openrouter::catalog::{CATALOG_TIMEOUT, Catalog, CatalogClient, KeyInfo};
@@ -42,7 +44,7 @@ pub struct EstimateArgs {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub repeats: u32,
     /// A budget in USD to compare the estimate with (as run-batch would).
-    #[arg(long, value_name = "USD", value_parser = super::run_batch::parse_budget)]
+    #[arg(long, value_name = "USD", value_parser = super::selection::parse_budget)]
     pub max_cost: Option<f64>,
     #[arg(long, value_enum, default_value_t = DataFormat::Table)]
     pub format: DataFormat,
@@ -75,9 +77,9 @@ struct Refusal {
     overridable: bool,
 }
 
-pub fn run(cli: &Cli, args: &EstimateArgs) -> Result<ExitStatus> {
+pub fn run(s: &Settings, args: &EstimateArgs) -> Result<ExitStatus> {
     let selectors = parse_selectors(&args.scenarios)?;
-    let b = load_strict(cli)?;
+    let b = s.load_strict()?;
     let models = super::call::models_of(&b, &args.models)?;
     let sel = Selection {
         selectors: selectors.iter().map(|s| s.as_str().to_string()).collect(),
@@ -90,13 +92,13 @@ pub fn run(cli: &Cli, args: &EstimateArgs) -> Result<ExitStatus> {
     runtime()?.block_on(async {
         // Stored replies refine the completion estimate; an absent or
         // older database only means there are none.
-        let url = database_url(cli);
+        let url = s.database_url.clone();
         let store = if crate::store::database_exists(&url) {
             Store::open_read_only(&url).await.ok()
         } else {
             None
         };
-        let priced = price(&b, &models, &sel, store.as_ref()).await?;
+        let priced = price(s, &b, &models, &sel, store.as_ref()).await?;
         let refusals = refusals(&priced, &sel);
         let mut o = out();
         match args.format {
@@ -130,15 +132,15 @@ pub fn run(cli: &Cli, args: &EstimateArgs) -> Result<ExitStatus> {
 /// Before `run-batch` sends anything: prints the estimate (to stderr, so a
 /// JSON summary on stdout stays JSON) and refuses what the module docs say.
 pub(super) async fn preflight(
-    cli: &Cli,
+    s: &Settings,
     b: &Benchmark,
     store: &Store,
     models: &[ModelEntry],
     sel: &Selection,
     yes: bool,
 ) -> Result<()> {
-    let priced = price(b, models, sel, Some(store)).await?;
-    if !cli.quiet {
+    let priced = price(s, b, models, sel, Some(store)).await?;
+    if !s.quiet {
         let mut e = std::io::stderr().lock();
         write_text(&mut e, &priced)?;
     }
@@ -154,27 +156,27 @@ pub(super) async fn preflight(
         eprintln!("--yes: starting anyway: {}", blocking.join("; "));
         return Ok(());
     }
-    Err(Error::Tool(format!(
+    Err(Error::tool(format!(
         "not started: {}. Nothing was sent; run again with --yes to start anyway",
         blocking.join("; ")
     )))
 }
 
-/// The catalog client of this environment: `OPENROUTER_BASE_URL` (or
-/// OpenRouter) and the key when there is one.
-fn catalog_client() -> Result<CatalogClient> {
-    let key = std::env::var("OPENROUTER_API_KEY").ok();
-    CatalogClient::new(&super::call::base_url(), key.as_deref(), CATALOG_TIMEOUT)
+/// The catalog client of these settings: the base URL and the key when
+/// there is one.
+fn catalog_client(s: &Settings) -> Result<CatalogClient> {
+    CatalogClient::new(&s.base_url, s.api_key(), CATALOG_TIMEOUT)
         .map_err(|e| Error::Usage(e.to_string()))
 }
 
 async fn price(
+    s: &Settings,
     b: &Benchmark,
     models: &[ModelEntry],
     sel: &Selection,
     store: Option<&Store>,
 ) -> Result<Priced> {
-    let client = catalog_client()?;
+    let client = catalog_client(s)?;
     let (catalog, key) = tokio::join!(client.models(), client.key());
     let catalog = catalog.map_err(|e| e.to_string());
     let key = key.map_err(|e| e.to_string()).transpose();

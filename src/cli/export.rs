@@ -5,7 +5,8 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 
-use super::{Cli, existing_database, out, runtime, write_file};
+use super::output::{out, write_file};
+use super::settings::{Settings, runtime};
 use crate::ExitStatus;
 use crate::store::Store;
 use crate::{Error, Result};
@@ -33,15 +34,15 @@ pub struct ExportArgs {
     pub with_prompts: bool,
 }
 
-pub fn run(cli: &Cli, args: &ExportArgs) -> Result<ExitStatus> {
-    let url = existing_database(cli)?;
+pub fn run(s: &Settings, args: &ExportArgs) -> Result<ExitStatus> {
+    let url = s.existing_database()?;
     let format = match args.format {
         ExportFormat::Csv => crate::report::export::Format::Csv,
         ExportFormat::Jsonl => crate::report::export::Format::Jsonl,
     };
     let rt = runtime()?;
     let store = rt.block_on(async {
-        let store = Store::open_read_only(&url).await?;
+        let store = Store::open_read_only(url).await?;
         if let Some(id) = args.run_id {
             store.run(id).await?;
         }

@@ -6,7 +6,8 @@ use clap::Args;
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use serde_json::json;
 
-use super::{Cli, DataFormat, load_reporting, out};
+use super::output::{DataFormat, out};
+use super::settings::Settings;
 use crate::ExitStatus;
 use crate::Result;
 
@@ -16,13 +17,13 @@ pub struct ListArgs {
     pub format: DataFormat,
 }
 
-pub fn run(cli: &Cli, args: &ListArgs) -> Result<ExitStatus> {
-    show(cli, args.format)
+pub fn run(s: &Settings, args: &ListArgs) -> Result<ExitStatus> {
+    show(s, args.format)
 }
 
 /// The scenario list in `format` (also the last step of `run-all`).
-pub(super) fn show(cli: &Cli, format: DataFormat) -> Result<ExitStatus> {
-    let (b, errors) = load_reporting(cli);
+pub(super) fn show(s: &Settings, format: DataFormat) -> Result<ExitStatus> {
+    let (b, errors) = s.load_reporting();
     let rows: Vec<_> = b
         .scenarios
         .iter()

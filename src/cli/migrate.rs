@@ -3,7 +3,7 @@
 
 use clap::Args;
 
-use super::{Cli, existing_database, runtime};
+use super::settings::{Settings, runtime};
 use crate::ExitStatus;
 use crate::Result;
 use crate::store::Store;
@@ -11,11 +11,11 @@ use crate::store::Store;
 #[derive(Debug, Args)]
 pub struct MigrateArgs {}
 
-pub fn run(cli: &Cli, _args: &MigrateArgs) -> Result<ExitStatus> {
-    let url = existing_database(cli)?;
+pub fn run(s: &Settings, _args: &MigrateArgs) -> Result<ExitStatus> {
+    let url = s.existing_database()?;
     runtime()?.block_on(async {
-        let applied = Store::pending_migrations(&url).await;
-        let store = Store::open(&url).await?;
+        let applied = Store::pending_migrations(url).await;
+        let store = Store::open(url).await?;
         let after = store.applied_migrations().await?;
         store.close().await;
         if applied == 0 {

@@ -5,7 +5,9 @@ use std::io::Write;
 use clap::{Args, ValueEnum};
 use serde_json::json;
 
-use super::{Cli, load_reporting, out, parse_selectors};
+use super::output::out;
+use super::selection::parse_selectors;
+use super::settings::Settings;
 use crate::ExitStatus;
 use crate::benchmark::cases;
 use crate::benchmark::compose;
@@ -28,9 +30,9 @@ pub struct PromptsArgs {
     pub skip_no_context: bool,
 }
 
-pub fn run(cli: &Cli, args: &PromptsArgs) -> Result<ExitStatus> {
+pub fn run(s: &Settings, args: &PromptsArgs) -> Result<ExitStatus> {
     let selectors = parse_selectors(&args.selectors)?;
-    let (b, errors) = load_reporting(cli);
+    let (b, errors) = s.load_reporting();
     let cases = cases::select(&b, &selectors, !args.skip_no_context).map_err(Error::Usage)?;
     let mut o = std::io::BufWriter::new(out());
     let mut prompt = String::new();

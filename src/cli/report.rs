@@ -6,12 +6,13 @@ use std::path::PathBuf;
 use clap::{Args, ValueEnum};
 use serde_json::json;
 
-use super::{Cli, emit, existing_database, runtime};
+use super::output::emit;
+use super::settings::{Settings, runtime};
 use crate::ExitStatus;
 use crate::content;
 use crate::content::ContentErrors;
-use crate::store::{RunRow, Store};
 use crate::domain::RunStatus;
+use crate::store::{RunRow, Store};
 use crate::{Error, Result};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -51,9 +52,9 @@ pub struct ReportArgs {
 /// `scoring.yaml` is a content error: scoring it with other weights would
 /// give numbers nobody asked for. Other content problems do not matter here.
 pub(super) fn report_scoring(
-    cli: &Cli,
+    s: &Settings,
 ) -> Result<(crate::benchmark::ScoringConfig, String, Option<String>)> {
-    let root = &cli.benchmark_dir;
+    let root = &s.benchmark_dir;
     if !root.is_dir() {
         eprintln!(
             "note: benchmark folder {} not found: scoring with default weights (every behaviour weighs 1, no safety floors)",
@@ -80,23 +81,30 @@ pub(super) fn report_scoring(
     Ok((b.scoring, source, Some(b.content_hash)))
 }
 
-pub fn run(cli: &Cli, args: &ReportArgs) -> Result<ExitStatus> {
-    let url = existing_database(cli)?;
-    let (scoring, source, benchmark_hash) = report_scoring(cli)?;
+pub fn run(s: &Settings, args: &ReportArgs) -> Result<ExitStatus> {
+    let url = s.existing_database()?;
+    let (scoring, source, benchmark_hash) = report_scoring(s)?;
     let target = match (&args.run_id, &args.model) {
         (Some(id), _) => crate::report::Target::Run(*id),
         (None, Some(m)) => crate::report::Target::Model(m.clone()),
         (None, None) => crate::report::Target::LatestPerModel,
     };
     let reports = runtime()?.block_on(async {
-        let store = Store::open_read_only(&url).await?;
+        let store = Store::open_read_only(url).await?;
         let runs = crate::report::select_runs(&store, &target).await?;
         let mut reports = Vec::with_capacity(runs.len());
         for run in &runs {
             note_run(run, benchmark_hash.as_deref(), &source);
             let mut report =
                 crate::report::model_report(&store, run, &scoring, &source, args.details).await?;
-            crate::report::calibration::attach(&store, &mut report, &scoring, args.human).await?;
+            report.review = crate::report::calibration::review_sections(
+                &store,
+                report.run_id,
+                &report.analysis,
+                &scoring,
+                args.human,
+            )
+            .await?;
             reports.push(report);
         }
         Ok::<_, Error>(reports)

@@ -9,7 +9,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand, ValueEnum};
 
-use super::{Cli, database_url, existing_database, out, runtime, write_file};
+use super::output::{out, write_file};
+use super::settings::{Settings, runtime};
 use crate::ExitStatus;
 use crate::report::review::{self, Stratify};
 use crate::store::Store;
@@ -90,30 +91,30 @@ pub struct ReviewImportArgs {
     pub format: Option<SheetFormat>,
 }
 
-pub fn run(cli: &Cli, args: &ReviewArgs) -> Result<ExitStatus> {
+pub fn run(s: &Settings, args: &ReviewArgs) -> Result<ExitStatus> {
     match &args.command {
-        ReviewCommand::Export(a) => export(cli, a),
-        ReviewCommand::Import(a) => import(cli, a),
+        ReviewCommand::Export(a) => export(s, a),
+        ReviewCommand::Import(a) => import(s, a),
     }
 }
 
 /// The benchmark folder's rubrics; the run's scenarios must be there.
-fn benchmark(cli: &Cli) -> Result<crate::benchmark::Benchmark> {
-    if !cli.benchmark_dir.is_dir() {
+fn benchmark(s: &Settings) -> Result<crate::benchmark::Benchmark> {
+    if !s.benchmark_dir.is_dir() {
         return Err(Error::Usage(format!(
             "benchmark folder {} not found: the sheet needs the rubrics (pass --benchmark-dir)",
-            cli.benchmark_dir.display()
+            s.benchmark_dir.display()
         )));
     }
-    let (b, _errors) = crate::content::load(&cli.benchmark_dir);
+    let (b, _errors) = crate::content::load(&s.benchmark_dir);
     Ok(b)
 }
 
-fn export(cli: &Cli, args: &ReviewExportArgs) -> Result<ExitStatus> {
-    let url = existing_database(cli)?;
-    let benchmark = benchmark(cli)?;
+fn export(s: &Settings, args: &ReviewExportArgs) -> Result<ExitStatus> {
+    let url = s.existing_database()?;
+    let benchmark = benchmark(s)?;
     let (run, items) = runtime()?.block_on(async {
-        let store = Store::open_read_only(&url).await?;
+        let store = Store::open_read_only(url).await?;
         let run = store.run(args.run_id).await?;
         let items = store.review_items(args.run_id).await?;
         Ok::<_, Error>((run, items))
@@ -128,7 +129,7 @@ fn export(cli: &Cli, args: &ReviewExportArgs) -> Result<ExitStatus> {
         eprintln!(
             "note: run {} used another version of the benchmark; the sheet shows the rubrics of {}",
             args.run_id,
-            cli.benchmark_dir.display()
+            s.benchmark_dir.display()
         );
     }
     let known: std::collections::BTreeSet<&str> =
@@ -165,7 +166,7 @@ fn export(cli: &Cli, args: &ReviewExportArgs) -> Result<ExitStatus> {
     Ok(ExitStatus::Success)
 }
 
-fn import(cli: &Cli, args: &ReviewImportArgs) -> Result<ExitStatus> {
+fn import(s: &Settings, args: &ReviewImportArgs) -> Result<ExitStatus> {
     let rater = args.rater.trim();
     if rater.is_empty() {
         return Err(Error::Usage(
@@ -173,8 +174,8 @@ fn import(cli: &Cli, args: &ReviewImportArgs) -> Result<ExitStatus> {
         ));
     }
     // Labels are written: the database must exist, and is migrated if older.
-    existing_database(cli)?;
-    let url = database_url(cli);
+    s.existing_database()?;
+    let url = s.database_url.clone();
     let file = args.sheet.display().to_string();
     let bytes =
         std::fs::read(&args.sheet).map_err(|e| Error::Usage(format!("cannot read {file}: {e}")))?;
@@ -192,7 +193,7 @@ fn import(cli: &Cli, args: &ReviewImportArgs) -> Result<ExitStatus> {
         )));
     };
     let run_id = args.run_id.unwrap_or(sheet_run);
-    let benchmark = benchmark(cli)?;
+    let benchmark = benchmark(s)?;
     let (checked, done) = runtime()?.block_on(async {
         let store = Store::open(&url).await?;
         let run = store.run(run_id).await?;

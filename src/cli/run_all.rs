@@ -5,8 +5,10 @@ use std::num::NonZeroUsize;
 use clap::Args;
 
 use super::call::CallArgs;
+use super::output::DataFormat;
 use super::run_batch::Batch;
-use super::{Cli, DataFormat, list, run_batch, run_single};
+use super::settings::Settings;
+use super::{list, run_batch, run_single};
 use crate::{ExitStatus, Result};
 
 #[derive(Debug, Args)]
@@ -14,18 +16,18 @@ pub struct RunAllArgs {
     #[command(flatten)]
     pub call: CallArgs,
     /// Requests in flight at once, per model (1 to 1024).
-    #[arg(long, default_value = "16", value_parser = super::parse_concurrency)]
+    #[arg(long, default_value = "16", value_parser = super::selection::parse_concurrency)]
     pub concurrency: NonZeroUsize,
 }
 
-pub fn run(cli: &Cli, args: &RunAllArgs) -> Result<ExitStatus> {
-    let status = run_single::execute(cli, &args.call, None, DataFormat::Table)?;
+pub fn run(s: &Settings, args: &RunAllArgs) -> Result<ExitStatus> {
+    let status = run_single::execute(s, &args.call, None, DataFormat::Table)?;
     if status != ExitStatus::Success {
         return Ok(status);
     }
-    let status = run_batch::execute(cli, &args.call, &Batch::every_scenario(args.concurrency))?;
+    let status = run_batch::execute(s, &args.call, &Batch::every_scenario(args.concurrency))?;
     if status != ExitStatus::Success {
         return Ok(status);
     }
-    list::show(cli, DataFormat::Table)
+    list::show(s, DataFormat::Table)
 }

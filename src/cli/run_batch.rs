@@ -11,9 +11,9 @@ use clap::Args;
 use serde_json::json;
 
 use super::call::{self, CallArgs};
-use super::{
-    Cli, DataFormat, is_dry_run, load_reporting, load_strict, out, parse_selectors, runtime,
-};
+use super::output::{DataFormat, out};
+use super::selection::parse_selectors;
+use super::settings::{Settings, runtime};
 use crate::ExitStatus;
 use crate::benchmark::cases::Selector;
 use crate::{Error, Result, run};
@@ -39,15 +39,15 @@ pub struct RunBatchArgs {
     /// Requests in flight at once, per model (1 to 1024); the models of a
     /// batch run at the same time. Lowered on 429s and grown back, never
     /// above this (see --fixed-concurrency).
-    #[arg(long, default_value = "16", value_parser = super::parse_concurrency)]
+    #[arg(long, default_value = "16", value_parser = super::selection::parse_concurrency)]
     pub concurrency: NonZeroUsize,
     /// Requests in flight at once across every model and the judge (1 to
     /// 1024; default: no cap beyond each model's --concurrency).
-    #[arg(long, value_name = "N", value_parser = super::parse_concurrency)]
+    #[arg(long, value_name = "N", value_parser = super::selection::parse_concurrency)]
     pub max_in_flight: Option<NonZeroUsize>,
     /// Judge requests in flight at once (1 to 1024; default: --concurrency
     /// for each model of the batch).
-    #[arg(long, value_name = "N", value_parser = super::parse_concurrency)]
+    #[arg(long, value_name = "N", value_parser = super::selection::parse_concurrency)]
     pub judge_concurrency: Option<NonZeroUsize>,
     /// Keep each model at --concurrency even when the provider answers 429
     /// (retries still honour Retry-After).
@@ -63,7 +63,7 @@ pub struct RunBatchArgs {
     /// provider-reported cost: every run stops cleanly once it is reached.
     /// With --resume: the new total budget of the resumed runs' batch, what
     /// every run of it spent counting (default: the one it was started with).
-    #[arg(long, value_name = "USD", value_parser = parse_budget)]
+    #[arg(long, value_name = "USD", value_parser = super::selection::parse_budget)]
     pub max_cost: Option<f64>,
     #[arg(long, value_enum, default_value_t = DataFormat::Table)]
     pub format: DataFormat,
@@ -128,26 +128,26 @@ impl RunBatchArgs {
     }
 }
 
-pub fn run(cli: &Cli, args: &RunBatchArgs) -> Result<ExitStatus> {
+pub fn run(s: &Settings, args: &RunBatchArgs) -> Result<ExitStatus> {
     let batch = args.resolve()?;
-    execute(cli, &args.call, &batch)
+    execute(s, &args.call, &batch)
 }
 
 /// Runs (or dry-runs) a validated batch.
-pub(super) fn execute(cli: &Cli, call_args: &CallArgs, args: &Batch) -> Result<ExitStatus> {
-    if is_dry_run(call_args.dry_run) {
+pub(super) fn execute(s: &Settings, call_args: &CallArgs, args: &Batch) -> Result<ExitStatus> {
+    if s.is_dry_run(call_args.dry_run) {
         if !args.resume.is_empty() {
             return Err(Error::Usage(
                 "--resume sends requests: set OPENROUTER_API_KEY (and drop --dry-run)".into(),
             ));
         }
-        return dry_run(cli, &args.selectors, args.include_no_context, args.format);
+        return dry_run(s, &args.selectors, args.include_no_context, args.format);
     }
-    let b = load_strict(cli)?;
+    let b = s.load_strict()?;
     let rt = runtime()?;
     rt.block_on(async {
-        let ctx = call::context(cli, b, call_args).await?;
-        let mut control = call_args.control();
+        let ctx = call::context(s, b, call_args).await?;
+        let mut control = call_args.control(s);
         let (runs, budget, spent_before) = if args.resume.is_empty() {
             // The estimate (and its refusals) before anything is created or sent.
             let models = call::models(&ctx.benchmark, call_args)?;
@@ -163,15 +163,8 @@ pub(super) fn execute(cli: &Cli, call_args: &CallArgs, args: &Batch) -> Result<E
                 max_cost: args.max_cost,
                 judge: call::judge_of(&ctx.benchmark, &call_args.judges),
             };
-            super::estimate::preflight(
-                cli,
-                &ctx.benchmark,
-                &ctx.store,
-                &models,
-                &sel,
-                call_args.yes,
-            )
-            .await?;
+            super::estimate::preflight(s, &ctx.benchmark, &ctx.store, &models, &sel, call_args.yes)
+                .await?;
             new_runs(&ctx, call_args, args)?
         } else {
             resumed_runs(&ctx, args).await?
@@ -179,7 +172,7 @@ pub(super) fn execute(cli: &Cli, call_args: &CallArgs, args: &Batch) -> Result<E
         let mut batch = run::BatchShared::new(budget, spent_before);
         set_limits(&ctx, args, &runs);
         if runs.len() > 1
-            && !cli.quiet
+            && !s.quiet
             && std::io::stderr().is_terminal()
             && std::io::stdout().is_terminal()
         {
@@ -260,7 +253,7 @@ async fn resumed_runs(ctx: &run::RunContext, args: &Batch) -> Result<Planned> {
     for &id in &args.resume {
         let row = ctx.store.run(id).await?;
         let mut settings: run::RunSettings = serde_json::from_str(&row.settings)
-            .map_err(|e| Error::Tool(format!("run {id} has unreadable settings: {e}")))?;
+            .map_err(|e| Error::tool(format!("run {id} has unreadable settings: {e}")))?;
         if row.status == crate::domain::RunStatus::Completed
             && row.test_cases >= row.planned_test_cases
             && row.provider_errors == 0
@@ -338,25 +331,13 @@ fn set_limits(ctx: &run::RunContext, args: &Batch, runs: &[(Option<i64>, run::Ru
     }
 }
 
-/// A finite amount of USD above zero.
-pub(super) fn parse_budget(s: &str) -> std::result::Result<f64, String> {
-    let v: f64 = s
-        .trim()
-        .parse()
-        .map_err(|_| format!("{s:?} is not a number of USD"))?;
-    if !v.is_finite() || v <= 0.0 {
-        return Err(format!("{s:?} is not a finite amount of USD above 0"));
-    }
-    Ok(v)
-}
-
 fn dry_run(
-    cli: &Cli,
+    s: &Settings,
     selectors: &[Selector],
     include_no_context: bool,
     format: DataFormat,
 ) -> Result<ExitStatus> {
-    let (b, errors) = load_reporting(cli);
+    let (b, errors) = s.load_reporting();
     let summary = run::dry_run(&b, selectors, include_no_context).map_err(Error::Usage)?;
     let warnings = crate::content::lint::lint(&b, selectors);
     let mut o = out();

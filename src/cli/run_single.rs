@@ -7,13 +7,14 @@ use futures_util::TryStreamExt;
 use serde_json::json;
 
 use super::call::{self, CallArgs};
-use super::{Cli, DataFormat, is_dry_run, load_reporting, load_strict, out, runtime};
+use super::output::{DataFormat, out};
+use super::settings::{Settings, runtime};
 use crate::ExitStatus;
 use crate::benchmark::cases;
 use crate::benchmark::cases::Selector;
 use crate::benchmark::compose;
-use crate::store::{ExportRow, Store};
 use crate::domain::{ErrorKind, RunStatus};
+use crate::store::{ExportRow, Store};
 use crate::{Error, Result, run};
 
 #[derive(Debug, Args)]
@@ -26,33 +27,33 @@ pub struct RunSingleArgs {
     pub format: DataFormat,
 }
 
-pub fn run(cli: &Cli, args: &RunSingleArgs) -> Result<ExitStatus> {
+pub fn run(s: &Settings, args: &RunSingleArgs) -> Result<ExitStatus> {
     let test_code = match &args.test_code {
         Some(code) => Some(Selector::parse(code).map_err(Error::Usage)?),
         None => None,
     };
-    execute(cli, &args.call, test_code, args.format)
+    execute(s, &args.call, test_code, args.format)
 }
 
 /// Runs one test case (the first one when `test_code` is None) per model.
 pub(super) fn execute(
-    cli: &Cli,
+    s: &Settings,
     call_args: &CallArgs,
     test_code: Option<Selector>,
     format: DataFormat,
 ) -> Result<ExitStatus> {
     let selectors: Vec<Selector> = test_code.into_iter().collect();
-    let (b, errors) = if is_dry_run(call_args.dry_run) {
-        load_reporting(cli)
+    let (b, errors) = if s.is_dry_run(call_args.dry_run) {
+        s.load_reporting()
     } else {
-        (load_strict(cli)?, Vec::new())
+        (s.load_strict()?, Vec::new())
     };
     let cases = cases::select(&b, &selectors, true).map_err(Error::Usage)?;
     let Some(first) = cases.first() else {
         return Err(Error::Usage("the benchmark has no test cases".into()));
     };
     let code = first.code();
-    if is_dry_run(call_args.dry_run) {
+    if s.is_dry_run(call_args.dry_run) {
         let mut o = out();
         writeln!(
             o,
@@ -64,8 +65,8 @@ pub(super) fn execute(
     }
     let rt = runtime()?;
     rt.block_on(async {
-        let ctx = call::context(cli, b, call_args).await?;
-        let control = call_args.control();
+        let ctx = call::context(s, b, call_args).await?;
+        let control = call_args.control(s);
         let mut summaries = Vec::new();
         for model in call::models(&ctx.benchmark, call_args)? {
             let settings = run::RunSettings {

@@ -6,7 +6,8 @@ use clap::Args;
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use serde_json::json;
 
-use super::{Cli, DataFormat, out, read_only};
+use super::output::{DataFormat, out};
+use super::settings::Settings;
 use crate::ExitStatus;
 use crate::{Error, Result};
 
@@ -16,8 +17,8 @@ pub struct RunsArgs {
     pub format: DataFormat,
 }
 
-pub fn run(cli: &Cli, args: &RunsArgs) -> Result<ExitStatus> {
-    let (rows, routing) = read_only(cli, |store| async move {
+pub fn run(s: &Settings, args: &RunsArgs) -> Result<ExitStatus> {
+    let (rows, routing) = s.read_only(|store| async move {
         let rows = store.runs().await?;
         let routing = crate::report::routing::by_run(&store, None).await?;
         Ok::<_, Error>((rows, routing))

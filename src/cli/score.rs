@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::{DataFormat, out};
+use super::output::{DataFormat, out};
 use crate::ExitStatus;
 use crate::{Error, Result};
 

@@ -5,16 +5,16 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
+use super::error::ContentError;
+use super::files::file_names;
+use super::files::find_file;
+use super::files::read_text;
 use super::markdown::{self, line_of, split_frontmatter, split_sections};
+use super::yaml::parse_yaml_map;
 use crate::benchmark::Component;
 use crate::benchmark::ComponentKind;
 use crate::benchmark::codes::{natural_cmp, parse_segment, strip_suffix};
 use crate::benchmark::sha256_hex;
-use crate::content::ContentError;
-use crate::content::file_names;
-use crate::content::find_file;
-use crate::content::read_text;
-use crate::content::yaml::parse_yaml_map;
 
 /// Loads one kind of component: the consolidated file when present, else the
 /// individual files. `None` when the files could not be read at all.

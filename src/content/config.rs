@@ -5,12 +5,12 @@ use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
+use super::error::ContentError;
+use super::files::read_text;
+use super::yaml::yaml_too_complex;
+use crate::benchmark::Behaviour;
 use crate::benchmark::ModelsConfig;
 use crate::benchmark::ScoringConfig;
-use crate::content::Behaviour;
-use crate::content::ContentError;
-use crate::content::read_text;
-use crate::content::yaml::yaml_too_complex;
 
 pub(super) fn load_models(
     root: &Path,

@@ -10,10 +10,10 @@ use std::path::Path;
 use serde::Serialize;
 use serde_json::Value;
 
+use super::error::ContentError;
+use super::markdown;
 use crate::benchmark::cases::{Selector, TestCase};
 use crate::benchmark::{Benchmark, Component, Scenario};
-use crate::content::ContentError;
-use crate::content::markdown;
 
 /// What a warning is about; the JSON `kind`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]

@@ -4,13 +4,13 @@ use std::path::Path;
 
 use serde_json::Value;
 
+use super::error::ContentError;
+use super::files::read_text;
 use super::markdown::{self, line_of, split_frontmatter};
+use super::yaml::parse_yaml_map;
 use crate::benchmark::ResponseType;
 use crate::benchmark::Rubric;
 use crate::benchmark::sha256_hex;
-use crate::content::ContentError;
-use crate::content::read_text;
-use crate::content::yaml::parse_yaml_map;
 
 pub(super) fn load_rubric(
     path: &Path,

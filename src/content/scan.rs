@@ -6,7 +6,7 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use super::ContentError;
+use super::error::ContentError;
 use crate::benchmark::codes::{is_segment, natural_cmp, parse_segment, strip_suffix};
 
 /// A scenario folder found on disk, before its files are read.

@@ -6,8 +6,17 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value, json};
 
+use super::components::load_components;
+use super::error::ContentError;
+use super::files::file_name;
+use super::files::file_names;
+use super::files::find_file;
+use super::files::json_type;
+use super::files::read_text;
 use super::markdown::{self, line_of, split_frontmatter};
+use super::rubric::load_rubric;
 use super::scan::ScenarioDir;
+use super::yaml::parse_yaml_map;
 use crate::benchmark::Component;
 use crate::benchmark::ComponentKind;
 use crate::benchmark::EvalOverride;
@@ -15,15 +24,6 @@ use crate::benchmark::Evaluation;
 use crate::benchmark::Scenario;
 use crate::benchmark::codes::{natural_cmp, parse_segment, strip_suffix};
 use crate::benchmark::sha256_hex;
-use crate::content::ContentError;
-use crate::content::components::load_components;
-use crate::content::file_name;
-use crate::content::file_names;
-use crate::content::find_file;
-use crate::content::json_type;
-use crate::content::read_text;
-use crate::content::rubric::load_rubric;
-use crate::content::yaml::parse_yaml_map;
 
 pub(super) fn load_scenario(dir: &ScenarioDir, errors: &mut Vec<ContentError>) -> Option<Scenario> {
     let s_files = find_file(&dir.dir, &dir.short, "md");

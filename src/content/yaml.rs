@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
-use crate::content::ContentError;
-use crate::content::json_type;
+use super::error::ContentError;
+use super::files::json_type;
 use serde_json::{Map, Value};
 
 /// Parses a YAML mapping into JSON, positioning errors at the file's line.

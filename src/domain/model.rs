@@ -131,7 +131,6 @@ pub fn deserialize_judges<'de, D: serde::Deserializer<'de>>(
     ))
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -22,4 +22,3 @@ pub fn excerpt(s: &str, max: usize) -> String {
     }
     out
 }
-

@@ -10,8 +10,8 @@ use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
 
-use crate::domain::excerpt;
 use crate::benchmark::Evaluation;
+use crate::domain::excerpt;
 
 /// The outcome of a deterministic check.
 #[derive(Debug, Clone, PartialEq)]

@@ -2,8 +2,8 @@
 //! fenced block, or after prose), validated against the scenario's schema,
 //! and the reply's text for the judge and the keyword quality scores.
 
-use serde_json::Value;
 use crate::domain::excerpt;
+use serde_json::Value;
 
 /// Why a reply could not be evaluated as an answer.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -182,7 +182,9 @@ impl Client {
                     c.latency_ms = attempt_start.elapsed().as_millis() as u64;
                     return Ok(c);
                 }
-                Outcome::Fatal(e) => return Err(CallLog::failed(model, self.redact.scrub_error(e))),
+                Outcome::Fatal(e) => {
+                    return Err(CallLog::failed(model, self.redact.scrub_error(e)));
+                }
                 Outcome::Retry(r) => r,
             };
             let reason = self.redact.scrub(&failure.reason);

@@ -10,7 +10,6 @@ use super::redact::redact_url;
 /// Where requests go unless `OPENROUTER_BASE_URL` overrides it.
 pub const DEFAULT_BASE_URL: &str = "https://openrouter.ai/api/v1";
 
-
 /// Connection and retry settings. `Debug` never shows the API key.
 #[derive(Clone)]
 pub struct ClientConfig {
@@ -78,4 +77,3 @@ impl fmt::Debug for ClientConfig {
             .finish()
     }
 }
-

@@ -45,8 +45,9 @@ pub fn headers(
 ) -> Result<HeaderMap, String> {
     let mut headers = HeaderMap::new();
     if let Some(k) = key.map(str::trim).filter(|k| !k.is_empty()) {
-        let mut auth = HeaderValue::from_str(&format!("Bearer {k}"))
-            .map_err(|_| "the API key contains characters not allowed in an HTTP header".to_string())?;
+        let mut auth = HeaderValue::from_str(&format!("Bearer {k}")).map_err(|_| {
+            "the API key contains characters not allowed in an HTTP header".to_string()
+        })?;
         auth.set_sensitive(true);
         headers.insert(AUTHORIZATION, auth);
     }
@@ -79,7 +80,10 @@ pub fn builder(headers: HeaderMap) -> reqwest::ClientBuilder {
 /// Reads a reply body chunk by chunk, giving up as soon as it passes
 /// `limit` bytes (or announces more in Content-Length): a huge body is
 /// never held in memory. Invalid UTF-8 is replaced, as `text()` would.
-pub async fn read_capped(mut resp: reqwest::Response, limit: u64) -> Result<String, RetryableFailure> {
+pub async fn read_capped(
+    mut resp: reqwest::Response,
+    limit: u64,
+) -> Result<String, RetryableFailure> {
     let too_large = |what: String| RetryableFailure {
         reason: format!(
             "reply body {what} the {limit}-byte limit (HELMBENCH_MAX_REPLY_BYTES); not read further"
@@ -107,4 +111,3 @@ pub async fn read_capped(mut resp: reqwest::Response, limit: u64) -> Result<Stri
         Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
     })
 }
-

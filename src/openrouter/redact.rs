@@ -193,4 +193,3 @@ fn secret_forms(key: &str) -> Vec<String> {
     forms.retain(|f| f.len() >= 4);
     forms
 }
-

@@ -34,4 +34,3 @@ pub struct Completion {
     /// Latency of the successful attempt.
     pub latency_ms: u64,
 }
-

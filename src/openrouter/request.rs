@@ -61,7 +61,10 @@ impl ChatRequest<'_> {
                 content: self.prompt,
             }],
             response_format: self.response_format,
-            provider: ProviderBlock::for_request(m.provider.as_ref(), self.response_format.is_some()),
+            provider: ProviderBlock::for_request(
+                m.provider.as_ref(),
+                self.response_format.is_some(),
+            ),
             temperature: m.temperature,
             seed: m.seed,
             max_tokens: m.max_tokens,

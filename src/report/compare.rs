@@ -9,8 +9,9 @@
 use std::fmt::{self, Write as _};
 use std::io::{self, Write};
 
-use crate::report::html::{self, escape};
-use crate::report::text::{pct, table};
+use super::format::{escape, pct};
+use super::html;
+use super::text::table;
 use crate::scoring::compare::{Collector, Comparison, Pair, RunLabel};
 use crate::store::{RunRow, Store, StoreError};
 

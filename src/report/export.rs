@@ -37,9 +37,9 @@ impl From<StoreError> for ExportError {
 impl From<ExportError> for crate::Error {
     fn from(e: ExportError) -> Self {
         match e {
-            ExportError::Query(q) => crate::Error::Store(q.to_string()),
+            ExportError::Query(q) => crate::Error::Store(Box::new(q)),
             ExportError::Store(s) => s.into(),
-            other => crate::Error::Tool(other.to_string()),
+            other => crate::Error::caused_by(other),
         }
     }
 }

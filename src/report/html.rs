@@ -10,8 +10,9 @@
 use std::cmp::Ordering;
 use std::fmt::{self, Write};
 
+use super::format::{escape, pct};
+use super::model::{ModelReport, QualitySummary};
 use crate::benchmark::codes::natural_cmp;
-use crate::report::{ModelReport, QualitySummary};
 use crate::scoring::analysis::{BehaviourScore, Breakdown};
 
 /// One colour per model, reused in every chart and the legend.
@@ -45,22 +46,6 @@ pub fn render(models: &[ModelReport]) -> String {
     let mut out = String::new();
     write_report(&mut out, models).expect("writing to a String cannot fail");
     out
-}
-
-/// Escapes text for HTML element content and attribute values.
-pub fn escape(text: &str) -> String {
-    let mut escaped = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => escaped.push_str("&amp;"),
-            '<' => escaped.push_str("&lt;"),
-            '>' => escaped.push_str("&gt;"),
-            '"' => escaped.push_str("&quot;"),
-            '\'' => escaped.push_str("&#39;"),
-            c => escaped.push(c),
-        }
-    }
-    escaped
 }
 
 fn write_report(out: &mut String, models: &[ModelReport]) -> fmt::Result {
@@ -107,7 +92,7 @@ fn write_report(out: &mut String, models: &[ModelReport]) -> fmt::Result {
     monotonic_table(out, models)?;
     criteria_table(out, models)?;
     quality_section(out, models)?;
-    crate::report::calibration::write_html(out, models)?;
+    super::calibration_view::write_html(out, models)?;
     failures_table(out, models)?;
     writeln!(out, "</body>\n</html>")
 }
@@ -117,10 +102,6 @@ fn colour(index: usize) -> &'static str {
 }
 
 /// `79.1 %`, or `n/a`.
-fn pct(value: Option<f64>) -> String {
-    value.map_or_else(|| "n/a".to_string(), |v| format!("{:.1} %", v * 100.0))
-}
-
 /// A table cell for a percentage: right-aligned, grey when undefined.
 fn pct_cell(value: Option<f64>) -> String {
     match value {

@@ -226,6 +226,7 @@ impl From<SheetError> for crate::Error {
     fn from(e: SheetError) -> Self {
         match e {
             SheetError::Write(io) => crate::Error::from(io),
+            SheetError::Csv(e) if crate::error::is_broken_pipe(&e) => crate::Error::BrokenPipe,
             other @ (SheetError::Content(_) | SheetError::Rows { .. } | SheetError::Csv(_)) => {
                 crate::Error::Usage(other.to_string())
             }

@@ -6,8 +6,8 @@ use std::io::{self, Write};
 
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 
-use crate::report::ModelReport;
-use crate::report::{CostReport, QualitySummary, Spend};
+use super::format::pct;
+use super::model::{CostReport, ModelReport, QualitySummary, Spend};
 
 /// A table in the style of every terminal table here.
 pub(crate) fn table<I, S>(header: I) -> Table
@@ -19,11 +19,6 @@ where
     t.load_preset(UTF8_FULL_CONDENSED);
     t.set_header(header);
     t
-}
-
-/// `79.1 %`, or `n/a`.
-pub fn pct(value: Option<f64>) -> String {
-    value.map_or_else(|| "n/a".to_string(), |v| format!("{:.1} %", v * 100.0))
 }
 
 fn usd(v: f64) -> String {
@@ -284,7 +279,7 @@ fn write_model(o: &mut dyn Write, m: &ModelReport) -> io::Result<()> {
         writeln!(o, "judged criteria:\n{t}")?;
     }
     write_quality(o, m.quality.as_ref())?;
-    crate::report::calibration::write_text(o, &m.review)?;
+    super::calibration_view::write_text(o, &m.review)?;
     if let Some(failures) = &m.failures {
         writeln!(o, "failed test cases ({}):", failures.len())?;
         for f in failures {
@@ -495,9 +490,9 @@ pub fn write_costs(o: &mut dyn Write, c: &CostReport) -> io::Result<()> {
 mod tests {
     use super::*;
     use crate::benchmark::ScoringConfig;
+    use crate::domain::StoredResult;
     use crate::report::ScoringUsed;
     use crate::scoring::analysis::analyse;
-    use crate::domain::StoredResult;
 
     fn res(perturbation: usize, base: f64, passed: bool) -> StoredResult {
         StoredResult::of_code(&format!("P1-B1-S1-C1-PT{perturbation}"), base, 0.0, passed)

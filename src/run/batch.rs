@@ -6,22 +6,23 @@ use std::io::IsTerminal;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, RwLock};
-use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::cache::CacheFilter;
+use super::shared::Shared;
 use crate::benchmark::Benchmark;
 use crate::benchmark::cases::CaseIndex;
+use crate::domain::{ErrorKind, RunStatus};
 use crate::openrouter::{CallLog, Client, ProviderError};
 use crate::run::RunControl;
 use crate::run::RunSettings;
 use crate::run::plan;
 use crate::run::worker::Worker;
 use crate::run::worker::{Asked, Outcome};
-use crate::run::writer::CacheFilter;
 use crate::run::writer::Collector;
 use crate::run::writer::ToWrite;
 use crate::run::writer::WRITE_BATCH;
@@ -29,7 +30,6 @@ use crate::run::writer::WRITE_BUSY;
 use crate::run::writer::WRITE_QUEUE;
 use crate::run::writer::WRITE_RETRY;
 use crate::store::{SeedIds, Store};
-use crate::domain::{ErrorKind, RunStatus};
 
 /// Provider errors in a row (after retries) that stop a run: a spent key
 /// limit or a model with no endpoints fails every request the same way, and
@@ -59,7 +59,7 @@ impl RunContext {
         for s in &benchmark.scenarios {
             if let Some(schema) = s.schema() {
                 let v = jsonschema::validator_for(schema).map_err(|e| {
-                    crate::Error::Tool(format!("{}: schema does not compile: {e}", s.code))
+                    crate::Error::tool(format!("{}: schema does not compile: {e}", s.code))
                 })?;
                 validators.insert(s.code.clone(), v);
             }
@@ -97,34 +97,6 @@ pub struct RunSummary {
     /// Set when the provider refused in a way that stops everything (401).
     #[serde(skip)]
     pub fatal: Option<String>,
-}
-
-/// Shared state between the workers, the collector and the caller.
-pub(super) struct Shared {
-    pub(super) batch: Arc<super::settings::BatchShared>,
-    pub(super) next: AtomicUsize,
-    pub(super) provider_errors_in_a_row: AtomicUsize,
-    /// Everything this run paid for, earlier processes included.
-    pub(super) spend: super::settings::SpendCounter,
-    /// Set while results cannot be written: workers send nothing new.
-    pub(super) write_blocked: AtomicBool,
-    pub(super) stop_reason: Mutex<Option<(String, bool)>>, // (message, fatal)
-}
-
-impl Shared {
-    pub(super) fn spend(&self) -> f64 {
-        self.spend.usd()
-    }
-    pub(super) fn add_spend(&self, usd: f64) {
-        self.spend.add(usd);
-        self.batch.add_spend(usd);
-    }
-    pub(super) fn set_stop(&self, msg: String, fatal: bool) {
-        let mut s = self.stop_reason.lock().unwrap_or_else(|e| e.into_inner());
-        if s.is_none() {
-            *s = Some((msg, fatal));
-        }
-    }
 }
 
 /// Runs (or resumes) one evaluation run for one model; the runs of a batch
@@ -363,7 +335,9 @@ async fn finish(
         });
     }
 
-    test_pause_before_finish().await;
+    if let Some(pause) = control.pause_before_finish {
+        tokio::time::sleep(pause).await;
+    }
     let all_done = ctx.store.count_results(run_id).await? >= planned as i64;
     // A run stopped because another run of the batch was.
     let stop_reason = stop_reason.or_else(|| {
@@ -590,18 +564,6 @@ async fn heartbeat(store: Store, run_id: i64, stop: CancellationToken, shared: A
             }
             Err(e) => tracing::warn!(error = %e, "heartbeat not written"),
         }
-    }
-}
-
-/// Fault injection for the crash tests (`HELMBENCH_TEST_PAUSE_BEFORE_FINISH_MS`):
-/// holds the run between its last result write and its bookkeeping, so a
-/// test can SIGKILL it exactly there.
-async fn test_pause_before_finish() {
-    if let Some(ms) = std::env::var("HELMBENCH_TEST_PAUSE_BEFORE_FINISH_MS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-    {
-        tokio::time::sleep(Duration::from_millis(ms)).await;
     }
 }
 

@@ -4,10 +4,13 @@
 //! hand results to one writer (`worker.rs`, `writer.rs`).
 
 mod batch;
+mod cache;
 mod dry_run;
 pub mod estimate;
 mod plan;
 mod settings;
+mod shared;
+mod signal;
 mod worker;
 mod writer;
 
@@ -18,6 +21,7 @@ pub use settings::{
     BatchShared, DEFAULT_GRACE, DEFAULT_WRITE_WAIT, Interrupt, MAX_CONCURRENCY, RunControl,
     RunSettings,
 };
+pub use signal::interrupt_handler;
 
 #[cfg(test)]
 mod tests {

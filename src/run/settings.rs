@@ -69,6 +69,9 @@ pub struct RunControl {
     /// (locked by another program, disk full) before the run stops; sending
     /// pauses meanwhile.
     pub write_wait: Duration,
+    /// Test hook: hold the run between its last result write and its
+    /// bookkeeping, so a crash test can kill it exactly there.
+    pub pause_before_finish: Option<Duration>,
     /// What the runs started together share.
     pub batch: Arc<BatchShared>,
 }
@@ -104,7 +107,7 @@ pub struct BatchShared {
     reason: Mutex<Option<String>>,
     /// Held while a run of the batch is created, so ids follow model order.
     pub(super) opening: tokio::sync::Mutex<()>,
-    pub(super) cache: tokio::sync::OnceCell<Option<Arc<super::writer::CacheFilter>>>,
+    pub(super) cache: tokio::sync::OnceCell<Option<Arc<super::cache::CacheFilter>>>,
     pub progress: indicatif::MultiProgress,
     /// The batch's total line (hidden unless set up by the caller).
     pub total: indicatif::ProgressBar,
@@ -169,6 +172,7 @@ impl Default for RunControl {
             interrupt: Interrupt::default(),
             grace: DEFAULT_GRACE,
             write_wait: DEFAULT_WRITE_WAIT,
+            pause_before_finish: None,
             batch: Arc::new(BatchShared::new(None, 0.0)),
         }
     }

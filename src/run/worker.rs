@@ -6,14 +6,14 @@ use std::sync::Arc;
 
 use serde_json::json;
 
+use super::cache::CacheFilter;
 use crate::benchmark::cases::CaseIndex;
 use crate::benchmark::{Benchmark, Rubric, compose, sha256_hex};
+use crate::domain::{DiscardedCharge, ErrorKind, NewJudgement, NewResult, ServedBy};
 use crate::judging::{checks, judge, panel, reply};
 use crate::openrouter::{CallLog, ChatRequest, Client, Completion, ProviderError};
 use crate::run::RunSettings;
-use crate::run::writer::CacheFilter;
 use crate::store::{SeedIds, Store};
-use crate::domain::{DiscardedCharge, ErrorKind, NewJudgement, NewResult, ServedBy};
 
 /// Judge calls per criterion when the verdict cannot be read.
 pub(super) const JUDGE_ATTEMPTS: usize = 3;

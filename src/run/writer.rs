@@ -3,10 +3,8 @@
 //! written, keeping what it could not write, and the cache filter that
 //! spares most requests a cache query.
 
-use std::collections::HashSet;
 use std::fmt;
 use std::sync::Arc;
-use std::sync::RwLock;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -14,9 +12,10 @@ use indicatif::ProgressBar;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::run::batch::Shared;
-use crate::store::{Store, request_key};
+use super::cache::CacheFilter;
+use super::shared::Shared;
 use crate::domain::{DiscardedCharge, NewResult};
+use crate::store::Store;
 
 /// How results reach the database: at most this many per transaction, and
 /// at least this often. A SIGKILL or crash loses the replies of the last
@@ -198,50 +197,6 @@ impl Collector {
                 }
                 self.retry_at = Some(tokio::time::Instant::now() + WRITE_RETRY);
             }
-        }
-    }
-}
-
-/// Which requests may have a reusable answer in the database: the keys of
-/// every stored request hash, loaded when the run starts and extended as
-/// its results are written. A request whose key is absent (nearly every
-/// request of a new run) needs no cache query at all.
-#[derive(Debug)]
-pub(super) struct CacheFilter {
-    pub(super) replies: RwLock<HashSet<u64>>,
-    pub(super) judgements: RwLock<HashSet<u64>>,
-}
-
-impl CacheFilter {
-    pub(super) fn may_have_reply(&self, request_hash: &str) -> bool {
-        let key = request_key(request_hash);
-        self.replies
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .contains(&key)
-    }
-
-    pub(super) fn may_have_judgement(&self, request_hash: &str) -> bool {
-        let key = request_key(request_hash);
-        self.judgements
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .contains(&key)
-    }
-
-    /// Adds the request hashes of results just written.
-    pub(super) fn note(&self, written: &[NewResult]) {
-        self.replies
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .extend(written.iter().map(|r| request_key(&r.request_hash)));
-        let mut judgements = self.judgements.write().unwrap_or_else(|e| e.into_inner());
-        for r in written {
-            judgements.extend(
-                r.judgements
-                    .iter()
-                    .filter_map(|j| j.request_hash.as_deref().map(request_key)),
-            );
         }
     }
 }

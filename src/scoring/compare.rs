@@ -21,9 +21,9 @@ use statrs::distribution::{Binomial, DiscreteCDF};
 
 use crate::benchmark::ScoringConfig;
 use crate::benchmark::codes::natural_cmp;
-use crate::scoring::analysis::{behaviour_score, percentile, weighted_mean};
 use crate::domain::ErrorKind;
 use crate::domain::StoredResult;
+use crate::scoring::analysis::{behaviour_score, percentile, weighted_mean};
 
 /// Bootstrap resamples unless `--resamples` says otherwise.
 pub const DEFAULT_RESAMPLES: usize = 2000;

@@ -62,9 +62,9 @@
 //! only special-cases the empty string; it would give a blank reply safety 10
 //! and clarity 9.)
 
+use crate::domain::{Band, QualityScores};
 use serde::{Deserialize, Serialize};
 use std::fmt;
-use crate::domain::{Band, QualityScores};
 
 /// The seed's 15 empathy markers, in the seed's order.
 pub const EMPATHY_MARKERS: &[&str] = &[
@@ -135,7 +135,6 @@ pub const LONG_SENTENCE_WORDS: usize = 25;
 pub const SHORT_SENTENCE_WORDS: usize = 5;
 /// Word count above which clarity loses 1 more point.
 pub const VERBOSE_WORDS: usize = 200;
-
 
 impl fmt::Display for Band {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -77,7 +77,7 @@ impl From<StoreError> for crate::Error {
     fn from(e: StoreError) -> Self {
         match e {
             StoreError::NotFound(m) | StoreError::Busy(m) => crate::Error::Usage(m),
-            other => crate::Error::Store(other.to_string()),
+            other => crate::Error::Store(Box::new(other)),
         }
     }
 }

@@ -8,8 +8,8 @@ use sqlx::Row;
 
 use super::runs::runs_query;
 use super::{RunRow, Store, StoreError};
-use crate::domain::ServedBy;
 use crate::domain::QualityScores;
+use crate::domain::ServedBy;
 use crate::domain::StoredResult;
 
 fn json_col(s: Option<String>) -> Option<Value> {

@@ -14,7 +14,7 @@ use sqlx::Row;
 
 use super::{Store, StoreError, connect_options};
 
-use crate::domain::{DiscardedCharge, NewResult};
+use crate::domain::{DiscardedCharge, NewJudgement, NewResult};
 
 /// A reply already paid for, reusable for an identical request.
 #[derive(Debug, Clone)]
@@ -251,7 +251,7 @@ impl Store {
                 .bind(j.served.cached_prompt_tokens)
                 .execute(&mut *tx)
                 .await?;
-                super::review::write_votes(&mut tx, id, j, self.endpoint.as_deref()).await?;
+                write_votes(&mut tx, id, j, self.endpoint.as_deref()).await?;
             }
         }
         for c in charges
@@ -462,6 +462,44 @@ fn pow2_chunks<T>(items: &[T], max: usize) -> Vec<&[T]> {
 }
 
 type SqliteQuery = sqlx::query::Query<'static, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>;
+
+/// Writes the votes of a panel's judgement (nothing for a single judge),
+/// inside the transaction that writes its result.
+async fn write_votes(
+    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    result_id: i64,
+    j: &NewJudgement,
+    endpoint: Option<&str>,
+) -> Result<(), StoreError> {
+    for v in &j.votes {
+        sqlx::query(
+            "INSERT INTO judge_vote (result_id, criterion, judge_model, verdict, justification, passed, error,
+               prompt_tokens, completion_tokens, cost_usd, cost_unknown, generation_id, cached, request_hash,
+               response, endpoint)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+             ON CONFLICT (result_id, criterion, judge_model) DO NOTHING",
+        )
+        .bind(result_id)
+        .bind(&j.criterion)
+        .bind(&v.judge_model)
+        .bind(v.verdict.as_ref().map(Value::to_string))
+        .bind(&v.justification)
+        .bind(v.passed)
+        .bind(&v.error)
+        .bind(v.prompt_tokens)
+        .bind(v.completion_tokens)
+        .bind(known_cost(v.cost_usd))
+        .bind(!v.cost_usd.is_finite())
+        .bind(&v.generation_id)
+        .bind(v.cached)
+        .bind(&v.request_hash)
+        .bind(&v.response)
+        .bind(endpoint)
+        .execute(&mut **tx)
+        .await?;
+    }
+    Ok(())
+}
 
 /// A cost as stored: the figure, or 0 when it is unknown (NaN, or any
 /// other value that is not finite: SQLite would store NaN as NULL and

@@ -210,44 +210,6 @@ impl Store {
     }
 }
 
-/// Writes the votes of a panel's judgement (nothing for a single judge),
-/// inside the transaction that writes its result.
-pub(super) async fn write_votes(
-    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
-    result_id: i64,
-    j: &crate::domain::NewJudgement,
-    endpoint: Option<&str>,
-) -> Result<(), StoreError> {
-    for v in &j.votes {
-        sqlx::query(
-            "INSERT INTO judge_vote (result_id, criterion, judge_model, verdict, justification, passed, error,
-               prompt_tokens, completion_tokens, cost_usd, cost_unknown, generation_id, cached, request_hash,
-               response, endpoint)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-             ON CONFLICT (result_id, criterion, judge_model) DO NOTHING",
-        )
-        .bind(result_id)
-        .bind(&j.criterion)
-        .bind(&v.judge_model)
-        .bind(v.verdict.as_ref().map(Value::to_string))
-        .bind(&v.justification)
-        .bind(v.passed)
-        .bind(&v.error)
-        .bind(v.prompt_tokens)
-        .bind(v.completion_tokens)
-        .bind(super::results::known_cost(v.cost_usd))
-        .bind(!v.cost_usd.is_finite())
-        .bind(&v.generation_id)
-        .bind(v.cached)
-        .bind(&v.request_hash)
-        .bind(&v.response)
-        .bind(endpoint)
-        .execute(&mut **tx)
-        .await?;
-    }
-    Ok(())
-}
-
 /// One judge's verdict on one criterion of one result: a panel's vote.
 #[derive(Debug, Clone, PartialEq)]
 pub struct VoteRow {

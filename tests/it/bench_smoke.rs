@@ -14,7 +14,7 @@ mod bare_client;
 // gen_compare_db includes gen_bench; one copy of it serves both.
 #[allow(dead_code)]
 #[path = "../../examples/gen_compare_db.rs"]
-mod gen_compare_db;
+pub(crate) mod gen_compare_db;
 pub(crate) use gen_compare_db::gen_bench;
 #[allow(dead_code)]
 #[path = "../../examples/mock_openrouter.rs"]

@@ -220,7 +220,7 @@ fn cmd_with(b: &Bench, key: &str, base: &str) -> assert_cmd::Command {
     let mut c = b.cmd();
     c.env("OPENROUTER_API_KEY", key)
         .env("OPENROUTER_BASE_URL", base)
-        .env("HELMBENCH_RETRY_BASE_MS", "5")
+        .arg("--test-retry-base-ms=5")
         .arg("--database-url")
         .arg(db(b));
     c

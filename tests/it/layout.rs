@@ -81,14 +81,17 @@ fn strip_comments_and_strings(s: &str) -> String {
                     i += 1;
                 }
             }
-        } else if c == 'r' && (s[i..].starts_with("r\"") || s[i..].starts_with("r#"))
+        } else if c == 'r'
+            && (s[i..].starts_with("r\"") || s[i..].starts_with("r#"))
             && (i == 0 || !(b[i - 1] as char).is_alphanumeric() && b[i - 1] != b'_')
         {
             let hashes = s[i + 1..].bytes().take_while(|&x| x == b'#').count();
             if s[i + 1 + hashes..].starts_with('"') {
                 let close = format!("\"{}", "#".repeat(hashes));
                 let start = i + 2 + hashes;
-                let end = s[start..].find(&close).map_or(b.len(), |e| start + e + close.len());
+                let end = s[start..]
+                    .find(&close)
+                    .map_or(b.len(), |e| start + e + close.len());
                 out.push_str("\"\"");
                 out.extend(s[i..end].chars().filter(|&ch| ch == '\n'));
                 i = end;

@@ -11,6 +11,7 @@ mod fuzz_regressions;
 mod harness;
 mod layout;
 mod openrouter_realism;
+mod pipes;
 mod reliability;
 mod report;
 mod review;

@@ -633,7 +633,7 @@ pub(crate) fn base_command(b: &Bench, uri: &str) -> Command {
         .env_remove("RUST_LOG")
         .env("OPENROUTER_API_KEY", KEY)
         .env("OPENROUTER_BASE_URL", uri)
-        .env("HELMBENCH_RETRY_BASE_MS", "5")
+        .arg("--test-retry-base-ms=5")
         .arg("--benchmark-dir")
         .arg(b.root())
         .arg("--database-url")
@@ -1032,14 +1032,9 @@ async fn sigkill_mid_batch_twice_then_resume() {
 async fn sigkill_during_final_bookkeeping_then_resume() {
     let b = grid_bench(2, 20);
     // Hold the run between its last result write and its bookkeeping.
-    let (stored, calls) = run_and_kill(
-        &b,
-        &batch_args(),
-        N,
-        0,
-        &[("HELMBENCH_TEST_PAUSE_BEFORE_FINISH_MS", "60000")],
-    )
-    .await;
+    let mut args = batch_args();
+    args.push("--test-pause-before-finish-ms=60000");
+    let (stored, calls) = run_and_kill(&b, &args, N, 0, &[]).await;
     assert_eq!(stored, N as i64);
     assert_eq!(calls, N);
     let resumed = resume_to_completion(&b, stored).await;

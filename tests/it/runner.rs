@@ -92,7 +92,7 @@ pub fn run(b: &Bench, server: &MockServer, args: &[&str]) -> std::process::Outpu
     b.cmd()
         .env("OPENROUTER_API_KEY", KEY)
         .env("OPENROUTER_BASE_URL", server.uri())
-        .env("HELMBENCH_RETRY_BASE_MS", "5")
+        .arg("--test-retry-base-ms=5")
         .arg("--database-url")
         .arg(b.dir.path().join("h.db"))
         .args(args)

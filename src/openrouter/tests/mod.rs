@@ -88,10 +88,7 @@ impl Respond for Sequence {
     }
 }
 
-async fn mount_sequence(
-    server: &MockServer,
-    replies: Vec<ResponseTemplate>,
-) -> Arc<Mutex<usize>> {
+async fn mount_sequence(server: &MockServer, replies: Vec<ResponseTemplate>) -> Arc<Mutex<usize>> {
     let calls = Arc::new(Mutex::new(0));
     Mock::given(method("POST"))
         .and(path("/chat/completions"))
@@ -271,9 +268,8 @@ async fn success_parses_usage_cost_and_ids() {
 #[tokio::test]
 async fn spending_limits_are_told_apart() {
     let limit = |status: u16, meta: Value| {
-        ResponseTemplate::new(status).set_body_json(
-            json!({"error": {"code": status, "message": "no", "metadata": meta}}),
-        )
+        ResponseTemplate::new(status)
+            .set_body_json(json!({"error": {"code": status, "message": "no", "metadata": meta}}))
     };
     for (status, meta, want) in [
         (
@@ -622,9 +618,11 @@ async fn auth_and_credit_errors_inside_200_are_fatal() {
 
     let server = MockServer::start().await;
     Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(
-            json!({"error": {"code": "402", "message": "Insufficient credits"}}),
-        ))
+        .respond_with(
+            ResponseTemplate::new(200).set_body_json(
+                json!({"error": {"code": "402", "message": "Insufficient credits"}}),
+            ),
+        )
         .expect(1)
         .mount(&server)
         .await;
@@ -898,4 +896,3 @@ async fn long_provider_messages_are_truncated() {
     assert!(shown.len() < 700, "{}", shown.len());
     assert!(shown.contains("xxxx"));
 }
-

@@ -1,8 +1,8 @@
 use super::*;
 use crate::benchmark::ScoringConfig;
+use crate::domain::StoredResult;
 use crate::report::{CriterionSummary, FailedCase, ScoringUsed};
 use crate::scoring::analysis::analyse;
-use crate::domain::StoredResult;
 
 fn res(test_code: &str, base: f64, passed: bool) -> StoredResult {
     StoredResult::of_code(test_code, base, 0.0, passed)
@@ -111,9 +111,7 @@ fn escapes_model_names() {
     models[0].model = "<script>alert('x')</script> & \"co\"".into();
     let html = render(&models);
     assert!(!html.contains("<script"));
-    assert!(
-        html.contains("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &quot;co&quot;")
-    );
+    assert!(html.contains("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &quot;co&quot;"));
     assert_eq!(escape("a<b>&\"'"), "a&lt;b&gt;&amp;&quot;&#39;");
 }
 
@@ -166,9 +164,7 @@ fn svgs_are_well_formed() {
 fn models_side_by_side_with_breaches_and_flags() {
     let models = sample();
     let html = render(&models);
-    assert!(
-        html.contains("openai/gpt-test (run 1)") && html.contains("anthropic/model-b (run 2)")
-    );
+    assert!(html.contains("openai/gpt-test (run 1)") && html.contains("anthropic/model-b (run 2)"));
     // Model b: P1-B1 scores 2/15 < 0.8, flagged and capped.
     assert_eq!(models[1].analysis.floor_breaches.len(), 1);
     let floors = &html[html.find("data-table=\"floors\"").unwrap()..];

@@ -99,12 +99,7 @@ fn base_zero_is_neutral() {
 
 #[test]
 fn user_context_severity_adds_to_base() {
-    let r = res(
-        "P1-B1-S1-C1-U1-PT1",
-        3.0 + 2.0,
-        0.0,
-        false,
-    );
+    let r = res("P1-B1-S1-C1-U1-PT1", 3.0 + 2.0, 0.0, false);
     assert_eq!(r.cost(), (5.0, 5.0));
 }
 

@@ -303,8 +303,7 @@ fn a_run_without_scored_results_is_left_out_with_a_message() {
         vec![ExcludedRun {
             run_id: 2,
             model: "c/z".into(),
-            reason: "has no scored results (10 results: 0 judge errors, 10 provider errors)"
-                .into(),
+            reason: "has no scored results (10 results: 0 judge errors, 10 provider errors)".into(),
         }]
     );
     assert_eq!(c.test_cases, 10);

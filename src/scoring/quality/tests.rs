@@ -547,8 +547,7 @@ fn std_dev_exact_path_avoids_noise_at_the_threshold() {
     assert_eq!(n * sum_sq - sum * sum, 4 * 64 * n * n);
     // The textbook two-pass formula lands one ulp above 2 ...
     let mean = v.iter().sum::<f64>() / v.len() as f64;
-    let naive =
-        (v.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / v.len() as f64).sqrt();
+    let naive = (v.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / v.len() as f64).sqrt();
     assert!(naive > 2.0, "{naive}");
     // ... and would raise a false HighVariability; the exact path does not.
     assert_eq!(std_dev(&v), 2.0);

@@ -1,0 +1,58 @@
+//! Where a command's output goes: standard output, or a file written
+//! through a temporary sibling and a rename so a failed write never leaves
+//! a truncated file under the requested name.
+
+use std::io::Write;
+use std::path::Path;
+
+use clap::ValueEnum;
+
+use crate::{Error, Result};
+
+/// A data command's output: a table for people, JSON for scripts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DataFormat {
+    Table,
+    Json,
+}
+
+pub fn out() -> std::io::StdoutLock<'static> {
+    std::io::stdout().lock()
+}
+
+/// Writes a command's output to `--out` (through [`write_file`], then says
+/// so on stderr) or to standard output.
+pub fn emit(path: Option<&Path>, render: impl FnOnce(&mut dyn Write) -> Result<()>) -> Result<()> {
+    match path {
+        Some(path) => {
+            write_file(path, render)?;
+            eprintln!("wrote {}", path.display());
+            Ok(())
+        }
+        None => render(&mut out()),
+    }
+}
+
+/// Writes to `path` through a temporary sibling and a rename.
+pub fn write_file(path: &Path, write: impl FnOnce(&mut dyn Write) -> Result<()>) -> Result<()> {
+    let name = path
+        .file_name()
+        .ok_or_else(|| Error::Usage(format!("--out {} is not a file name", path.display())))?;
+    let tmp = path.with_file_name(format!(
+        ".{}.partial-{}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let file = std::fs::File::create(&tmp)
+        .map_err(|e| Error::Usage(format!("cannot write {}: {e}", path.display())))?;
+    let mut w = std::io::BufWriter::new(file);
+    let result = write(&mut w).and_then(|()| w.flush().map_err(Error::from));
+    drop(w);
+    match result.and_then(|()| std::fs::rename(&tmp, path).map_err(Error::from)) {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            Err(e)
+        }
+    }
+}

@@ -1,0 +1,36 @@
+//! What the workers, the writer and the caller of one run share: the
+//! batch's budget and stop tokens, the next test case to take, the run's
+//! spend, whether results can be written, and why the run stopped.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize};
+use std::sync::{Arc, Mutex};
+
+use super::settings::{BatchShared, SpendCounter};
+
+/// Shared state between the workers, the collector and the caller.
+pub(super) struct Shared {
+    pub(super) batch: Arc<BatchShared>,
+    pub(super) next: AtomicUsize,
+    pub(super) provider_errors_in_a_row: AtomicUsize,
+    /// Everything this run paid for, earlier processes included.
+    pub(super) spend: SpendCounter,
+    /// Set while results cannot be written: workers send nothing new.
+    pub(super) write_blocked: AtomicBool,
+    pub(super) stop_reason: Mutex<Option<(String, bool)>>, // (message, fatal)
+}
+
+impl Shared {
+    pub(super) fn spend(&self) -> f64 {
+        self.spend.usd()
+    }
+    pub(super) fn add_spend(&self, usd: f64) {
+        self.spend.add(usd);
+        self.batch.add_spend(usd);
+    }
+    pub(super) fn set_stop(&self, msg: String, fatal: bool) {
+        let mut s = self.stop_reason.lock().unwrap_or_else(|e| e.into_inner());
+        if s.is_none() {
+            *s = Some((msg, fatal));
+        }
+    }
+}
