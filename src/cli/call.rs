@@ -155,30 +155,21 @@ pub(super) fn judge_of(b: &Benchmark, judges: &[String]) -> Option<String> {
     }
 }
 
-/// A run's settings with one request at a time, no limit, one repeat and no
-/// spending cap; `run-batch` overrides those from its own flags.
+/// A run's settings over `selection` with one request at a time; `run-batch`
+/// sets its concurrency and batch token.
 pub(super) fn settings_for(
     b: &Benchmark,
     model: crate::domain::ModelEntry,
-    selectors: Vec<String>,
-    include_no_context: bool,
+    selection: &run::Selection,
     call: &CallArgs,
 ) -> run::RunSettings {
-    run::RunSettings {
+    selection.settings(
         model,
-        judge_model: judge_of(b, &call.judges),
-        judge_tie: call.judge_tie,
-        selectors,
-        include_no_context,
-        concurrency: std::num::NonZeroUsize::MIN,
-        limit: None,
-        repeats: 1,
-        no_cache: call.no_cache,
-        max_cost: None,
-        tool_version: env!("CARGO_PKG_VERSION").to_string(),
-        benchmark_hash: b.content_hash.clone(),
-        batch: None,
-    }
+        judge_of(b, &call.judges),
+        call.judge_tie,
+        call.no_cache,
+        &b.content_hash,
+    )
 }
 
 /// Prints run summaries; exit 1 when a run stopped early, left test cases

@@ -14,79 +14,41 @@ use clap::Args;
 use serde_json::json;
 
 use super::output::{DataFormat, out};
-use super::selection::parse_selectors;
+use super::selection::SelectionArgs;
 use super::settings::{Settings, runtime};
 use crate::benchmark::Benchmark;
 use crate::domain::ModelEntry;
-use crate::openrouter::catalog::{CATALOG_TIMEOUT, Catalog, CatalogClient, KeyInfo};
-use crate::run::estimate::{self, CompletionInput, Estimate, ModelInputs, Prices};
+use crate::openrouter::catalog::{CATALOG_TIMEOUT, CatalogClient, KeyInfo};
+use crate::run::Selection;
+use crate::run::estimate::{self, CompletionInput, ModelInputs, Prices};
+use crate::run::preflight::{Priced, find, refusals};
 use crate::store::Store;
 use crate::{Error, ExitStatus, Result};
 
 #[derive(Debug, Args)]
 pub struct EstimateArgs {
-    /// Scenario codes, test codes or prefixes, as for run-batch.
-    #[arg(long = "scenario", num_args = 1.., required_unless_present = "all_scenarios")]
-    pub scenarios: Vec<String>,
-    /// Every scenario.
-    #[arg(long, conflicts_with = "scenarios")]
-    pub all_scenarios: bool,
+    #[command(flatten)]
+    pub selection: SelectionArgs,
     /// Models (comma-separated), overriding models.yml.
     #[arg(long, value_delimiter = ',')]
     pub models: Vec<String>,
-    /// Leave out the test cases without a user context.
-    #[arg(long)]
-    pub skip_no_context: bool,
-    /// At most this many test cases.
-    #[arg(long)]
-    pub limit: Option<usize>,
-    /// Each test case this many times.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=10_000))]
-    pub repeats: u32,
-    /// A budget in USD to compare the estimate with (as run-batch would).
-    #[arg(long, value_name = "USD", value_parser = super::selection::parse_budget)]
-    pub max_cost: Option<f64>,
     #[arg(long, value_enum, default_value_t = DataFormat::Table)]
     pub format: DataFormat,
 }
 
-/// What the estimate covers: run-batch's selection flags.
-#[derive(Debug, Clone)]
-pub(super) struct Selection {
-    pub selectors: Vec<String>,
-    pub include_no_context: bool,
-    pub limit: Option<usize>,
-    pub repeats: u32,
-    pub max_cost: Option<f64>,
-    /// The judge, or a panel comma-joined (`--judges` or marking_model).
-    pub judge: Option<String>,
-}
-
-/// An estimate with what it was priced from.
-struct Priced {
-    estimate: Estimate,
-    /// The catalog, or why it could not be read.
-    catalog: std::result::Result<Catalog, String>,
-    /// The key's limit: None without a key; Err when `/key` failed.
-    key: Option<std::result::Result<KeyInfo, String>>,
-}
-
-/// Why a run would not start; `overridable` ones start with `--yes`.
-struct Refusal {
-    message: String,
-    overridable: bool,
+/// What an estimate covers: a batch's selection and its judge (or panel,
+/// comma-joined: `--judges` or marking_model).
+struct Covered<'a> {
+    selection: &'a Selection,
+    judge: Option<String>,
 }
 
 pub fn run(s: &Settings, args: &EstimateArgs) -> Result<ExitStatus> {
-    let selectors = parse_selectors(&args.scenarios)?;
+    let selection = args.selection.resolve("")?;
     let b = s.load_strict()?;
     let models = super::call::models_of(&b, &args.models)?;
-    let sel = Selection {
-        selectors: selectors.iter().map(|s| s.as_str().to_string()).collect(),
-        include_no_context: !args.skip_no_context,
-        limit: args.limit,
-        repeats: args.repeats,
-        max_cost: args.max_cost,
+    let sel = Covered {
+        selection: &selection,
         judge: super::call::judge_of(&b, &[]),
     };
     runtime()?.block_on(async {
@@ -99,7 +61,7 @@ pub fn run(s: &Settings, args: &EstimateArgs) -> Result<ExitStatus> {
             None
         };
         let priced = price(s, &b, &models, &sel, store.as_ref()).await?;
-        let refusals = refusals(&priced, &sel);
+        let refusals = refusals(&priced, sel.selection.max_cost);
         let mut o = out();
         match args.format {
             DataFormat::Json => {
@@ -136,15 +98,17 @@ pub(super) async fn preflight(
     b: &Benchmark,
     store: &Store,
     models: &[ModelEntry],
-    sel: &Selection,
+    selection: &Selection,
+    judge: Option<String>,
     yes: bool,
 ) -> Result<()> {
+    let sel = &Covered { selection, judge };
     let priced = price(s, b, models, sel, Some(store)).await?;
     if !s.quiet {
         let mut e = std::io::stderr().lock();
         write_text(&mut e, &priced)?;
     }
-    let refusals = refusals(&priced, sel);
+    let refusals = refusals(&priced, sel.selection.max_cost);
     if let Some(r) = refusals.iter().find(|r| !r.overridable) {
         return Err(Error::Usage(format!("{}; nothing was sent", r.message)));
     }
@@ -173,7 +137,7 @@ async fn price(
     s: &Settings,
     b: &Benchmark,
     models: &[ModelEntry],
-    sel: &Selection,
+    sel: &Covered<'_>,
     store: Option<&Store>,
 ) -> Result<Priced> {
     let client = catalog_client(s)?;
@@ -231,21 +195,9 @@ async fn price(
             },
             price: price_of(&m.id),
         };
-        let settings = crate::run::RunSettings {
-            model: m.clone(),
-            judge_model: judge_id.clone(),
-            judge_tie: Default::default(),
-            batch: None,
-            selectors: sel.selectors.clone(),
-            include_no_context: sel.include_no_context,
-            concurrency: std::num::NonZeroUsize::MIN,
-            limit: sel.limit,
-            repeats: sel.repeats,
-            no_cache: false,
-            max_cost: sel.max_cost,
-            tool_version: String::new(),
-            benchmark_hash: String::new(),
-        };
+        let settings =
+            sel.selection
+                .settings(m.clone(), judge_id.clone(), Default::default(), false, "");
         estimates.push(estimate::estimate_model(b, &settings, inputs, judge)?);
     }
     Ok(Priced {
@@ -253,99 +205,6 @@ async fn price(
         catalog,
         key,
     })
-}
-
-/// A model of the catalog by id; a routing suffix OpenRouter does not list
-/// separately (`:nitro`, `:floor`, `:online`) is looked up without it.
-fn find<'c>(c: &'c Catalog, id: &str) -> Option<&'c crate::openrouter::catalog::CatalogModel> {
-    c.get(id)
-        .or_else(|| id.split_once(':').and_then(|(base, _)| c.get(base)))
-}
-
-fn refusals(p: &Priced, sel: &Selection) -> Vec<Refusal> {
-    let mut out = Vec::new();
-    let e = &p.estimate;
-    let hard = |message: String| Refusal {
-        message,
-        overridable: false,
-    };
-    let soft = |message: String| Refusal {
-        message,
-        overridable: true,
-    };
-    match &p.catalog {
-        Ok(c) => {
-            for m in &e.models {
-                match find(c, &m.model) {
-                    None => out.push(hard(format!(
-                        "model `{}` is not in OpenRouter's model list (GET /models): check its id in models.yml or --models",
-                        m.model
-                    ))),
-                    Some(cm) if m.structured && !cm.structured_outputs() => out.push(hard(format!(
-                        "model `{}` does not support structured outputs (`structured_outputs` is not among its supported_parameters), which the deterministic scenarios of this selection need: choose another model or leave those scenarios out",
-                        m.model
-                    ))),
-                    _ => {}
-                }
-            }
-            for j in e
-                .judge_model
-                .as_deref()
-                .map(crate::judging::panel::judges)
-                .unwrap_or_default()
-            {
-                match find(c, j) {
-                    None => out.push(hard(format!(
-                        "judge `{j}` (marking_model of models.yml, or --judges) is not in OpenRouter's model list (GET /models)"
-                    ))),
-                    Some(cm) if !cm.structured_outputs() => out.push(hard(format!(
-                        "judge `{j}` (marking_model of models.yml, or --judges) does not support structured outputs, which every judge request needs"
-                    ))),
-                    _ => {}
-                }
-            }
-            let unpriced: Vec<&str> = e
-                .models
-                .iter()
-                .filter(|m| m.price.is_none())
-                .map(|m| m.model.as_str())
-                .chain(
-                    e.judge_model
-                        .as_deref()
-                        .filter(|_| e.judge_price.is_none()),
-                )
-                .collect();
-            if !unpriced.is_empty() && out.is_empty() {
-                out.push(soft(format!(
-                    "could not price {} (no usable price in GET /models)",
-                    unpriced.join(", ")
-                )));
-            }
-        }
-        Err(why) => out.push(soft(format!(
-            "could not price the run ({why}): offline, or OPENROUTER_BASE_URL has no model list; models and the judge were not checked either"
-        ))),
-    }
-    if let Some([_, high]) = e.cost_usd {
-        if let Some(max) = sel.max_cost
-            && high > max
-        {
-            out.push(soft(format!(
-                "the estimate's upper end ${high:.4} exceeds --max-cost ${max:.4} (lower --limit or the selection, or raise --max-cost; the run would stop at --max-cost)"
-            )));
-        }
-        if let Some(Ok(KeyInfo {
-            limit_remaining: Some(left),
-            ..
-        })) = &p.key
-            && high > *left
-        {
-            out.push(soft(format!(
-                "the estimate's upper end ${high:.4} exceeds the key's remaining limit ${left:.4} (GET /key): the run would stop with openrouter_key_limit part-way"
-            )));
-        }
-    }
-    out
 }
 
 fn range_u(v: [u64; 2]) -> String {

@@ -12,60 +12,45 @@ use serde_json::json;
 
 use super::call::{self, CallArgs};
 use super::output::{DataFormat, out};
-use super::selection::parse_selectors;
+use super::selection::SelectionArgs;
 use super::settings::{Settings, runtime};
 use crate::ExitStatus;
 use crate::benchmark::cases::Selector;
+use crate::run::Selection;
 use crate::{Error, Result, run};
 
 #[derive(Debug, Args)]
 pub struct RunBatchArgs {
-    /// Scenario codes, test codes or prefixes to run.
-    #[arg(long = "scenario", num_args = 1.., required_unless_present_any = ["all_scenarios", "resume"])]
-    pub scenarios: Vec<String>,
-    /// Run every scenario.
-    #[arg(long, conflicts_with = "scenarios")]
-    pub all_scenarios: bool,
+    #[command(flatten)]
+    pub selection: SelectionArgs,
     #[command(flatten)]
     pub call: CallArgs,
-    /// Leave out the test cases without a user context.
-    #[arg(long)]
-    pub skip_no_context: bool,
     /// Finish the missing test cases of these runs (comma-separated ids),
     /// at once, each with its recorded settings.
     #[arg(long, value_name = "RUN_ID", value_delimiter = ',', num_args = 1..,
-          conflicts_with_all = ["scenarios", "all_scenarios"])]
+          conflicts_with_all = ["scenarios", "all_scenarios"], help_heading = "Resume")]
     pub resume: Vec<i64>,
     /// Requests in flight at once, per model (1 to 1024); the models of a
     /// batch run at the same time. Lowered on 429s and grown back, never
     /// above this (see --fixed-concurrency).
-    #[arg(long, default_value = "16", value_parser = super::selection::parse_concurrency)]
+    #[arg(long, default_value = "16", value_parser = super::selection::parse_concurrency,
+          help_heading = "Concurrency")]
     pub concurrency: NonZeroUsize,
     /// Requests in flight at once across every model and the judge (1 to
     /// 1024; default: no cap beyond each model's --concurrency).
-    #[arg(long, value_name = "N", value_parser = super::selection::parse_concurrency)]
+    #[arg(long, value_name = "N", value_parser = super::selection::parse_concurrency,
+          help_heading = "Concurrency")]
     pub max_in_flight: Option<NonZeroUsize>,
     /// Judge requests in flight at once (1 to 1024; default: --concurrency
     /// for each model of the batch).
-    #[arg(long, value_name = "N", value_parser = super::selection::parse_concurrency)]
+    #[arg(long, value_name = "N", value_parser = super::selection::parse_concurrency,
+          help_heading = "Concurrency")]
     pub judge_concurrency: Option<NonZeroUsize>,
     /// Keep each model at --concurrency even when the provider answers 429
     /// (retries still honour Retry-After).
-    #[arg(long)]
+    #[arg(long, help_heading = "Concurrency")]
     pub fixed_concurrency: bool,
-    /// Run at most this many test cases.
-    #[arg(long)]
-    pub limit: Option<usize>,
-    /// Run each test case this many times (for consistency and intervals).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=10_000))]
-    pub repeats: u32,
-    /// Budget in USD for the whole batch (every model together), from the
-    /// provider-reported cost: every run stops cleanly once it is reached.
-    /// With --resume: the new total budget of the resumed runs' batch, what
-    /// every run of it spent counting (default: the one it was started with).
-    #[arg(long, value_name = "USD", value_parser = super::selection::parse_budget)]
-    pub max_cost: Option<f64>,
-    #[arg(long, value_enum, default_value_t = DataFormat::Table)]
+    #[arg(long, value_enum, default_value_t = DataFormat::Table, help_heading = "Output")]
     pub format: DataFormat,
 }
 
@@ -73,16 +58,12 @@ pub struct RunBatchArgs {
 /// `run-all` run. Nothing downstream re-checks these values.
 #[derive(Debug, Clone)]
 pub(super) struct Batch {
-    pub selectors: Vec<Selector>,
-    pub include_no_context: bool,
+    pub selection: Selection,
     pub resume: Vec<i64>,
     pub concurrency: NonZeroUsize,
     pub max_in_flight: Option<NonZeroUsize>,
     pub judge_concurrency: Option<NonZeroUsize>,
     pub adaptive: bool,
-    pub limit: Option<usize>,
-    pub repeats: u32,
-    pub max_cost: Option<f64>,
     pub format: DataFormat,
 }
 
@@ -90,39 +71,39 @@ impl Batch {
     /// Every scenario, default settings: `run-all`'s batch.
     pub(super) fn every_scenario(concurrency: NonZeroUsize) -> Self {
         Batch {
-            selectors: Vec::new(),
-            include_no_context: true,
+            selection: Selection::everything(),
             resume: Vec::new(),
             concurrency,
             max_in_flight: None,
             judge_concurrency: None,
             adaptive: true,
-            limit: None,
-            repeats: 1,
-            max_cost: None,
             format: DataFormat::Table,
         }
     }
 }
 
 impl RunBatchArgs {
-    /// Checks what clap cannot (selectors) before anything is created or sent.
+    /// Checks what clap cannot (selectors, that something is selected)
+    /// before anything is created or sent.
     fn resolve(&self) -> Result<Batch> {
+        let mut resume = self.resume.clone();
+        resume.dedup();
+        let selection = if resume.is_empty() {
+            self.selection
+                .resolve(", or --resume RUN_ID to finish earlier runs")?
+        } else {
+            Selection {
+                max_cost: self.selection.max_cost,
+                ..Selection::everything()
+            }
+        };
         Ok(Batch {
-            selectors: parse_selectors(&self.scenarios)?,
-            include_no_context: !self.skip_no_context,
-            resume: {
-                let mut ids = self.resume.clone();
-                ids.dedup();
-                ids
-            },
+            selection,
+            resume,
             concurrency: self.concurrency,
             max_in_flight: self.max_in_flight,
             judge_concurrency: self.judge_concurrency,
             adaptive: !self.fixed_concurrency,
-            limit: self.limit,
-            repeats: self.repeats,
-            max_cost: self.max_cost,
             format: self.format,
         })
     }
@@ -141,7 +122,12 @@ pub(super) fn execute(s: &Settings, call_args: &CallArgs, args: &Batch) -> Resul
                 "--resume sends requests: set OPENROUTER_API_KEY (and drop --dry-run)".into(),
             ));
         }
-        return dry_run(s, &args.selectors, args.include_no_context, args.format);
+        return dry_run(
+            s,
+            &args.selection.selectors,
+            args.selection.include_no_context,
+            args.format,
+        );
     }
     let b = s.load_strict()?;
     let rt = runtime()?;
@@ -151,20 +137,17 @@ pub(super) fn execute(s: &Settings, call_args: &CallArgs, args: &Batch) -> Resul
         let (runs, budget, spent_before) = if args.resume.is_empty() {
             // The estimate (and its refusals) before anything is created or sent.
             let models = call::models(&ctx.benchmark, call_args)?;
-            let sel = super::estimate::Selection {
-                selectors: args
-                    .selectors
-                    .iter()
-                    .map(|s| s.as_str().to_string())
-                    .collect(),
-                include_no_context: args.include_no_context,
-                limit: args.limit,
-                repeats: args.repeats,
-                max_cost: args.max_cost,
-                judge: call::judge_of(&ctx.benchmark, &call_args.judges),
-            };
-            super::estimate::preflight(s, &ctx.benchmark, &ctx.store, &models, &sel, call_args.yes)
-                .await?;
+            let judge = call::judge_of(&ctx.benchmark, &call_args.judges);
+            super::estimate::preflight(
+                s,
+                &ctx.benchmark,
+                &ctx.store,
+                &models,
+                &args.selection,
+                judge,
+                call_args.yes,
+            )
+            .await?;
             new_runs(&ctx, call_args, args)?
         } else {
             resumed_runs(&ctx, args).await?
@@ -215,33 +198,19 @@ pub(super) fn execute(s: &Settings, call_args: &CallArgs, args: &Batch) -> Resul
 /// The runs a batch over `--models` (or models.yml) starts: one per model,
 /// all with the batch's budget and token.
 fn new_runs(ctx: &run::RunContext, call_args: &CallArgs, args: &Batch) -> Result<Planned> {
-    let selectors: Vec<String> = args
-        .selectors
-        .iter()
-        .map(|s| s.as_str().to_string())
-        .collect();
     let token = batch_token();
     let runs = call::models(&ctx.benchmark, call_args)?
         .into_iter()
         .map(|model| {
             let settings = run::RunSettings {
                 concurrency: args.concurrency,
-                limit: args.limit,
-                repeats: args.repeats,
-                max_cost: args.max_cost,
                 batch: Some(token.clone()),
-                ..call::settings_for(
-                    &ctx.benchmark,
-                    model,
-                    selectors.clone(),
-                    args.include_no_context,
-                    call_args,
-                )
+                ..call::settings_for(&ctx.benchmark, model, &args.selection, call_args)
             };
             (None, settings)
         })
         .collect();
-    Ok((runs, args.max_cost, 0.0))
+    Ok((runs, args.selection.max_cost, 0.0))
 }
 
 /// The runs `--resume` continues, with their recorded settings; their
@@ -266,7 +235,11 @@ async fn resumed_runs(ctx: &run::RunContext, args: &Batch) -> Result<Planned> {
             )));
         }
         // A resume continues the budget: what was spent already counts.
-        settings.max_cost = args.max_cost.or(row.max_cost_usd).or(settings.max_cost);
+        settings.max_cost = args
+            .selection
+            .max_cost
+            .or(row.max_cost_usd)
+            .or(settings.max_cost);
         budget = match (budget, settings.max_cost) {
             (Some(a), Some(b)) => Some(a.max(b)),
             (a, b) => a.or(b),

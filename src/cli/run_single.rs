@@ -69,10 +69,12 @@ pub(super) fn execute(
         let control = call_args.control(s);
         let mut summaries = Vec::new();
         for model in call::models(&ctx.benchmark, call_args)? {
-            let settings = run::RunSettings {
+            let selection = run::Selection {
+                selectors: vec![Selector::parse(&code).map_err(Error::Usage)?],
                 limit: Some(1),
-                ..call::settings_for(&ctx.benchmark, model, vec![code.clone()], true, call_args)
+                ..run::Selection::everything()
             };
+            let settings = call::settings_for(&ctx.benchmark, model, &selection, call_args);
             let summary = run::run_batch(&ctx, &settings, None, "single", &control).await?;
             show_single(&ctx.store, summary.run_id, format).await?;
             let stop = summary.status != RunStatus::Completed;

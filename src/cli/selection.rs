@@ -2,8 +2,58 @@
 //! concurrency, budgets. Each value is checked here once; nothing
 //! downstream re-checks it.
 
+use clap::Args;
+
 use crate::benchmark::cases::Selector;
+use crate::run::Selection;
 use crate::{Error, Result};
+
+/// The flags that select a batch's test cases, shared by `run-batch` and
+/// `estimate`.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Selection")]
+pub struct SelectionArgs {
+    /// Scenario codes, test codes or prefixes (P1, P1-B2, P1-B2-S1), comma-separated or repeated.
+    #[arg(long = "scenario", num_args = 1.., value_name = "CODE")]
+    pub scenarios: Vec<String>,
+    /// Every scenario.
+    #[arg(long, conflicts_with = "scenarios")]
+    pub all_scenarios: bool,
+    /// Leave out the test cases without a user context.
+    #[arg(long)]
+    pub skip_no_context: bool,
+    /// At most this many test cases.
+    #[arg(long)]
+    pub limit: Option<usize>,
+    /// Each test case this many times (for consistency and intervals).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub repeats: u32,
+    /// Budget in USD for the whole batch (every model together), from the
+    /// provider-reported cost: every run stops cleanly once it is reached.
+    /// With --resume: the new total budget of the resumed runs' batch, what
+    /// every run of it spent counting (default: the one it was started with).
+    #[arg(long, value_name = "USD", value_parser = parse_budget, help_heading = "Budget")]
+    pub max_cost: Option<f64>,
+}
+
+impl SelectionArgs {
+    /// The validated selection. With nothing selected, says what to pass:
+    /// `alternatives` names the other ways in (`--resume` for run-batch).
+    pub fn resolve(&self, alternatives: &str) -> Result<Selection> {
+        if self.scenarios.is_empty() && !self.all_scenarios {
+            return Err(Error::Usage(format!(
+                "nothing selected: pass --scenario CODE (a scenario, test code or prefix such as P1 or P1-B1-S1), --all-scenarios{alternatives}"
+            )));
+        }
+        Ok(Selection {
+            selectors: parse_selectors(&self.scenarios)?,
+            include_no_context: !self.skip_no_context,
+            limit: self.limit,
+            repeats: self.repeats,
+            max_cost: self.max_cost,
+        })
+    }
+}
 
 /// `--concurrency`: 1 to [`crate::run::MAX_CONCURRENCY`], checked here once.
 pub fn parse_concurrency(s: &str) -> std::result::Result<std::num::NonZeroUsize, String> {

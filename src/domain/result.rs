@@ -7,7 +7,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::ErrorKind;
+use super::{ErrorKind, QualityScores};
 
 /// Who served a reply and what its tokens were beyond the counts (issue
 /// 22): the reply's `model` and `provider`, its reasoning tokens (part of
@@ -102,7 +102,7 @@ pub struct NewResult {
     pub finish_reason: Option<String>,
     pub attempts: i64,
     pub cached: bool,
-    pub quality: Option<Value>,
+    pub quality: Option<QualityScores>,
     pub judgements: Vec<NewJudgement>,
     /// Charges of attempts retried or refused while getting this result.
     #[serde(default)]

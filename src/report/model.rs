@@ -417,7 +417,7 @@ pub async fn scored_results(
     let mut quality = QualityCollector::default();
     while let Some(row) = rows.try_next().await? {
         let r = row.result;
-        let scores: Option<QualityScores> = row.quality.and_then(|q| serde_json::from_str(&q).ok());
+        let scores = row.quality;
         quality.add(
             &r.test_code,
             r.repeat_index,

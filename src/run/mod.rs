@@ -8,6 +8,7 @@ mod cache;
 mod dry_run;
 pub mod estimate;
 mod plan;
+pub mod preflight;
 mod settings;
 mod shared;
 mod signal;
@@ -19,7 +20,7 @@ pub use dry_run::{DryRunSummary, dry_run};
 pub use plan::plan;
 pub use settings::{
     BatchShared, DEFAULT_GRACE, DEFAULT_WRITE_WAIT, Interrupt, MAX_CONCURRENCY, RunControl,
-    RunSettings,
+    RunSettings, Selection,
 };
 pub use signal::interrupt_handler;
 

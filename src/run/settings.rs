@@ -8,7 +8,65 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
+use crate::benchmark::cases::Selector;
 use crate::domain::ModelEntry;
+
+/// Which test cases a batch runs, and how often, within what budget: what
+/// `run-batch` and `estimate` select, validated once from the command line.
+#[derive(Debug, Clone)]
+pub struct Selection {
+    /// Scenario codes, test codes or prefixes; empty means every scenario.
+    pub selectors: Vec<Selector>,
+    pub include_no_context: bool,
+    pub limit: Option<usize>,
+    pub repeats: u32,
+    /// The budget in USD for the whole batch.
+    pub max_cost: Option<f64>,
+}
+
+impl Selection {
+    /// Every test case once, no budget.
+    pub fn everything() -> Selection {
+        Selection {
+            selectors: Vec::new(),
+            include_no_context: true,
+            limit: None,
+            repeats: 1,
+            max_cost: None,
+        }
+    }
+
+    /// A run's settings for `model` over this selection, one request at a
+    /// time: the batch sets its concurrency and token.
+    pub fn settings(
+        &self,
+        model: ModelEntry,
+        judge_model: Option<String>,
+        judge_tie: crate::judging::panel::JudgeTie,
+        no_cache: bool,
+        benchmark_hash: &str,
+    ) -> RunSettings {
+        RunSettings {
+            model,
+            judge_model,
+            judge_tie,
+            selectors: self
+                .selectors
+                .iter()
+                .map(|s| s.as_str().to_string())
+                .collect(),
+            include_no_context: self.include_no_context,
+            concurrency: std::num::NonZeroUsize::MIN,
+            limit: self.limit,
+            repeats: self.repeats,
+            no_cache,
+            max_cost: self.max_cost,
+            tool_version: env!("CARGO_PKG_VERSION").to_string(),
+            benchmark_hash: benchmark_hash.to_string(),
+            batch: None,
+        }
+    }
+}
 
 /// The settings a run is started with, stored with it and replayed by resume.
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -198,7 +198,7 @@ impl Worker {
         };
         let text = reply::reply_text(&completion.content, parsed.as_ref()).to_string();
         r.parsed = parsed;
-        r.quality = serde_json::to_value(crate::scoring::quality::score(&text)).ok();
+        r.quality = Some(crate::scoring::quality::score(&text));
 
         if let Some(check) = r
             .parsed

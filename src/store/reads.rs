@@ -245,8 +245,8 @@ pub struct ReportRow {
     pub id: i64,
     pub result: StoredResult,
     pub error: Option<String>,
-    /// The stored keyword quality scores (JSON text).
-    pub quality: Option<String>,
+    /// The stored keyword quality scores.
+    pub quality: Option<QualityScores>,
     pub response: Option<String>,
     pub parsed: Option<String>,
 }
@@ -291,7 +291,9 @@ fn report_row(row: &sqlx::sqlite::SqliteRow) -> ReportRow {
             error_kind: row.get(12),
         },
         error: row.get(13),
-        quality: row.get(14),
+        quality: row
+            .get::<Option<String>, _>(14)
+            .and_then(|q| serde_json::from_str(&q).ok()),
         response: row.get(15),
         parsed: row.get(16),
     }

@@ -537,7 +537,11 @@ fn bind_result(q: SqliteQuery, r: &NewResult, endpoint: Option<&str>) -> SqliteQ
         .bind(r.finish_reason.clone())
         .bind(r.attempts)
         .bind(r.cached)
-        .bind(r.quality.as_ref().map(Value::to_string))
+        .bind(
+            r.quality
+                .as_ref()
+                .and_then(|q| serde_json::to_string(q).ok()),
+        )
         .bind(endpoint.map(str::to_string))
         .bind(!r.cost_usd.is_finite())
         .bind(r.served.served_model.clone())
