@@ -39,6 +39,7 @@ pub mod error;
 pub mod judging;
 pub mod openrouter;
 pub mod report;
+pub mod review;
 pub mod run;
 pub mod scoring;
 pub mod store;

@@ -12,7 +12,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use super::output::{out, write_file};
 use super::settings::{Settings, runtime};
 use crate::ExitStatus;
-use crate::report::review::{self, Stratify};
+use crate::review::{self, Stratify};
 use crate::store::Store;
 use crate::{Error, Result};
 

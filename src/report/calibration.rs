@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::benchmark::ScoringConfig;
 use crate::benchmark::codes::natural_cmp;
 use crate::domain::ErrorKind;
-use crate::report::review::verdict_class;
+use crate::review::verdict_class;
 use crate::scoring::agreement::{
     Agreement, BOOTSTRAP_SEED, Confusion, cohen_kappa, cohen_kappa_interval, confusion,
     fleiss_kappa, krippendorff_alpha, majority,

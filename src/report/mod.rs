@@ -13,7 +13,6 @@ pub mod export;
 mod format;
 pub mod html;
 mod model;
-pub mod review;
 pub mod routing;
 pub mod text;
 
