@@ -398,6 +398,11 @@ pub struct ScoringConfig {
     pub weights: BTreeMap<String, f64>,
     #[serde(default)]
     pub floors: BTreeMap<String, f64>,
+    /// How blocked and refused test cases enter the score: a run's own
+    /// choice (`run-batch --blocked-as`), set from its recorded settings
+    /// when it is reported, never read from scoring.yaml.
+    #[serde(skip)]
+    pub blocked_as: crate::domain::BlockedAs,
 }
 
 impl ScoringConfig {

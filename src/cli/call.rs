@@ -73,6 +73,7 @@ impl CallArgs {
             write_wait: std::time::Duration::from_secs(self.write_wait_secs),
             batch: std::sync::Arc::new(run::BatchShared::new(None, 0.0)),
             pause_before_finish: s.pause_before_finish,
+            retry_blocked: false,
         }
     }
 }
@@ -123,7 +124,8 @@ pub(super) fn models_of(b: &Benchmark, ids: &[String]) -> Result<Vec<crate::doma
         .map(|m| m.models.clone())
         .unwrap_or_default();
     let chosen: Vec<crate::domain::ModelEntry> = if ids.is_empty() {
-        configured
+        // An entry that only judges is not tested unless named.
+        configured.into_iter().filter(|m| !m.judge_only).collect()
     } else {
         ids.iter()
             .map(|id| id.trim())

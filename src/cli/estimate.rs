@@ -160,7 +160,19 @@ async fn price(
     let judge_id = sel.judge.clone();
     let judge = ModelInputs {
         completion: CompletionInput {
-            max_tokens: Some(crate::judging::judge::MAX_TOKENS),
+            // The judge's own max_tokens (a reasoning judge's is larger);
+            // a panel's largest.
+            max_tokens: judge_id
+                .as_deref()
+                .map(crate::judging::panel::judges)
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(|j| {
+                    let entries = b.models.as_ref().map_or(&[][..], |m| &m.models[..]);
+                    crate::judging::judge::settings(j, entries).max_tokens
+                })
+                .max()
+                .or(Some(crate::judging::judge::MAX_TOKENS)),
             stored_mean: match &judge_id {
                 Some(j) => stored(j.clone(), true).await,
                 None => None,

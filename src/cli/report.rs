@@ -95,6 +95,11 @@ pub fn run(s: &Settings, args: &ReportArgs) -> Result<ExitStatus> {
         let mut reports = Vec::with_capacity(runs.len());
         for run in &runs {
             note_run(run, benchmark_hash.as_deref(), &source);
+            // Each run is scored with its own recorded --blocked-as.
+            let scoring = crate::benchmark::ScoringConfig {
+                blocked_as: run.blocked_as(),
+                ..scoring.clone()
+            };
             let mut report =
                 crate::report::model_report(&store, run, &scoring, &source, args.details).await?;
             report.review = crate::report::calibration::review_sections(

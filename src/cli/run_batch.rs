@@ -16,6 +16,7 @@ use super::selection::SelectionArgs;
 use super::settings::{Settings, runtime};
 use crate::ExitStatus;
 use crate::benchmark::cases::Selector;
+use crate::domain::BlockedAs;
 use crate::run::Selection;
 use crate::{Error, Result, run};
 
@@ -50,8 +51,24 @@ pub struct RunBatchArgs {
     /// (retries still honour Retry-After).
     #[arg(long, help_heading = "Concurrency")]
     pub fixed_concurrency: bool,
+    /// How a test case the provider blocked (moderation, guardrail,
+    /// content policy) or the model refused through an error enters the
+    /// score: left out (the score is over the answered cases, coverage says
+    /// how many) or counted as a miss at its severity [default: exclude].
+    /// Recorded with the run (a resume keeps it).
+    #[arg(long, value_name = "exclude|fail", value_parser = parse_blocked_as,
+          conflicts_with = "resume", help_heading = "Scoring")]
+    pub blocked_as: Option<BlockedAs>,
+    /// With --resume: ask the blocked and refused test cases again (kept,
+    /// not asked again, by default: a block is the provider's answer).
+    #[arg(long, requires = "resume", help_heading = "Resume")]
+    pub retry_blocked: bool,
     #[arg(long, value_enum, default_value_t = DataFormat::Table, help_heading = "Output")]
     pub format: DataFormat,
+}
+
+fn parse_blocked_as(s: &str) -> std::result::Result<BlockedAs, String> {
+    s.trim().parse()
 }
 
 /// A batch as validated from the command line: what `run-batch` and
@@ -64,6 +81,8 @@ pub(super) struct Batch {
     pub max_in_flight: Option<NonZeroUsize>,
     pub judge_concurrency: Option<NonZeroUsize>,
     pub adaptive: bool,
+    pub blocked_as: Option<BlockedAs>,
+    pub retry_blocked: bool,
     pub format: DataFormat,
 }
 
@@ -77,6 +96,8 @@ impl Batch {
             max_in_flight: None,
             judge_concurrency: None,
             adaptive: true,
+            blocked_as: None,
+            retry_blocked: false,
             format: DataFormat::Table,
         }
     }
@@ -104,6 +125,8 @@ impl RunBatchArgs {
             max_in_flight: self.max_in_flight,
             judge_concurrency: self.judge_concurrency,
             adaptive: !self.fixed_concurrency,
+            blocked_as: self.blocked_as,
+            retry_blocked: self.retry_blocked,
             format: self.format,
         })
     }
@@ -134,6 +157,7 @@ pub(super) fn execute(s: &Settings, call_args: &CallArgs, args: &Batch) -> Resul
     rt.block_on(async {
         let ctx = call::context(s, b, call_args).await?;
         let mut control = call_args.control(s);
+        control.retry_blocked = args.retry_blocked;
         let (runs, budget, spent_before) = if args.resume.is_empty() {
             // The estimate (and its refusals) before anything is created or sent.
             let models = call::models(&ctx.benchmark, call_args)?;
@@ -205,6 +229,7 @@ fn new_runs(ctx: &run::RunContext, call_args: &CallArgs, args: &Batch) -> Result
             let settings = run::RunSettings {
                 concurrency: args.concurrency,
                 batch: Some(token.clone()),
+                blocked_as: args.blocked_as.unwrap_or_default(),
                 ..call::settings_for(&ctx.benchmark, model, &args.selection, call_args)
             };
             (None, settings)

@@ -34,6 +34,7 @@ pub fn run(s: &Settings, args: &RunsArgs) -> Result<ExitStatus> {
                            "test_cases": r.test_cases, "planned_test_cases": r.planned_test_cases,
                            "evaluations": r.evaluations, "passed": r.passed, "passed_evaluations": r.passed_evaluations,
                            "format_failures": r.format_failures, "judge_errors": r.judge_errors, "provider_errors": r.provider_errors,
+                           "blocked": r.blocked, "refused": r.refused, "blocked_as": r.blocked_as().as_str(),
                            "cached_replies": r.cached_replies, "cost_usd": r.cost_usd, "judge_cost_usd": r.judge_cost_usd,
                            "discarded_cost_usd": r.discarded_cost_usd, "max_cost_usd": r.max_cost_usd,
                            "started_at": r.started_at, "completed_at": r.completed_at, "message": r.message,

@@ -73,6 +73,14 @@ stored_words! {
         Provider = "provider",
         /// The judge could not give a verdict.
         Judge = "judge",
+        /// The provider would not pass the prompt (or the reply) to or from
+        /// the model: a moderation flag, a guardrail, a content filter.
+        /// Not the model's behaviour: never retried, counted apart.
+        Blocked = "blocked",
+        /// The model itself refused explicitly, reported by the provider as
+        /// an error (`error_type: refusal`): the model's behaviour, kept
+        /// apart from blocks.
+        Refused = "refused",
     }
 }
 
@@ -91,7 +99,13 @@ mod tests {
             assert_eq!(s.as_str().parse::<RunStatus>(), Ok(s));
             assert_eq!(serde_json::to_string(&s).unwrap(), format!("\"{s}\""));
         }
-        for k in [ErrorKind::Format, ErrorKind::Provider, ErrorKind::Judge] {
+        for k in [
+            ErrorKind::Format,
+            ErrorKind::Provider,
+            ErrorKind::Judge,
+            ErrorKind::Blocked,
+            ErrorKind::Refused,
+        ] {
             assert_eq!(k.as_str().parse::<ErrorKind>(), Ok(k));
             let json = serde_json::to_string(&k).unwrap();
             assert_eq!(serde_json::from_str::<ErrorKind>(&json).unwrap(), k);

@@ -6,12 +6,14 @@
 //! (benchmark, content, openrouter, judging, scoring, store, run, report,
 //! cli) can all name these types without importing each other.
 
+pub mod block;
 pub mod kinds;
 pub mod model;
 pub mod quality;
 pub mod result;
 pub mod text;
 
+pub use block::{Block, BlockKind, BlockedAs};
 pub use kinds::{ErrorKind, RunStatus};
 pub use model::{ModelEntry, ProviderPreferences, Reasoning, deserialize_judges, same_model};
 pub use quality::{Band, QualityScores};

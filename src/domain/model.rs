@@ -24,6 +24,10 @@ pub struct ModelEntry {
     /// Reasoning settings, sent as written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning: Option<Reasoning>,
+    /// Only judges: kept out of the models a run tests by default (the
+    /// judge's settings live in its entry all the same).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub judge_only: bool,
 }
 
 impl ModelEntry {
@@ -35,6 +39,7 @@ impl ModelEntry {
             max_tokens: None,
             provider: None,
             reasoning: None,
+            judge_only: false,
         }
     }
 }

@@ -7,7 +7,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{ErrorKind, QualityScores};
+use super::{Block, ErrorKind, QualityScores};
 
 /// Who served a reply and what its tokens were beyond the counts (issue
 /// 22): the reply's `model` and `provider`, its reasoning tokens (part of
@@ -118,6 +118,10 @@ pub struct NewResult {
     /// With a provider error: its `error_type` and `provider_code`.
     #[serde(default)]
     pub error_type: Option<String>,
+    /// What the provider said when it blocked the request (or the model
+    /// refused through an error).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block: Option<Block>,
     #[serde(default)]
     pub provider_code: Option<String>,
 }
@@ -156,12 +160,36 @@ pub struct StoredResult {
 
 impl StoredResult {
     /// Whether the result enters scoring: judge and provider errors do not (no
-    /// reply was judged); format failures do, as misses.
+    /// reply was judged), nor do blocked and refused test cases (left out:
+    /// see [`StoredResult::counted_as_miss`] for `--blocked-as fail`);
+    /// format failures do, as misses.
     pub fn is_scored(&self) -> bool {
         !matches!(
             self.error_kind,
-            Some(ErrorKind::Judge | ErrorKind::Provider)
+            Some(ErrorKind::Judge | ErrorKind::Provider | ErrorKind::Blocked | ErrorKind::Refused)
         )
+    }
+
+    /// Whether the provider blocked the test case or the model refused it
+    /// through an error: it has no answer to judge.
+    pub fn is_blocked(&self) -> bool {
+        matches!(
+            self.error_kind,
+            Some(ErrorKind::Blocked | ErrorKind::Refused)
+        )
+    }
+
+    /// This result as `--blocked-as fail` scores it: a blocked or refused
+    /// test case becomes a miss at its severity (no error kind, not
+    /// passed); any other result is unchanged.
+    pub fn counted_as_miss(&self) -> StoredResult {
+        let mut r = self.clone();
+        if r.is_blocked() {
+            r.error_kind = None;
+            r.passed = false;
+            r.matched = None;
+        }
+        r
     }
 
     /// `(max cost, actual cost)` this result contributes: `|base|` to the

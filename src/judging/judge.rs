@@ -62,13 +62,20 @@ pub fn prompt(rubric: &Rubric, user_input: &str, reply: &str) -> String {
 /// The most tokens a judge answer may take (a verdict and a short justification).
 pub const MAX_TOKENS: u32 = 400;
 
-/// The settings a judge is asked with: temperature 0 and [`MAX_TOKENS`].
-pub fn settings(judge_model: &str) -> ModelEntry {
-    ModelEntry {
-        temperature: Some(0.0),
-        max_tokens: Some(MAX_TOKENS),
-        ..ModelEntry::new(judge_model)
-    }
+/// The settings a judge is asked with: its own entry of `models.yml` when
+/// it has one (temperature, seed, max_tokens, provider, reasoning: a
+/// reasoning judge needs its `reasoning` and a larger `max_tokens`), with
+/// temperature 0 and [`MAX_TOKENS`] where the entry sets none.
+pub fn settings(judge_model: &str, entries: &[ModelEntry]) -> ModelEntry {
+    let mut m = entries
+        .iter()
+        .find(|e| e.id == judge_model)
+        .cloned()
+        .unwrap_or_else(|| ModelEntry::new(judge_model));
+    m.temperature = m.temperature.or(Some(0.0));
+    m.max_tokens = m.max_tokens.or(Some(MAX_TOKENS));
+    m.judge_only = false;
+    m
 }
 
 /// What the judge is sent for `rubric`: the prompt and the verdict schema,

@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use crate::domain::{Block, BlockKind};
 use crate::openrouter::Completion;
 use crate::openrouter::CreditLimit;
 use crate::openrouter::ErrorMeta;
@@ -103,6 +104,9 @@ pub(super) struct ApiError {
     pub(super) meta: ErrorMeta,
     /// `metadata.retry_after_seconds`, a fallback for the header.
     pub(super) retry_after: Option<Duration>,
+    /// What a moderation flag, a guardrail, a content policy or a refusal
+    /// said; None for any other error.
+    pub(super) block: Option<Block>,
 }
 
 impl ApiError {
@@ -119,6 +123,7 @@ impl ApiError {
             Some(Value::Null) | None => String::new(),
             Some(other) => other.to_string(),
         };
+        let block = block_of(obj, code.as_deref(), &message);
         let meta = obj.get("metadata").and_then(Value::as_object);
         if let Some(meta) = meta {
             // The generic "Provider returned error" is useless without the
@@ -157,12 +162,20 @@ impl ApiError {
             }
         };
         Some(ApiError {
+            block,
             code,
             message: truncate(message.trim(), MAX_MESSAGE_CHARS),
             limit_source: text("limit_source"),
             reason: text("reason"),
             meta: ErrorMeta {
-                error_type: text("error_type"),
+                // Chat completions put it in `metadata`; newer error
+                // bodies put it on `error` itself.
+                error_type: text("error_type").or_else(|| {
+                    obj.get("error_type")
+                        .and_then(Value::as_str)
+                        .filter(|t| !t.trim().is_empty())
+                        .map(|t| truncate(t.trim(), 100))
+                }),
                 provider_code: text("provider_code"),
             },
             retry_after: meta
@@ -212,6 +225,64 @@ impl ApiError {
             None => self.message.clone(),
         }
     }
+}
+
+/// The block an error object describes, per OpenRouter's documented
+/// shapes: `error_type` `refusal` (the model's) or `content_policy_violation`
+/// (a provider's content filter), in `metadata` or on the error itself;
+/// with code 403, moderation (`metadata.reasons` / `flagged_input`) or a
+/// guardrail (`metadata.patterns`, or a "Request blocked" message). A 403
+/// for a spent limit or a missing permission is not a block.
+fn block_of(
+    obj: &serde_json::Map<String, Value>,
+    code: Option<&str>,
+    message: &str,
+) -> Option<Block> {
+    let meta = obj.get("metadata").and_then(Value::as_object);
+    let field = |k: &str| meta.and_then(|m| m.get(k));
+    let error_type = field("error_type")
+        .or_else(|| obj.get("error_type"))
+        .and_then(Value::as_str);
+    let strings = |v: Option<&Value>| -> Vec<String> {
+        v.and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .map(|r| r.as_str().map_or_else(|| r.to_string(), str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let text = |k: &str| {
+        field(k)
+            .and_then(Value::as_str)
+            .filter(|s| !s.trim().is_empty())
+            .map(|s| truncate(s.trim(), MAX_MESSAGE_CHARS))
+    };
+    let forbidden = code.map(str::trim) == Some("403");
+    let kind = match error_type {
+        Some("refusal") => BlockKind::Refusal,
+        Some("content_policy_violation") => BlockKind::ContentFilter,
+        _ if forbidden && (field("reasons").is_some() || field("flagged_input").is_some()) => {
+            BlockKind::Moderation
+        }
+        _ if forbidden
+            && (field("patterns").is_some()
+                || message.trim_start().starts_with("Request blocked")) =>
+        {
+            BlockKind::Guardrail
+        }
+        _ => return None,
+    };
+    let mut reasons = strings(field("reasons"));
+    reasons.extend(strings(field("patterns")));
+    Some(Block {
+        kind,
+        message: truncate(message.trim(), MAX_MESSAGE_CHARS),
+        reasons,
+        flagged_input: text("flagged_input"),
+        provider: text("provider_name"),
+        model_slug: text("model_slug"),
+    })
 }
 
 /// Map one HTTP answer to success, retry or a final error.
@@ -269,6 +340,16 @@ pub(super) fn classify(
                 Outcome::Fatal(ProviderError::PaymentRequired {
                     limit: CreditLimit::KeyLimit,
                     message,
+                })
+            }
+            // Moderation, a guardrail, a content policy, a refusal: the
+            // answer for this prompt, not a fault; asking again gives the
+            // same answer.
+            400 | 403 if api_error.as_ref().is_some_and(|e| e.block.is_some()) => {
+                let block = api_error.and_then(|e| e.block).expect("checked");
+                Outcome::Fatal(ProviderError::Blocked {
+                    status: s,
+                    block: Box::new(block),
                 })
             }
             408 | 429 => retry(http_reason(s, code.as_deref(), &message)),
@@ -341,6 +422,12 @@ pub(super) fn classify(
                 Outcome::Fatal(ProviderError::PaymentRequired {
                     limit: CreditLimit::KeyLimit,
                     message: err.message,
+                })
+            }
+            Some(c @ (400 | 403)) if err.block.is_some() => {
+                Outcome::Fatal(ProviderError::Blocked {
+                    status: c,
+                    block: Box::new(err.block.expect("checked")),
                 })
             }
             Some(c @ (400 | 403 | 404)) => Outcome::Fatal(ProviderError::Rejected {

@@ -4,6 +4,8 @@
 
 use std::fmt;
 
+use crate::domain::{Block, BlockKind};
+
 /// `error.metadata.error_type` and `provider_code` of a provider error:
 /// stored with the result and counted by type in `runs` and `report`.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -58,6 +60,11 @@ pub enum ProviderError {
         message: String,
         meta: ErrorMeta,
     },
+    /// The provider would not pass this prompt to the model (moderation, a
+    /// guardrail, a content policy), or the model refused through an
+    /// error: this test case's answer, never retried, never a fault.
+    #[error("{} ({status}): {}{}", block_words(block), block.message, reasons(block))]
+    Blocked { status: u16, block: Box<Block> },
     /// Retryable failures that ran out of attempts or of total time.
     #[error("gave up after {attempts} attempts: {last}")]
     Exhausted {
@@ -95,7 +102,25 @@ impl ProviderError {
             ProviderError::PaymentRequired { .. } => "payment_required",
             ProviderError::Rejected { .. } => "rejected",
             ProviderError::Exhausted { .. } => "exhausted",
+            ProviderError::Blocked { .. } => "blocked",
             ProviderError::Config(_) => "config",
         }
+    }
+}
+
+fn block_words(b: &Block) -> &'static str {
+    match b.kind {
+        BlockKind::Moderation => "blocked by the provider's moderation",
+        BlockKind::Guardrail => "blocked by a guardrail",
+        BlockKind::ContentFilter => "blocked by a content policy",
+        BlockKind::Refusal => "refused by the model",
+    }
+}
+
+fn reasons(b: &Block) -> String {
+    if b.reasons.is_empty() {
+        String::new()
+    } else {
+        format!(" [reasons: {}]", b.reasons.join(", "))
     }
 }

@@ -6,6 +6,7 @@
 use serde_json::Value;
 
 use super::{ErrorMeta, ProviderError};
+use crate::domain::Block;
 
 /// Removes the key, in any of the forms a reply may echo it in.
 #[derive(Clone, Default)]
@@ -99,6 +100,17 @@ impl Redactor {
                 attempts,
                 last: self.scrub(&last),
                 meta: self.scrub_meta(meta),
+            },
+            ProviderError::Blocked { status, block } => ProviderError::Blocked {
+                status,
+                block: Box::new(Block {
+                    message: self.scrub(&block.message),
+                    reasons: block.reasons.iter().map(|r| self.scrub(r)).collect(),
+                    flagged_input: block.flagged_input.map(|t| self.scrub(&t)),
+                    provider: block.provider.map(|t| self.scrub(&t)),
+                    model_slug: block.model_slug.map(|t| self.scrub(&t)),
+                    kind: block.kind,
+                }),
             },
             ProviderError::Config(m) => ProviderError::Config(self.scrub(&m)),
         }

@@ -75,8 +75,12 @@ impl CallLog {
         }
     }
 
+    /// Notes a request that ended in an error; a block is the provider's
+    /// answer for that prompt, not a failure of the provider.
     pub(super) fn failed(model: &str, e: ProviderError) -> ProviderError {
-        Self::note(model, |n| n.failures += 1);
+        if !matches!(e, ProviderError::Blocked { .. }) {
+            Self::note(model, |n| n.failures += 1);
+        }
         e
     }
 }

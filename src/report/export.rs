@@ -53,7 +53,7 @@ pub enum Format {
 pub use crate::store::{ExportJudgement, ExportRow};
 
 /// The CSV columns, in order; must match [`csv_record`].
-pub const CSV_HEADER: [&str; 43] = [
+pub const CSV_HEADER: [&str; 44] = [
     "run_id",
     "model",
     "test_code",
@@ -97,6 +97,7 @@ pub const CSV_HEADER: [&str; 43] = [
     "cached_prompt_tokens",
     "error_type",
     "provider_code",
+    "block",
 ];
 
 fn cell<T: ToString>(v: &Option<T>) -> String {
@@ -171,6 +172,10 @@ pub fn csv_record(r: &ExportRow) -> Vec<String> {
         r.served.cached_prompt_tokens.to_string(),
         cell(&r.error_type),
         cell(&r.provider_code),
+        r.block
+            .as_ref()
+            .and_then(|b| serde_json::to_string(b).ok())
+            .unwrap_or_default(),
     ];
     if let Some(p) = &r.prompt {
         fields.push(p.clone());
@@ -285,6 +290,7 @@ mod tests {
             },
             error_type: None,
             provider_code: None,
+            block: None,
         };
         let rec = csv_record(&r);
         assert_eq!(rec.len(), CSV_HEADER.len());

@@ -21,3 +21,38 @@ pub fn escape(text: &str) -> String {
     }
     escaped
 }
+
+/// Coverage beside a score: how many test cases the score is over, and
+/// how many had no answer because the provider blocked them or the model
+/// refused through an error, and how those entered the score.
+pub fn coverage(
+    tests: usize,
+    scored: usize,
+    blocked: usize,
+    refused: usize,
+    blocked_as: crate::domain::BlockedAs,
+) -> String {
+    let mut out = format!("scored {scored} of {tests} test cases");
+    let mut parts = Vec::new();
+    if blocked > 0 {
+        parts.push(format!(
+            "{blocked} blocked by the provider (moderation, guardrail or content policy)"
+        ));
+    }
+    if refused > 0 {
+        parts.push(format!(
+            "{refused} refused by the model through a provider error"
+        ));
+    }
+    if !parts.is_empty() {
+        out.push_str("; ");
+        out.push_str(&parts.join(", "));
+        out.push_str(match blocked_as {
+            crate::domain::BlockedAs::Exclude => "; left out of the score (--blocked-as exclude)",
+            crate::domain::BlockedAs::Fail => {
+                "; counted as misses at their severity (--blocked-as fail)"
+            }
+        });
+    }
+    out
+}

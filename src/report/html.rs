@@ -84,6 +84,7 @@ fn write_report(out: &mut String, models: &[ModelReport]) -> fmt::Result {
     }
     legend(out, models)?;
     scores_table(out, models)?;
+    coverage_notes(out, models)?;
     floors_table(out, models)?;
     pillars_table(out, models)?;
     behaviours_chart(out, models)?;
@@ -95,6 +96,28 @@ fn write_report(out: &mut String, models: &[ModelReport]) -> fmt::Result {
     super::calibration_view::write_html(out, models)?;
     failures_table(out, models)?;
     writeln!(out, "</body>\n</html>")
+}
+
+/// Each run's coverage under the scores: how many test cases the score is
+/// over, and how many the provider blocked or the model refused.
+fn coverage_notes(out: &mut String, models: &[ModelReport]) -> fmt::Result {
+    for m in models {
+        let a = &m.analysis;
+        writeln!(
+            out,
+            "<p class=\"note coverage\">{} (run {}): {}.</p>",
+            escape(&m.model),
+            m.run_id,
+            escape(&super::format::coverage(
+                a.tests,
+                a.scored,
+                a.blocked,
+                a.refused,
+                a.blocked_as
+            ))
+        )?;
+    }
+    Ok(())
 }
 
 fn colour(index: usize) -> &'static str {

@@ -6,7 +6,7 @@ use std::io::{self, Write};
 
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 
-use super::format::pct;
+use super::format::{coverage, pct};
 use super::model::{CostReport, ModelReport, QualitySummary, Spend};
 
 /// A table in the style of every terminal table here.
@@ -123,6 +123,11 @@ fn write_model(o: &mut dyn Write, m: &ModelReport) -> io::Result<()> {
     )?;
     writeln!(
         o,
+        "coverage: {}",
+        coverage(a.tests, a.scored, a.blocked, a.refused, a.blocked_as)
+    )?;
+    writeln!(
+        o,
         "cost ${} model + ${} judge; weights from {}",
         usd(m.cost_usd),
         usd(m.judge_cost_usd),
@@ -165,6 +170,14 @@ fn write_model(o: &mut dyn Write, m: &ModelReport) -> io::Result<()> {
             ]);
         }
         writeln!(o, "{t}")?;
+        for b in a.behaviours.iter().filter(|b| b.blocked + b.refused > 0) {
+            writeln!(
+                o,
+                "coverage of {}: {}",
+                b.code,
+                coverage(b.tests, b.scored, b.blocked, b.refused, a.blocked_as)
+            )?;
+        }
     }
     if a.pillars.len() > 1 {
         let parts: Vec<String> = a

@@ -121,7 +121,8 @@ pub async fn run_batch(
     // started (the lock is fair and taken before the first await), so run
     // ids follow the order of the models.
     let opening = control.batch.opening.lock().await;
-    let (run_id, spent_before, redo) = open_run(ctx, settings, resume, kind, planned).await?;
+    let (run_id, spent_before, redo) =
+        open_run(ctx, settings, resume, kind, planned, control.retry_blocked).await?;
     drop(opening);
     let (todo, already_done) = remaining(ctx, run_id, work).await?;
     tracing::info!(run_id, model = %settings.model.id, planned, todo = todo.len(), "run starting");
@@ -577,6 +578,7 @@ async fn open_run(
     resume: Option<i64>,
     kind: &str,
     planned: usize,
+    retry_blocked: bool,
 ) -> crate::Result<(i64, f64, HashSet<(String, i64)>)> {
     let settings_json = serde_json::to_value(settings)?;
     let run_id = match resume {
@@ -591,7 +593,7 @@ async fn open_run(
                     "results kept by an earlier process written"
                 );
             }
-            ctx.store.clear_provider_errors(id).await?;
+            ctx.store.clear_provider_errors(id, retry_blocked).await?;
             id
         }
         None => {

@@ -47,6 +47,7 @@ mod tests {
             max_cost: None,
             tool_version: String::new(),
             benchmark_hash: String::new(),
+            blocked_as: Default::default(),
             batch: None,
         };
         let work = plan(&b, &settings).unwrap();

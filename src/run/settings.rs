@@ -63,6 +63,7 @@ impl Selection {
             max_cost: self.max_cost,
             tool_version: env!("CARGO_PKG_VERSION").to_string(),
             benchmark_hash: benchmark_hash.to_string(),
+            blocked_as: Default::default(),
             batch: None,
         }
     }
@@ -87,6 +88,10 @@ pub struct RunSettings {
     pub max_cost: Option<f64>,
     pub tool_version: String,
     pub benchmark_hash: String,
+    /// How blocked and refused test cases enter the run's score (runs
+    /// recorded before this choice existed leave them out).
+    #[serde(default)]
+    pub blocked_as: crate::domain::BlockedAs,
     /// The batch the run was started in (its runs share one budget);
     /// `None` for runs recorded before batches ran their models at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -130,6 +135,9 @@ pub struct RunControl {
     /// Test hook: hold the run between its last result write and its
     /// bookkeeping, so a crash test can kill it exactly there.
     pub pause_before_finish: Option<Duration>,
+    /// A resume asks blocked and refused test cases again (they are kept,
+    /// not asked again, by default: the answer would be the same).
+    pub retry_blocked: bool,
     /// What the runs started together share.
     pub batch: Arc<BatchShared>,
 }
@@ -231,6 +239,7 @@ impl Default for RunControl {
             grace: DEFAULT_GRACE,
             write_wait: DEFAULT_WRITE_WAIT,
             pause_before_finish: None,
+            retry_blocked: false,
             batch: Arc::new(BatchShared::new(None, 0.0)),
         }
     }

@@ -9,7 +9,9 @@ use serde_json::json;
 use super::cache::CacheFilter;
 use crate::benchmark::cases::CaseIndex;
 use crate::benchmark::{Benchmark, Rubric, compose, sha256_hex};
-use crate::domain::{DiscardedCharge, ErrorKind, NewJudgement, NewResult, ServedBy};
+use crate::domain::{
+    Block, BlockKind, DiscardedCharge, ErrorKind, NewJudgement, NewResult, ServedBy,
+};
 use crate::judging::{checks, judge, panel, reply};
 use crate::openrouter::{CallLog, ChatRequest, Client, Completion, ProviderError};
 use crate::run::RunSettings;
@@ -149,6 +151,18 @@ impl Worker {
             None => match self.client.chat_json(&m.id, body).await {
                 Ok(c) => c,
                 Err(e) if e.is_fatal_for_run() => return Asked::Done(Outcome::Fatal(e)),
+                Err(ProviderError::Blocked { block, .. }) => {
+                    r.prompt = prompt;
+                    r.passed = false;
+                    r.error_kind = Some(if block.kind == BlockKind::Refusal {
+                        ErrorKind::Refused
+                    } else {
+                        ErrorKind::Blocked
+                    });
+                    r.error = Some(block.message.clone());
+                    r.block = Some(*block);
+                    return Asked::Done(Outcome::Stored(Box::new(r)));
+                }
                 Err(e) => {
                     r.prompt = prompt;
                     r.passed = false;
@@ -175,6 +189,25 @@ impl Worker {
         };
         r.latency_ms = Some(completion.latency_ms as i64);
         r.attempts = i64::from(completion.attempts);
+        // The provider's content filter stopped the reply: blocked, with
+        // whatever was written before it and what it cost.
+        if completion.finish_reason.as_deref() == Some("content_filter") {
+            r.passed = false;
+            r.error_kind = Some(ErrorKind::Blocked);
+            let message =
+                "the provider's content filter stopped the reply (finish_reason content_filter)";
+            r.error = Some(message.into());
+            r.block = Some(Block {
+                kind: BlockKind::ContentFilter,
+                message: message.into(),
+                reasons: Vec::new(),
+                flagged_input: None,
+                provider: completion.provider.clone(),
+                model_slug: completion.served_model.clone(),
+            });
+            r.prompt = prompt;
+            return Asked::Done(Outcome::Stored(Box::new(r)));
+        }
 
         // Parse and validate a structured reply; a free-text reply is taken as is.
         let parsed = match self.validators.get(&s.code) {
@@ -305,7 +338,12 @@ impl Worker {
         repeat: i64,
     ) -> Result<NewJudgement, ProviderError> {
         let ask = judge::request(rubric, prompt, text);
-        let settings = judge::settings(judge_model);
+        let entries = self
+            .benchmark
+            .models
+            .as_ref()
+            .map_or(&[][..], |m| &m.models[..]);
+        let settings = judge::settings(judge_model, entries);
         let jbody = ChatRequest {
             model: &settings,
             prompt: &ask.prompt,

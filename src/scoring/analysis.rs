@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::benchmark::ScoringConfig;
 use crate::benchmark::codes::natural_cmp;
-use crate::domain::{ErrorKind, StoredResult};
+use crate::domain::{BlockedAs, ErrorKind, StoredResult};
 
 /// Bootstrap samples [`analyse`] draws for `score_ci`.
 pub const BOOTSTRAP_SAMPLES: usize = 1000;
@@ -47,6 +47,13 @@ pub struct Analysis {
     pub format_failures: usize,
     pub judge_errors: usize,
     pub provider_errors: usize,
+    /// Test cases the provider blocked (moderation, guardrail, content
+    /// filter): no answer was given.
+    pub blocked: usize,
+    /// Test cases the model refused through a provider error.
+    pub refused: usize,
+    /// How blocked and refused test cases entered the score.
+    pub blocked_as: crate::domain::BlockedAs,
     /// Passed among scored results with `base > 0`.
     pub sensitivity: Option<f64>,
     /// Passed among scored results with `base < 0`.
@@ -79,6 +86,9 @@ pub struct BehaviourScore {
     pub format_failures: usize,
     pub judge_errors: usize,
     pub provider_errors: usize,
+    /// Blocked by the provider / refused through an error (see [`Analysis`]).
+    pub blocked: usize,
+    pub refused: usize,
     pub sensitivity: Option<f64>,
     pub specificity: Option<f64>,
     /// The safety floor from `scoring.yaml`, if any.
@@ -241,12 +251,44 @@ pub fn weighted_mean(items: impl IntoIterator<Item = (f64, Option<f64>)>) -> Opt
 }
 
 /// Scores a run's results.
+/// Blocked and refused test cases per behaviour.
+fn blocked_counts(results: &[StoredResult]) -> BTreeMap<String, (usize, usize)> {
+    let mut out: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+    for r in results {
+        let e = out.entry(r.behaviour.clone()).or_default();
+        match r.error_kind {
+            Some(ErrorKind::Blocked) => e.0 += 1,
+            Some(ErrorKind::Refused) => e.1 += 1,
+            _ => {}
+        }
+    }
+    out
+}
+
 pub fn analyse(results: &[StoredResult], scoring: &ScoringConfig) -> Analysis {
+    // Coverage comes from the results as stored; with `--blocked-as fail`
+    // the blocked ones are then scored as misses.
+    let blocked = blocked_counts(results);
+    let as_misses: Vec<StoredResult>;
+    let results = match scoring.blocked_as {
+        BlockedAs::Exclude => results,
+        BlockedAs::Fail => {
+            as_misses = results.iter().map(StoredResult::counted_as_miss).collect();
+            &as_misses
+        }
+    };
     let overall = Tally::of(results);
 
     let behaviours: Vec<BehaviourScore> = group_by(results, |r| r.behaviour.clone())
         .into_iter()
-        .map(|(code, rs)| behaviour(code, &rs, scoring))
+        .map(|(code, rs)| {
+            let (b, r) = blocked.get(&code).copied().unwrap_or_default();
+            BehaviourScore {
+                blocked: b,
+                refused: r,
+                ..behaviour(code, &rs, scoring)
+            }
+        })
         .collect();
 
     let score = weighted_mean(behaviours.iter().map(|b| (b.weight, b.score)));
@@ -288,6 +330,9 @@ pub fn analyse(results: &[StoredResult], scoring: &ScoringConfig) -> Analysis {
         format_failures: overall.format_failures,
         judge_errors: overall.judge_errors,
         provider_errors: overall.provider_errors,
+        blocked: blocked.values().map(|b| b.0).sum(),
+        refused: blocked.values().map(|b| b.1).sum(),
+        blocked_as: scoring.blocked_as,
         sensitivity: overall.sensitivity(),
         specificity: overall.specificity(),
         behaviours,
@@ -327,6 +372,8 @@ fn behaviour(code: String, results: &[&StoredResult], scoring: &ScoringConfig) -
         format_failures: tally.format_failures,
         judge_errors: tally.judge_errors,
         provider_errors: tally.provider_errors,
+        blocked: 0,
+        refused: 0,
         sensitivity: tally.sensitivity(),
         specificity: tally.specificity(),
         floor,

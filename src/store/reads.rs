@@ -75,6 +75,9 @@ pub struct ExportRow {
     pub error_type: Option<String>,
     #[serde(default)]
     pub provider_code: Option<String>,
+    /// A blocked or refused test case: what the provider said.
+    #[serde(default)]
+    pub block: Option<crate::domain::Block>,
 }
 
 impl Store {
@@ -153,7 +156,8 @@ const EXPORT_QUERY: &str = "SELECT r.run_id, l.model_id, r.test_code, r.repeat_i
             'reasoning_tokens', j.reasoning_tokens, 'cached_prompt_tokens', j.cached_prompt_tokens) ORDER BY j.id)
        FROM judgement j WHERE j.result_id = r.id),
     r.quality, r.prompt_hash, CASE WHEN ? THEN (SELECT text FROM prompt_text WHERE hash = r.prompt_hash) END,
-    r.served_model, r.provider, r.reasoning_tokens, r.cached_prompt_tokens, r.error_type, r.provider_code
+    r.served_model, r.provider, r.reasoning_tokens, r.cached_prompt_tokens, r.error_type, r.provider_code,
+    r.block
   FROM result r
   JOIN evaluation_run er ON er.id = r.run_id
   JOIN llm l ON l.id = er.llm_id
@@ -235,6 +239,9 @@ fn export_row(row: &sqlx::sqlite::SqliteRow) -> Result<ExportRow, StoreError> {
         },
         error_type: row.get(35),
         provider_code: row.get(36),
+        block: row
+            .get::<Option<String>, _>("block")
+            .and_then(|b| serde_json::from_str(&b).ok()),
     })
 }
 

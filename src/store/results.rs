@@ -142,15 +142,23 @@ impl Store {
         .await?)
     }
 
-    /// Deletes a run's provider-error results so a resume sends them again.
-    pub async fn clear_provider_errors(&self, run_id: i64) -> Result<u64, StoreError> {
-        Ok(
-            sqlx::query("DELETE FROM result WHERE run_id = ? AND error_kind = 'provider'")
-                .bind(run_id)
-                .execute(&self.pool)
-                .await?
-                .rows_affected(),
-        )
+    /// Deletes a run's provider-error results so a resume sends them again;
+    /// with `blocked`, its blocked and refused ones too (`--retry-blocked`).
+    pub async fn clear_provider_errors(
+        &self,
+        run_id: i64,
+        blocked: bool,
+    ) -> Result<u64, StoreError> {
+        let sql = if blocked {
+            "DELETE FROM result WHERE run_id = ? AND error_kind IN ('provider', 'blocked', 'refused')"
+        } else {
+            "DELETE FROM result WHERE run_id = ? AND error_kind = 'provider'"
+        };
+        Ok(sqlx::query(sql)
+            .bind(run_id)
+            .execute(&self.pool)
+            .await?
+            .rows_affected())
     }
 
     /// Writes results in one transaction. A (run, test code, repeat) already
@@ -415,7 +423,7 @@ pub fn request_key(hash: &str) -> u64 {
 }
 
 /// Rows per multi-row INSERT, at most: well under SQLite's 32,766 bound
-/// variables (36 columns x 64 rows = 2,304).
+/// variables (37 columns x 64 rows = 2,368).
 const MAX_RESULT_ROWS: usize = 64;
 const MAX_PROMPT_ROWS: usize = 128;
 
@@ -423,8 +431,8 @@ const RESULT_INSERT: &str = "INSERT INTO result (run_id, test_code, repeat_index
    prompt_hash, request_hash, base_severity, difficulty, response, parsed, matched, passed, error_kind, error,
    evaluation_details, latency_ms, prompt_tokens, completion_tokens, cost_usd, upstream_cost_usd, generation_id,
    finish_reason, attempts, cached, quality, endpoint, cost_unknown, served_model, provider, reasoning_tokens,
-   cached_prompt_tokens, error_type, provider_code) VALUES ";
-const RESULT_COLUMNS: usize = 36;
+   cached_prompt_tokens, error_type, provider_code, block) VALUES ";
+const RESULT_COLUMNS: usize = 37;
 const RESULT_CONFLICT: &str = " ON CONFLICT(run_id, test_code, repeat_index) DO NOTHING";
 
 /// `head` + `rows` groups of `columns` placeholders + `tail`. Built only
@@ -508,7 +516,7 @@ pub(super) fn known_cost(c: f64) -> f64 {
     if c.is_finite() { c } else { 0.0 }
 }
 
-/// Binds one result's 36 values in `RESULT_INSERT` column order.
+/// Binds one result's 37 values in `RESULT_INSERT` column order.
 fn bind_result(q: SqliteQuery, r: &NewResult, endpoint: Option<&str>) -> SqliteQuery {
     q.bind(r.run_id)
         .bind(r.test_code.clone())
@@ -550,4 +558,5 @@ fn bind_result(q: SqliteQuery, r: &NewResult, endpoint: Option<&str>) -> SqliteQ
         .bind(r.served.cached_prompt_tokens)
         .bind(r.error_type.clone())
         .bind(r.provider_code.clone())
+        .bind(r.block.as_ref().and_then(|b| serde_json::to_string(b).ok()))
 }

@@ -31,6 +31,10 @@ pub struct RunRow {
     pub format_failures: i64,
     pub judge_errors: i64,
     pub provider_errors: i64,
+    /// Test cases the provider blocked (moderation, guardrail, content
+    /// policy) and those the model refused through an error.
+    pub blocked: i64,
+    pub refused: i64,
     pub cached_replies: i64,
     pub cost_usd: f64,
     pub judge_cost_usd: f64,
@@ -53,6 +57,21 @@ pub struct RunRow {
     /// Seconds since the owner's last heartbeat; None before migration 2.
     #[serde(skip)]
     pub heartbeat_age_s: Option<f64>,
+}
+
+impl RunRow {
+    /// How the run's blocked and refused test cases enter its score, as
+    /// recorded with it (`exclude` for runs recorded before the choice).
+    pub fn blocked_as(&self) -> crate::domain::BlockedAs {
+        #[derive(serde::Deserialize)]
+        struct Recorded {
+            #[serde(default)]
+            blocked_as: crate::domain::BlockedAs,
+        }
+        serde_json::from_str::<Recorded>(&self.settings)
+            .map(|r| r.blocked_as)
+            .unwrap_or_default()
+    }
 }
 
 /// How often a process running a run says it is alive, and how long a
@@ -322,6 +341,8 @@ const TOTALS: &str = "SELECT r.run_id AS run_id,
     COALESCE(SUM(r.error_kind = 'format'), 0) AS format_failures,
     COALESCE(SUM(r.error_kind = 'judge'), 0) AS judge_errors,
     COALESCE(SUM(r.error_kind = 'provider'), 0) AS provider_errors,
+    COALESCE(SUM(r.error_kind = 'blocked'), 0) AS blocked,
+    COALESCE(SUM(r.error_kind = 'refused'), 0) AS refused,
     COALESCE(SUM(r.cached), 0) AS cached_replies,
     COALESCE(SUM(r.cost_usd), 0.0) AS cost_usd,
     COALESCE(SUM(jr.cost), 0.0) AS judge_cost_usd,
@@ -339,6 +360,7 @@ pub(super) fn runs_query(filter: &str) -> String {
     COALESCE(t.evaluations, 0) AS evaluations, COALESCE(t.passed_evaluations, 0) AS passed_evaluations,
     COALESCE(t.format_failures, 0) AS format_failures, COALESCE(t.judge_errors, 0) AS judge_errors,
     COALESCE(t.provider_errors, 0) AS provider_errors, COALESCE(t.cached_replies, 0) AS cached_replies,
+    COALESCE(t.blocked, 0) AS blocked, COALESCE(t.refused, 0) AS refused,
     COALESCE(t.cost_usd, 0.0) + COALESCE(d.model_cost, 0.0) AS cost_usd,
     COALESCE(t.judge_cost_usd, 0.0) + COALESCE(d.judge_cost, 0.0) AS judge_cost_usd,
     COALESCE(t.prompt_tokens, 0) AS prompt_tokens, COALESCE(t.completion_tokens, 0) AS completion_tokens,
@@ -394,6 +416,8 @@ mod tests {
             format_failures: 0,
             judge_errors: 0,
             provider_errors: 0,
+            blocked: 0,
+            refused: 0,
             cached_replies: 0,
             cost_usd: 0.0,
             judge_cost_usd: 0.0,

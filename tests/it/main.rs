@@ -10,6 +10,7 @@ mod fidelity;
 mod fuzz_regressions;
 mod harness;
 mod layout;
+mod moderation;
 mod openrouter_realism;
 mod pipes;
 mod reliability;

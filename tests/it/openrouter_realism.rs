@@ -135,7 +135,7 @@ async fn served_model_provider_and_tokens_are_stored_exported_and_warned_about()
     let header = text.lines().next().unwrap();
     assert!(
         header.ends_with(
-            "served_model,provider,reasoning_tokens,cached_prompt_tokens,error_type,provider_code"
+            "served_model,provider,reasoning_tokens,cached_prompt_tokens,error_type,provider_code,block"
         ),
         "{header}"
     );

@@ -33,6 +33,7 @@ fn config(weights: &[(&str, f64)], floors: &[(&str, f64)]) -> ScoringConfig {
     ScoringConfig {
         weights: weights.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
         floors: floors.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+        ..Default::default()
     }
 }
 
