@@ -62,6 +62,10 @@ pub fn prompt(rubric: &Rubric, user_input: &str, reply: &str) -> String {
 /// The most tokens a judge answer may take (a verdict and a short justification).
 pub const MAX_TOKENS: u32 = 400;
 
+/// The most a judge's `max_tokens` is raised to when it answered with
+/// reasoning only and is asked once more.
+pub const MAX_TOKENS_CAP: u32 = 32_768;
+
 /// The settings a judge is asked with: its own entry of `models.yml` when
 /// it has one (temperature, seed, max_tokens, provider, reasoning: a
 /// reasoning judge needs its `reasoning` and a larger `max_tokens`), with

@@ -287,11 +287,15 @@ fn block_of(
 
 /// Map one HTTP answer to success, retry or a final error.
 /// `parsed` is `text` as JSON, if it is JSON.
+/// `empty_is_answer`: a reply with reasoning or tool calls but no content
+/// is returned (with [`Completion::empty_because`]) rather than retried as
+/// is: a judge's caller asks again with room to answer.
 pub(super) fn classify(
     status: StatusCode,
     retry_after_header: Option<Duration>,
     text: &str,
     parsed: Option<Value>,
+    empty_is_answer: bool,
 ) -> Outcome {
     let api_error = parsed
         .as_ref()
@@ -467,7 +471,35 @@ pub(super) fn classify(
         }
     }
     let final_empty_ok = matches!(finish_reason.as_deref(), Some("length" | "content_filter"));
-    if content.trim().is_empty() && !final_empty_ok {
+    // Why a reply has no content: it only reasoned, or it only called tools.
+    let reasoned = message
+        .and_then(|m| m.get("reasoning"))
+        .and_then(Value::as_str)
+        .is_some_and(|r| !r.trim().is_empty())
+        || message
+            .and_then(|m| m.get("reasoning_details"))
+            .and_then(Value::as_array)
+            .is_some_and(|d| !d.is_empty())
+        || v.pointer("/usage/completion_tokens_details/reasoning_tokens")
+            .and_then(Value::as_f64)
+            .is_some_and(|n| n > 0.0);
+    let called_tools = message
+        .and_then(|m| m.get("tool_calls"))
+        .and_then(Value::as_array)
+        .is_some_and(|t| !t.is_empty());
+    let empty_because = content
+        .trim()
+        .is_empty()
+        .then_some(())
+        .and(if called_tools {
+            Some("tool calls only".to_string())
+        } else if reasoned {
+            Some("reasoning only".to_string())
+        } else {
+            None
+        });
+    if content.trim().is_empty() && !final_empty_ok && !(empty_is_answer && empty_because.is_some())
+    {
         return Outcome::Retry(RetryableFailure {
             status: Some(s),
             reason: format!(
@@ -520,6 +552,7 @@ pub(super) fn classify(
         .filter(|c| !c.is_nan()),
         attempts: 0,
         latency_ms: 0,
+        empty_because,
     })
 }
 

@@ -139,6 +139,27 @@ impl Client {
     /// [`ChatRequest::to_json`], when the caller hashes it first); `model` names
     /// the request in logs and picks its in-flight limit.
     pub async fn chat_json(&self, model: &str, body: String) -> Result<Completion, ProviderError> {
+        self.send(model, body, false).await
+    }
+
+    /// [`Client::chat_json`] for a judge: a reply with reasoning or tool
+    /// calls but no content comes back as it is (see
+    /// [`Completion::empty_because`]), paid and counted, for the caller to
+    /// ask again with a larger `max_tokens`, instead of being retried as is.
+    pub async fn chat_json_judge(
+        &self,
+        model: &str,
+        body: String,
+    ) -> Result<Completion, ProviderError> {
+        self.send(model, body, true).await
+    }
+
+    async fn send(
+        &self,
+        model: &str,
+        body: String,
+        empty_is_answer: bool,
+    ) -> Result<Completion, ProviderError> {
         // Bytes: every attempt shares the one serialised body.
         let body = bytes::Bytes::from(body);
         let started = Instant::now();
@@ -159,7 +180,7 @@ impl Client {
                 None => None,
             };
             let attempt_start = Instant::now();
-            let result = self.attempt(&body, timeout).await;
+            let result = self.attempt(&body, timeout, empty_is_answer).await;
             drop(total_slot);
             if let (Some(l), Some(slot)) = (&limit, slot) {
                 let seen = match &result {
@@ -238,6 +259,7 @@ impl Client {
         &self,
         body: &bytes::Bytes,
         timeout: Duration,
+        empty_is_answer: bool,
     ) -> Result<(Outcome, f64), ProviderError> {
         let sent = self
             .http
@@ -277,7 +299,7 @@ impl Client {
             .as_ref()
             .and_then(|v| v.pointer("/usage/cost"))
             .cloned();
-        let outcome = classify(status, retry_after, &text, parsed);
+        let outcome = classify(status, retry_after, &text, parsed, empty_is_answer);
         let charged = match outcome {
             Outcome::Success(_) => 0.0,
             _ => charged_cost(cost.as_ref()),

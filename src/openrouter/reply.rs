@@ -33,4 +33,7 @@ pub struct Completion {
     pub attempts: u32,
     /// Latency of the successful attempt.
     pub latency_ms: u64,
+    /// Why `content` is empty when the reply only reasoned or only called
+    /// tools ("reasoning only", "tool calls only"); None otherwise.
+    pub empty_because: Option<String>,
 }

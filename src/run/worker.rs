@@ -147,6 +147,7 @@ impl Worker {
                 upstream_cost_usd: None,
                 attempts: 0,
                 latency_ms: 0,
+                empty_because: None,
             },
             None => match self.client.chat_json(&m.id, body).await {
                 Ok(c) => c,
@@ -344,12 +345,15 @@ impl Worker {
             .as_ref()
             .map_or(&[][..], |m| &m.models[..]);
         let settings = judge::settings(judge_model, entries);
-        let jbody = ChatRequest {
-            model: &settings,
-            prompt: &ask.prompt,
-            response_format: Some(&ask.response_format),
-        }
-        .to_json();
+        let body_with = |settings: &crate::domain::ModelEntry| {
+            ChatRequest {
+                model: settings,
+                prompt: &ask.prompt,
+                response_format: Some(&ask.response_format),
+            }
+            .to_json()
+        };
+        let jbody = body_with(&settings);
         let jhash = sha256_hex(&[jbody.as_bytes(), &repeat.to_le_bytes()]);
         let cached = match &self.cache {
             Some(f) if f.may_have_judgement(&jhash) => {
@@ -366,13 +370,43 @@ impl Worker {
         // An unusable verdict is asked for again, a bounded number of times.
         let mut parsed_verdict = None;
         let mut cached = cached;
+        let mut body = jbody;
+        let mut enlarged: Option<u32> = None;
         for _ in 0..JUDGE_ATTEMPTS {
             let content = match cached.take() {
                 Some(c) => {
                     j.cached = true;
                     c
                 }
-                None => match self.client.chat_json(judge_model, jbody.clone()).await {
+                None => match self.client.chat_json_judge(judge_model, body.clone()).await {
+                    Ok(c) if c.empty_because.is_some() => {
+                        // Reasoning (or tool calls) with no verdict: paid for,
+                        // counted, and asked once more with room to answer.
+                        j.prompt_tokens += c.prompt_tokens;
+                        j.completion_tokens += c.completion_tokens;
+                        j.cost_usd += c.cost_usd;
+                        j.served.reasoning_tokens += c.reasoning_tokens;
+                        let why = c.empty_because.unwrap_or_default();
+                        let had = settings.max_tokens.unwrap_or(judge::MAX_TOKENS);
+                        match enlarged {
+                            None => {
+                                let more = had.saturating_mul(2).min(judge::MAX_TOKENS_CAP);
+                                enlarged = Some(more);
+                                let larger = crate::domain::ModelEntry {
+                                    max_tokens: Some(more),
+                                    ..settings.clone()
+                                };
+                                body = body_with(&larger);
+                                continue;
+                            }
+                            Some(more) => {
+                                parsed_verdict = Some(Err(format!(
+                                    "the judge answered with {why} and no verdict, with max_tokens {had} and again with {more}: raise its max_tokens (or lower its reasoning effort) in models.yml"
+                                )));
+                                break;
+                            }
+                        }
+                    }
                     Ok(c) => {
                         j.cached = false;
                         j.prompt_tokens += c.prompt_tokens;

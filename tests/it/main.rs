@@ -9,6 +9,7 @@ mod edges;
 mod fidelity;
 mod fuzz_regressions;
 mod harness;
+mod judges;
 mod layout;
 mod moderation;
 mod openrouter_realism;

@@ -246,6 +246,7 @@ async fn success_parses_usage_cost_and_ids() {
     assert_eq!(
         c,
         Completion {
+            empty_because: None,
             generation_id: Some("gen-123".into()),
             content: "{\"answer\": 1}".into(),
             finish_reason: Some("stop".into()),
