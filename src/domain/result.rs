@@ -38,6 +38,9 @@ pub struct NewJudgement {
     pub completion_tokens: i64,
     /// NaN when a judge call's cost was unusable: stored as unknown.
     pub cost_usd: f64,
+    /// With bring-your-own-key: what the provider billed the user's key.
+    #[serde(default)]
+    pub byok_cost_usd: f64,
     pub generation_id: Option<String>,
     pub cached: bool,
     pub request_hash: Option<String>,
@@ -98,6 +101,10 @@ pub struct NewResult {
     /// unusable: stored as an unknown cost.
     pub cost_usd: f64,
     pub upstream_cost_usd: Option<f64>,
+    /// With bring-your-own-key: what the provider billed the user's key on
+    /// top of `cost_usd` (OpenRouter's fee); 0 otherwise.
+    #[serde(default)]
+    pub byok_cost_usd: f64,
     pub generation_id: Option<String>,
     pub finish_reason: Option<String>,
     pub attempts: i64,
@@ -225,5 +232,27 @@ impl StoredResult {
             matched: None,
             error_kind: None,
         }
+    }
+}
+
+/// What a call cost in all: OpenRouter's figure plus, with
+/// bring-your-own-key, what the provider billed the user's own key. What
+/// budgets count. An unknown (not finite) figure counts as nothing.
+pub fn billed(cost_usd: f64, byok_cost_usd: f64) -> f64 {
+    let known = |c: f64| if c.is_finite() { c } else { 0.0 };
+    known(cost_usd) + known(byok_cost_usd)
+}
+
+impl NewResult {
+    /// The model call's cost in all (see [`billed`]).
+    pub fn billed_usd(&self) -> f64 {
+        billed(self.cost_usd, self.byok_cost_usd)
+    }
+}
+
+impl NewJudgement {
+    /// The judge calls' cost in all (see [`billed`]).
+    pub fn billed_usd(&self) -> f64 {
+        billed(self.cost_usd, self.byok_cost_usd)
     }
 }

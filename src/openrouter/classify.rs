@@ -552,6 +552,17 @@ pub(super) fn classify(
         .filter(|c| !c.is_nan()),
         attempts: 0,
         latency_ms: 0,
+        byok_cost_usd: match usage.and_then(|u| u.get("is_byok")) {
+            Some(Value::Bool(true)) => reply_cost(
+                usage
+                    .and_then(|u| u.get("cost_details"))
+                    .and_then(|d| d.get("upstream_inference_cost")),
+                "usage.cost_details.upstream_inference_cost",
+            )
+            .filter(|c| c.is_finite())
+            .unwrap_or(0.0),
+            _ => 0.0,
+        },
         empty_because,
     })
 }

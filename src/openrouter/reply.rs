@@ -33,6 +33,10 @@ pub struct Completion {
     pub attempts: u32,
     /// Latency of the successful attempt.
     pub latency_ms: u64,
+    /// With bring-your-own-key (`usage.is_byok`): what the provider billed
+    /// the user's own key (`upstream_inference_cost`), on top of
+    /// `cost_usd`, OpenRouter's fee. 0.0 otherwise.
+    pub byok_cost_usd: f64,
     /// Why `content` is empty when the reply only reasoned or only called
     /// tools ("reasoning only", "tool calls only"); None otherwise.
     pub empty_because: Option<String>,

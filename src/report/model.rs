@@ -537,6 +537,7 @@ impl Spend {
         self.test_cases += o.test_cases;
         self.cost_usd += o.cost_usd;
         self.judge_cost_usd += o.judge_cost_usd;
+        self.byok_upstream_usd += o.byok_upstream_usd;
         self.discarded_cost_usd += o.discarded_cost_usd;
         self.upstream_cost_usd = match (self.upstream_cost_usd, o.upstream_cost_usd) {
             (None, None) => None,
@@ -555,7 +556,8 @@ impl Spend {
     }
 
     fn finish(&mut self) {
-        self.total_cost_usd = self.cost_usd + self.judge_cost_usd;
+        self.fee_usd = self.cost_usd + self.judge_cost_usd;
+        self.total_cost_usd = self.fee_usd + self.byok_upstream_usd;
         self.mean_cost_per_test_case =
             (self.test_cases > 0).then(|| self.total_cost_usd / self.test_cases as f64);
     }
@@ -609,7 +611,11 @@ pub struct CostReport {
     pub models: Vec<ModelCost>,
     pub cost_usd: f64,
     pub judge_cost_usd: f64,
-    /// Model + judge across the selected runs.
+    /// OpenRouter's figures (model + judge) across the selected runs.
+    pub total_fee_usd: f64,
+    /// What the providers billed a bring-your-own-key (model + judge).
+    pub total_byok_upstream_usd: f64,
+    /// Everything billed across the selected runs: fees plus upstream.
     pub total_cost_usd: f64,
     /// Model replies and judge calls of the selected runs whose cost is
     /// unknown (not in the totals).
@@ -683,6 +689,8 @@ pub async fn costs(
         models: Vec::new(),
         cost_usd: 0.0,
         judge_cost_usd: 0.0,
+        total_fee_usd: 0.0,
+        total_byok_upstream_usd: 0.0,
         total_cost_usd: 0.0,
         unknown_cost_replies: 0,
     };
@@ -718,6 +726,7 @@ pub async fn costs(
         m.spend.add(&spend);
         report.cost_usd += spend.cost_usd;
         report.judge_cost_usd += spend.judge_cost_usd;
+        report.total_byok_upstream_usd += spend.byok_upstream_usd;
         report.unknown_cost_replies += spend.unknown_cost_replies + spend.unknown_cost_judgements;
         report.runs.push(RunCost {
             run_id: run.run_id,
@@ -731,7 +740,8 @@ pub async fn costs(
         });
     }
     report.models = models.into_values().collect();
-    report.total_cost_usd = report.cost_usd + report.judge_cost_usd;
+    report.total_fee_usd = report.cost_usd + report.judge_cost_usd;
+    report.total_cost_usd = report.total_fee_usd + report.total_byok_upstream_usd;
     Ok(report)
 }
 

@@ -386,7 +386,7 @@ fn spend_cells(s: &Spend) -> [String; 9] {
         ),
         opt(s.mean_cost_per_test_case.map(usd)),
         s.cached_replies.to_string(),
-        opt(s.upstream_cost_usd.map(usd)),
+        usd(s.byok_upstream_usd),
     ]
 }
 
@@ -399,7 +399,7 @@ const SPEND_HEADER: [&str; 9] = [
     "judge calls (in/out)",
     "mean USD/test",
     "cached",
-    "upstream USD",
+    "BYOK upstream USD",
 ];
 
 /// Spend per run, per scenario within each run, and per model.
@@ -478,6 +478,15 @@ pub fn write_costs(o: &mut dyn Write, c: &CostReport) -> io::Result<()> {
         usd(c.judge_cost_usd),
         c.runs.len()
     )?;
+    if c.total_byok_upstream_usd > 0.0 {
+        writeln!(
+            o,
+            "bring-your-own-key: ${} OpenRouter fees + ${} billed to your own provider keys (upstream) = ${}",
+            usd(c.total_fee_usd),
+            usd(c.total_byok_upstream_usd),
+            usd(c.total_cost_usd)
+        )?;
+    }
     if c.unknown_cost_replies > 0 {
         writeln!(
             o,

@@ -448,7 +448,7 @@ impl Lane {
             // refused key stops the run before the next worker may send.
             match &asked {
                 Asked::Judge(r, _) | Asked::Done(Outcome::Stored(r)) => {
-                    shared.add_spend(r.cost_usd)
+                    shared.add_spend(r.billed_usd())
                 }
                 Asked::Done(Outcome::Fatal(e)) => {
                     stop_for(e, &worker.settings.model.id, &shared, &stop, &abort)
@@ -467,7 +467,7 @@ impl Lane {
             shared.add_spend(charges.iter().map(|c| c.cost_usd).sum());
             match outcome {
                 Outcome::Stored(mut r) => {
-                    shared.add_spend(r.judgements.iter().map(|j| j.cost_usd).sum::<f64>());
+                    shared.add_spend(r.judgements.iter().map(|j| j.billed_usd()).sum::<f64>());
                     r.charges = charges;
                     r.replaces = redo.contains(&(r.test_code.clone(), r.repeat_index));
                     // A judge that fails at the provider counts like the model.

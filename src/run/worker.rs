@@ -147,6 +147,7 @@ impl Worker {
                 upstream_cost_usd: None,
                 attempts: 0,
                 latency_ms: 0,
+                byok_cost_usd: 0.0,
                 empty_because: None,
             },
             None => match self.client.chat_json(&m.id, body).await {
@@ -182,6 +183,7 @@ impl Worker {
         r.completion_tokens = completion.completion_tokens;
         r.cost_usd = completion.cost_usd;
         r.upstream_cost_usd = completion.upstream_cost_usd;
+        r.byok_cost_usd = completion.byok_cost_usd;
         r.served = ServedBy {
             served_model: completion.served_model.clone(),
             provider: completion.provider.clone(),
@@ -385,6 +387,7 @@ impl Worker {
                         j.prompt_tokens += c.prompt_tokens;
                         j.completion_tokens += c.completion_tokens;
                         j.cost_usd += c.cost_usd;
+                        j.byok_cost_usd += c.byok_cost_usd;
                         j.served.reasoning_tokens += c.reasoning_tokens;
                         let why = c.empty_because.unwrap_or_default();
                         let had = settings.max_tokens.unwrap_or(judge::MAX_TOKENS);
@@ -412,6 +415,7 @@ impl Worker {
                         j.prompt_tokens += c.prompt_tokens;
                         j.completion_tokens += c.completion_tokens;
                         j.cost_usd += c.cost_usd;
+                        j.byok_cost_usd += c.byok_cost_usd;
                         j.served.reasoning_tokens += c.reasoning_tokens;
                         j.served.cached_prompt_tokens += c.cached_prompt_tokens;
                         (j.served.served_model, j.served.provider) = (c.served_model, c.provider);

@@ -335,8 +335,18 @@ pub struct Spend {
     pub cost_usd: f64,
     /// Judge calls.
     pub judge_cost_usd: f64,
-    /// Model + judge.
+    /// Model + judge, all that was billed: OpenRouter's fees plus, with
+    /// bring-your-own-key, what the providers billed the key.
     pub total_cost_usd: f64,
+    /// OpenRouter's own figure (`usage.cost`) for model + judge: the whole
+    /// price, or only its fee with bring-your-own-key.
+    #[serde(default)]
+    pub fee_usd: f64,
+    /// With bring-your-own-key: what the providers billed the key for
+    /// model + judge (`upstream_inference_cost` of replies marked
+    /// `is_byok`); 0 otherwise.
+    #[serde(default)]
+    pub byok_upstream_usd: f64,
     /// The part of `cost_usd` + `judge_cost_usd` charged for replies that
     /// were retried or not kept (empty content, no choices, an error inside
     /// a 200 with a cost, a judge-error result judged again).
@@ -468,13 +478,14 @@ impl Store {
                 SUM(r.upstream_cost_usd), COALESCE(SUM(r.prompt_tokens), 0), COALESCE(SUM(r.completion_tokens), 0),
                 COALESCE(SUM(j.n), 0), COALESCE(SUM(j.pt), 0), COALESCE(SUM(j.ct), 0),
                 COALESCE(SUM(r.cached), 0), COALESCE(SUM(j.cached), 0),
-                COALESCE(SUM(r.cost_unknown), 0), COALESCE(SUM(j.unknown), 0)
+                COALESCE(SUM(r.cost_unknown), 0), COALESCE(SUM(j.unknown), 0),
+                COALESCE(SUM(r.byok_cost_usd), 0.0) + COALESCE(SUM(j.byok), 0.0) AS byok
          FROM result r
          JOIN scenario s ON s.id = r.scenario_id
          LEFT JOIN (SELECT j.result_id, SUM(MAX(1, COALESCE(v.n, 0))) AS n, SUM(j.cost_usd) AS cost,
                            SUM(j.prompt_tokens) AS pt, SUM(j.completion_tokens) AS ct,
                            SUM(CASE WHEN v.n > 0 THEN v.cached ELSE j.cached END) AS cached,
-                           SUM(j.cost_unknown) AS unknown
+                           SUM(j.cost_unknown) AS unknown, SUM(j.byok_cost_usd) AS byok
                     FROM judgement j
                     -- A panel's criterion is one judgement but one call per judge (its votes).
                     LEFT JOIN (SELECT result_id, criterion, COUNT(*) AS n, SUM(cached) AS cached
@@ -507,6 +518,7 @@ impl Store {
                     cached_judgements: r.get(12),
                     unknown_cost_replies: r.get(13),
                     unknown_cost_judgements: r.get(14),
+                    byok_upstream_usd: r.get("byok"),
                     ..Spend::default()
                 },
             })

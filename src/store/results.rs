@@ -234,8 +234,9 @@ impl Store {
                 sqlx::query(
                     "INSERT INTO judgement (result_id, criterion, judge_model, verdict, justification, passed, error,
                        prompt_tokens, completion_tokens, cost_usd, generation_id, cached, request_hash, response,
-                       endpoint, cost_unknown, served_model, provider, reasoning_tokens, cached_prompt_tokens)
-                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                       endpoint, cost_unknown, served_model, provider, reasoning_tokens, cached_prompt_tokens,
+                       byok_cost_usd)
+                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 )
                 .bind(id)
                 .bind(&j.criterion)
@@ -257,6 +258,7 @@ impl Store {
                 .bind(&j.served.provider)
                 .bind(j.served.reasoning_tokens)
                 .bind(j.served.cached_prompt_tokens)
+                .bind(known_cost(j.byok_cost_usd))
                 .execute(&mut *tx)
                 .await?;
                 write_votes(&mut tx, id, j, self.endpoint.as_deref()).await?;
@@ -423,7 +425,7 @@ pub fn request_key(hash: &str) -> u64 {
 }
 
 /// Rows per multi-row INSERT, at most: well under SQLite's 32,766 bound
-/// variables (37 columns x 64 rows = 2,368).
+/// variables (38 columns x 64 rows = 2,432).
 const MAX_RESULT_ROWS: usize = 64;
 const MAX_PROMPT_ROWS: usize = 128;
 
@@ -431,8 +433,8 @@ const RESULT_INSERT: &str = "INSERT INTO result (run_id, test_code, repeat_index
    prompt_hash, request_hash, base_severity, difficulty, response, parsed, matched, passed, error_kind, error,
    evaluation_details, latency_ms, prompt_tokens, completion_tokens, cost_usd, upstream_cost_usd, generation_id,
    finish_reason, attempts, cached, quality, endpoint, cost_unknown, served_model, provider, reasoning_tokens,
-   cached_prompt_tokens, error_type, provider_code, block) VALUES ";
-const RESULT_COLUMNS: usize = 37;
+   cached_prompt_tokens, error_type, provider_code, block, byok_cost_usd) VALUES ";
+const RESULT_COLUMNS: usize = 38;
 const RESULT_CONFLICT: &str = " ON CONFLICT(run_id, test_code, repeat_index) DO NOTHING";
 
 /// `head` + `rows` groups of `columns` placeholders + `tail`. Built only
@@ -516,7 +518,7 @@ pub(super) fn known_cost(c: f64) -> f64 {
     if c.is_finite() { c } else { 0.0 }
 }
 
-/// Binds one result's 37 values in `RESULT_INSERT` column order.
+/// Binds one result's 38 values in `RESULT_INSERT` column order.
 fn bind_result(q: SqliteQuery, r: &NewResult, endpoint: Option<&str>) -> SqliteQuery {
     q.bind(r.run_id)
         .bind(r.test_code.clone())
@@ -559,4 +561,5 @@ fn bind_result(q: SqliteQuery, r: &NewResult, endpoint: Option<&str>) -> SqliteQ
         .bind(r.error_type.clone())
         .bind(r.provider_code.clone())
         .bind(r.block.as_ref().and_then(|b| serde_json::to_string(b).ok()))
+        .bind(known_cost(r.byok_cost_usd))
 }

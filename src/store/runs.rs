@@ -36,8 +36,12 @@ pub struct RunRow {
     pub blocked: i64,
     pub refused: i64,
     pub cached_replies: i64,
+    /// Model calls in all: OpenRouter's fee plus, with bring-your-own-key,
+    /// what the providers billed the key (as budgets count them).
     pub cost_usd: f64,
     pub judge_cost_usd: f64,
+    /// The bring-your-own-key part of `cost_usd` + `judge_cost_usd`.
+    pub byok_cost_usd: f64,
     pub prompt_tokens: i64,
     pub completion_tokens: i64,
     pub settings: String,
@@ -344,12 +348,14 @@ const TOTALS: &str = "SELECT r.run_id AS run_id,
     COALESCE(SUM(r.error_kind = 'blocked'), 0) AS blocked,
     COALESCE(SUM(r.error_kind = 'refused'), 0) AS refused,
     COALESCE(SUM(r.cached), 0) AS cached_replies,
-    COALESCE(SUM(r.cost_usd), 0.0) AS cost_usd,
+    COALESCE(SUM(r.cost_usd + r.byok_cost_usd), 0.0) AS cost_usd,
     COALESCE(SUM(jr.cost), 0.0) AS judge_cost_usd,
+    COALESCE(SUM(r.byok_cost_usd), 0.0) + COALESCE(SUM(jr.byok), 0.0) AS byok_cost_usd,
     COALESCE(SUM(r.prompt_tokens), 0) AS prompt_tokens,
     COALESCE(SUM(r.completion_tokens), 0) AS completion_tokens
   FROM result r
-  LEFT JOIN (SELECT result_id, COUNT(*) AS n, COALESCE(SUM(passed = 1), 0) AS np, COALESCE(SUM(cost_usd), 0.0) AS cost
+  LEFT JOIN (SELECT result_id, COUNT(*) AS n, COALESCE(SUM(passed = 1), 0) AS np,
+                    COALESCE(SUM(cost_usd + byok_cost_usd), 0.0) AS cost, COALESCE(SUM(byok_cost_usd), 0.0) AS byok
              FROM judgement GROUP BY result_id) jr ON jr.result_id = r.id";
 
 pub(super) fn runs_query(filter: &str) -> String {
@@ -364,6 +370,7 @@ pub(super) fn runs_query(filter: &str) -> String {
     COALESCE(t.cost_usd, 0.0) + COALESCE(d.model_cost, 0.0) AS cost_usd,
     COALESCE(t.judge_cost_usd, 0.0) + COALESCE(d.judge_cost, 0.0) AS judge_cost_usd,
     COALESCE(t.prompt_tokens, 0) AS prompt_tokens, COALESCE(t.completion_tokens, 0) AS completion_tokens,
+    COALESCE(t.byok_cost_usd, 0.0) AS byok_cost_usd,
     er.settings, b.content_hash AS benchmark_hash, er.message,
     er.max_cost_usd, COALESCE(d.model_cost, 0.0) + COALESCE(d.judge_cost, 0.0) AS discarded_cost_usd,
     er.owner_host, er.owner_pid, er.owner_started,
@@ -421,6 +428,7 @@ mod tests {
             cached_replies: 0,
             cost_usd: 0.0,
             judge_cost_usd: 0.0,
+            byok_cost_usd: 0.0,
             prompt_tokens: 0,
             completion_tokens: 0,
             settings: String::new(),

@@ -3,6 +3,7 @@
 
 mod batch;
 mod bench_smoke;
+mod byok;
 mod compare;
 mod content;
 mod edges;

@@ -247,6 +247,7 @@ async fn success_parses_usage_cost_and_ids() {
         c,
         Completion {
             empty_because: None,
+            byok_cost_usd: 0.0,
             generation_id: Some("gen-123".into()),
             content: "{\"answer\": 1}".into(),
             finish_reason: Some("stop".into()),
