@@ -61,7 +61,7 @@ pub fn run(s: &Settings, args: &EstimateArgs) -> Result<ExitStatus> {
             None
         };
         let priced = price(s, &b, &models, &sel, store.as_ref()).await?;
-        let refusals = refusals(&priced, sel.selection.max_cost);
+        let refusals = refusals(&priced, sel.selection.max_cost, &entries(&b, &models));
         let mut o = out();
         match args.format {
             DataFormat::Json => {
@@ -104,13 +104,23 @@ pub(super) async fn preflight(
 ) -> Result<()> {
     let sel = &Covered { selection, judge };
     let priced = price(s, b, models, sel, Some(store)).await?;
+    let refusals = refusals(&priced, sel.selection.max_cost, &entries(b, models));
+    // A wrong id or an unsupported parameter is refused before the estimate
+    // is shown: every one of them, each on its line.
+    let hard: Vec<&str> = refusals
+        .iter()
+        .filter(|r| !r.overridable)
+        .map(|r| r.message.as_str())
+        .collect();
+    if !hard.is_empty() {
+        return Err(Error::Usage(format!(
+            "{}\nnothing was sent",
+            hard.join("\n")
+        )));
+    }
     if !s.quiet {
         let mut e = std::io::stderr().lock();
         write_text(&mut e, &priced)?;
-    }
-    let refusals = refusals(&priced, sel.selection.max_cost);
-    if let Some(r) = refusals.iter().find(|r| !r.overridable) {
-        return Err(Error::Usage(format!("{}; nothing was sent", r.message)));
     }
     let blocking: Vec<&str> = refusals.iter().map(|r| r.message.as_str()).collect();
     if blocking.is_empty() {
@@ -306,4 +316,19 @@ fn write_text(o: &mut dyn Write, p: &Priced) -> std::io::Result<()> {
         None => {}
     }
     writeln!(o, "how: {}", e.method)
+}
+
+/// The request settings refusals check: the models of the run, and
+/// models.yml's entries (a judge's own among them).
+fn entries(b: &Benchmark, models: &[ModelEntry]) -> Vec<ModelEntry> {
+    let mut out = models.to_vec();
+    if let Some(m) = &b.models {
+        out.extend(
+            m.models
+                .iter()
+                .filter(|e| !models.iter().any(|x| x.id == e.id))
+                .cloned(),
+        );
+    }
+    out
 }

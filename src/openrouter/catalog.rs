@@ -52,6 +52,11 @@ impl Catalog {
         self.models.get(id)
     }
 
+    /// Every model id the catalog lists.
+    pub fn ids(&self) -> impl Iterator<Item = &str> {
+        self.models.keys().map(String::as_str)
+    }
+
     pub fn len(&self) -> usize {
         self.models.len()
     }

@@ -28,7 +28,7 @@ pub use error::{CreditLimit, ErrorMeta, ProviderError};
 pub use limit::{AdaptiveLimit, Attempt};
 pub use redact::redact_url;
 pub use reply::Completion;
-pub use request::{ChatRequest, ProviderBlock};
+pub use request::{ChatRequest, ProviderBlock, sent_parameters};
 pub use spend::{CallLog, CallNote};
 
 #[cfg(test)]

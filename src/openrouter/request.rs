@@ -10,6 +10,30 @@ use serde_json::Value;
 
 use crate::domain::{ModelEntry, ProviderPreferences, Reasoning};
 
+/// The top-level parameters a request for `model` carries that a model may
+/// or may not take (OpenRouter's `supported_parameters` names): what the
+/// preflight checks before anything is paid. `provider` and `usage` are
+/// OpenRouter's own, not the model's.
+pub fn sent_parameters(model: &ModelEntry, structured: bool) -> Vec<&'static str> {
+    let mut out = Vec::new();
+    if structured {
+        out.push("response_format");
+    }
+    if model.temperature.is_some() {
+        out.push("temperature");
+    }
+    if model.seed.is_some() {
+        out.push("seed");
+    }
+    if model.max_tokens.is_some() {
+        out.push("max_tokens");
+    }
+    if model.reasoning.is_some() {
+        out.push("reasoning");
+    }
+    out
+}
+
 /// One chat completion request, borrowed from what it is built of.
 #[derive(Debug, Clone, Copy)]
 pub struct ChatRequest<'a> {

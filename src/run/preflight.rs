@@ -5,6 +5,7 @@
 //! limit. `estimate` prints these; `run-batch` stops on them.
 
 use super::estimate::Estimate;
+use crate::domain::ModelEntry;
 use crate::openrouter::catalog::{Catalog, CatalogModel, KeyInfo};
 
 /// An estimate with what it was priced from.
@@ -22,7 +23,34 @@ pub struct Refusal {
     pub overridable: bool,
 }
 
-pub fn refusals(p: &Priced, max_cost: Option<f64>) -> Vec<Refusal> {
+/// The parameters a model's request carries that the catalog says the model
+/// does not take (with `provider.require_parameters: true`, OpenRouter
+/// answers such a request 404 "No endpoints found", at the first paid call
+/// or halfway through a batch for the judge). None when the catalog lists
+/// no parameters for the model (it says nothing either way).
+fn unsupported<'a>(cm: &CatalogModel, entry: &'a ModelEntry, structured: bool) -> Vec<&'a str> {
+    if cm.supported_parameters.is_empty() {
+        return Vec::new();
+    }
+    crate::openrouter::sent_parameters(entry, structured)
+        .into_iter()
+        .filter(|p| !cm.supported_parameters.iter().any(|s| s == p))
+        .collect()
+}
+
+/// `id`'s nearest ids in the catalog, for a "did you mean".
+fn nearest(c: &Catalog, id: &str) -> Option<String> {
+    c.ids()
+        .map(|k| (strsim::levenshtein(k, id), k))
+        .filter(|(d, k)| *d <= (id.len().max(k.len()) / 3).max(2))
+        .min()
+        .map(|(_, k)| k.to_string())
+}
+
+/// Why a batch would not start. `entries` are the request settings of the
+/// models and judges by id (models.yml's, a judge's own): every parameter
+/// they send is checked against the catalog.
+pub fn refusals(p: &Priced, max_cost: Option<f64>, entries: &[ModelEntry]) -> Vec<Refusal> {
     let mut out = Vec::new();
     let e = &p.estimate;
     let hard = |message: String| Refusal {
@@ -38,14 +66,27 @@ pub fn refusals(p: &Priced, max_cost: Option<f64>) -> Vec<Refusal> {
             for m in &e.models {
                 match find(c, &m.model) {
                     None => out.push(hard(format!(
-                        "model `{}` is not in OpenRouter's model list (GET /models): check its id in models.yml or --models",
-                        m.model
+                        "model `{}` is not in OpenRouter's model list (GET /models){}: check its id in models.yml or --models",
+                        m.model,
+                        nearest(c, &m.model).map_or_else(String::new, |n| format!("; did you mean `{n}`?"))
                     ))),
                     Some(cm) if m.structured && !cm.structured_outputs() => out.push(hard(format!(
                         "model `{}` does not support structured outputs (`structured_outputs` is not among its supported_parameters), which the deterministic scenarios of this selection need: choose another model or leave those scenarios out",
                         m.model
                     ))),
-                    _ => {}
+                    Some(cm) => {
+                        let entry = entries
+                            .iter()
+                            .find(|e| e.id == m.model)
+                            .cloned()
+                            .unwrap_or_else(|| ModelEntry::new(&m.model));
+                        for param in unsupported(cm, &entry, m.structured) {
+                            out.push(hard(format!(
+                                "model `{}` does not take `{param}` (not among its supported_parameters in GET /models), and every request would carry it: remove `{param}` from its entry in models.yml, or choose another model",
+                                m.model
+                            )));
+                        }
+                    }
                 }
             }
             for j in e
@@ -56,12 +97,20 @@ pub fn refusals(p: &Priced, max_cost: Option<f64>) -> Vec<Refusal> {
             {
                 match find(c, j) {
                     None => out.push(hard(format!(
-                        "judge `{j}` (marking_model of models.yml, or --judges) is not in OpenRouter's model list (GET /models)"
+                        "judge `{j}` (marking_model of models.yml, or --judges) is not in OpenRouter's model list (GET /models){}",
+                        nearest(c, j).map_or_else(String::new, |n| format!("; did you mean `{n}`?"))
                     ))),
                     Some(cm) if !cm.structured_outputs() => out.push(hard(format!(
                         "judge `{j}` (marking_model of models.yml, or --judges) does not support structured outputs, which every judge request needs"
                     ))),
-                    _ => {}
+                    Some(cm) => {
+                        let settings = crate::judging::judge::settings(j, entries);
+                        for param in unsupported(cm, &settings, true) {
+                            out.push(hard(format!(
+                                "judge `{j}` does not take `{param}` (not among its supported_parameters in GET /models), and every judge request would carry it: remove `{param}` from the judge's entry in models.yml, or choose another judge"
+                            )));
+                        }
+                    }
                 }
             }
             let unpriced: Vec<&str> = e

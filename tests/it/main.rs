@@ -15,6 +15,7 @@ mod layout;
 mod moderation;
 mod openrouter_realism;
 mod pipes;
+mod preflight;
 mod reliability;
 mod report;
 mod review;
