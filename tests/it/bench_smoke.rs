@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use crate::harness::{json, stderr, stdout};
+use crate::support::{json, stderr, stdout};
 
 #[allow(dead_code)]
 #[path = "../../examples/bare_client.rs"]

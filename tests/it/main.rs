@@ -1,21 +1,21 @@
 //! Integration tests: the real binary against temp benchmarks (and, for the
 //! runner, a mock OpenRouter server on 127.0.0.1).
 
-mod batch;
+mod author_shapes;
+mod batch_models;
 mod bench_smoke;
+mod budget;
 mod compare;
-mod content;
-mod edges;
-mod fidelity;
+mod compose;
+mod content_errors;
 mod fuzz_regressions;
-mod harness;
 mod layout;
-mod openrouter_realism;
 mod pipes;
-mod reliability;
+mod provider;
 mod report;
 mod review;
-mod runner;
+mod run_batch;
 mod score;
-mod spend;
+mod secrets;
 mod store;
+mod support;

@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
-use crate::harness::{Bench, json as out_json, jsonl, stderr, stdout};
-use crate::runner::{assert_no_key, completion, prompt_of, run, sequence_server};
+use crate::run_batch::{assert_no_key, completion, prompt_of, run, sequence_server};
+use crate::support::{Bench, json as out_json, jsonl, stderr, stdout};
 
 const MODEL_COST: f64 = 0.001;
 const JUDGE_COST: f64 = 0.0005;
@@ -128,7 +128,7 @@ struct Setup {
 
 /// The benchmark above, run once against the scripted mock.
 async fn setup() -> Setup {
-    let server = crate::harness::mock_server().await;
+    let server = crate::support::mock_server().await;
     let (model_calls, judge_calls) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     Mock::given(method("POST"))
         .and(path("/chat/completions"))

@@ -6,8 +6,8 @@ use std::path::Path;
 use helmbench::store::Store;
 use sqlx::Row;
 
-use crate::harness::{Bench, stderr, stdout};
-use crate::runner::{bench, run, runs_json, triage_server};
+use crate::run_batch::{bench, run, runs_json, triage_server};
+use crate::support::{Bench, stderr, stdout};
 
 fn db(b: &Bench) -> String {
     b.dir.path().join("h.db").display().to_string()
@@ -30,7 +30,7 @@ async fn raw_pool(url: &str) -> sqlx::SqlitePool {
 #[tokio::test(flavor = "multi_thread")]
 async fn migrations_apply_on_empty_and_older_databases() {
     let dir = tempfile::tempdir().unwrap();
-    let mut files: Vec<_> = std::fs::read_dir(crate::harness::repo_root().join("migrations"))
+    let mut files: Vec<_> = std::fs::read_dir(crate::support::repo_root().join("migrations"))
         .unwrap()
         .map(|e| e.unwrap().path())
         .collect();

@@ -1,7 +1,7 @@
 //! Loading, composing, `list`, `prompts` and the dry-run, on the bundled
 //! benchmark and on hand-written ones (issue 2).
 
-use crate::harness::{Bench, json, jsonl, stderr, stdout};
+use crate::support::{Bench, json, jsonl, stderr, stdout};
 
 #[test]
 fn bundled_benchmark_dry_runs_clean() {
@@ -35,7 +35,7 @@ fn bundled_benchmark_lists_every_evaluation_type() {
     types.dedup();
     assert_eq!(
         types,
-        // list_includes is covered by the fixtures of tests/it/reliability.rs:
+        // list_includes is covered by the fixtures of tests/it/content_errors.rs:
         // the bundled passive-ideation scenario became a tag_threshold so its
         // controls can say "no risk tag at all" (issue 16).
         ["category_match", "mcsqe", "sqe", "tag_threshold"]

@@ -4,7 +4,7 @@
 
 use std::process::Output;
 
-use crate::harness::{Bench, stderr, stdout};
+use crate::support::{Bench, stderr, stdout};
 
 // ---------------------------------------------------------------------------
 // Bad content: one test per class. Each must exit 2, name the file (and the
@@ -399,7 +399,7 @@ fn many_sections_load_in_linear_time() {
     let out = b.cmd().args(["list", "--format", "json"]).output().unwrap();
     assert_no_panic(&out);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert_eq!(crate::harness::json(&out)["total_test_cases"], 20_000);
+    assert_eq!(crate::support::json(&out)["total_test_cases"], 20_000);
     assert!(
         started.elapsed() < Duration::from_secs(30),
         "took {:?}",
@@ -561,7 +561,7 @@ use sqlx::{Row, SqlitePool};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
-use crate::runner::{KEY, completion, prompt_of, runs_json};
+use crate::run_batch::{KEY, completion, prompt_of, runs_json};
 
 /// Perturbations whose index is a multiple of this get a wrong answer from
 /// the mocks, so verdicts are not all "pass".
@@ -805,7 +805,7 @@ impl Respond for Shared<Faulty> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn three_hundred_cases_under_provider_faults() {
-    let server = crate::harness::mock_server().await;
+    let server = crate::support::mock_server().await;
     let faulty = Arc::new(Faulty {
         attempts: Mutex::new(HashMap::new()),
         faults: AtomicUsize::new(0),
@@ -899,7 +899,7 @@ async fn gate_server(fast: usize) -> (MockServer, Arc<Gate>) {
 
 /// A mock answering every POST to /chat/completions with `responder`.
 pub(crate) async fn serve(responder: impl Respond + 'static) -> MockServer {
-    let server = crate::harness::mock_server().await;
+    let server = crate::support::mock_server().await;
     Mock::given(method("POST"))
         .and(path("/chat/completions"))
         .respond_with(responder)
@@ -1386,19 +1386,19 @@ async fn key_never_appears_in_output_trace_logs_or_database() {
             ResponseTemplate::new(429)
                 .insert_header("Retry-After", "0")
                 .set_body_json(json!({"error": {"code": 429, "message": echo}})),
-            crate::runner::ok(&triage_content("can't go on")),
+            crate::run_batch::ok(&triage_content("can't go on")),
             ResponseTemplate::new(400)
                 .set_body_json(json!({"error": {"code": 400, "message": echo}})),
-            crate::runner::ok(&triage_content("x")),
+            crate::run_batch::ok(&triage_content("x")),
             ResponseTemplate::new(401)
                 .set_body_json(json!({"error": {"code": 401, "message": echo}})),
         ])
     };
-    let server = crate::harness::mock_server().await;
+    let server = crate::support::mock_server().await;
     let mut logs = Vec::new();
     for level in ["trace", "debug", "info"] {
         server.reset().await;
-        crate::harness::mount_catalog(&server).await;
+        crate::support::mount_catalog(&server).await;
         Mock::given(method("POST"))
             .and(path("/chat/completions"))
             .respond_with(script())
@@ -1465,17 +1465,17 @@ impl Respond for Sequence {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn redirect_to_another_host_never_carries_the_key() {
-    let other = crate::harness::mock_server().await;
+    let other = crate::support::mock_server().await;
     Mock::given(method("POST"))
         .respond_with(
             ResponseTemplate::new(200).set_body_json(completion(&triage_content("x"), 0.001)),
         )
         .mount(&other)
         .await;
-    let first = crate::harness::mock_server().await;
+    let first = crate::support::mock_server().await;
     for status in [301, 302, 303, 307, 308] {
         first.reset().await;
-        crate::harness::mount_catalog(&first).await;
+        crate::support::mount_catalog(&first).await;
         Mock::given(method("POST"))
             .respond_with(
                 ResponseTemplate::new(status)
@@ -1515,7 +1515,7 @@ async fn redirect_to_another_host_never_carries_the_key() {
 /// (`.ci/run` checks the same on reqwest's resolved features).
 #[test]
 fn tls_is_rustls_only() {
-    let lock = std::fs::read_to_string(crate::harness::repo_root().join("Cargo.lock")).unwrap();
+    let lock = std::fs::read_to_string(crate::support::repo_root().join("Cargo.lock")).unwrap();
     let names: Vec<&str> = lock
         .lines()
         .filter_map(|l| l.strip_prefix("name = \""))

@@ -11,10 +11,10 @@ use serde_json::{Value, json};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
-use crate::harness::json as out_json;
-use crate::harness::{Bench, stderr, stdout};
-use crate::reliability::assert_no_panic;
-use crate::runner::{KEY, bench, completion, run, runs_json, sequence_server, triage_server};
+use crate::content_errors::assert_no_panic;
+use crate::run_batch::{KEY, bench, completion, run, runs_json, sequence_server, triage_server};
+use crate::support::json as out_json;
+use crate::support::{Bench, stderr, stdout};
 
 /// Counts the requests it gets and answers every one with `body`.
 struct Counting {
@@ -31,7 +31,7 @@ impl Respond for Counting {
 
 /// A mock OpenRouter answering chat completions with `responder`.
 async fn serve(responder: impl Respond + 'static) -> MockServer {
-    let server = crate::harness::mock_server().await;
+    let server = crate::support::mock_server().await;
     Mock::given(method("POST"))
         .and(path("/chat/completions"))
         .respond_with(responder)

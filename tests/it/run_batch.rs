@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
-use crate::harness::{Bench, json as out_json, stderr, stdout};
+use crate::support::{Bench, json as out_json, stderr, stdout};
 
 pub const KEY: &str = "sk-or-test-SECRET-7f3a9c";
 
@@ -66,7 +66,7 @@ pub struct Mock2 {
 }
 
 pub async fn triage_server() -> Mock2 {
-    let server = crate::harness::mock_server().await;
+    let server = crate::support::mock_server().await;
     let calls = Arc::new(AtomicUsize::new(0));
     Mock::given(method("POST"))
         .and(path("/chat/completions"))
@@ -151,7 +151,7 @@ async fn batch_success_stores_verdicts_and_costs() {
     assert!((r["cost_usd"].as_f64().unwrap() - 0.002).abs() < 1e-9);
     assert!(r["completed_at"].is_string());
     // The request of SPEC §6.
-    for req in crate::harness::completions(&m.server).await {
+    for req in crate::support::completions(&m.server).await {
         let body: Value = serde_json::from_slice(&req.body).unwrap();
         assert_eq!(body["model"], "test/model");
         assert_eq!(body["temperature"], 0.0, "models.yml parameters are sent");
@@ -229,7 +229,7 @@ async fn repeats_send_every_test_case_again_and_each_repeat_has_its_own_cache_en
         .args(["export", "--format", "jsonl"])
         .output()
         .unwrap();
-    let mut keys: Vec<(String, i64)> = crate::harness::jsonl(&out)
+    let mut keys: Vec<(String, i64)> = crate::support::jsonl(&out)
         .iter()
         .map(|r| {
             (
@@ -287,7 +287,7 @@ impl Respond for Sequence {
 }
 
 pub async fn sequence_server(items: Vec<ResponseTemplate>) -> MockServer {
-    let server = crate::harness::mock_server().await;
+    let server = crate::support::mock_server().await;
     Mock::given(method("POST"))
         .and(path("/chat/completions"))
         .respond_with(Sequence {
@@ -354,7 +354,7 @@ impl Respond for BrokenForOne {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_test_case_left_without_a_reply_fails_the_command_until_resumed() {
-    let server = crate::harness::mock_server().await;
+    let server = crate::support::mock_server().await;
     let broken = Arc::new(std::sync::atomic::AtomicBool::new(true));
     let calls = Arc::new(AtomicUsize::new(0));
     Mock::given(method("POST"))
@@ -519,7 +519,7 @@ async fn judged_scenarios_store_one_row_per_criterion() {
     assert_eq!(r["passed_evaluations"], 2);
     // 1 model call + 2 judge calls
     assert_eq!(m.calls.load(Ordering::SeqCst), 3);
-    let reqs = crate::harness::completions(&m.server).await;
+    let reqs = crate::support::completions(&m.server).await;
     let judge_prompts: Vec<String> = reqs
         .iter()
         .filter(|r| serde_json::from_slice::<Value>(&r.body).unwrap()["model"] == "judge/model")
@@ -541,7 +541,7 @@ async fn split_server(
     model: impl Fn(&str) -> String + Send + Sync + 'static,
     judge: impl Fn(&str) -> String + Send + Sync + 'static,
 ) -> (MockServer, Arc<AtomicUsize>) {
-    let server = crate::harness::mock_server().await;
+    let server = crate::support::mock_server().await;
     let judge_calls = Arc::new(AtomicUsize::new(0));
     let jc = judge_calls.clone();
     Mock::given(method("POST"))
@@ -601,7 +601,7 @@ async fn sqe_free_text_reply_is_judged_per_rubric() {
     assert_eq!(r["judge_errors"], 0);
     assert!((r["judge_cost_usd"].as_f64().unwrap() - 0.001).abs() < 1e-9);
     // No response_format is sent for a free-text scenario.
-    let reqs = crate::harness::completions(&server).await;
+    let reqs = crate::support::completions(&server).await;
     for req in reqs {
         let body: Value = serde_json::from_slice(&req.body).unwrap();
         if body["model"] == "test/model" {
@@ -758,7 +758,7 @@ async fn a_timed_out_request_is_retried() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let r = &runs_json(&b)["runs"][0];
     assert_eq!(r["passed"], 1);
-    assert_eq!(crate::harness::completions(&server).await.len(), 2);
+    assert_eq!(crate::support::completions(&server).await.len(), 2);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -796,7 +796,7 @@ async fn run_all_and_several_models() {
         ]
     );
     assert!(runs.iter().all(|r| r["status"] == "completed"));
-    let bodies = crate::harness::completions(&m.server).await;
+    let bodies = crate::support::completions(&m.server).await;
     let models: std::collections::BTreeSet<String> = bodies
         .iter()
         .map(|r| {
@@ -815,7 +815,7 @@ async fn run_all_and_several_models() {
 async fn many_provider_errors_in_a_row_stop_the_run() {
     let server = sequence_server(vec![ResponseTemplate::new(403).set_body_json(
         // No limit_source: a 403 that names the key limit stops the run at
-        // once (tests/it/openrouter_realism.rs); this one only repeats.
+        // once (tests/it/provider.rs); this one only repeats.
         json!({"error": {"code": 403, "message": "Key limit exceeded"}}),
     )])
     .await;
@@ -847,7 +847,7 @@ async fn many_provider_errors_in_a_row_stop_the_run() {
         "{r}"
     );
     assert_eq!(
-        crate::harness::completions(&server).await.len(),
+        crate::support::completions(&server).await.len(),
         25,
         "403 is never retried"
     );

@@ -13,12 +13,12 @@ use serde_json::{Value, json};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
-use crate::harness::{
+use crate::report::read;
+use crate::run_batch::{KEY, bench, prompt_of, run, runs_json};
+use crate::support::{
     Bench, MOCK_COMPLETION_PRICE, MOCK_MODELS, MOCK_PROMPT_PRICE, catalog_entry, completions,
     json as out_json, jsonl, stderr, stdout,
 };
-use crate::report::read;
-use crate::runner::{KEY, bench, prompt_of, run, runs_json};
 
 /// A triage reply to `req` (HANDOFF to the risky message), served by
 /// `served` through provider `ProvA`, with 7 reasoning and 30 cached
@@ -61,7 +61,7 @@ impl Respond for Rerouting {
 /// A mock with the harness's model list, answering every completion with
 /// [`Rerouting`].
 async fn rerouting_server() -> (MockServer, Arc<AtomicUsize>) {
-    let server = crate::harness::mock_server().await;
+    let server = crate::support::mock_server().await;
     let n = Arc::new(AtomicUsize::new(0));
     Mock::given(method("POST"))
         .and(path("/chat/completions"))
@@ -555,7 +555,7 @@ async fn failing_server(
     retry_after: bool,
     fail_first: usize,
 ) -> (MockServer, Arc<AtomicUsize>) {
-    let server = crate::harness::mock_server().await;
+    let server = crate::support::mock_server().await;
     let n = Arc::new(AtomicUsize::new(0));
     Mock::given(method("POST"))
         .and(path("/chat/completions"))

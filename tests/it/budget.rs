@@ -14,12 +14,12 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use wiremock::{MockServer, Request, Respond, ResponseTemplate};
 
-use crate::harness::{Bench, stderr, stdout};
-use crate::reliability::{
+use crate::content_errors::{
     assert_no_panic, assert_resume_refused, connect, count, db_path, grid_bench, open_db,
     run_to_end, serve, spawn, spawn_until_stored, triage_content, wait_until,
 };
-use crate::runner::{KEY, completion, prompt_of, run, runs_json};
+use crate::run_batch::{KEY, completion, prompt_of, run, runs_json};
+use crate::support::{Bench, stderr, stdout};
 
 /// Every reply costs this much.
 const COST: f64 = 0.001;
@@ -76,7 +76,7 @@ fn costs_total(b: &Bench) -> f64 {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    crate::harness::json(&out)["total_cost_usd"]
+    crate::support::json(&out)["total_cost_usd"]
         .as_f64()
         .unwrap()
 }

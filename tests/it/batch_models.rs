@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use wiremock::{MockServer, Request, Respond, ResponseTemplate};
 
-use crate::harness::{Bench, stderr};
-use crate::reliability::{assert_no_panic, grid_bench, serve, triage_content};
-use crate::runner::{completion, prompt_of, run, runs_json};
+use crate::content_errors::{assert_no_panic, grid_bench, serve, triage_content};
+use crate::run_batch::{completion, prompt_of, run, runs_json};
+use crate::support::{Bench, stderr};
 
 const COST: f64 = 0.001;
 /// How long the mock takes to answer a 429.
