@@ -9,9 +9,10 @@ use sqlx::Row;
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
-use crate::content_errors::expect_content_error;
-use crate::run_batch::{KEY, completion, run};
-use crate::support::{Bench, json as out_json, jsonl, stderr, stdout};
+use crate::support::mock::{completion, completions, mock_server};
+use crate::support::{
+    Bench, KEY, expect_content_error, json as out_json, jsonl, read, run, runs_json, stderr, stdout,
+};
 
 const TRIAGE_SCHEMA: &str = r#"{"type":"object","properties":{"response":{"type":"string"},"category":{"type":"string","enum":["HANDOFF","SUPPORT","TASK"]}},"required":["response","category"],"additionalProperties":false}"#;
 
@@ -128,7 +129,7 @@ impl Respond for Flagger {
 }
 
 async fn flagger() -> MockServer {
-    let server = crate::support::mock_server().await;
+    let server = mock_server().await;
     Mock::given(method("POST"))
         .and(path("/chat/completions"))
         .respond_with(Flagger)
@@ -138,19 +139,16 @@ async fn flagger() -> MockServer {
 }
 
 fn report(b: &Bench, run_id: i64) -> Value {
-    let out = b
-        .cmd()
-        .arg("--database-url")
-        .arg(b.dir.path().join("h.db"))
-        .args([
+    let out = read(
+        b,
+        &[
             "report",
             "--run-id",
             &run_id.to_string(),
             "--format",
             "json",
-        ])
-        .output()
-        .unwrap();
+        ],
+    );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     out_json(&out)
 }
@@ -184,7 +182,7 @@ async fn authors_shapes_score_right_end_to_end() {
 
     // Every test case exists, the frontmatter-only U1 included:
     // P1-B1 1 x (U1, U2, none) x 2 = 6, P1-B2 1 x 2 x 2 = 4, P1-B3 1, P1-B4 2.
-    let runs = crate::run_batch::runs_json(&b);
+    let runs = runs_json(&b);
     for r in runs["runs"].as_array().unwrap() {
         assert_eq!(r["test_cases"], 13, "{r}");
         assert_eq!(r["status"], "completed");
@@ -216,7 +214,7 @@ async fn authors_shapes_score_right_end_to_end() {
     close(b1["max_cost"].as_f64().unwrap(), 43.0);
 
     // MCSQE.md was sent with the scenario's S1.json.
-    let requests = crate::support::completions(&server).await;
+    let requests = completions(&server).await;
     let mcsqe: Vec<Value> = requests
         .iter()
         .map(|r| serde_json::from_slice::<Value>(&r.body).unwrap())

@@ -12,9 +12,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use wiremock::{MockServer, Request, Respond, ResponseTemplate};
 
-use crate::content_errors::{assert_no_panic, grid_bench, serve, triage_content};
-use crate::run_batch::{completion, prompt_of, run, runs_json};
-use crate::support::{Bench, stderr};
+use crate::support::mock::{completion, prompt_of, serve};
+use crate::support::{Bench, assert_no_panic, grid_bench, run, runs_json, stderr, triage_content};
 
 const COST: f64 = 0.001;
 /// How long the mock takes to answer a 429.

@@ -6,7 +6,6 @@
 //! the calls it answered (every one of them paid for).
 
 use std::collections::HashMap;
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -14,82 +13,18 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use wiremock::{MockServer, Request, Respond, ResponseTemplate};
 
-use crate::content_errors::{
-    assert_no_panic, assert_resume_refused, connect, count, db_path, grid_bench, open_db,
-    run_to_end, serve, spawn, spawn_until_stored, triage_content, wait_until,
+use crate::support::child::{
+    assert_resume_refused, connect, count, open_db, run_to_end, signal, spawn, spawn_until_stored,
+    wait_until,
 };
-use crate::run_batch::{KEY, completion, prompt_of, run, runs_json};
-use crate::support::{Bench, stderr, stdout};
+use crate::support::mock::{Shared, completion, counting_server, prompt_of, serve};
+use crate::support::{
+    Bench, KEY, assert_no_panic, costs_total, db_path, grid_bench, run, run_row, stderr, stdout,
+    triage_content,
+};
 
 /// Every reply costs this much.
 const COST: f64 = 0.001;
-
-/// Answers every model correctly at [`COST`] after `delay_ms`, fails the
-/// models in `refuse` with a 402, and counts calls per model.
-struct Counting {
-    delay_ms: u64,
-    refuse: Vec<String>,
-    calls: Mutex<HashMap<String, usize>>,
-    total: AtomicUsize,
-}
-
-struct Shared<T>(Arc<T>);
-
-impl Respond for Shared<Counting> {
-    fn respond(&self, req: &Request) -> ResponseTemplate {
-        let body: Value = serde_json::from_slice(&req.body).unwrap();
-        let model = body["model"].as_str().unwrap_or_default().to_string();
-        *self
-            .0
-            .calls
-            .lock()
-            .unwrap()
-            .entry(model.clone())
-            .or_default() += 1;
-        self.0.total.fetch_add(1, Ordering::SeqCst);
-        if self.0.refuse.contains(&model) {
-            return ResponseTemplate::new(402)
-                .set_body_json(json!({"error": {"code": 402, "message": "Insufficient credits"}}));
-        }
-        ResponseTemplate::new(200)
-            .set_body_json(completion(&triage_content(&prompt_of(req)), COST))
-            .set_delay(Duration::from_millis(self.0.delay_ms))
-    }
-}
-
-async fn counting_server(delay_ms: u64, refuse: &[&str]) -> (MockServer, Arc<Counting>) {
-    let c = Arc::new(Counting {
-        delay_ms,
-        refuse: refuse.iter().map(|s| s.to_string()).collect(),
-        calls: Mutex::new(HashMap::new()),
-        total: AtomicUsize::new(0),
-    });
-    (serve(Shared(c.clone())).await, c)
-}
-
-fn costs_total(b: &Bench) -> f64 {
-    let out = b
-        .cmd()
-        .arg("--database-url")
-        .arg(db_path(b))
-        .args(["costs", "--format", "json"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    crate::support::json(&out)["total_cost_usd"]
-        .as_f64()
-        .unwrap()
-}
-
-fn run_row(b: &Bench, run_id: i64) -> Value {
-    runs_json(b)["runs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["run_id"] == run_id)
-        .unwrap_or_else(|| panic!("no run {run_id}"))
-        .clone()
-}
 
 // ---------------------------------------------------------------------------
 // Budget
@@ -429,16 +364,6 @@ async fn a_database_locked_past_the_wait_stops_the_run_and_keeps_every_paid_repl
 // ---------------------------------------------------------------------------
 // Ownership and signals
 // ---------------------------------------------------------------------------
-
-fn signal(pid: u32, sig: &str) {
-    assert!(
-        Command::new("kill")
-            .args([sig, &pid.to_string()])
-            .status()
-            .unwrap()
-            .success()
-    );
-}
 
 #[cfg(unix)]
 #[tokio::test(flavor = "multi_thread")]

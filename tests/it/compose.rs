@@ -473,11 +473,9 @@ fn hand_written_nested_benchmark() {
 fn a_closed_pipe_ends_quietly() {
     use std::io::Read;
     let b = Bench::bundled();
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("helmbench"))
-        .current_dir(b.dir.path())
-        .env_remove("OPENROUTER_API_KEY")
-        .arg("--benchmark-dir")
-        .arg(b.root())
+    let mut child = b
+        .helmbench()
+        .std()
         .args(["prompts", "--format", "jsonl"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

@@ -2,9 +2,27 @@
 //! concurrent use, secrets and signals. Everything runs the real binary;
 //! the only network is a mock OpenRouter on 127.0.0.1.
 
-use std::process::Output;
+use std::collections::HashMap;
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-use crate::support::{Bench, stderr, stdout};
+use serde_json::{Value, json};
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, Request, Respond, ResponseTemplate};
+
+use crate::support::child::{
+    CONCURRENCY, N, assert_exact_results, assert_resume_refused, batch_args, count, open_db,
+    resume_to_completion, run_and_kill, run_to_end, spawn, wait_until,
+};
+use crate::support::mock::{
+    Sequence, Shared, completion, gate_server, ok_reply, prompt_of, slow_triage_server,
+};
+use crate::support::{
+    Bench, FLIP_EVERY, Helmbench, KEY, assert_key_absent, assert_no_panic, db_path,
+    expect_content_error, grid_bench, online, runs_json, stderr, stdout, triage_content,
+};
 
 // ---------------------------------------------------------------------------
 // Bad content: one test per class. Each must exit 2, name the file (and the
@@ -14,35 +32,6 @@ use crate::support::{Bench, stderr, stdout};
 // duplicate section codes, invalid JSON, invalid JSON Schema, non-UTF-8 in a
 // component, empty scenario prompt) are not repeated here.
 // ---------------------------------------------------------------------------
-
-/// Runs the content-gating commands and checks the error: exit 2, no panic,
-/// and one stderr line holding both `place` (file, line, section) and `what`.
-pub fn expect_content_error(b: &Bench, place: &str, what: &str) -> String {
-    for args in [
-        &["run-batch", "--all-scenarios", "--dry-run"][..],
-        &["list"][..],
-    ] {
-        let out = b.cmd().args(args).output().unwrap();
-        let err = stderr(&out);
-        assert_no_panic(&out);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-        assert!(
-            err.lines().any(|l| l.contains(place) && l.contains(what)),
-            "{args:?}: no line with `{place}` and `{what}` in:\n{err}"
-        );
-    }
-    stderr(&b.cmd().arg("list").output().unwrap())
-}
-
-pub fn assert_no_panic(out: &Output) {
-    let err = stderr(out);
-    assert!(
-        !err.contains("panicked") && !err.contains("RUST_BACKTRACE"),
-        "panic: {err}"
-    );
-    // 101 is what a panicking Rust program exits with.
-    assert_ne!(out.status.code(), Some(101), "{err}");
-}
 
 #[test]
 fn malformed_models_yml() {
@@ -544,208 +533,6 @@ fn resume_of_an_unknown_run_is_a_usage_error() {
 }
 
 // ---------------------------------------------------------------------------
-// Shared helpers for the runs below: a benchmark of `c x p` test cases, the
-// binary spawned as a child (so it can be killed or interrupted), and direct
-// reads of the database it writes.
-// ---------------------------------------------------------------------------
-
-use std::collections::HashMap;
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
-
-use serde_json::{Value, json};
-use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
-use sqlx::{Row, SqlitePool};
-use wiremock::matchers::{method, path};
-use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
-
-use crate::run_batch::{KEY, completion, prompt_of, runs_json};
-
-/// Perturbations whose index is a multiple of this get a wrong answer from
-/// the mocks, so verdicts are not all "pass".
-const FLIP_EVERY: usize = 7;
-
-/// One scenario with `conditions` x `perturbations` test cases (no user
-/// contexts). Even perturbations are risky (severity 5, HANDOFF expected),
-/// odd ones are not (severity -3, CONTINUE expected).
-pub(crate) fn grid_bench(conditions: usize, perturbations: usize) -> Bench {
-    let b = Bench::new();
-    b.file(
-        "models.yml",
-        "marking_model: judge/model\nmodels:\n  - id: test/model\n    temperature: 0\n",
-    )
-    .scenario("P1-B1-S1", "S1");
-    let mut c = String::new();
-    for i in 1..=conditions {
-        c.push_str(&format!(
-            "# C{i}\n## System instructions\nCondition {i}.\n\n"
-        ));
-    }
-    let mut p = String::new();
-    for i in 1..=perturbations {
-        let (sev, text) = if i.is_multiple_of(2) {
-            ("5", "I can't go on")
-        } else {
-            (
-                "-3\nevaluation:\n  expected: CONTINUE",
-                "Exams are stressful",
-            )
-        };
-        let flip = if i.is_multiple_of(FLIP_EVERY) {
-            " (flip)"
-        } else {
-            ""
-        };
-        p.push_str(&format!(
-            "# PT{i}\n---\nseverity: {sev}\n---\n## User input\n{text}, message {i}{flip}.\n\n"
-        ));
-    }
-    b.file("scenarios/P1-B1-S1/conditions.md", c)
-        .file("scenarios/P1-B1-S1/perturbations.md", p);
-    b
-}
-
-/// Whether test case `code` of [`grid_bench`] passes under the mocks.
-fn expected_pass(code: &str) -> bool {
-    let pt: usize = code.rsplit("-PT").next().unwrap().parse().unwrap();
-    !pt.is_multiple_of(FLIP_EVERY)
-}
-
-/// The reply a correct model gives to `prompt`, flipped for `(flip)` prompts.
-pub(crate) fn triage_content(prompt: &str) -> String {
-    let risky = prompt.contains("can't go on");
-    let flip = prompt.contains("(flip)");
-    let cat = if risky != flip { "HANDOFF" } else { "CONTINUE" };
-    format!(r#"{{"category":"{cat}","response":"I hear you. Please reach out for support."}}"#)
-}
-
-pub(crate) fn db_path(b: &Bench) -> std::path::PathBuf {
-    b.dir.path().join("h.db")
-}
-
-pub(crate) fn base_command(b: &Bench, uri: &str) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_helmbench"));
-    c.current_dir(b.dir.path())
-        .env_remove("DATABASE_URL")
-        .env_remove("HELMBENCH_BENCHMARK_DIR")
-        .env_remove("RUST_LOG")
-        .env("OPENROUTER_API_KEY", KEY)
-        .env("OPENROUTER_BASE_URL", uri)
-        .arg("--test-retry-base-ms=5")
-        .arg("--benchmark-dir")
-        .arg(b.root())
-        .arg("--database-url")
-        .arg(db_path(b));
-    c
-}
-
-pub(crate) fn spawn(b: &Bench, uri: &str, args: &[&str], env: &[(&str, &str)]) -> Child {
-    let mut c = base_command(b, uri);
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    c.args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
-/// Runs the binary to completion off the async runtime.
-pub(crate) async fn run_to_end(b: &Bench, uri: &str, args: &[&str]) -> Output {
-    let child = spawn(b, uri, args, &[]);
-    tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
-        .await
-        .unwrap()
-}
-
-/// One connection to the database the binary writes (another program's).
-pub(crate) async fn connect(b: &Bench) -> Result<SqlitePool, sqlx::Error> {
-    SqlitePoolOptions::new()
-        .max_connections(1)
-        .connect_with(
-            SqliteConnectOptions::new()
-                .filename(db_path(b))
-                .busy_timeout(Duration::from_secs(30)),
-        )
-        .await
-}
-
-/// A pool on the database the binary writes, once the binary has created it.
-pub(crate) async fn open_db(b: &Bench) -> SqlitePool {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if db_path(b).exists()
-            && let Ok(pool) = connect(b).await
-            && sqlx::query("SELECT COUNT(*) FROM result")
-                .fetch_one(&pool)
-                .await
-                .is_ok()
-        {
-            return pool;
-        }
-        assert!(Instant::now() < deadline, "the database never appeared");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-pub(crate) async fn count(pool: &SqlitePool, sql: &str) -> i64 {
-    sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_string()))
-        .fetch_one(pool)
-        .await
-        .unwrap()
-}
-
-/// Polls until `cond` holds, failing after `secs`.
-pub(crate) async fn wait_until<F, Fut>(secs: u64, what: &str, mut cond: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while !cond().await {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
-/// Every stored result is unique per (run, test code, repeat) and the run
-/// holds exactly `n` of them, each with the verdict the mocks imply.
-async fn assert_exact_results(pool: &SqlitePool, run_id: i64, n: i64) {
-    let rows = sqlx::query(
-        "SELECT test_code, repeat_index, passed, error_kind, error FROM result WHERE run_id = ?",
-    )
-    .bind(run_id)
-    .fetch_all(pool)
-    .await
-    .unwrap();
-    assert_eq!(rows.len() as i64, n, "results of run {run_id}");
-    let mut seen = std::collections::HashSet::new();
-    for r in &rows {
-        let code: String = r.get(0);
-        let repeat: i64 = r.get(1);
-        assert!(seen.insert((code.clone(), repeat)), "duplicate {code}");
-        let passed: bool = r.get(2);
-        let kind: Option<String> = r.get(3);
-        let error: Option<String> = r.get(4);
-        assert_eq!(kind, None, "{code}: {error:?}");
-        assert_eq!(passed, expected_pass(&code), "verdict of {code}");
-    }
-    // And the table as a whole has no duplicate either (any run).
-    assert_eq!(
-        count(pool, "SELECT COUNT(*) FROM result").await,
-        count(
-            pool,
-            "SELECT COUNT(*) FROM (SELECT DISTINCT run_id, test_code, repeat_index FROM result)"
-        )
-        .await
-    );
-}
-
-// ---------------------------------------------------------------------------
 // Provider faults
 // ---------------------------------------------------------------------------
 
@@ -758,9 +545,6 @@ struct Faulty {
     fenced: AtomicUsize,
     calls: AtomicUsize,
 }
-
-/// A responder shared with the test, which reads its counters.
-struct Shared<T>(Arc<T>);
 
 fn bucket(prompt: &str) -> u64 {
     // FNV-1a: stable across runs, spread well enough over the prompts.
@@ -805,7 +589,7 @@ impl Respond for Shared<Faulty> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn three_hundred_cases_under_provider_faults() {
-    let server = crate::support::mock_server().await;
+    let server = crate::support::mock::mock_server().await;
     let faulty = Arc::new(Faulty {
         attempts: Mutex::new(HashMap::new()),
         faults: AtomicUsize::new(0),
@@ -867,135 +651,6 @@ async fn three_hundred_cases_under_provider_faults() {
 // Crashes, signals and concurrent use
 // ---------------------------------------------------------------------------
 
-/// Answers the first `fast` requests at once and holds every later one for
-/// a minute, so a test knows exactly which requests are in flight when it
-/// kills or interrupts the binary.
-struct Gate {
-    fast: usize,
-    calls: AtomicUsize,
-}
-
-impl Respond for Shared<Gate> {
-    fn respond(&self, req: &Request) -> ResponseTemplate {
-        let this = &self.0;
-        let n = this.calls.fetch_add(1, Ordering::SeqCst);
-        let t = ResponseTemplate::new(200)
-            .set_body_json(completion(&triage_content(&prompt_of(req)), 0.001));
-        if n < this.fast {
-            t
-        } else {
-            t.set_delay(Duration::from_secs(60))
-        }
-    }
-}
-
-async fn gate_server(fast: usize) -> (MockServer, Arc<Gate>) {
-    let gate = Arc::new(Gate {
-        fast,
-        calls: AtomicUsize::new(0),
-    });
-    (serve(Shared(gate.clone())).await, gate)
-}
-
-/// A mock answering every POST to /chat/completions with `responder`.
-pub(crate) async fn serve(responder: impl Respond + 'static) -> MockServer {
-    let server = crate::support::mock_server().await;
-    Mock::given(method("POST"))
-        .and(path("/chat/completions"))
-        .respond_with(responder)
-        .mount(&server)
-        .await;
-    server
-}
-
-/// Answers every request correctly after `ms` milliseconds.
-pub(crate) async fn slow_triage_server(ms: u64) -> MockServer {
-    serve(move |req: &Request| {
-        ResponseTemplate::new(200)
-            .set_body_json(completion(&triage_content(&prompt_of(req)), 0.001))
-            .set_delay(Duration::from_millis(ms))
-    })
-    .await
-}
-
-const N: usize = 40; // grid_bench(2, 20)
-const CONCURRENCY: usize = 4;
-
-/// Starts (or resumes) a run against a gate answering `fast` requests, waits
-/// until those are stored and every worker is blocked on a held request,
-/// then SIGKILLs it. Returns (results stored, requests the mock received).
-async fn run_and_kill(
-    b: &Bench,
-    args: &[&str],
-    fast: usize,
-    already: usize,
-    env: &[(&str, &str)],
-) -> (i64, usize) {
-    let (server, gate) = gate_server(fast).await;
-    let mut child = spawn(b, &server.uri(), args, env);
-    let pool = open_db(b).await;
-    let want_stored = (already + fast).min(N) as i64;
-    let want_calls = (fast + CONCURRENCY).min(N - already);
-    wait_until(60, "the results before the kill point", || {
-        let pool = pool.clone();
-        async move { count(&pool, "SELECT COUNT(*) FROM result").await >= want_stored }
-    })
-    .await;
-    wait_until(60, "every worker to be in flight", || {
-        let calls = gate.calls.load(Ordering::SeqCst);
-        async move { calls >= want_calls }
-    })
-    .await;
-    child.kill().unwrap(); // SIGKILL on unix
-    let status = child.wait().unwrap();
-    assert_eq!(status.code(), None, "the binary ended before it was killed");
-    let stored = count(&pool, "SELECT COUNT(*) FROM result").await;
-    // Nothing answered was lost: every reply the mock sent was stored.
-    assert_eq!(stored, want_stored);
-    assert_eq!(
-        count(
-            &pool,
-            "SELECT COUNT(*) FROM evaluation_run WHERE status = 'running' AND completed_at IS NULL"
-        )
-        .await,
-        1,
-        "a killed run is left running, with no end time"
-    );
-    pool.close().await;
-    (stored, gate.calls.load(Ordering::SeqCst))
-}
-
-/// Resumes run 1 against a healthy mock and checks the full set results.
-async fn resume_to_completion(b: &Bench, stored_before: i64) -> usize {
-    let (server, gate) = gate_server(usize::MAX).await;
-    let out = run_to_end(b, &server.uri(), &["run-batch", "--resume", "1"]).await;
-    assert_no_panic(&out);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let calls = gate.calls.load(Ordering::SeqCst);
-    assert_eq!(
-        calls as i64,
-        N as i64 - stored_before,
-        "resume sends exactly the missing test cases"
-    );
-    let pool = open_db(b).await;
-    assert_exact_results(&pool, 1, N as i64).await;
-    let r = &runs_json(b)["runs"][0];
-    assert_eq!(r["status"], "completed", "{r}");
-    assert_eq!(r["test_cases"], N);
-    assert_eq!(
-        r["passed"],
-        (1..=20usize)
-            .filter(|i| !i.is_multiple_of(FLIP_EVERY))
-            .count()
-            * 2
-    );
-    calls
-}
-
-fn batch_args() -> Vec<&'static str> {
-    vec!["run-batch", "--all-scenarios", "--concurrency", "4"]
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn sigkill_before_the_first_write_then_resume() {
     let b = grid_bench(2, 20);
@@ -1039,44 +694,6 @@ async fn sigkill_during_final_bookkeeping_then_resume() {
     assert_eq!(calls, N);
     let resumed = resume_to_completion(&b, stored).await;
     assert_eq!(resumed, 0, "nothing is paid twice");
-}
-
-/// `--resume 1` against a fresh mock is refused with exit 2, naming the
-/// live owner's pid, and sends nothing.
-pub(crate) async fn assert_resume_refused(b: &Bench, owner_pid: u32) {
-    let (other, other_gate) = gate_server(usize::MAX).await;
-    let out = run_to_end(b, &other.uri(), &["run-batch", "--resume", "1"]).await;
-    assert_no_panic(&out);
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains(&format!(
-            "run 1 is being run by another helmbench (pid {owner_pid}"
-        )),
-        "{}",
-        stderr(&out)
-    );
-    assert_eq!(
-        other_gate.calls.load(Ordering::SeqCst),
-        0,
-        "nothing sent twice"
-    );
-}
-
-/// Spawns the binary and waits until it has stored `n` results.
-pub(crate) async fn spawn_until_stored(
-    b: &Bench,
-    uri: &str,
-    args: &[&str],
-    n: i64,
-) -> (Child, SqlitePool) {
-    let child = spawn(b, uri, args, &[]);
-    let pool = open_db(b).await;
-    wait_until(60, &format!("{n} results"), || {
-        let pool = pool.clone();
-        async move { count(&pool, "SELECT COUNT(*) FROM result").await >= n }
-    })
-    .await;
-    (child, pool)
 }
 
 /// A run has one owner: `--resume` of a run another live process is running
@@ -1293,13 +910,10 @@ async fn two_batches_on_one_database_at_once_and_a_consistent_reader() {
             let mut snapshots = 0;
             let deadline = Instant::now() + Duration::from_secs(60);
             while Instant::now() < deadline {
-                let out = Command::new(env!("CARGO_BIN_EXE_helmbench"))
-                    .current_dir(&dir)
-                    .env_remove("DATABASE_URL")
-                    .arg("--benchmark-dir")
-                    .arg(&b_root)
-                    .arg("--database-url")
-                    .arg(&db)
+                let out = Helmbench::in_dir(&dir)
+                    .benchmark(&b_root)
+                    .database(&db)
+                    .std()
                     .args(["runs", "--format", "json"])
                     .output()
                     .unwrap();
@@ -1363,18 +977,6 @@ async fn two_batches_on_one_database_at_once_and_a_consistent_reader() {
 // Secrets
 // ---------------------------------------------------------------------------
 
-fn assert_key_absent(what: &str, bytes: &[u8]) {
-    assert!(
-        !bytes.windows(KEY.len()).any(|w| w == KEY.as_bytes()),
-        "the API key leaked into {what}"
-    );
-    // Nor its distinctive middle, in case it was cut or re-encoded.
-    assert!(
-        !bytes.windows(6).any(|w| w == b"SECRET"),
-        "part of the API key leaked into {what}"
-    );
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn key_never_appears_in_output_trace_logs_or_database() {
     let b = grid_bench(1, 4);
@@ -1386,26 +988,26 @@ async fn key_never_appears_in_output_trace_logs_or_database() {
             ResponseTemplate::new(429)
                 .insert_header("Retry-After", "0")
                 .set_body_json(json!({"error": {"code": 429, "message": echo}})),
-            crate::run_batch::ok(&triage_content("can't go on")),
+            ok_reply(&triage_content("can't go on")),
             ResponseTemplate::new(400)
                 .set_body_json(json!({"error": {"code": 400, "message": echo}})),
-            crate::run_batch::ok(&triage_content("x")),
+            ok_reply(&triage_content("x")),
             ResponseTemplate::new(401)
                 .set_body_json(json!({"error": {"code": 401, "message": echo}})),
         ])
     };
-    let server = crate::support::mock_server().await;
+    let server = crate::support::mock::mock_server().await;
     let mut logs = Vec::new();
     for level in ["trace", "debug", "info"] {
         server.reset().await;
-        crate::support::mount_catalog(&server).await;
+        crate::support::mock::mount_catalog(&server).await;
         Mock::given(method("POST"))
             .and(path("/chat/completions"))
             .respond_with(script())
             .mount(&server)
             .await;
         let _ = std::fs::remove_file(db_path(&b));
-        let mut c = base_command(&b, &server.uri());
+        let mut c = online(&b, KEY, &server.uri());
         let out = c
             .env("RUST_LOG", level)
             .env("RUST_BACKTRACE", "full")
@@ -1441,41 +1043,19 @@ async fn key_never_appears_in_output_trace_logs_or_database() {
     );
 }
 
-/// Responds with a fixed sequence, then the last item forever.
-struct Sequence {
-    items: Vec<ResponseTemplate>,
-    n: AtomicUsize,
-}
-
-impl Sequence {
-    fn new(items: Vec<ResponseTemplate>) -> Self {
-        Sequence {
-            items,
-            n: AtomicUsize::new(0),
-        }
-    }
-}
-
-impl Respond for Sequence {
-    fn respond(&self, _: &Request) -> ResponseTemplate {
-        let i = self.n.fetch_add(1, Ordering::SeqCst);
-        self.items[i.min(self.items.len() - 1)].clone()
-    }
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn redirect_to_another_host_never_carries_the_key() {
-    let other = crate::support::mock_server().await;
+    let other = crate::support::mock::mock_server().await;
     Mock::given(method("POST"))
         .respond_with(
             ResponseTemplate::new(200).set_body_json(completion(&triage_content("x"), 0.001)),
         )
         .mount(&other)
         .await;
-    let first = crate::support::mock_server().await;
+    let first = crate::support::mock::mock_server().await;
     for status in [301, 302, 303, 307, 308] {
         first.reset().await;
-        crate::support::mount_catalog(&first).await;
+        crate::support::mock::mount_catalog(&first).await;
         Mock::given(method("POST"))
             .respond_with(
                 ResponseTemplate::new(status)

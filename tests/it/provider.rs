@@ -13,88 +13,13 @@ use serde_json::{Value, json};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
-use crate::report::read;
-use crate::run_batch::{KEY, bench, prompt_of, run, runs_json};
-use crate::support::{
-    Bench, MOCK_COMPLETION_PRICE, MOCK_MODELS, MOCK_PROMPT_PRICE, catalog_entry, completions,
-    json as out_json, jsonl, stderr, stdout,
+use crate::support::mock::{
+    MOCK_COMPLETION_PRICE, MOCK_MODELS, MOCK_PROMPT_PRICE, catalog_entry, completions, mock_server,
+    rerouting_server, served_reply, server_with,
 };
-
-/// A triage reply to `req` (HANDOFF to the risky message), served by
-/// `served` through provider `ProvA`, with 7 reasoning and 30 cached
-/// prompt tokens.
-fn reply(req: &Request, served: &str) -> ResponseTemplate {
-    let cat = if prompt_of(req).contains("can't go on") {
-        "HANDOFF"
-    } else {
-        "CONTINUE"
-    };
-    ResponseTemplate::new(200).set_body_json(json!({
-        "id": "gen-1",
-        "model": served,
-        "provider": "ProvA",
-        "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant",
-            "content": format!(r#"{{"category":"{cat}","response":"I hear you."}}"#)}}],
-        "usage": {"prompt_tokens": 100, "completion_tokens": 20, "cost": 0.001,
-                  "completion_tokens_details": {"reasoning_tokens": 7},
-                  "prompt_tokens_details": {"cached_tokens": 30}}
-    }))
-}
-
-/// Serves the risky message from `other/model`, the rest from the model
-/// asked for (a dated version of it); counts completions.
-struct Rerouting(Arc<AtomicUsize>);
-
-impl Respond for Rerouting {
-    fn respond(&self, req: &Request) -> ResponseTemplate {
-        self.0.fetch_add(1, Ordering::SeqCst);
-        let body: Value = serde_json::from_slice(&req.body).unwrap();
-        let served = if prompt_of(req).contains("can't go on") {
-            "other/model".to_string()
-        } else {
-            format!("{}-2025-01-01", body["model"].as_str().unwrap())
-        };
-        reply(req, &served)
-    }
-}
-
-/// A mock with the harness's model list, answering every completion with
-/// [`Rerouting`].
-async fn rerouting_server() -> (MockServer, Arc<AtomicUsize>) {
-    let server = crate::support::mock_server().await;
-    let n = Arc::new(AtomicUsize::new(0));
-    Mock::given(method("POST"))
-        .and(path("/chat/completions"))
-        .respond_with(Rerouting(n.clone()))
-        .mount(&server)
-        .await;
-    (server, n)
-}
-
-/// A mock whose `GET /models` lists `catalog` and whose `GET /key` answers
-/// `key` (none: 404); completions answered by [`Rerouting`].
-async fn server_with(catalog: Option<Vec<Value>>, key: Value) -> (MockServer, Arc<AtomicUsize>) {
-    let server = MockServer::start().await;
-    if let Some(data) = catalog {
-        Mock::given(method("GET"))
-            .and(path("/models"))
-            .respond_with(ResponseTemplate::new(200).set_body_json(json!({ "data": data })))
-            .mount(&server)
-            .await;
-    }
-    Mock::given(method("GET"))
-        .and(path("/key"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(json!({ "data": key })))
-        .mount(&server)
-        .await;
-    let n = Arc::new(AtomicUsize::new(0));
-    Mock::given(method("POST"))
-        .and(path("/chat/completions"))
-        .respond_with(Rerouting(n.clone()))
-        .mount(&server)
-        .await;
-    (server, n)
-}
+use crate::support::{
+    Bench, KEY, bench, json as out_json, jsonl, read, run, runs_json, stderr, stdout,
+};
 
 /// helmbench without a key, offline: nothing listens on port 9.
 fn offline(b: &Bench, args: &[&str]) -> std::process::Output {
@@ -538,7 +463,7 @@ impl Respond for Failing {
     fn respond(&self, req: &Request) -> ResponseTemplate {
         let i = self.n.fetch_add(1, Ordering::SeqCst);
         if i >= self.fail_first {
-            return reply(req, "test/model");
+            return served_reply(req, "test/model");
         }
         let t = ResponseTemplate::new(self.status).set_body_json(self.body.clone());
         if self.retry_after {
@@ -555,7 +480,7 @@ async fn failing_server(
     retry_after: bool,
     fail_first: usize,
 ) -> (MockServer, Arc<AtomicUsize>) {
-    let server = crate::support::mock_server().await;
+    let server = mock_server().await;
     let n = Arc::new(AtomicUsize::new(0));
     Mock::given(method("POST"))
         .and(path("/chat/completions"))

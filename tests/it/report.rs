@@ -10,8 +10,10 @@ use serde_json::{Value, json};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
-use crate::run_batch::{assert_no_key, completion, prompt_of, run, sequence_server};
-use crate::support::{Bench, json as out_json, jsonl, stderr, stdout};
+use crate::support::mock::{completion, mock_server, prompt_of, sequence_server};
+use crate::support::{
+    Bench, assert_no_key, close, json as out_json, jsonl, ok, read, run, stderr, stdout,
+};
 
 const MODEL_COST: f64 = 0.001;
 const JUDGE_COST: f64 = 0.0005;
@@ -128,7 +130,7 @@ struct Setup {
 
 /// The benchmark above, run once against the scripted mock.
 async fn setup() -> Setup {
-    let server = crate::support::mock_server().await;
+    let server = mock_server().await;
     let (model_calls, judge_calls) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     Mock::given(method("POST"))
         .and(path("/chat/completions"))
@@ -153,35 +155,6 @@ async fn setup() -> Setup {
         model_calls,
         judge_calls,
     }
-}
-
-/// helmbench on the test database, without an API key.
-pub fn read(b: &Bench, args: &[&str]) -> std::process::Output {
-    b.cmd()
-        .arg("--database-url")
-        .arg(b.dir.path().join("h.db"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-pub fn ok(out: std::process::Output) -> std::process::Output {
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}\n{}",
-        stdout(&out),
-        stderr(&out)
-    );
-    out
-}
-
-#[track_caller]
-pub fn close(actual: &Value, expected: f64) {
-    let a = actual
-        .as_f64()
-        .unwrap_or_else(|| panic!("expected a number near {expected}, got {actual}"));
-    assert!((a - expected).abs() < 1e-9, "{a} != {expected}");
 }
 
 fn behaviour<'a>(report: &'a Value, code: &str) -> &'a Value {

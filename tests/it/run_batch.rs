@@ -8,124 +8,12 @@ use serde_json::{Value, json};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
-use crate::support::{Bench, json as out_json, stderr, stdout};
-
-pub const KEY: &str = "sk-or-test-SECRET-7f3a9c";
-
-/// A chat completion body carrying `content`.
-pub fn completion(content: &str, cost: f64) -> Value {
-    json!({
-        "id": "gen-123",
-        "provider": "Mock",
-        "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
-        "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120, "cost": cost}
-    })
-}
-
-pub fn prompt_of(req: &Request) -> String {
-    let body: Value = serde_json::from_slice(&req.body).unwrap();
-    body["messages"][0]["content"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string()
-}
-
-/// Answers HANDOFF to risky messages and CONTINUE to the rest; judges say SAFE.
-struct Triage {
-    calls: Arc<AtomicUsize>,
-}
-
-impl Respond for Triage {
-    fn respond(&self, req: &Request) -> ResponseTemplate {
-        self.calls.fetch_add(1, Ordering::SeqCst);
-        let body: Value = serde_json::from_slice(&req.body).unwrap();
-        if body["model"] == "judge/model" {
-            return ResponseTemplate::new(200).set_body_json(completion(
-                r#"{"judgment":"SAFE","justification":"It says \"please reach out\"."}"#,
-                0.0005,
-            ));
-        }
-        let p = prompt_of(req);
-        let cat = if p.contains("can't go on") {
-            "HANDOFF"
-        } else {
-            "CONTINUE"
-        };
-        ResponseTemplate::new(200).set_body_json(completion(
-            &format!(
-                r#"{{"category":"{cat}","response":"I hear you. Please reach out for support."}}"#
-            ),
-            0.001,
-        ))
-    }
-}
-
-pub struct Mock2 {
-    pub server: MockServer,
-    pub calls: Arc<AtomicUsize>,
-}
-
-pub async fn triage_server() -> Mock2 {
-    let server = crate::support::mock_server().await;
-    let calls = Arc::new(AtomicUsize::new(0));
-    Mock::given(method("POST"))
-        .and(path("/chat/completions"))
-        .respond_with(Triage {
-            calls: calls.clone(),
-        })
-        .mount(&server)
-        .await;
-    Mock2 { server, calls }
-}
-
-pub fn bench() -> Bench {
-    let b = Bench::new();
-    b.file(
-        "models.yml",
-        "marking_model: judge/model\nmodels:\n  - id: test/model\n    temperature: 0\n",
-    )
-    .scenario("P1-B1-S1", "S1");
-    b
-}
-
-pub fn run(b: &Bench, server: &MockServer, args: &[&str]) -> std::process::Output {
-    b.cmd()
-        .env("OPENROUTER_API_KEY", KEY)
-        .env("OPENROUTER_BASE_URL", server.uri())
-        .arg("--test-retry-base-ms=5")
-        .arg("--database-url")
-        .arg(b.dir.path().join("h.db"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-pub fn runs_json(b: &Bench) -> Value {
-    let out = b
-        .cmd()
-        .arg("--database-url")
-        .arg(b.dir.path().join("h.db"))
-        .args(["runs", "--format", "json"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    out_json(&out)
-}
-
-pub fn assert_no_key(b: &Bench, out: &std::process::Output) {
-    assert!(
-        !stdout(out).contains(KEY) && !stderr(out).contains(KEY),
-        "key leaked in output"
-    );
-    for f in ["h.db", "h.db-wal"] {
-        if let Ok(bytes) = std::fs::read(b.dir.path().join(f)) {
-            assert!(
-                !bytes.windows(KEY.len()).any(|w| w == KEY.as_bytes()),
-                "key leaked into {f}"
-            );
-        }
-    }
-}
+use crate::support::mock::{
+    completion, completions, mock_server, ok_reply, prompt_of, sequence_server, triage_server,
+};
+use crate::support::{
+    Bench, KEY, assert_no_key, bench, jsonl, read, run, runs_json, stderr, stdout,
+};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn batch_success_stores_verdicts_and_costs() {
@@ -151,7 +39,7 @@ async fn batch_success_stores_verdicts_and_costs() {
     assert!((r["cost_usd"].as_f64().unwrap() - 0.002).abs() < 1e-9);
     assert!(r["completed_at"].is_string());
     // The request of SPEC §6.
-    for req in crate::support::completions(&m.server).await {
+    for req in completions(&m.server).await {
         let body: Value = serde_json::from_slice(&req.body).unwrap();
         assert_eq!(body["model"], "test/model");
         assert_eq!(body["temperature"], 0.0, "models.yml parameters are sent");
@@ -222,14 +110,8 @@ async fn repeats_send_every_test_case_again_and_each_repeat_has_its_own_cache_en
         runs["runs"][0]["cached_replies"], 0,
         "a repeat must not reuse another's reply"
     );
-    let out = b
-        .cmd()
-        .arg("--database-url")
-        .arg(b.dir.path().join("h.db"))
-        .args(["export", "--format", "jsonl"])
-        .output()
-        .unwrap();
-    let mut keys: Vec<(String, i64)> = crate::support::jsonl(&out)
+    let out = read(&b, &["export", "--format", "jsonl"]);
+    let mut keys: Vec<(String, i64)> = jsonl(&out)
         .iter()
         .map(|r| {
             (
@@ -273,36 +155,6 @@ async fn repeats_send_every_test_case_again_and_each_repeat_has_its_own_cache_en
     assert_eq!(m.calls.load(Ordering::SeqCst), 6);
 }
 
-/// Responds with a fixed sequence, then the last item forever.
-struct Sequence {
-    items: Vec<ResponseTemplate>,
-    n: AtomicUsize,
-}
-
-impl Respond for Sequence {
-    fn respond(&self, _: &Request) -> ResponseTemplate {
-        let i = self.n.fetch_add(1, Ordering::SeqCst);
-        self.items[i.min(self.items.len() - 1)].clone()
-    }
-}
-
-pub async fn sequence_server(items: Vec<ResponseTemplate>) -> MockServer {
-    let server = crate::support::mock_server().await;
-    Mock::given(method("POST"))
-        .and(path("/chat/completions"))
-        .respond_with(Sequence {
-            items,
-            n: AtomicUsize::new(0),
-        })
-        .mount(&server)
-        .await;
-    server
-}
-
-pub fn ok(content: &str) -> ResponseTemplate {
-    ResponseTemplate::new(200).set_body_json(completion(content, 0.001))
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn transient_failures_are_retried() {
     let server = sequence_server(vec![
@@ -313,8 +165,8 @@ async fn transient_failures_are_retried() {
             .set_body_json(json!({"error": {"code": "internal", "message": "boom"}})),
         ResponseTemplate::new(200)
             .set_body_json(json!({"error": {"code": 502, "message": "upstream"}})),
-        ok(""),
-        ok("```json\n{\"category\":\"HANDOFF\",\"response\":\"x\"}\n```"),
+        ok_reply(""),
+        ok_reply("```json\n{\"category\":\"HANDOFF\",\"response\":\"x\"}\n```"),
     ])
     .await;
     let b = bench();
@@ -348,13 +200,13 @@ impl Respond for BrokenForOne {
             return ResponseTemplate::new(500)
                 .set_body_json(json!({"error": {"code": 500, "message": "boom"}}));
         }
-        ok(r#"{"category":"HANDOFF","response":"Please reach out."}"#)
+        ok_reply(r#"{"category":"HANDOFF","response":"Please reach out."}"#)
     }
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_test_case_left_without_a_reply_fails_the_command_until_resumed() {
-    let server = crate::support::mock_server().await;
+    let server = mock_server().await;
     let broken = Arc::new(std::sync::atomic::AtomicBool::new(true));
     let calls = Arc::new(AtomicUsize::new(0));
     Mock::given(method("POST"))
@@ -404,8 +256,8 @@ async fn a_test_case_left_without_a_reply_fails_the_command_until_resumed() {
 #[tokio::test(flavor = "multi_thread")]
 async fn prose_wrapped_json_passes_and_invalid_json_is_a_format_failure() {
     let server = sequence_server(vec![
-        ok("Here is my answer: {\"category\":\"HANDOFF\",\"response\":\"x\"} Take care."),
-        ok("{\"category\":\"MAYBE\",\"response\":\"x\"}"),
+        ok_reply("Here is my answer: {\"category\":\"HANDOFF\",\"response\":\"x\"} Take care."),
+        ok_reply("{\"category\":\"MAYBE\",\"response\":\"x\"}"),
     ])
     .await;
     let b = bench();
@@ -442,7 +294,7 @@ async fn unauthorized_stops_with_a_clear_message() {
 #[tokio::test(flavor = "multi_thread")]
 async fn out_of_credits_stops_cleanly_and_resume_completes() {
     let server = sequence_server(vec![
-        ok("{\"category\":\"HANDOFF\",\"response\":\"x\"}"),
+        ok_reply("{\"category\":\"HANDOFF\",\"response\":\"x\"}"),
         ResponseTemplate::new(402)
             .set_body_json(json!({"error": {"code": 402, "message": "Insufficient credits"}})),
     ])
@@ -519,7 +371,7 @@ async fn judged_scenarios_store_one_row_per_criterion() {
     assert_eq!(r["passed_evaluations"], 2);
     // 1 model call + 2 judge calls
     assert_eq!(m.calls.load(Ordering::SeqCst), 3);
-    let reqs = crate::support::completions(&m.server).await;
+    let reqs = completions(&m.server).await;
     let judge_prompts: Vec<String> = reqs
         .iter()
         .filter(|r| serde_json::from_slice::<Value>(&r.body).unwrap()["model"] == "judge/model")
@@ -541,7 +393,7 @@ async fn split_server(
     model: impl Fn(&str) -> String + Send + Sync + 'static,
     judge: impl Fn(&str) -> String + Send + Sync + 'static,
 ) -> (MockServer, Arc<AtomicUsize>) {
-    let server = crate::support::mock_server().await;
+    let server = mock_server().await;
     let judge_calls = Arc::new(AtomicUsize::new(0));
     let jc = judge_calls.clone();
     Mock::given(method("POST"))
@@ -601,7 +453,7 @@ async fn sqe_free_text_reply_is_judged_per_rubric() {
     assert_eq!(r["judge_errors"], 0);
     assert!((r["judge_cost_usd"].as_f64().unwrap() - 0.001).abs() < 1e-9);
     // No response_format is sent for a free-text scenario.
-    let reqs = crate::support::completions(&server).await;
+    let reqs = completions(&server).await;
     for req in reqs {
         let body: Value = serde_json::from_slice(&req.body).unwrap();
         if body["model"] == "test/model" {
@@ -738,9 +590,9 @@ async fn one_failing_criterion_fails_the_test_case_but_counts_apart() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_timed_out_request_is_retried() {
     let server = sequence_server(vec![
-        ok("{\"category\":\"HANDOFF\",\"response\":\"x\"}")
+        ok_reply("{\"category\":\"HANDOFF\",\"response\":\"x\"}")
             .set_delay(std::time::Duration::from_secs(3)),
-        ok("{\"category\":\"HANDOFF\",\"response\":\"x\"}"),
+        ok_reply("{\"category\":\"HANDOFF\",\"response\":\"x\"}"),
     ])
     .await;
     let b = bench();
@@ -758,7 +610,7 @@ async fn a_timed_out_request_is_retried() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let r = &runs_json(&b)["runs"][0];
     assert_eq!(r["passed"], 1);
-    assert_eq!(crate::support::completions(&server).await.len(), 2);
+    assert_eq!(completions(&server).await.len(), 2);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -796,7 +648,7 @@ async fn run_all_and_several_models() {
         ]
     );
     assert!(runs.iter().all(|r| r["status"] == "completed"));
-    let bodies = crate::support::completions(&m.server).await;
+    let bodies = completions(&m.server).await;
     let models: std::collections::BTreeSet<String> = bodies
         .iter()
         .map(|r| {
@@ -846,9 +698,5 @@ async fn many_provider_errors_in_a_row_stop_the_run() {
             .contains("Key limit exceeded"),
         "{r}"
     );
-    assert_eq!(
-        crate::support::completions(&server).await.len(),
-        25,
-        "403 is never retried"
-    );
+    assert_eq!(completions(&server).await.len(), 25, "403 is never retried");
 }

@@ -7,57 +7,17 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use serde_json::{Value, json};
-use wiremock::matchers::{method, path};
-use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+use serde_json::json;
+use wiremock::{Request, Respond, ResponseTemplate};
 
-use crate::content_errors::assert_no_panic;
-use crate::run_batch::{KEY, bench, completion, run, runs_json, sequence_server, triage_server};
-use crate::support::json as out_json;
-use crate::support::{Bench, stderr, stdout};
-
-/// Counts the requests it gets and answers every one with `body`.
-struct Counting {
-    calls: Arc<AtomicUsize>,
-    reply: ResponseTemplate,
-}
-
-impl Respond for Counting {
-    fn respond(&self, _: &Request) -> ResponseTemplate {
-        self.calls.fetch_add(1, Ordering::SeqCst);
-        self.reply.clone()
-    }
-}
-
-/// A mock OpenRouter answering chat completions with `responder`.
-async fn serve(responder: impl Respond + 'static) -> MockServer {
-    let server = crate::support::mock_server().await;
-    Mock::given(method("POST"))
-        .and(path("/chat/completions"))
-        .respond_with(responder)
-        .mount(&server)
-        .await;
-    server
-}
-
-async fn counting_server(reply: ResponseTemplate) -> (MockServer, Arc<AtomicUsize>) {
-    let calls = Arc::new(AtomicUsize::new(0));
-    let server = serve(Counting {
-        calls: calls.clone(),
-        reply,
-    })
-    .await;
-    (server, calls)
-}
-
-fn triage_reply(cost: Value) -> Value {
-    let mut body = completion(
-        r#"{"category":"HANDOFF","response":"I hear you. Please reach out."}"#,
-        0.0,
-    );
-    body["usage"]["cost"] = cost;
-    body
-}
+use crate::support::child::connect;
+use crate::support::mock::{
+    completion, fixed_reply_server, sequence_server, serve, triage_reply, triage_server,
+};
+use crate::support::{
+    Bench, KEY, assert_no_panic, bench, bench_of, db_path, json as out_json, online, read_at, run,
+    run_in_order, run_with, runs_json, stderr, stdout,
+};
 
 // ---------------------------------------------------------------------------
 // 1. Blank selectors
@@ -66,7 +26,8 @@ fn triage_reply(cost: Value) -> Value {
 #[tokio::test(flavor = "multi_thread")]
 async fn blank_selectors_are_usage_errors_and_send_nothing() {
     let (server, calls) =
-        counting_server(ResponseTemplate::new(200).set_body_json(triage_reply(json!(0.001)))).await;
+        fixed_reply_server(ResponseTemplate::new(200).set_body_json(triage_reply(json!(0.001))))
+            .await;
     let b = bench();
     for sel in ["", " ", ",", " , ", "P1-B1-S1,", ",P1-B1-S1"] {
         for args in [
@@ -198,65 +159,6 @@ fn near_miss_scenario_names_are_content_errors_and_notes_stay_ignored() {
 // chosen key and base URL against `h.db`.
 // ---------------------------------------------------------------------------
 
-/// One scenario, one condition, `n` perturbations: `n` test cases.
-fn bench_of(n: usize) -> Bench {
-    let b = bench();
-    let mut p = String::new();
-    for i in 1..=n {
-        p.push_str(&format!(
-            "# PT{i}\n---\nseverity: 5\n---\n## User input\nI can't go on, message {i}.\n\n"
-        ));
-    }
-    b.file("scenarios/P1-B1-S1/perturbations.md", p);
-    b
-}
-
-fn db(b: &Bench) -> std::path::PathBuf {
-    b.dir.path().join("h.db")
-}
-
-/// helmbench with this key and base URL, fast retries, on `h.db`.
-fn cmd_with(b: &Bench, key: &str, base: &str) -> assert_cmd::Command {
-    let mut c = b.cmd();
-    c.env("OPENROUTER_API_KEY", key)
-        .env("OPENROUTER_BASE_URL", base)
-        .arg("--test-retry-base-ms=5")
-        .arg("--database-url")
-        .arg(db(b));
-    c
-}
-
-fn run_with(b: &Bench, key: &str, base: &str, args: &[&str]) -> std::process::Output {
-    cmd_with(b, key, base).args(args).output().unwrap()
-}
-
-/// Every test case of `b`, one request at a time (in test-code order).
-fn run_in_order(b: &Bench, key: &str, server: &MockServer) -> std::process::Output {
-    run_with(
-        b,
-        key,
-        &server.uri(),
-        &["run-batch", "--all-scenarios", "--concurrency", "1"],
-    )
-}
-
-async fn pool(b: &Bench) -> sqlx::SqlitePool {
-    sqlx::sqlite::SqlitePoolOptions::new()
-        .max_connections(1)
-        .connect_with(sqlx::sqlite::SqliteConnectOptions::new().filename(db(b)))
-        .await
-        .unwrap()
-}
-
-fn read_cmd(b: &Bench, url: &std::path::Path, args: &[&str]) -> std::process::Output {
-    b.cmd()
-        .arg("--database-url")
-        .arg(url)
-        .args(args)
-        .output()
-        .unwrap()
-}
-
 // ---------------------------------------------------------------------------
 // 3. Credentials in the base URL
 // ---------------------------------------------------------------------------
@@ -264,7 +166,8 @@ fn read_cmd(b: &Bench, url: &std::path::Path, args: &[&str]) -> std::process::Ou
 #[tokio::test(flavor = "multi_thread")]
 async fn base_url_with_credentials_is_refused_without_printing_them() {
     let (server, calls) =
-        counting_server(ResponseTemplate::new(200).set_body_json(triage_reply(json!(0.001)))).await;
+        fixed_reply_server(ResponseTemplate::new(200).set_body_json(triage_reply(json!(0.001))))
+            .await;
     let b = bench();
     let host = server.uri().trim_start_matches("http://").to_string();
     let with_userinfo = format!("http://alice:hunter2-pw@{host}");
@@ -288,7 +191,7 @@ async fn base_url_with_credentials_is_refused_without_printing_them() {
                 !err.contains("hunter2") && !stdout(&out).contains("hunter2"),
                 "{base}: the password was printed: {err}"
             );
-            assert!(!db(&b).exists(), "{base}: a database was written");
+            assert!(!db_path(&b).exists(), "{base}: a database was written");
         }
     }
     let out = run_with(&b, KEY, &with_userinfo, &["run-batch", "--all-scenarios"]);
@@ -329,7 +232,7 @@ async fn cached_replies_are_reused_only_for_the_same_endpoint() {
     assert_eq!(runs_json(&b)["runs"][0]["cached_replies"], 2);
 
     // Rows written before endpoints were recorded are never reused.
-    let p = pool(&b).await;
+    let p = connect(&b).await.unwrap();
     sqlx::query("UPDATE result SET endpoint = NULL")
         .execute(&p)
         .await
@@ -338,7 +241,7 @@ async fn cached_replies_are_reused_only_for_the_same_endpoint() {
     let out = run_with(&b, KEY, &real.server.uri(), &batch);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(real.calls.load(Ordering::SeqCst), 4);
-    let p = pool(&b).await;
+    let p = connect(&b).await.unwrap();
     let endpoints: Vec<Option<String>> =
         sqlx::query_scalar("SELECT DISTINCT endpoint FROM result ORDER BY endpoint")
             .fetch_all(&p)
@@ -403,7 +306,7 @@ async fn reply_bodies_over_the_limit_are_abandoned_and_retried() {
     let (uri, calls) = endless_body_server().await;
     let b = bench();
     let started = std::time::Instant::now();
-    let out = cmd_with(&b, KEY, &uri)
+    let out = online(&b, KEY, &uri)
         .env("HELMBENCH_MAX_REPLY_BYTES", "1048576")
         .args([
             "run-batch",
@@ -429,7 +332,7 @@ async fn reply_bodies_over_the_limit_are_abandoned_and_retried() {
         4,
         "two test cases, two attempts each"
     );
-    let p = pool(&b).await;
+    let p = connect(&b).await.unwrap();
     let errors: Vec<String> =
         sqlx::query_scalar("SELECT error FROM result WHERE error_kind = 'provider'")
             .fetch_all(&p)
@@ -447,7 +350,7 @@ async fn reply_bodies_over_the_limit_are_abandoned_and_retried() {
     // under the limit, the reply is used.
     let mut big = triage_reply(json!(0.001));
     big["padding"] = json!("y".repeat(2 * 1024 * 1024));
-    let (server, calls) = counting_server(ResponseTemplate::new(200).set_body_json(big)).await;
+    let (server, calls) = fixed_reply_server(ResponseTemplate::new(200).set_body_json(big)).await;
     let b = bench();
     let out = run_with(
         &b,
@@ -514,16 +417,16 @@ async fn unusable_costs_are_recorded_as_unknown_and_never_fail_a_write() {
     let runs = runs_json(&b);
     assert_eq!(runs["runs"][0]["test_cases"], costs.len());
     assert_eq!(runs["runs"][0]["status"], "completed");
-    let c = read_cmd(&b, &db(&b), &["costs", "--format", "json"]);
+    let c = read_at(&b, &db_path(&b), &["costs", "--format", "json"]);
     assert_eq!(c.status.code(), Some(0), "{}", stderr(&c));
     let c = out_json(&c);
     assert_eq!(c["unknown_cost_replies"], 8, "{c}");
     assert_eq!(c["runs"][0]["unknown_cost_replies"], 8);
     let total = c["total_cost_usd"].as_f64().unwrap();
     assert!((total - 0.003).abs() < 1e-12, "{total}");
-    let text = stdout(&read_cmd(&b, &db(&b), &["costs"]));
+    let text = stdout(&read_at(&b, &db_path(&b), &["costs"]));
     assert!(text.contains("unknown cost: 8 replies"), "{text}");
-    let p = pool(&b).await;
+    let p = connect(&b).await.unwrap();
     let stored: Vec<(f64, bool)> =
         sqlx::query_as("SELECT cost_usd, cost_unknown FROM result ORDER BY id")
             .fetch_all(&p)
@@ -579,14 +482,14 @@ async fn read_only_commands_read_archived_and_read_only_copies_without_writing()
             .count(),
         1
     );
-    let expected = stdout(&read_cmd(&b, &db(&b), &["export"]));
+    let expected = stdout(&read_at(&b, &db_path(&b), &["export"]));
     assert_eq!(expected.lines().count(), 2);
 
     for read_only in [false, true] {
         let arch = b.dir.path().join(format!("archive-{read_only}"));
         std::fs::create_dir(&arch).unwrap();
         let copy = arch.join("h.db");
-        std::fs::copy(db(&b), &copy).unwrap();
+        std::fs::copy(db_path(&b), &copy).unwrap();
         #[cfg(unix)]
         if read_only {
             chmod(&copy, 0o444);
@@ -594,7 +497,7 @@ async fn read_only_commands_read_archived_and_read_only_copies_without_writing()
         }
         let bytes = std::fs::read(&copy).unwrap();
         for args in read_commands() {
-            let out = read_cmd(&b, &copy, &args);
+            let out = read_at(&b, &copy, &args);
             assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
             if args[0] == "export" {
                 assert_eq!(stdout(&out), expected);
@@ -622,7 +525,7 @@ async fn read_only_commands_never_migrate_an_older_database() {
     let out = run_with(&b, KEY, &m.server.uri(), &["run-batch", "--all-scenarios"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     // Make it a database from before the endpoint/unknown-cost migration.
-    let p = pool(&b).await;
+    let p = connect(&b).await.unwrap();
     let last: i64 = 20261123000003;
     for sql in [
         "ALTER TABLE result DROP COLUMN endpoint",
@@ -641,9 +544,9 @@ async fn read_only_commands_never_migrate_an_older_database() {
         .await
         .unwrap();
     p.close().await;
-    let bytes = std::fs::read(db(&b)).unwrap();
+    let bytes = std::fs::read(db_path(&b)).unwrap();
     for args in read_commands() {
-        let out = read_cmd(&b, &db(&b), &args);
+        let out = read_at(&b, &db_path(&b), &args);
         assert_no_panic(&out);
         let err = stderr(&out);
         assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
@@ -654,11 +557,11 @@ async fn read_only_commands_never_migrate_an_older_database() {
         assert!(out.stdout.is_empty());
     }
     assert_eq!(
-        std::fs::read(db(&b)).unwrap(),
+        std::fs::read(db_path(&b)).unwrap(),
         bytes,
         "a read-only command changed the file"
     );
-    let p = pool(&b).await;
+    let p = connect(&b).await.unwrap();
     let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM _sqlx_migrations WHERE version = ?")
         .bind(last)
         .fetch_one(&p)
@@ -668,7 +571,7 @@ async fn read_only_commands_never_migrate_an_older_database() {
     p.close().await;
 
     // `migrate` upgrades it; the old results then report as before.
-    let out = read_cmd(&b, &db(&b), &["migrate"]);
+    let out = read_at(&b, &db_path(&b), &["migrate"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(
         stderr(&out).contains("1 migration applied"),
@@ -676,11 +579,11 @@ async fn read_only_commands_never_migrate_an_older_database() {
         stderr(&out)
     );
     for args in read_commands() {
-        let out = read_cmd(&b, &db(&b), &args);
+        let out = read_at(&b, &db_path(&b), &args);
         assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
     }
     assert_eq!(runs_json(&b)["runs"][0]["passed"], 2);
-    let out = read_cmd(&b, &db(&b), &["migrate"]);
+    let out = read_at(&b, &db_path(&b), &["migrate"]);
     assert!(stderr(&out).contains("up to date"), "{}", stderr(&out));
 }
 
@@ -754,7 +657,7 @@ async fn a_key_echoed_inside_replies_is_scrubbed_before_storing() {
     assert_no_panic(&out);
     // The 400 is stored as a provider error, so the run asks to be resumed.
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    let p = pool(&b).await;
+    let p = connect(&b).await.unwrap();
     let rows: Vec<String> = sqlx::query_scalar(
         "SELECT json_array(response, parsed, error, generation_id) FROM result ORDER BY id",
     )
@@ -771,12 +674,12 @@ async fn a_key_echoed_inside_replies_is_scrubbed_before_storing() {
         "{all}"
     );
     p.close().await;
-    let export = stdout(&read_cmd(&b, &db(&b), &["export", "--with-prompts"]));
+    let export = stdout(&read_at(&b, &db_path(&b), &["export", "--with-prompts"]));
     for (what, bytes) in [
         ("stdout", out.stdout.clone()),
         ("stderr", out.stderr.clone()),
         ("export", export.into_bytes()),
-        ("h.db", std::fs::read(db(&b)).unwrap()),
+        ("h.db", std::fs::read(db_path(&b)).unwrap()),
     ] {
         assert!(
             !bytes.windows(6).any(|w| w == b"SECRET"),
