@@ -1,37 +1,148 @@
-//! Reliability and security (issue 9): bad content, provider faults, crashes,
-//! concurrent use, secrets and signals. Everything runs the real binary;
-//! the only network is a mock OpenRouter on 127.0.0.1.
+//! Content errors: bad benchmark content is refused before anything is sent,
+//! with exit 2, the file (and the line and section where there is one) and
+//! never a panic. `all_content_errors_in_one_pass` holds the common classes
+//! (bad YAML in a section, severity 11 / "high", unknown evaluation type,
+//! missing schema, duplicate section codes, invalid JSON, invalid JSON
+//! Schema, non-UTF-8 in a component, empty scenario prompt) in one
+//! benchmark, all reported in one pass; each test after it holds one other
+//! class: hostile YAML, wrong types, out-of-range values, schemas, duplicate
+//! codes, empty sections, open blocks, huge, non-UTF-8 or looping files,
+//! folder names that almost parse.
 
-use std::collections::HashMap;
-use std::process::Command;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use serde_json::{Value, json};
-use wiremock::matchers::{method, path};
-use wiremock::{Mock, Request, Respond, ResponseTemplate};
+use crate::support::{Bench, assert_no_panic, expect_content_error, json, stderr, stdout};
 
-use crate::support::child::{
-    CONCURRENCY, N, assert_exact_results, assert_resume_refused, batch_args, count, open_db,
-    resume_to_completion, run_and_kill, run_to_end, spawn, wait_until,
-};
-use crate::support::mock::{
-    Sequence, Shared, completion, gate_server, ok_reply, prompt_of, slow_triage_server,
-};
-use crate::support::{
-    Bench, FLIP_EVERY, Helmbench, KEY, assert_key_absent, assert_no_panic, db_path,
-    expect_content_error, grid_bench, online, runs_json, stderr, stdout, triage_content,
-};
+/// Every class of content error of issue 2, in one benchmark, all reported
+/// in one pass with file, section and what was expected.
+#[test]
+fn all_content_errors_in_one_pass() {
+    let b = Bench::new();
+    b.scenario("P1-B1-S1", "S1") // stays valid
+        // bad YAML, with its line
+        .scenario("P1-B1-S2", "S2")
+        .file(
+            "scenarios/P1-B1-S2/conditions.md",
+            "# C1\n---\ndifficulty: [1\n---\n## A\nx\n",
+        )
+        // out-of-range and non-numeric severity
+        .scenario("P1-B1-S3", "S3")
+        .file(
+            "scenarios/P1-B1-S3/perturbations.md",
+            "# PT1\n---\nseverity: 11\n---\n## A\nx\n\n# PT2\n---\nseverity: high\n---\n## A\ny\n",
+        )
+        // unknown evaluation type
+        .scenario("P1-B1-S4", "S4")
+        .file(
+            "scenarios/P1-B1-S4/S4.md",
+            "---\nevaluation:\n  type: vibes\n---\n## A\nx\n",
+        )
+        // missing required schema file
+        .scenario("P1-B1-S5", "S5")
+        .remove("scenarios/P1-B1-S5/S5.json")
+        // duplicate component code
+        .scenario("P1-B1-S6", "S6")
+        .file(
+            "scenarios/P1-B1-S6/conditions.md",
+            "# C1\n## A\nx\n\n# C1\n## A\ny\n",
+        )
+        // schema that is not JSON, and one that is not JSON Schema
+        .scenario("P1-B1-S7", "S7")
+        .file(
+            "scenarios/P1-B1-S7/S7.json",
+            "{\"type\": \"object\",\n  oops}",
+        )
+        .scenario("P1-B1-S8", "S8")
+        .file("scenarios/P1-B1-S8/S8.json", r#"{"type": 12}"#)
+        // non-UTF-8 bytes
+        .scenario("P1-B1-S9", "S9")
+        .file(
+            "scenarios/P1-B1-S9/perturbations.md",
+            b"# PT1\n## A\nbad \xff byte\n",
+        )
+        // empty scenario prompt
+        .scenario("P1-B1-S10", "S10")
+        .file(
+            "scenarios/P1-B1-S10/S10.md",
+            "---\ncategory: HANDOFF\n---\n\n\n",
+        );
+    let out = b
+        .cmd()
+        .args(["run-batch", "--all-scenarios"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    let expect = [
+        ("P1-B1-S2/conditions.md:3 [# C1]", "invalid YAML"),
+        (
+            "P1-B1-S3/perturbations.md:3 [# PT1]",
+            "severity` is 11 (expected a number from -10 to 10)",
+        ),
+        (
+            "P1-B1-S3/perturbations.md:10 [# PT2]",
+            "severity` is \"high\"",
+        ),
+        ("P1-B1-S4/S4.md", "unknown evaluation type `vibes`"),
+        ("P1-B1-S5", "needs a response schema (expected S5.json"),
+        ("P1-B1-S6/conditions.md:5", "duplicate condition code C1"),
+        ("P1-B1-S7/S7.json:2", "invalid JSON"),
+        ("P1-B1-S8/S8.json", "not a valid JSON Schema"),
+        ("P1-B1-S9/perturbations.md:3", "not valid UTF-8"),
+        ("P1-B1-S10/S10.md", "scenario prompt is empty"),
+    ];
+    for (place, what) in expect {
+        assert!(
+            err.lines().any(|l| l.contains(place) && l.contains(what)),
+            "missing `{place}` … `{what}` in:\n{err}"
+        );
+    }
+    // The valid scenario still composed.
+    assert!(stdout(&out).contains("test cases: 2"), "{}", stdout(&out));
+}
 
-// ---------------------------------------------------------------------------
-// Bad content: one test per class. Each must exit 2, name the file (and the
-// line and section where there is one), and never panic. The classes already
-// covered by `content::all_content_errors_in_one_pass` (bad YAML in a
-// section, severity 11 / "high", unknown evaluation type, missing schema,
-// duplicate section codes, invalid JSON, invalid JSON Schema, non-UTF-8 in a
-// component, empty scenario prompt) are not repeated here.
-// ---------------------------------------------------------------------------
+#[test]
+fn rubric_errors_are_content_errors() {
+    let b = Bench::new();
+    b.file("models.yml", "marking_model: judge/model\nmodels:\n  - id: a/b\n")
+        .scenario("P1-B1-S1", "S1")
+        .file("scenarios/P1-B1-S1/S1.md", "---\nevaluation:\n  type: sqe\n---\n## A\nx\n")
+        .file("scenarios/P1-B1-S1/criteria.md", "---\noptions: [SAFE, UNSAFE]\npass_values: [OK]\nresponse_type: several\n---\n## Rubric\nJudge.\n")
+        .scenario("P1-B1-S2", "S2")
+        .file("scenarios/P1-B1-S2/S2.md", "---\nevaluation:\n  type: sqe\n---\n## A\nx\n");
+    let out = b
+        .cmd()
+        .args(["run-batch", "--all-scenarios", "--dry-run"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains("criteria.md:2: pass value `OK` is not among the options"),
+        "{err}"
+    );
+    assert!(err.contains("unknown `response_type` \"several\""), "{err}");
+    assert!(
+        err.contains("P1-B1-S2: sqe evaluation needs a rubric (expected criteria.md"),
+        "{err}"
+    );
+}
+
+#[test]
+fn missing_benchmark_folder_is_exit_2() {
+    let b = Bench::new();
+    let out = b
+        .bare_cmd()
+        .args(["--benchmark-dir", "nowhere", "list"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("benchmark folder not found"),
+        "{}",
+        stderr(&out)
+    );
+}
 
 #[test]
 fn malformed_models_yml() {
@@ -388,7 +499,7 @@ fn many_sections_load_in_linear_time() {
     let out = b.cmd().args(["list", "--format", "json"]).output().unwrap();
     assert_no_panic(&out);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert_eq!(crate::support::json(&out)["total_test_cases"], 20_000);
+    assert_eq!(json(&out)["total_test_cases"], 20_000);
     assert!(
         started.elapsed() < Duration::from_secs(30),
         "took {:?}",
@@ -462,657 +573,90 @@ fn symlink_loop_in_scenarios() {
 }
 
 #[test]
-fn selectors_with_dots_or_slashes_are_usage_errors_everywhere() {
+fn near_miss_scenario_names_are_content_errors_and_notes_stay_ignored() {
     let b = Bench::new();
     b.file("models.yml", "models:\n  - id: a/b\n")
-        .scenario("P1-B1-S1", "S1");
-    for sel in [
-        "..",
-        "../P1",
-        "P1/B1",
-        "/etc/passwd",
-        "P1-B1-S1/..",
-        "P1-B1-S1\0",
-    ] {
-        for args in [
-            vec!["run-batch", "--scenario", sel],
-            vec!["run-batch", "--dry-run", "--scenario", sel],
-            vec!["run-single", sel],
-            vec!["prompts", sel],
-        ] {
-            // A key and an unreachable provider: a bad selector must be
-            // refused before anything is sent or written.
-            let out = match b
-                .cmd()
-                .env("OPENROUTER_API_KEY", "sk-test")
-                .env("OPENROUTER_BASE_URL", "http://127.0.0.1:9")
-                .args(&args)
-                .output()
-            {
-                Ok(o) => o,
-                // An interior NUL cannot even be passed as an argument.
-                Err(_) if sel.contains('\0') => continue,
-                Err(e) => panic!("{e}"),
-            };
-            assert_no_panic(&out);
-            let err = stderr(&out);
-            assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-            assert!(
-                err.contains("is not a test or scenario code"),
-                "{args:?}: {err}"
-            );
-            assert!(
-                !b.dir.path().join("helmbench.db").exists(),
-                "{args:?} wrote a database"
-            );
-        }
-    }
-}
-
-#[test]
-fn resume_of_an_unknown_run_is_a_usage_error() {
-    let b = Bench::new();
-    b.file("models.yml", "models:\n  - id: a/b\n")
-        .scenario("P1-B1-S1", "S1");
-    let out = b
+        .scenario("P1-B1-S1", "S1")
+        .scenario("P2/B1/S1", "S1")
+        // Clearly not scenarios: ignored as before.
+        .file("scenarios/README.md", "# Scenarios\n")
+        .file("scenarios/notes/ideas.md", "S1 could be about exams.\n")
+        .file("scenarios/.git/HEAD", "ref: refs/heads/main\n")
+        .file("scenarios/images/chart.png", "png")
+        .file("scenarios/v2/draft.md", "later\n")
+        .file("scenarios/P2/README.md", "# Pillar 2\n")
+        .file("scenarios/P2/B1/README.md", "# Behaviour 1\n")
+        .file("scenarios/P2/B1/assets/x.txt", "x")
+        .scenario("_drafts/P1-B9-S1", "S1")
+        .scenario(".hidden-P1-B9-S2", "S2");
+    let ok = b
         .cmd()
-        .env("OPENROUTER_API_KEY", "sk-test")
-        .env("OPENROUTER_BASE_URL", "http://127.0.0.1:9")
-        .args(["--database-url"])
-        .arg(b.dir.path().join("h.db"))
-        .args(["run-batch", "--resume", "42"])
+        .args(["run-batch", "--all-scenarios", "--dry-run"])
         .output()
         .unwrap();
-    assert_no_panic(&out);
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("no run with id 42"),
-        "{}",
-        stderr(&out)
-    );
-}
+    assert_eq!(ok.status.code(), Some(0), "{}", stderr(&ok));
 
-// ---------------------------------------------------------------------------
-// Provider faults
-// ---------------------------------------------------------------------------
-
-/// Fails 30 % of first attempts (a third each: 429 with Retry-After: 0,
-/// 500, an error inside a 200 body) and wraps 20 % of replies in ```json
-/// fences, chosen by the prompt so every fault is deterministic.
-struct Faulty {
-    attempts: Mutex<HashMap<String, usize>>,
-    faults: AtomicUsize,
-    fenced: AtomicUsize,
-    calls: AtomicUsize,
-}
-
-fn bucket(prompt: &str) -> u64 {
-    // FNV-1a: stable across runs, spread well enough over the prompts.
-    prompt.bytes().fold(0xcbf29ce484222325u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x100000001b3)
-    }) % 100
-}
-
-impl Respond for Shared<Faulty> {
-    fn respond(&self, req: &Request) -> ResponseTemplate {
-        let this = &self.0;
-        this.calls.fetch_add(1, Ordering::SeqCst);
-        let p = prompt_of(req);
-        let attempt = {
-            let mut m = this.attempts.lock().unwrap();
-            let n = m.entry(p.clone()).or_insert(0);
-            *n += 1;
-            *n
-        };
-        let k = bucket(&p);
-        if attempt == 1 && k < 30 {
-            this.faults.fetch_add(1, Ordering::SeqCst);
-            return match k % 3 {
-                0 => ResponseTemplate::new(429)
-                    .insert_header("Retry-After", "0")
-                    .set_body_json(json!({"error": {"code": 429, "message": "rate limited"}})),
-                1 => ResponseTemplate::new(500)
-                    .set_body_json(json!({"error": {"code": "internal", "message": "boom"}})),
-                _ => ResponseTemplate::new(200).set_body_json(
-                    json!({"error": {"code": 502, "message": "upstream overloaded"}}),
-                ),
-            };
-        }
-        let mut content = triage_content(&p);
-        if (30..50).contains(&k) {
-            this.fenced.fetch_add(1, Ordering::SeqCst);
-            content = format!("```json\n{content}\n```");
-        }
-        ResponseTemplate::new(200).set_body_json(completion(&content, 0.001))
-    }
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn three_hundred_cases_under_provider_faults() {
-    let server = crate::support::mock::mock_server().await;
-    let faulty = Arc::new(Faulty {
-        attempts: Mutex::new(HashMap::new()),
-        faults: AtomicUsize::new(0),
-        fenced: AtomicUsize::new(0),
-        calls: AtomicUsize::new(0),
-    });
-    Mock::given(method("POST"))
-        .and(path("/chat/completions"))
-        .respond_with(Shared(faulty.clone()))
-        .mount(&server)
-        .await;
-    let b = grid_bench(3, 100);
-    let out = run_to_end(
-        &b,
-        &server.uri(),
-        &["run-batch", "--all-scenarios", "--concurrency", "16"],
-    )
-    .await;
-    assert_no_panic(&out);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let faults = faulty.faults.load(Ordering::SeqCst);
-    let fenced = faulty.fenced.load(Ordering::SeqCst);
-    // The prompts spread over the buckets: roughly 30 % and 20 %.
-    assert!((60..=120).contains(&faults), "faults injected: {faults}");
-    assert!((30..=90).contains(&fenced), "fenced replies: {fenced}");
-    assert_eq!(faulty.calls.load(Ordering::SeqCst), 300 + faults);
-
-    let pool = open_db(&b).await;
-    assert_exact_results(&pool, 1, 300).await;
-    // Each faulted request took exactly one retry, and nothing else did.
-    assert_eq!(
-        count(&pool, "SELECT COUNT(*) FROM result WHERE attempts = 2").await,
-        faults as i64
-    );
-    assert_eq!(
-        count(
-            &pool,
-            "SELECT COUNT(*) FROM result WHERE attempts NOT IN (1, 2)"
-        )
-        .await,
-        0
-    );
-    let r = &runs_json(&b)["runs"][0];
-    assert_eq!(r["status"], "completed");
-    assert_eq!(r["test_cases"], 300);
-    let expected = (1..=100usize)
-        .filter(|i| !i.is_multiple_of(FLIP_EVERY))
-        .count()
-        * 3;
-    assert_eq!(r["passed"], expected);
-    assert_eq!(r["format_failures"], 0);
-    assert_eq!(r["provider_errors"], 0);
-    eprintln!(
-        "faults injected and survived: {faults} failed first attempts, {fenced} fenced replies"
-    );
-}
-
-// ---------------------------------------------------------------------------
-// Crashes, signals and concurrent use
-// ---------------------------------------------------------------------------
-
-#[tokio::test(flavor = "multi_thread")]
-async fn sigkill_before_the_first_write_then_resume() {
-    let b = grid_bench(2, 20);
-    let (stored, calls) = run_and_kill(&b, &batch_args(), 0, 0, &[]).await;
-    assert_eq!(stored, 0);
-    // Paid twice: only the requests in flight at the kill.
-    assert_eq!(calls, CONCURRENCY);
-    let resumed = resume_to_completion(&b, stored).await;
-    assert!(calls + resumed - N <= CONCURRENCY);
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn sigkill_mid_batch_twice_then_resume() {
-    let b = grid_bench(2, 20);
-    let (stored, calls) = run_and_kill(&b, &batch_args(), 13, 0, &[]).await;
-    assert_eq!(stored, 13);
-    assert!(
-        calls as i64 - stored <= CONCURRENCY as i64,
-        "{calls} sent, {stored} stored"
-    );
-    // The resume itself is killed mid-way.
-    let (stored2, calls2) = run_and_kill(&b, &["run-batch", "--resume", "1"], 11, 13, &[]).await;
-    assert_eq!(stored2, 24);
-    assert!(calls2 as i64 - 11 <= CONCURRENCY as i64);
-    let resumed = resume_to_completion(&b, stored2).await;
-    let paid_twice = calls + calls2 + resumed - N;
-    assert!(
-        paid_twice <= 2 * CONCURRENCY,
-        "{paid_twice} requests paid twice over two kills"
-    );
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn sigkill_during_final_bookkeeping_then_resume() {
-    let b = grid_bench(2, 20);
-    // Hold the run between its last result write and its bookkeeping.
-    let mut args = batch_args();
-    args.push("--test-pause-before-finish-ms=60000");
-    let (stored, calls) = run_and_kill(&b, &args, N, 0, &[]).await;
-    assert_eq!(stored, N as i64);
-    assert_eq!(calls, N);
-    let resumed = resume_to_completion(&b, stored).await;
-    assert_eq!(resumed, 0, "nothing is paid twice");
-}
-
-/// A run has one owner: `--resume` of a run another live process is running
-/// is refused before anything is sent; once that process is killed, `runs`
-/// calls the run interrupted at once and the resume goes ahead.
-#[tokio::test(flavor = "multi_thread")]
-async fn a_run_is_resumed_by_one_process_at_a_time() {
-    let b = grid_bench(2, 20);
-    let (server, _gate) = gate_server(5).await;
-    let mut child = spawn(&b, &server.uri(), &batch_args(), &[]);
-    let pool = open_db(&b).await;
-    wait_until(60, "five results", || {
-        let pool = pool.clone();
-        async move { count(&pool, "SELECT COUNT(*) FROM result").await >= 5 }
-    })
-    .await;
-
-    assert_resume_refused(&b, child.id()).await;
-    assert_eq!(runs_json(&b)["runs"][0]["status"], "running");
-
-    child.kill().unwrap();
-    child.wait().unwrap();
-    let r = &runs_json(&b)["runs"][0];
-    assert_eq!(r["status"], "interrupted", "{r}");
-    assert!(
-        r["message"]
-            .as_str()
-            .unwrap()
-            .contains("stopped without finishing"),
-        "{r}"
-    );
-    pool.close().await;
-    resume_to_completion(&b, 5).await;
-}
-
-/// Across hosts only the heartbeat tells a live owner from a dead one: a
-/// fresh one refuses the resume, one older than 30 s lets it through.
-#[tokio::test(flavor = "multi_thread")]
-async fn an_owner_on_another_host_counts_while_its_heartbeat_is_fresh() {
-    let b = grid_bench(2, 20);
-    let (stored, _) = run_and_kill(&b, &batch_args(), 7, 0, &[]).await;
-    let pool = open_db(&b).await;
-    sqlx::query(
-        "UPDATE evaluation_run SET owner_host = 'lab-node-7', owner_pid = 4242,
-           heartbeat_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')",
-    )
-    .execute(&pool)
-    .await
-    .unwrap();
-    assert_eq!(runs_json(&b)["runs"][0]["status"], "running");
-    let (server, gate) = gate_server(usize::MAX).await;
-    let out = run_to_end(&b, &server.uri(), &["run-batch", "--resume", "1"]).await;
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("pid 4242 on lab-node-7"),
-        "{}",
-        stderr(&out)
-    );
-    assert_eq!(gate.calls.load(Ordering::SeqCst), 0);
-
-    sqlx::query(
-        "UPDATE evaluation_run SET heartbeat_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-31 seconds')",
-    )
-    .execute(&pool)
-    .await
-    .unwrap();
-    assert_eq!(runs_json(&b)["runs"][0]["status"], "interrupted");
-    pool.close().await;
-    resume_to_completion(&b, stored).await;
-}
-
-/// A running process keeps its heartbeat fresh, and stops sending when
-/// another process has taken its run over (here: the row names pid 1).
-#[tokio::test(flavor = "multi_thread")]
-async fn a_run_taken_over_elsewhere_stops_sending_and_leaves_the_row_alone() {
-    let server = slow_triage_server(500).await;
-    // 40 test cases one at a time: 20 s, and two heartbeats (5 s apart) come first.
-    let b = grid_bench(2, 20);
-    let child = spawn(
-        &b,
-        &server.uri(),
-        &["run-batch", "--all-scenarios", "--concurrency", "1"],
-        &[],
-    );
-    let pool = open_db(&b).await;
-    let beat = || {
-        let pool = pool.clone();
-        async move {
-            // An error is "not yet": the binary may still be migrating.
-            sqlx::query_scalar::<_, String>("SELECT heartbeat_at FROM evaluation_run WHERE id = 1")
-                .fetch_optional(&pool)
-                .await
-                .ok()
-                .flatten()
-        }
-    };
-    wait_until(60, "the run row", || {
-        let beat = beat();
-        async move { beat.await.is_some() }
-    })
-    .await;
-    let first = beat().await.unwrap();
-    wait_until(20, "a second heartbeat", || {
-        let (beat, first) = (beat(), first.clone());
-        async move { beat.await.is_some_and(|b| b > first) }
-    })
-    .await;
-
-    sqlx::query("UPDATE evaluation_run SET owner_pid = 1 WHERE id = 1")
-        .execute(&pool)
-        .await
-        .unwrap();
-    let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
-        .await
-        .unwrap();
-    assert_no_panic(&out);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(
-        String::from_utf8_lossy(&out.stdout).contains("another helmbench took over run 1"),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    let stored = count(&pool, "SELECT COUNT(*) FROM result").await;
-    assert!(stored < 40, "it stopped early: {stored}");
-    // The new owner's row is not marked finished by the old one.
-    assert_eq!(
-        count(&pool, "SELECT COUNT(*) FROM evaluation_run WHERE status = 'running' AND completed_at IS NULL AND owner_pid = 1").await,
-        1
-    );
-}
-
-/// Interrupts a run with `signal` once 9 results are stored and every
-/// worker is blocked on a held request, then resumes it.
-#[cfg(unix)]
-async fn interrupt_then_resume(signal: &str) {
-    let b = grid_bench(2, 20);
-    let (server, gate) = gate_server(9).await;
-    let child = spawn(&b, &server.uri(), &batch_args(), &[]);
-    let pool = open_db(&b).await;
-    wait_until(60, "9 results", || {
-        let pool = pool.clone();
-        async move { count(&pool, "SELECT COUNT(*) FROM result").await >= 9 }
-    })
-    .await;
-    wait_until(60, "every worker in flight", || {
-        let c = gate.calls.load(Ordering::SeqCst);
-        async move { c >= 9 + CONCURRENCY }
-    })
-    .await;
-    let sent = Command::new("kill")
-        .args([signal, &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(sent.success());
-    let started = Instant::now();
-    let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
-        .await
-        .unwrap();
-    // The held requests (a minute each) are dropped, not waited for.
-    assert!(
-        started.elapsed() < Duration::from_secs(20),
-        "{:?}",
-        started.elapsed()
-    );
-    assert_no_panic(&out);
-    let err = stderr(&out);
-    assert_eq!(out.status.code(), Some(1), "{signal}: {err}");
-    assert!(err.contains("interrupted: saving what finished"), "{err}");
-    assert!(
-        err.contains("resume with: helmbench run-batch --resume 1"),
-        "{err}"
-    );
-    assert_key_absent("stdout", &out.stdout);
-    assert_key_absent("stderr", &out.stderr);
-    let r = &runs_json(&b)["runs"][0];
-    assert_eq!(r["status"], "interrupted", "{r}");
-    assert_eq!(r["test_cases"], 9);
-    assert!(r["message"].as_str().unwrap().contains("cancelled"), "{r}");
-    assert!(r["completed_at"].is_string());
-    resume_to_completion(&b, 9).await;
-}
-
-#[cfg(unix)]
-#[tokio::test(flavor = "multi_thread")]
-async fn sigint_saves_marks_interrupted_and_resume_completes() {
-    interrupt_then_resume("-INT").await;
-}
-
-#[cfg(unix)]
-#[tokio::test(flavor = "multi_thread")]
-async fn sigterm_is_handled_like_ctrl_c() {
-    interrupt_then_resume("-TERM").await;
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn two_batches_on_one_database_at_once_and_a_consistent_reader() {
-    let server = slow_triage_server(20).await;
-    let b = grid_bench(3, 100); // 300 test cases per run
-    let args = [
-        "run-batch",
-        "--all-scenarios",
-        "--no-cache",
-        "--concurrency",
-        "8",
+    // The slips an author makes, each meant as a scenario.
+    // (scenario folder, the folder reported, the code it reads as)
+    let slips = [
+        ("p1-b3-s1", "p1-b3-s1", "P1-B3-S1"),
+        ("P1_B4_S1", "P1_B4_S1", "P1-B4-S1"),
+        ("P1.B5.S1", "P1.B5.S1", "P1-B5-S1"),
+        ("P1B6S1", "P1B6S1", "P1-B6-S1"),
+        ("P1-B7-s2--lower-case", "P1-B7-s2--lower-case", "P1-B7-S2"),
+        ("P2/b2/S1", "P2/b2", "P2-B2"),
+        ("P2/B1/s3", "P2/B1/s3", "P2-B1-S3"),
     ];
-    // Both start on a database that does not exist yet: both migrate it.
-    let first = spawn(&b, &server.uri(), &args, &[]);
-    let second = spawn(&b, &server.uri(), &args, &[]);
-    let runs_reader = {
-        let b_root = b.root();
-        let db = db_path(&b);
-        let dir = b.dir.path().to_path_buf();
-        std::thread::spawn(move || {
-            let mut snapshots = 0;
-            let deadline = Instant::now() + Duration::from_secs(60);
-            while Instant::now() < deadline {
-                let out = Helmbench::in_dir(&dir)
-                    .benchmark(&b_root)
-                    .database(&db)
-                    .std()
-                    .args(["runs", "--format", "json"])
-                    .output()
-                    .unwrap();
-                if out.status.code() == Some(2) && stderr(&out).contains("no database") {
-                    continue; // not created yet
-                }
-                assert_eq!(out.status.code(), Some(0), "runs: {}", stderr(&out));
-                let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-                let runs = v["runs"].as_array().unwrap();
-                let mut done = runs.len() == 2;
-                for r in runs {
-                    let n = |k: &str| r[k].as_i64().unwrap_or_else(|| panic!("{k} in {r}"));
-                    assert!(n("passed") <= n("test_cases"), "{r}");
-                    assert!(n("test_cases") <= n("planned_test_cases"), "{r}");
-                    assert!(n("evaluations") >= n("test_cases"), "{r}");
-                    assert!(r["cost_usd"].as_f64().unwrap() >= 0.0);
-                    done &= r["status"] == "completed";
-                }
-                snapshots += 1;
-                if done {
-                    break;
-                }
-            }
-            snapshots
-        })
-    };
-    let (a, c) = tokio::task::spawn_blocking(move || {
-        (
-            first.wait_with_output().unwrap(),
-            second.wait_with_output().unwrap(),
-        )
-    })
-    .await
-    .unwrap();
-    for out in [&a, &c] {
-        assert_no_panic(out);
-        // Under load one writer may wait past its lock timeout for the
-        // other: it pauses sending and says so, and nothing is lost.
-        assert!(
-            stderr(out)
-                .lines()
-                .filter(|l| l.contains("locked"))
-                .all(|l| l.contains("sending paused")),
-            "{}",
-            stderr(out)
-        );
-        assert_eq!(out.status.code(), Some(0), "{}", stderr(out));
+    for (rel, _, code) in slips {
+        b.scenario(rel, code.rsplit('-').next().unwrap());
     }
-    let snapshots = runs_reader.join().unwrap();
-    assert!(snapshots > 0);
-    let pool = open_db(&b).await;
-    assert_exact_results(&pool, 1, 300).await;
-    assert_exact_results(&pool, 2, 300).await;
-    for r in runs_json(&b)["runs"].as_array().unwrap() {
-        assert_eq!(r["status"], "completed");
-        assert_eq!(r["test_cases"], 300);
-    }
-}
-
-// ---------------------------------------------------------------------------
-// Secrets
-// ---------------------------------------------------------------------------
-
-#[tokio::test(flavor = "multi_thread")]
-async fn key_never_appears_in_output_trace_logs_or_database() {
-    let b = grid_bench(1, 4);
-    // Every path that reports a provider's words: a retry, an echoed key in
-    // an error message, a 400 rejection, and finally a 401 stop.
-    let echo = format!("invalid request for key {KEY}");
-    let script = || {
-        Sequence::new(vec![
-            ResponseTemplate::new(429)
-                .insert_header("Retry-After", "0")
-                .set_body_json(json!({"error": {"code": 429, "message": echo}})),
-            ok_reply(&triage_content("can't go on")),
-            ResponseTemplate::new(400)
-                .set_body_json(json!({"error": {"code": 400, "message": echo}})),
-            ok_reply(&triage_content("x")),
-            ResponseTemplate::new(401)
-                .set_body_json(json!({"error": {"code": 401, "message": echo}})),
-        ])
-    };
-    let server = crate::support::mock::mock_server().await;
-    let mut logs = Vec::new();
-    for level in ["trace", "debug", "info"] {
-        server.reset().await;
-        crate::support::mock::mount_catalog(&server).await;
-        Mock::given(method("POST"))
-            .and(path("/chat/completions"))
-            .respond_with(script())
-            .mount(&server)
-            .await;
-        let _ = std::fs::remove_file(db_path(&b));
-        let mut c = online(&b, KEY, &server.uri());
-        let out = c
-            .env("RUST_LOG", level)
-            .env("RUST_BACKTRACE", "full")
-            .args(["-vv", "run-batch", "--all-scenarios", "--concurrency", "1"])
-            .output()
-            .unwrap();
+    // A scenario's files dropped straight into a behaviour folder.
+    b.file(
+        "scenarios/P1-B8/S1.md",
+        "---\ncategory: HANDOFF\n---\n## A\nx\n",
+    )
+    .file("scenarios/P1-B8/S1.json", "{}")
+    .file("scenarios/P1-B8/README.md", "# fine\n");
+    for args in [
+        &["run-batch", "--all-scenarios", "--dry-run"][..],
+        &["list"][..],
+        &["prompts"][..],
+    ] {
+        let out = b.cmd().args(args).output().unwrap();
         assert_no_panic(&out);
-        assert_key_absent(&format!("stdout at {level}"), &out.stdout);
-        assert_key_absent(&format!("stderr at {level}"), &out.stderr);
-        logs.push(stderr(&out));
-        for f in ["h.db", "h.db-wal", "h.db-shm"] {
-            if let Ok(bytes) = std::fs::read(b.dir.path().join(f)) {
-                assert_key_absent(f, &bytes);
-            }
-        }
-    }
-    let trace = &logs[0];
-    // The trace really had the HTTP stack's own events in it, and the
-    // provider's words (with the key scrubbed) reached the output.
-    assert!(
-        trace.contains("TRACE") && trace.lines().count() > 50,
-        "RUST_LOG=trace produced no trace output:\n{trace}"
-    );
-    // hyper-util's connection pool and connector logged at trace level.
-    assert!(
-        trace.contains("Http::connect") && trace.contains("connecting to 127.0.0.1"),
-        "no HTTP-stack tracing in:\n{trace}"
-    );
-    assert!(trace.contains("<redacted>"), "{trace}");
-    assert!(
-        trace.contains("OPENROUTER_API_KEY"),
-        "the 401 names the variable"
-    );
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn redirect_to_another_host_never_carries_the_key() {
-    let other = crate::support::mock::mock_server().await;
-    Mock::given(method("POST"))
-        .respond_with(
-            ResponseTemplate::new(200).set_body_json(completion(&triage_content("x"), 0.001)),
-        )
-        .mount(&other)
-        .await;
-    let first = crate::support::mock::mock_server().await;
-    for status in [301, 302, 303, 307, 308] {
-        first.reset().await;
-        crate::support::mock::mount_catalog(&first).await;
-        Mock::given(method("POST"))
-            .respond_with(
-                ResponseTemplate::new(status)
-                    .insert_header("Location", format!("{}/chat/completions", other.uri())),
-            )
-            .mount(&first)
-            .await;
-        let b = grid_bench(1, 1);
-        let out = run_to_end(&b, &first.uri(), &["run-batch", "--all-scenarios"]).await;
-        assert_no_panic(&out);
-        assert_key_absent("stderr", &out.stderr);
-        // The first server saw the key (it is the configured provider)...
-        let seen = first.received_requests().await.unwrap();
-        assert!(!seen.is_empty());
-        assert!(seen[0].headers.get("authorization").is_some());
-        // ...the other host never did.
-        for r in other.received_requests().await.unwrap() {
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        for (_, shown, code) in slips {
+            let folder = shown.rsplit('/').next().unwrap();
             assert!(
-                r.headers.get("authorization").is_none(),
-                "{status} redirect carried Authorization to another host"
+                err.lines()
+                    .any(|l| l.contains(&format!("scenarios/{shown}: "))
+                        && l.contains(&format!("`{folder}` is close to scenario path {code}"))),
+                "{args:?}: nothing about {shown} in:\n{err}"
             );
         }
-        // The redirect is reported, not silently followed.
-        let pool = open_db(&b).await;
-        let err: String = sqlx::query_scalar("SELECT error FROM result")
-            .fetch_one(&pool)
-            .await
-            .unwrap();
-        assert!(
-            err.contains(&status.to_string()) && err.contains("redirect"),
-            "{err}"
-        );
+        for f in ["P1-B8/S1.md", "P1-B8/S1.json"] {
+            assert!(
+                err.lines().any(|l| l.contains(f)
+                    && l.contains("scenario file outside a scenario folder")
+                    && l.contains("P1-B8-S1/ or P1/B8/S1/")),
+                "{args:?}: nothing about {f} in:\n{err}"
+            );
+        }
+        for ignored in [
+            "README.md",
+            "notes",
+            ".git",
+            "images",
+            "v2",
+            "assets",
+            "_drafts",
+            "hidden",
+        ] {
+            assert!(
+                !err.contains(ignored),
+                "{args:?}: {ignored} reported:\n{err}"
+            );
+        }
     }
-}
-
-/// TLS goes through rustls: no OpenSSL or native-tls anywhere in the build
-/// (`.ci/run` checks the same on reqwest's resolved features).
-#[test]
-fn tls_is_rustls_only() {
-    let lock = std::fs::read_to_string(crate::support::repo_root().join("Cargo.lock")).unwrap();
-    let names: Vec<&str> = lock
-        .lines()
-        .filter_map(|l| l.strip_prefix("name = \""))
-        .map(|l| l.trim_end_matches('"'))
-        .collect();
-    for banned in [
-        "openssl",
-        "openssl-sys",
-        "native-tls",
-        "hyper-tls",
-        "tokio-native-tls",
-    ] {
-        assert!(!names.contains(&banned), "{banned} is in Cargo.lock");
-    }
-    assert!(names.contains(&"rustls"));
-    assert!(
-        names.contains(&"rustls-platform-verifier") || names.contains(&"webpki-roots"),
-        "rustls needs system or webpki roots"
-    );
 }

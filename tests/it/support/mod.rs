@@ -3,10 +3,12 @@
 //! then the flags a test asks for), its output read as text or JSON, the
 //! common fixtures and assertions. The mock OpenRouter is in [`mock`]; the
 //! binary run as a child process (to be killed, interrupted or raced) and
-//! the database it writes are in [`child`].
+//! the database it writes are in [`child`]; the scored run that `report`,
+//! `costs` and `export` read is in [`scored_run`].
 
 pub mod child;
 pub mod mock;
+pub mod scored_run;
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
