@@ -183,6 +183,7 @@ async fn authors_shapes_score_right_end_to_end() {
     // Every test case exists, the frontmatter-only U1 included:
     // P1-B1 1 x (U1, U2, none) x 2 = 6, P1-B2 1 x 2 x 2 = 4, P1-B3 1, P1-B4 2.
     let runs = runs_json(&b);
+    assert_eq!(runs["runs"].as_array().unwrap().len(), 2, "{runs}");
     for r in runs["runs"].as_array().unwrap() {
         assert_eq!(r["test_cases"], 13, "{r}");
         assert_eq!(r["status"], "completed");

@@ -171,6 +171,7 @@ async fn every_model_of_a_batch_runs_at_the_same_time() {
         );
         assert_eq!(m.calls(model, 200), 6);
     }
+    assert_eq!(run_rows(&b).len(), 3);
     for r in run_rows(&b) {
         assert_eq!(r["status"], "completed", "{r}");
         assert_eq!(r["test_cases"], 6);
@@ -210,6 +211,7 @@ async fn a_401_in_one_model_stops_every_model() {
         let n = m.calls(model, 200);
         assert!(n < 10, "{model} kept sending after the 401: {n}");
     }
+    assert_eq!(run_rows(&b).len(), 3);
     for r in run_rows(&b) {
         assert_eq!(r["status"], "interrupted", "{r}");
     }

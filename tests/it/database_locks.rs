@@ -190,7 +190,9 @@ async fn two_batches_on_one_database_at_once_and_a_consistent_reader() {
     let pool = open_db(&b).await;
     assert_exact_results(&pool, 1, 300).await;
     assert_exact_results(&pool, 2, 300).await;
-    for r in runs_json(&b)["runs"].as_array().unwrap() {
+    let runs = runs_json(&b);
+    assert_eq!(runs["runs"].as_array().unwrap().len(), 2, "{runs}");
+    for r in runs["runs"].as_array().unwrap() {
         assert_eq!(r["status"], "completed");
         assert_eq!(r["test_cases"], 300);
     }

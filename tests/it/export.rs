@@ -117,7 +117,7 @@ async fn export_streams_every_result_as_jsonl_and_csv() {
     // No temporary file is left beside the output.
     let leftovers: Vec<_> = std::fs::read_dir(s.bench.dir.path())
         .unwrap()
-        .filter_map(|e| e.ok())
+        .map(|e| e.unwrap())
         .filter(|e| e.file_name().to_string_lossy().contains("partial"))
         .collect();
     assert!(leftovers.is_empty());

@@ -120,6 +120,8 @@ async fn sqe_free_text_reply_is_judged_per_rubric() {
     assert!((r["judge_cost_usd"].as_f64().unwrap() - 0.001).abs() < 1e-9);
     // No response_format is sent for a free-text scenario.
     let reqs = completions(&server).await;
+    // Two replies, each judged once.
+    assert_eq!(reqs.len(), 4);
     for req in reqs {
         let body: Value = serde_json::from_slice(&req.body).unwrap();
         if body["model"] == "test/model" {

@@ -385,7 +385,9 @@ async fn provider_errors_are_stored_and_counted_by_type() {
         stderr(&out)
     );
     let out = read(&b, &["export"]);
-    for r in jsonl(&out) {
+    let rows = jsonl(&out);
+    assert_eq!(rows.len(), 2, "{}", stderr(&out));
+    for r in rows {
         assert_eq!(r["error_kind"], "provider");
         assert_eq!(r["error_type"], "provider_overloaded");
         assert_eq!(r["provider_code"], "529");

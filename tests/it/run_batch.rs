@@ -37,7 +37,9 @@ async fn batch_success_stores_verdicts_and_costs() {
     assert!((r["cost_usd"].as_f64().unwrap() - 0.002).abs() < 1e-9);
     assert!(r["completed_at"].is_string());
     // The request of SPEC §6.
-    for req in completions(&m.server).await {
+    let reqs = completions(&m.server).await;
+    assert_eq!(reqs.len(), 2);
+    for req in reqs {
         let body: Value = serde_json::from_slice(&req.body).unwrap();
         assert_eq!(body["model"], "test/model");
         assert_eq!(body["temperature"], 0.0, "models.yml parameters are sent");

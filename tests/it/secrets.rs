@@ -16,8 +16,8 @@ use crate::support::mock::{
     triage_reply,
 };
 use crate::support::{
-    KEY, assert_key_absent, assert_no_panic, bench, bench_of, db_path, grid_bench, online, read,
-    repo_root, run_in_order, run_with, stderr, stdout, triage_content,
+    KEY, assert_key_absent, assert_no_panic, bench, bench_of, database_files, db_path, grid_bench,
+    online, read, repo_root, run_in_order, run_with, stderr, stdout, triage_content,
 };
 
 #[tokio::test(flavor = "multi_thread")]
@@ -61,10 +61,8 @@ async fn key_never_appears_in_output_trace_logs_or_database() {
         assert_key_absent(&format!("stdout at {level}"), &out.stdout);
         assert_key_absent(&format!("stderr at {level}"), &out.stderr);
         logs.push(stderr(&out));
-        for f in ["h.db", "h.db-wal", "h.db-shm"] {
-            if let Ok(bytes) = std::fs::read(b.dir.path().join(f)) {
-                assert_key_absent(f, &bytes);
-            }
+        for (f, bytes) in database_files(&b) {
+            assert_key_absent(f, &bytes);
         }
     }
     let trace = &logs[0];

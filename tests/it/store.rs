@@ -324,6 +324,7 @@ async fn seeding_a_large_benchmark_stores_every_component_once() {
     .fetch_all(pool)
     .await
     .unwrap();
+    assert_eq!(rows.len(), 630);
     for row in &rows {
         let (id, full, scenario): (i64, String, String) = (row.get(0), row.get(1), row.get(2));
         assert_eq!(ids.conditions[&full], id);

@@ -98,7 +98,7 @@ pub async fn completions(server: &MockServer) -> Vec<Request> {
     server
         .received_requests()
         .await
-        .unwrap_or_default()
+        .expect("the mock records requests")
         .into_iter()
         .filter(|r| r.method == wiremock::http::Method::POST)
         .collect()

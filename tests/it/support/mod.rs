@@ -342,14 +342,29 @@ pub fn assert_no_key(b: &Bench, out: &Output) {
         !stdout(out).contains(KEY) && !stderr(out).contains(KEY),
         "key leaked in output"
     );
-    for f in ["h.db", "h.db-wal"] {
-        if let Ok(bytes) = std::fs::read(b.dir.path().join(f)) {
-            assert!(
-                !bytes.windows(KEY.len()).any(|w| w == KEY.as_bytes()),
-                "key leaked into {f}"
-            );
+    for (f, bytes) in database_files(b) {
+        assert!(
+            !bytes.windows(KEY.len()).any(|w| w == KEY.as_bytes()),
+            "key leaked into {f}"
+        );
+    }
+}
+
+/// The bytes of the test database's files: `h.db`, which must be there,
+/// and its `-wal` and `-shm` files where SQLite left them (any other
+/// failure to read one fails the test: a check of a file never read
+/// passes silently).
+pub fn database_files(b: &Bench) -> Vec<(&'static str, Vec<u8>)> {
+    let db = std::fs::read(db_path(b)).unwrap_or_else(|e| panic!("h.db: {e}"));
+    let mut files = vec![("h.db", db)];
+    for f in ["h.db-wal", "h.db-shm"] {
+        match std::fs::read(b.dir.path().join(f)) {
+            Ok(bytes) => files.push((f, bytes)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => panic!("{f}: {e}"),
         }
     }
+    files
 }
 
 /// Neither [`KEY`] nor its distinctive middle is anywhere in `bytes`.
