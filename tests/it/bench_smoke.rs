@@ -6,30 +6,18 @@
 
 use std::time::Duration;
 
-use crate::harness::{json, stderr, stdout};
+use crate::support::{Helmbench, gen_bench, gen_compare_db, json, stderr, stdout};
 
 #[allow(dead_code)]
 #[path = "../../examples/bare_client.rs"]
 mod bare_client;
-// gen_compare_db includes gen_bench; one copy of it serves both.
-#[allow(dead_code)]
-#[path = "../../examples/gen_compare_db.rs"]
-pub(crate) mod gen_compare_db;
-pub(crate) use gen_compare_db::gen_bench;
 #[allow(dead_code)]
 #[path = "../../examples/mock_openrouter.rs"]
 mod mock_openrouter;
 
-fn helmbench(dir: &std::path::Path) -> assert_cmd::Command {
-    let mut c = assert_cmd::Command::cargo_bin("helmbench").unwrap();
-    c.current_dir(dir)
-        .env_remove("OPENROUTER_API_KEY")
-        .env_remove("DATABASE_URL")
-        .env_remove("HELMBENCH_BENCHMARK_DIR")
-        .env_remove("RUST_LOG")
-        .arg("--benchmark-dir")
-        .arg(dir.join("bench"));
-    c
+/// helmbench in `dir` on the benchmark generated at `dir/bench`.
+fn helmbench(dir: &std::path::Path) -> std::process::Command {
+    Helmbench::in_dir(dir).benchmark(dir.join("bench")).std()
 }
 
 #[test]
@@ -125,12 +113,10 @@ async fn compare_harness_writes_runs_compare_reads() {
         perturbations: 2,
     };
     gen_compare_db::run(tmp.path(), 3, shape).await.unwrap();
-    let out = assert_cmd::Command::cargo_bin("helmbench")
-        .unwrap()
-        .current_dir(tmp.path())
-        .env_remove("DATABASE_URL")
-        .env_remove("HELMBENCH_BENCHMARK_DIR")
-        .args(["--benchmark-dir", "bench", "--database-url", "compare.db"])
+    let out = Helmbench::in_dir(tmp.path())
+        .benchmark("bench")
+        .database("compare.db")
+        .std()
         .args(["compare", "--format", "json", "--resamples", "100"])
         .output()
         .unwrap();

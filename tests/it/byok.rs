@@ -6,9 +6,9 @@
 use serde_json::json;
 use wiremock::{Request, ResponseTemplate};
 
-use crate::harness::{Bench, stderr};
-use crate::reliability::{base_command, serve};
-use crate::runner::completion;
+use crate::support::mock::completion;
+use crate::support::mock::serve;
+use crate::support::{Bench, KEY, online, stderr};
 
 const FEE: f64 = 0.0001;
 const UPSTREAM: f64 = 0.002;
@@ -45,12 +45,12 @@ async fn costs_show_the_fee_and_the_upstream_cost_and_their_sum() {
     let b = bench(10);
     let server = byok_server().await;
     let uri = server.uri();
-    let out = base_command(&b, &uri)
+    let out = online(&b, KEY, &uri)
         .args(["run-batch", "--all-scenarios", "--yes"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let out = base_command(&b, &uri)
+    let out = online(&b, KEY, &uri)
         .args(["costs", "--format", "json"])
         .output()
         .unwrap();
@@ -65,12 +65,12 @@ async fn costs_show_the_fee_and_the_upstream_cost_and_their_sum() {
     close(&run["fee_usd"], 10.0 * FEE);
     close(&run["byok_upstream_usd"], 10.0 * UPSTREAM);
     close(&run["total_cost_usd"], 10.0 * (FEE + UPSTREAM));
-    let text = base_command(&b, &uri).arg("costs").output().unwrap();
+    let text = online(&b, KEY, &uri).arg("costs").output().unwrap();
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(text.contains("BYOK upstream USD"), "{text}");
     assert!(text.contains("billed to your own provider keys"), "{text}");
     // runs counts what was billed in all.
-    let out = base_command(&b, &uri)
+    let out = online(&b, KEY, &uri)
         .args(["runs", "--format", "json"])
         .output()
         .unwrap();
@@ -85,7 +85,7 @@ async fn the_budget_counts_fee_plus_upstream() {
     let uri = server.uri();
     // Each case bills 0.0021 in all: the budget of 0.01 stops after about
     // 5 (not after 100, as counting the fee alone would).
-    let out = base_command(&b, &uri)
+    let out = online(&b, KEY, &uri)
         .args([
             "run-batch",
             "--all-scenarios",
@@ -98,6 +98,6 @@ async fn the_budget_counts_fee_plus_upstream() {
         .output()
         .unwrap();
     assert_ne!(out.status.code(), Some(0), "the budget stopped the run");
-    let calls = crate::harness::completions(&server).await.len();
+    let calls = crate::support::mock::completions(&server).await.len();
     assert!((5..=6).contains(&calls), "{calls} calls: {}", stderr(&out));
 }

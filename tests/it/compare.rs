@@ -7,9 +7,8 @@ use serde_json::{Value, json};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
-use crate::harness::{Bench, json as out_json, stderr, stdout};
-use crate::report::{close, ok, read};
-use crate::runner::{completion, prompt_of, run};
+use crate::support::mock::{completion, mock_server, prompt_of};
+use crate::support::{Bench, close, json as out_json, ok, read, run, stderr, stdout};
 
 /// P1-B1-S1 and P1-B2-S1: conditions C1 and C2 (difficulty 0), perturbations
 /// PT1..PT5 of severity 1..5, all expecting HANDOFF: 10 test cases each, one
@@ -86,7 +85,7 @@ impl Respond for Scripted {
 
 /// Runs: 1 a/good over everything, 2 b/weak over P1, 3 c/broken over P1-B1.
 async fn setup() -> (Bench, MockServer) {
-    let server = crate::harness::mock_server().await;
+    let server = mock_server().await;
     Mock::given(method("POST"))
         .and(path("/chat/completions"))
         .respond_with(Scripted)

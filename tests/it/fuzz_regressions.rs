@@ -8,7 +8,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 mod checks;
 
 fn replay(target: &str, check: fn(&[u8])) {
-    let dir = crate::harness::repo_root()
+    let dir = crate::support::repo_root()
         .join("fuzz/regressions")
         .join(target);
     let mut files: Vec<_> = std::fs::read_dir(&dir)

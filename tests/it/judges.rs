@@ -6,9 +6,10 @@
 use serde_json::{Value, json};
 use wiremock::{Request, ResponseTemplate};
 
-use crate::harness::{Bench, stderr};
-use crate::reliability::serve;
-use crate::runner::{completion, run, runs_json};
+use crate::support::mock::completion;
+use crate::support::mock::serve;
+use crate::support::{Bench, stderr};
+use crate::support::{run, runs_json};
 
 fn bench() -> Bench {
     let b = Bench::new();
@@ -43,7 +44,7 @@ async fn the_judge_is_sent_its_own_models_yml_settings_and_a_judge_only_entry_is
     assert_eq!(runs["runs"].as_array().unwrap().len(), 1, "{runs}");
     assert_eq!(runs["runs"][0]["model"], "test/model");
 
-    let bodies: Vec<Value> = crate::harness::completions(&server)
+    let bodies: Vec<Value> = crate::support::mock::completions(&server)
         .await
         .iter()
         .map(|r| serde_json::from_slice(&r.body).unwrap())
@@ -93,7 +94,7 @@ async fn a_judge_without_an_entry_keeps_temperature_zero_and_400_tokens() {
     .await;
     let out = run(&b, &server, &["run-batch", "--all-scenarios", "--yes"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let bodies: Vec<Value> = crate::harness::completions(&server)
+    let bodies: Vec<Value> = crate::support::mock::completions(&server)
         .await
         .iter()
         .map(|r| serde_json::from_slice(&r.body).unwrap())
@@ -139,7 +140,7 @@ fn judge_calls(bodies: &[Value]) -> Vec<u64> {
 }
 
 async fn bodies(server: &wiremock::MockServer) -> Vec<Value> {
-    crate::harness::completions(server)
+    crate::support::mock::completions(server)
         .await
         .iter()
         .map(|r| serde_json::from_slice(&r.body).unwrap())
@@ -188,7 +189,7 @@ async fn a_judge_that_only_reasons_twice_is_a_judge_error_naming_why() {
         .args(["export", "--format", "jsonl"])
         .output()
         .unwrap();
-    let rows = crate::harness::jsonl(&out);
+    let rows = crate::support::jsonl(&out);
     let err = rows[0]["judgements"][0]["error"]
         .as_str()
         .unwrap()

@@ -1,25 +1,38 @@
-//! Integration tests: the real binary against temp benchmarks (and, for the
-//! runner, a mock OpenRouter server on 127.0.0.1).
+//! Integration tests: the real binary against temp benchmarks and, where it
+//! talks to OpenRouter, a mock server on 127.0.0.1. One file per command or
+//! concept; what they share is in `support`.
 
-mod batch;
+mod author_shapes;
+mod batch_models;
 mod bench_smoke;
+mod budget;
 mod byok;
+mod check;
 mod compare;
-mod content;
-mod edges;
-mod fidelity;
+mod compose;
+mod content_errors;
+mod costs;
+mod database_locks;
+mod estimate;
+mod export;
 mod fuzz_regressions;
-mod harness;
 mod judges;
+mod judging;
 mod layout;
 mod moderation;
-mod openrouter_realism;
+mod ownership;
 mod pipes;
 mod preflight;
-mod reliability;
+mod provider;
+mod provider_faults;
+mod read_commands;
 mod report;
+mod resume;
 mod review;
-mod runner;
+mod run_batch;
 mod score;
-mod spend;
+mod secrets;
+mod selectors;
+mod signals;
 mod store;
+mod support;

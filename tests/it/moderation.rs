@@ -13,9 +13,9 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Value, json};
 use wiremock::{Request, ResponseTemplate};
 
-use crate::harness::{Bench, jsonl, stderr};
-use crate::reliability::{base_command, serve};
-use crate::runner::{completion, prompt_of};
+use crate::support::mock::serve;
+use crate::support::mock::{completion, prompt_of};
+use crate::support::{Bench, KEY, jsonl, online, stderr};
 
 const MILD: usize = 10;
 const SEVERE: usize = 30;
@@ -80,7 +80,7 @@ fn total(seen: &Mutex<HashMap<String, usize>>) -> usize {
 }
 
 fn run_json(b: &Bench, uri: &str, args: &[&str]) -> (Value, std::process::Output) {
-    let out = base_command(b, uri).args(args).output().unwrap();
+    let out = online(b, KEY, uri).args(args).output().unwrap();
     let v = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
     (v, out)
 }
@@ -91,7 +91,7 @@ async fn moderated_prompts_are_blocked_asked_once_and_stated_beside_the_score() 
     let (server, seen) = moderated().await;
     let uri = server.uri();
     // Concurrency 1: the 30 blocks come in a row, past the 25-error breaker.
-    let out = base_command(&b, &uri)
+    let out = online(&b, KEY, &uri)
         .args([
             "run-batch",
             "--all-scenarios",
@@ -117,7 +117,7 @@ async fn moderated_prompts_are_blocked_asked_once_and_stated_beside_the_score() 
     assert_eq!(r["blocked_as"], "exclude");
 
     // Exported with what the provider said.
-    let out = base_command(&b, &uri)
+    let out = online(&b, KEY, &uri)
         .args(["export", "--format", "jsonl"])
         .output()
         .unwrap();
@@ -150,7 +150,7 @@ async fn moderated_prompts_are_blocked_asked_once_and_stated_beside_the_score() 
     assert_eq!(a["blocked_as"], "exclude");
     assert!((a["score"].as_f64().unwrap() - 1.0).abs() < 1e-12, "{a}");
     assert_eq!(a["behaviours"][0]["blocked"], SEVERE);
-    let text = base_command(&b, &uri).arg("report").output().unwrap();
+    let text = online(&b, KEY, &uri).arg("report").output().unwrap();
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(
         text.contains("scored 10 of 40 test cases; 30 blocked by the provider"),
@@ -159,7 +159,7 @@ async fn moderated_prompts_are_blocked_asked_once_and_stated_beside_the_score() 
     assert!(text.contains("--blocked-as exclude"), "{text}");
 
     // A resume asks nothing again; --retry-blocked asks the 30 again.
-    let out = base_command(&b, &uri)
+    let out = online(&b, KEY, &uri)
         .args(["run-batch", "--resume", "1"])
         .output()
         .unwrap();
@@ -169,7 +169,7 @@ async fn moderated_prompts_are_blocked_asked_once_and_stated_beside_the_score() 
         MILD + SEVERE,
         "the resume asked a blocked case again"
     );
-    let out = base_command(&b, &uri)
+    let out = online(&b, KEY, &uri)
         .args(["run-batch", "--resume", "1", "--retry-blocked"])
         .output()
         .unwrap();
@@ -185,7 +185,7 @@ async fn blocked_as_fail_counts_each_block_as_a_miss_at_its_severity() {
     let b = bench();
     let (server, _) = moderated().await;
     let uri = server.uri();
-    let out = base_command(&b, &uri)
+    let out = online(&b, KEY, &uri)
         .args([
             "run-batch",
             "--all-scenarios",
@@ -207,7 +207,7 @@ async fn blocked_as_fail_counts_each_block_as_a_miss_at_its_severity() {
         (a["score"].as_f64().unwrap() - expected).abs() < 1e-12,
         "{a}"
     );
-    let text = base_command(&b, &uri).arg("report").output().unwrap();
+    let text = online(&b, KEY, &uri).arg("report").output().unwrap();
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(
         text.contains("scored 40 of 40 test cases; 30 blocked by the provider"),
@@ -257,12 +257,12 @@ async fn guardrails_content_policies_filters_and_refusals_are_their_own_outcomes
     })
     .await;
     let uri = server.uri();
-    let out = base_command(&b, &uri)
+    let out = online(&b, KEY, &uri)
         .args(["run-batch", "--all-scenarios", "--yes"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let out = base_command(&b, &uri)
+    let out = online(&b, KEY, &uri)
         .args(["export", "--format", "jsonl"])
         .output()
         .unwrap();

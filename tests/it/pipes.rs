@@ -2,8 +2,7 @@
 //! quietly with exit 0: no error text, no panic, even when stderr is the
 //! same closed pipe (`2>&1 | head -c 100`).
 
-use crate::bench_smoke::gen_bench;
-use crate::bench_smoke::gen_compare_db;
+use crate::support::{Helmbench, gen_bench, gen_compare_db};
 
 /// A database whose export and report are far larger than a pipe's buffer.
 async fn big_database() -> tempfile::TempDir {
@@ -27,12 +26,12 @@ fn piped(dir: &std::path::Path, args: &str, tail: &str, merged: bool) -> (i32, S
     let script = format!(
         "\"{bin}\" --benchmark-dir bench --database-url compare.db {args} {redirect} | {tail}; echo \"rc=${{PIPESTATUS[0]}}\" >&3"
     );
-    let out = std::process::Command::new("bash")
+    let mut shell = std::process::Command::new("bash");
+    Helmbench::clear_env(&mut shell);
+    let out = shell
         .arg("-c")
         .arg(format!("exec 3>rc.txt; {script}"))
         .current_dir(dir)
-        .env_remove("DATABASE_URL")
-        .env_remove("HELMBENCH_BENCHMARK_DIR")
         .env_remove("RUST_BACKTRACE")
         .output()
         .unwrap();
@@ -50,9 +49,10 @@ async fn a_closed_pipe_is_a_quiet_exit_zero() {
     let tmp = big_database().await;
     let dir = tmp.path();
     // The export really is larger than a pipe holds, or nothing is tested.
-    let full = std::process::Command::new(env!("CARGO_BIN_EXE_helmbench"))
-        .current_dir(dir)
-        .args(["--benchmark-dir", "bench", "--database-url", "compare.db"])
+    let full = Helmbench::in_dir(dir)
+        .benchmark("bench")
+        .database("compare.db")
+        .std()
         .args(["export", "--format", "csv"])
         .output()
         .unwrap();

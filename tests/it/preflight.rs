@@ -7,8 +7,7 @@ use serde_json::json;
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
-use crate::harness::{Bench, stderr};
-use crate::reliability::base_command;
+use crate::support::{Bench, KEY, online, stderr};
 
 /// A catalog where `plain/model` takes no `seed` and `judge/plain` no
 /// `reasoning`; the chat endpoint answers 500 so that any request sent
@@ -75,7 +74,7 @@ async fn posts(server: &MockServer) -> usize {
 async fn a_seed_the_model_does_not_take_is_refused_before_anything_is_sent() {
     let b = bench("models:\n  - id: plain/model\n    seed: 7\n");
     let server = catalog().await;
-    let out = base_command(&b, &server.uri())
+    let out = online(&b, KEY, &server.uri())
         .args(["run-batch", "--all-scenarios", "--yes"])
         .output()
         .unwrap();
@@ -89,7 +88,7 @@ async fn a_seed_the_model_does_not_take_is_refused_before_anything_is_sent() {
     assert_eq!(posts(&server).await, 0);
     assert!(
         !b.dir.path().join("h.db").exists() || {
-            let out = base_command(&b, &server.uri())
+            let out = online(&b, KEY, &server.uri())
                 .args(["runs", "--format", "json"])
                 .output()
                 .unwrap();
@@ -113,7 +112,7 @@ async fn a_judge_reasoning_the_judge_does_not_take_is_refused_before_anything_is
         .file("scenarios/P3-B1-S1/conditions.md", "# C1\n## System instructions\nBe warm.\n")
         .file("scenarios/P3-B1-S1/perturbations.md", "# PT1\n---\nseverity: 6\n---\n## User input\nAre you real?\n");
     let server = catalog().await;
-    let out = base_command(&b, &server.uri())
+    let out = online(&b, KEY, &server.uri())
         .args(["run-batch", "--all-scenarios", "--yes"])
         .output()
         .unwrap();
@@ -130,7 +129,7 @@ async fn a_judge_reasoning_the_judge_does_not_take_is_refused_before_anything_is
 async fn a_wrong_model_id_is_refused_first_with_the_nearest_id() {
     let b = bench("models:\n  - id: test/modle\n");
     let server = catalog().await;
-    let out = base_command(&b, &server.uri())
+    let out = online(&b, KEY, &server.uri())
         .args(["run-batch", "--all-scenarios"])
         .output()
         .unwrap();

@@ -38,9 +38,8 @@ use serde_json::{Value, json};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
-use crate::harness::{Bench, json as out_json, stderr, stdout};
-use crate::report::{close, ok, read};
-use crate::runner::{completion, prompt_of, run};
+use crate::support::mock::{completion, mock_server, prompt_of};
+use crate::support::{Bench, close, json as out_json, ok, read, run, stderr, stdout};
 
 fn bench() -> Bench {
     let b = Bench::new();
@@ -123,7 +122,7 @@ impl Respond for Scripted {
 }
 
 async fn server_counting() -> (MockServer, Calls) {
-    let server = crate::harness::mock_server().await;
+    let server = mock_server().await;
     let calls = Calls::default();
     Mock::given(method("POST"))
         .and(path("/chat/completions"))

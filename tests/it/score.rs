@@ -1,6 +1,6 @@
 //! `helmbench score` (issue 7): the CLI gives the library's numbers for any text.
 
-use crate::harness::{Bench, json, stderr, stdout};
+use crate::support::{Bench, json, stderr, stdout};
 
 const TEXTS: &[&str] = &[
     "",

@@ -6,8 +6,9 @@ use std::path::Path;
 use helmbench::store::Store;
 use sqlx::Row;
 
-use crate::harness::{Bench, stderr, stdout};
-use crate::runner::{bench, run, runs_json, triage_server};
+use crate::support::gen_bench;
+use crate::support::mock::triage_server;
+use crate::support::{Bench, bench, run, runs_json, stderr, stdout};
 
 fn db(b: &Bench) -> String {
     b.dir.path().join("h.db").display().to_string()
@@ -30,7 +31,7 @@ async fn raw_pool(url: &str) -> sqlx::SqlitePool {
 #[tokio::test(flavor = "multi_thread")]
 async fn migrations_apply_on_empty_and_older_databases() {
     let dir = tempfile::tempdir().unwrap();
-    let mut files: Vec<_> = std::fs::read_dir(crate::harness::repo_root().join("migrations"))
+    let mut files: Vec<_> = std::fs::read_dir(crate::support::repo_root().join("migrations"))
         .unwrap()
         .map(|e| e.unwrap().path())
         .collect();
@@ -285,13 +286,13 @@ async fn unusable_databases_give_clear_errors() {
 #[tokio::test(flavor = "multi_thread")]
 async fn seeding_a_large_benchmark_stores_every_component_once() {
     let dir = tempfile::tempdir().unwrap();
-    let shape = crate::bench_smoke::gen_bench::Shape {
+    let shape = gen_bench::Shape {
         scenarios: 30,
         conditions: 21,
         user_contexts: 2,
         perturbations: 17,
     };
-    crate::bench_smoke::gen_bench::generate(&dir.path().join("bench"), shape).unwrap();
+    gen_bench::generate(&dir.path().join("bench"), shape).unwrap();
     let b = helmbench::content::load_strict(&dir.path().join("bench")).unwrap();
     let url = dir.path().join("h.db").display().to_string();
     let store = Store::open(&url).await.unwrap();
@@ -323,6 +324,7 @@ async fn seeding_a_large_benchmark_stores_every_component_once() {
     .fetch_all(pool)
     .await
     .unwrap();
+    assert_eq!(rows.len(), 630);
     for row in &rows {
         let (id, full, scenario): (i64, String, String) = (row.get(0), row.get(1), row.get(2));
         assert_eq!(ids.conditions[&full], id);

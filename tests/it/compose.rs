@@ -1,7 +1,9 @@
-//! Loading, composing, `list`, `prompts` and the dry-run, on the bundled
-//! benchmark and on hand-written ones (issue 2).
+//! Loading and composing content: `list`, `prompts` and the dry-run, on the
+//! bundled benchmark and on hand-written ones (both folder layouts, single
+//! files and consolidated ones, user-context sets); prompts of tricky inputs
+//! are snapshot-tested.
 
-use crate::harness::{Bench, json, jsonl, stderr, stdout};
+use crate::support::{Bench, json, jsonl, stderr, stdout};
 
 #[test]
 fn bundled_benchmark_dry_runs_clean() {
@@ -35,7 +37,7 @@ fn bundled_benchmark_lists_every_evaluation_type() {
     types.dedup();
     assert_eq!(
         types,
-        // list_includes is covered by the fixtures of tests/it/reliability.rs:
+        // list_includes is covered by the fixtures of tests/it/content_errors.rs:
         // the bundled passive-ideation scenario became a tag_threshold so its
         // controls can say "no risk tag at all" (issue 16).
         ["category_match", "mcsqe", "sqe", "tag_threshold"]
@@ -289,148 +291,6 @@ fn user_context_sets_and_skip_flag() {
     assert_eq!(jsonl(&by_prefix).len(), 2);
 }
 
-#[test]
-fn bad_selectors_are_usage_errors() {
-    let b = Bench::new();
-    b.scenario("P1-B1-S1", "S1");
-    for sel in ["../etc", "P1/B1", "P9"] {
-        let out = b.cmd().args(["prompts", sel]).output().unwrap();
-        assert_eq!(out.status.code(), Some(2), "{sel}");
-        assert!(stderr(&out).contains(sel), "{}", stderr(&out));
-    }
-}
-
-/// Every class of content error of issue 2, in one benchmark, all reported
-/// in one pass with file, section and what was expected.
-#[test]
-fn all_content_errors_in_one_pass() {
-    let b = Bench::new();
-    b.scenario("P1-B1-S1", "S1") // stays valid
-        // bad YAML, with its line
-        .scenario("P1-B1-S2", "S2")
-        .file(
-            "scenarios/P1-B1-S2/conditions.md",
-            "# C1\n---\ndifficulty: [1\n---\n## A\nx\n",
-        )
-        // out-of-range and non-numeric severity
-        .scenario("P1-B1-S3", "S3")
-        .file(
-            "scenarios/P1-B1-S3/perturbations.md",
-            "# PT1\n---\nseverity: 11\n---\n## A\nx\n\n# PT2\n---\nseverity: high\n---\n## A\ny\n",
-        )
-        // unknown evaluation type
-        .scenario("P1-B1-S4", "S4")
-        .file(
-            "scenarios/P1-B1-S4/S4.md",
-            "---\nevaluation:\n  type: vibes\n---\n## A\nx\n",
-        )
-        // missing required schema file
-        .scenario("P1-B1-S5", "S5")
-        .remove("scenarios/P1-B1-S5/S5.json")
-        // duplicate component code
-        .scenario("P1-B1-S6", "S6")
-        .file(
-            "scenarios/P1-B1-S6/conditions.md",
-            "# C1\n## A\nx\n\n# C1\n## A\ny\n",
-        )
-        // schema that is not JSON, and one that is not JSON Schema
-        .scenario("P1-B1-S7", "S7")
-        .file(
-            "scenarios/P1-B1-S7/S7.json",
-            "{\"type\": \"object\",\n  oops}",
-        )
-        .scenario("P1-B1-S8", "S8")
-        .file("scenarios/P1-B1-S8/S8.json", r#"{"type": 12}"#)
-        // non-UTF-8 bytes
-        .scenario("P1-B1-S9", "S9")
-        .file(
-            "scenarios/P1-B1-S9/perturbations.md",
-            b"# PT1\n## A\nbad \xff byte\n",
-        )
-        // empty scenario prompt
-        .scenario("P1-B1-S10", "S10")
-        .file(
-            "scenarios/P1-B1-S10/S10.md",
-            "---\ncategory: HANDOFF\n---\n\n\n",
-        );
-    let out = b
-        .cmd()
-        .args(["run-batch", "--all-scenarios"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = stderr(&out);
-    let expect = [
-        ("P1-B1-S2/conditions.md:3 [# C1]", "invalid YAML"),
-        (
-            "P1-B1-S3/perturbations.md:3 [# PT1]",
-            "severity` is 11 (expected a number from -10 to 10)",
-        ),
-        (
-            "P1-B1-S3/perturbations.md:10 [# PT2]",
-            "severity` is \"high\"",
-        ),
-        ("P1-B1-S4/S4.md", "unknown evaluation type `vibes`"),
-        ("P1-B1-S5", "needs a response schema (expected S5.json"),
-        ("P1-B1-S6/conditions.md:5", "duplicate condition code C1"),
-        ("P1-B1-S7/S7.json:2", "invalid JSON"),
-        ("P1-B1-S8/S8.json", "not a valid JSON Schema"),
-        ("P1-B1-S9/perturbations.md:3", "not valid UTF-8"),
-        ("P1-B1-S10/S10.md", "scenario prompt is empty"),
-    ];
-    for (place, what) in expect {
-        assert!(
-            err.lines().any(|l| l.contains(place) && l.contains(what)),
-            "missing `{place}` … `{what}` in:\n{err}"
-        );
-    }
-    // The valid scenario still composed.
-    assert!(stdout(&out).contains("test cases: 2"), "{}", stdout(&out));
-}
-
-#[test]
-fn rubric_errors_are_content_errors() {
-    let b = Bench::new();
-    b.file("models.yml", "marking_model: judge/model\nmodels:\n  - id: a/b\n")
-        .scenario("P1-B1-S1", "S1")
-        .file("scenarios/P1-B1-S1/S1.md", "---\nevaluation:\n  type: sqe\n---\n## A\nx\n")
-        .file("scenarios/P1-B1-S1/criteria.md", "---\noptions: [SAFE, UNSAFE]\npass_values: [OK]\nresponse_type: several\n---\n## Rubric\nJudge.\n")
-        .scenario("P1-B1-S2", "S2")
-        .file("scenarios/P1-B1-S2/S2.md", "---\nevaluation:\n  type: sqe\n---\n## A\nx\n");
-    let out = b
-        .cmd()
-        .args(["run-batch", "--all-scenarios", "--dry-run"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = stderr(&out);
-    assert!(
-        err.contains("criteria.md:2: pass value `OK` is not among the options"),
-        "{err}"
-    );
-    assert!(err.contains("unknown `response_type` \"several\""), "{err}");
-    assert!(
-        err.contains("P1-B1-S2: sqe evaluation needs a rubric (expected criteria.md"),
-        "{err}"
-    );
-}
-
-#[test]
-fn missing_benchmark_folder_is_exit_2() {
-    let b = Bench::new();
-    let out = b
-        .bare_cmd()
-        .args(["--benchmark-dir", "nowhere", "list"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).contains("benchmark folder not found"),
-        "{}",
-        stderr(&out)
-    );
-}
-
 /// A second benchmark written by hand in the nested layout, as another
 /// author would, loads unchanged.
 #[test]
@@ -473,11 +333,9 @@ fn hand_written_nested_benchmark() {
 fn a_closed_pipe_ends_quietly() {
     use std::io::Read;
     let b = Bench::bundled();
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("helmbench"))
-        .current_dir(b.dir.path())
-        .env_remove("OPENROUTER_API_KEY")
-        .arg("--benchmark-dir")
-        .arg(b.root())
+    let mut child = b
+        .helmbench()
+        .std()
         .args(["prompts", "--format", "jsonl"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

@@ -12,9 +12,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use wiremock::{MockServer, Request, Respond, ResponseTemplate};
 
-use crate::harness::{Bench, stderr};
-use crate::reliability::{assert_no_panic, grid_bench, serve, triage_content};
-use crate::runner::{completion, prompt_of, run, runs_json};
+use crate::support::mock::{completion, prompt_of, serve};
+use crate::support::{Bench, assert_no_panic, grid_bench, run, runs_json, stderr, triage_content};
 
 const COST: f64 = 0.001;
 /// How long the mock takes to answer a 429.
@@ -172,6 +171,7 @@ async fn every_model_of_a_batch_runs_at_the_same_time() {
         );
         assert_eq!(m.calls(model, 200), 6);
     }
+    assert_eq!(run_rows(&b).len(), 3);
     for r in run_rows(&b) {
         assert_eq!(r["status"], "completed", "{r}");
         assert_eq!(r["test_cases"], 6);
@@ -211,6 +211,7 @@ async fn a_401_in_one_model_stops_every_model() {
         let n = m.calls(model, 200);
         assert!(n < 10, "{model} kept sending after the 401: {n}");
     }
+    assert_eq!(run_rows(&b).len(), 3);
     for r in run_rows(&b) {
         assert_eq!(r["status"], "interrupted", "{r}");
     }

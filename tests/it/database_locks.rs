@@ -1,0 +1,199 @@
+//! One database, other writers: a database another program holds locked
+//! pauses sending (a bounded number of paid replies wait for it) and loses
+//! nothing; locked past the wait, the run stops and keeps every paid reply
+//! for the resume; two batches on one database at once, watched by a
+//! reader, each store exactly their results.
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::support::child::{
+    assert_exact_results, connect, count, open_db, run_to_end, spawn, spawn_until_stored,
+};
+use crate::support::mock::{counting_server, slow_triage_server};
+use crate::support::{
+    Helmbench, assert_no_panic, db_path, grid_bench, run_row, runs_json, stderr, stdout,
+};
+
+/// At most this many paid replies wait for the writer, beside one per
+/// request in flight (see runner::WRITE_QUEUE and WRITE_BATCH).
+const PENDING_BOUND: usize = 1024 + 256;
+
+fn locked_run_args<'a>(concurrency: &'a str, write_wait: &'a str) -> [&'a str; 6] {
+    [
+        "run-batch",
+        "--all-scenarios",
+        "--concurrency",
+        concurrency,
+        "--write-wait-secs",
+        write_wait,
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_locked_database_pauses_sending_and_loses_nothing() {
+    const CONCURRENCY: usize = 8;
+    let (server, mock) = counting_server(10, &[]).await;
+    // More test cases than the bound, so a writer queue without one would
+    // pay for all of them during the 4 s lock (8 x 100/s).
+    let b = grid_bench(10, 250); // 2,500 test cases
+    let (child, pool) =
+        spawn_until_stored(&b, &server.uri(), &locked_run_args("8", "120"), 50).await;
+    // Another program takes the write lock and holds it for 4 s.
+    let locker = connect(&b).await.unwrap();
+    let mut tx = locker.begin_with("BEGIN IMMEDIATE").await.unwrap();
+    let stored_at_lock: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM result")
+        .fetch_one(&mut *tx)
+        .await
+        .unwrap();
+    let mut most = 0;
+    for _ in 0..400 {
+        most = most.max(mock.total.load(Ordering::SeqCst));
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tx.rollback().await.unwrap();
+    assert!(
+        most - stored_at_lock as usize <= PENDING_BOUND + 2 * CONCURRENCY,
+        "{most} paid while {stored_at_lock} were stored and the database was locked"
+    );
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    assert_no_panic(&out);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(count(&pool, "SELECT COUNT(*) FROM result").await, 2500);
+    assert_eq!(
+        mock.total.load(Ordering::SeqCst),
+        2500,
+        "every paid reply stored once"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_database_locked_past_the_wait_stops_the_run_and_keeps_every_paid_reply() {
+    let (server, mock) = counting_server(20, &[]).await;
+    let b = grid_bench(3, 100);
+    let (child, pool) = spawn_until_stored(&b, &server.uri(), &locked_run_args("4", "2"), 20).await;
+    let locker = connect(&b).await.unwrap();
+    let tx = locker.begin_with("BEGIN IMMEDIATE").await.unwrap();
+    // Held until the run has given up and exited.
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    tx.rollback().await.unwrap();
+    assert_no_panic(&out);
+    let text = format!("{}{}", stdout(&out), stderr(&out));
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("could not be written for 2 s"), "{text}");
+    assert!(
+        text.contains("resume with: helmbench run-batch --resume 1"),
+        "{text}"
+    );
+    let kept_file =
+        std::path::PathBuf::from(format!("{}.run-1.pending.jsonl", db_path(&b).display()));
+    let kept = std::fs::read_to_string(&kept_file)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains("\"result\""))
+        .count();
+    assert!(text.contains(&format!("{kept} more kept in")), "{text}");
+    let paid = mock.total.load(Ordering::SeqCst);
+    let stored = count(&pool, "SELECT COUNT(*) FROM result").await as usize;
+    assert_eq!(paid, stored + kept, "every paid reply is stored or kept");
+    assert_eq!(run_row(&b, 1)["status"], "interrupted");
+
+    let out = run_to_end(&b, &server.uri(), &["run-batch", "--resume", "1"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(!kept_file.exists());
+    assert_eq!(count(&pool, "SELECT COUNT(*) FROM result").await, 300);
+    assert_eq!(mock.total.load(Ordering::SeqCst), 300, "nothing paid twice");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_batches_on_one_database_at_once_and_a_consistent_reader() {
+    let server = slow_triage_server(20).await;
+    let b = grid_bench(3, 100); // 300 test cases per run
+    let args = [
+        "run-batch",
+        "--all-scenarios",
+        "--no-cache",
+        "--concurrency",
+        "8",
+    ];
+    // Both start on a database that does not exist yet: both migrate it.
+    let first = spawn(&b, &server.uri(), &args, &[]);
+    let second = spawn(&b, &server.uri(), &args, &[]);
+    let runs_reader = {
+        let b_root = b.root();
+        let db = db_path(&b);
+        let dir = b.dir.path().to_path_buf();
+        std::thread::spawn(move || {
+            let mut snapshots = 0;
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while Instant::now() < deadline {
+                let out = Helmbench::in_dir(&dir)
+                    .benchmark(&b_root)
+                    .database(&db)
+                    .std()
+                    .args(["runs", "--format", "json"])
+                    .output()
+                    .unwrap();
+                if out.status.code() == Some(2) && stderr(&out).contains("no database") {
+                    continue; // not created yet
+                }
+                assert_eq!(out.status.code(), Some(0), "runs: {}", stderr(&out));
+                let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+                let runs = v["runs"].as_array().unwrap();
+                let mut done = runs.len() == 2;
+                for r in runs {
+                    let n = |k: &str| r[k].as_i64().unwrap_or_else(|| panic!("{k} in {r}"));
+                    assert!(n("passed") <= n("test_cases"), "{r}");
+                    assert!(n("test_cases") <= n("planned_test_cases"), "{r}");
+                    assert!(n("evaluations") >= n("test_cases"), "{r}");
+                    assert!(r["cost_usd"].as_f64().unwrap() >= 0.0);
+                    done &= r["status"] == "completed";
+                }
+                snapshots += 1;
+                if done {
+                    break;
+                }
+            }
+            snapshots
+        })
+    };
+    let (a, c) = tokio::task::spawn_blocking(move || {
+        (
+            first.wait_with_output().unwrap(),
+            second.wait_with_output().unwrap(),
+        )
+    })
+    .await
+    .unwrap();
+    for out in [&a, &c] {
+        assert_no_panic(out);
+        // Under load one writer may wait past its lock timeout for the
+        // other: it pauses sending and says so, and nothing is lost.
+        assert!(
+            stderr(out)
+                .lines()
+                .filter(|l| l.contains("locked"))
+                .all(|l| l.contains("sending paused")),
+            "{}",
+            stderr(out)
+        );
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(out));
+    }
+    let snapshots = runs_reader.join().unwrap();
+    assert!(snapshots > 0);
+    let pool = open_db(&b).await;
+    assert_exact_results(&pool, 1, 300).await;
+    assert_exact_results(&pool, 2, 300).await;
+    let runs = runs_json(&b);
+    assert_eq!(runs["runs"].as_array().unwrap().len(), 2, "{runs}");
+    for r in runs["runs"].as_array().unwrap() {
+        assert_eq!(r["status"], "completed");
+        assert_eq!(r["test_cases"], 300);
+    }
+}
