@@ -77,6 +77,17 @@ pub struct ProviderPreferences {
     /// Highest price accepted, USD per million tokens (`prompt`, `completion`, ...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_price: Option<Map<String, Value>>,
+    /// Only providers whose terms allow distilling their outputs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enforce_distillable_text: Option<bool>,
+    /// Prefer endpoints above this throughput (tokens/s; a number or
+    /// OpenRouter's percentile object), sent as written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preferred_min_throughput: Option<Value>,
+    /// Prefer endpoints below this latency (seconds; a number or OpenRouter's
+    /// percentile object), sent as written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preferred_max_latency: Option<Value>,
 }
 
 /// `reasoning:` of one model in `models.yml`, sent as written.
@@ -92,6 +103,9 @@ pub struct Reasoning {
     /// Reason, but leave the reasoning out of the reply.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exclude: Option<bool>,
+    /// Turn reasoning on (with the model's default effort) or off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
 }
 
 /// Whether a reply's `model` is the model that was asked for: the same id,

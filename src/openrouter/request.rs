@@ -139,6 +139,31 @@ mod tests {
     use super::*;
 
     #[test]
+    fn documented_routing_and_reasoning_fields_pass_through_as_written() {
+        let m: ModelEntry = serde_yaml::from_str(
+            "id: a/b\nprovider:\n  enforce_distillable_text: true\n  preferred_min_throughput: 50\n  preferred_max_latency: {p90: 3}\nreasoning:\n  enabled: true\n",
+        )
+        .unwrap();
+        let body: serde_json::Value = serde_json::from_str(
+            &ChatRequest {
+                model: &m,
+                prompt: "hi",
+                response_format: None,
+            }
+            .to_json(),
+        )
+        .unwrap();
+        assert_eq!(
+            body["provider"],
+            serde_json::json!({"enforce_distillable_text": true, "preferred_min_throughput": 50,
+                "preferred_max_latency": {"p90": 3}, "require_parameters": true})
+        );
+        assert_eq!(body["reasoning"], serde_json::json!({"enabled": true}));
+        // An unknown key is still refused (a typo must not pass silently).
+        assert!(serde_yaml::from_str::<ModelEntry>("id: a/b\nprovider:\n  orderr: [x]\n").is_err());
+    }
+
+    #[test]
     fn provider_block_is_absent_without_preferences_or_schema() {
         assert!(ProviderBlock::for_request(None, false).is_none());
         let p = ProviderPreferences {
