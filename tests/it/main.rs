@@ -15,6 +15,7 @@ mod pipes;
 mod reliability;
 mod report;
 mod review;
+mod rough_edges;
 mod runner;
 mod score;
 mod spend;
