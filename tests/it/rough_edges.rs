@@ -160,3 +160,77 @@ fn the_bundled_benchmark_demonstrates_all_five_evaluation_types() {
             > 0
     );
 }
+
+// --- 4: routine retries --------------------------------------------------
+
+/// 429 (Retry-After 0) to the first attempt of every prompt, then an
+/// answer; a prompt containing `always_fail` gets a 500 every time.
+async fn flaky_server(always_fail: &'static str) -> MockServer {
+    let seen: Mutex<HashMap<String, usize>> = Mutex::default();
+    server(move |_, prompt| {
+        let n = {
+            let mut seen = seen.lock().unwrap();
+            let n = seen.entry(prompt.to_string()).or_default();
+            *n += 1;
+            *n
+        };
+        if prompt.contains(always_fail) {
+            return ResponseTemplate::new(500)
+                .set_body_json(json!({"error": {"code": 500, "message": "upstream down"}}));
+        }
+        if n == 1 {
+            return ResponseTemplate::new(429)
+                .insert_header("retry-after", "0")
+                .set_body_json(json!({"error": {"code": 429, "message": "slow down"}}));
+        }
+        let category = if prompt.contains("can't go on") {
+            "HANDOFF"
+        } else {
+            "CONTINUE"
+        };
+        answer(&triage(category), json!(0.001))
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn retried_requests_are_info_and_summed_up_once_at_the_end() {
+    let server = flaky_server("never matches").await;
+    let b = triage_bench(&["test/model"]);
+    let out = ok(send(&b, &server, &["run-batch", "--all-scenarios"]));
+    let err = stderr(&out);
+    assert!(
+        !err.contains("retrying") && !err.contains("WARN"),
+        "a retry that then succeeded shouts at the default verbosity:\n{err}"
+    );
+    let summary: Vec<&str> = err.lines().filter(|l| l.contains("retried")).collect();
+    assert_eq!(summary, ["2 requests retried, all answered"], "{err}");
+
+    // -v shows each retry.
+    let server = flaky_server("never matches").await;
+    let b = triage_bench(&["test/model"]);
+    let out = ok(send(&b, &server, &["-v", "run-batch", "--all-scenarios"]));
+    let err = stderr(&out);
+    assert!(
+        err.lines()
+            .any(|l| l.contains("INFO") && l.contains("OpenRouter request failed, retrying")),
+        "{err}"
+    );
+    assert!(!err.contains(KEY));
+
+    // Exhausted retries are counted apart.
+    let server = flaky_server("Exams").await;
+    let b = triage_bench(&["test/model"]);
+    let out = send(
+        &b,
+        &server,
+        &["run-batch", "--all-scenarios", "--max-attempts", "3"],
+    );
+    let err = stderr(&out);
+    assert!(!err.contains("WARN"), "{err}");
+    assert!(
+        err.lines()
+            .any(|l| l == "2 requests retried, 1 answered, 1 gave up"),
+        "{err}"
+    );
+}
