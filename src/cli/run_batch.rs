@@ -111,6 +111,9 @@ impl RunBatchArgs {
 
 pub fn run(s: &Settings, args: &RunBatchArgs) -> Result<ExitStatus> {
     let batch = args.resolve()?;
+    if batch.resume.is_empty() {
+        s.say_dry_run(args.call.dry_run);
+    }
     execute(s, &args.call, &batch)
 }
 

@@ -234,3 +234,44 @@ async fn retried_requests_are_info_and_summed_up_once_at_the_end() {
         "{err}"
     );
 }
+
+// --- 5: a dry run says why -----------------------------------------------
+
+#[test]
+fn a_dry_run_says_why_once_at_the_top_of_stderr() {
+    let b = triage_bench(&["test/model"]);
+    let no_key = "dry run: OPENROUTER_API_KEY is not set (see .env.example); nothing will be sent";
+    let forced = "dry run (--dry-run): nothing will be sent";
+
+    let out = ok(b
+        .cmd()
+        .args(["run-batch", "--all-scenarios"])
+        .output()
+        .unwrap());
+    let err = stderr(&out);
+    assert_eq!(err.lines().next(), Some(no_key), "{err}");
+    assert_eq!(err.matches("OPENROUTER_API_KEY").count(), 1, "{err}");
+
+    // With a key and --dry-run: the flag is the reason.
+    let out = ok(b
+        .cmd()
+        .env("OPENROUTER_API_KEY", KEY)
+        .args(["run-batch", "--all-scenarios", "--dry-run"])
+        .output()
+        .unwrap());
+    let err = stderr(&out);
+    assert_eq!(err.lines().next(), Some(forced), "{err}");
+    assert!(!err.contains("is not set"), "{err}");
+
+    // run-all says it once too, before run-single's preview.
+    let out = ok(b.cmd().arg("run-all").output().unwrap());
+    assert_eq!(stderr(&out).matches(no_key).count(), 1, "{}", stderr(&out));
+
+    // -q: only errors.
+    let out = ok(b
+        .cmd()
+        .args(["-q", "run-batch", "--all-scenarios"])
+        .output()
+        .unwrap());
+    assert!(!stderr(&out).contains("dry run"), "{}", stderr(&out));
+}
