@@ -436,3 +436,70 @@ async fn reports_print_no_negative_zero_nor_zero_p_values_and_name_behaviours() 
     // b/weak never ran P1-B2: its cells say so.
     assert!(cells.iter().any(|c| c.ends_with(">no data")), "{cells:?}");
 }
+
+// --- 12: database paths ---------------------------------------------------
+
+#[test]
+fn a_database_path_that_cannot_be_created_says_which_file_why_and_the_fix() {
+    let b = triage_bench(&["test/model"]);
+    let run_on = |url: &std::path::Path| {
+        b.cmd()
+            .env("OPENROUTER_API_KEY", KEY)
+            .env("OPENROUTER_BASE_URL", "http://127.0.0.1:9")
+            .arg("--database-url")
+            .arg(url)
+            .args(["run-batch", "--all-scenarios"])
+            .output()
+            .unwrap()
+    };
+
+    // A missing folder.
+    let folder = b.dir.path().join("no/such");
+    let url = folder.join("helmbench.db");
+    let out = run_on(&url);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let want = format!(
+        "cannot create {}: the folder {} does not exist (create it, or pass --database-url)",
+        url.display(),
+        folder.display()
+    );
+    assert!(stderr(&out).contains(&want), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("(code: "), "{}", stderr(&out));
+
+    // A folder that is a regular file, directly and further up, and a
+    // sqlite: URL.
+    let file = b.dir.path().join("notes.txt");
+    std::fs::write(&file, "not a folder").unwrap();
+    for url in [file.join("h.db"), file.join("deeper/h.db")] {
+        let out = run_on(&url);
+        assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+        let want = format!(
+            "cannot create {}: {} is a file, not a folder",
+            url.display(),
+            file.display()
+        );
+        assert!(stderr(&out).contains(&want), "{}", stderr(&out));
+    }
+    let sqlite_url = format!("sqlite://{}", file.join("h.db").display());
+    let out = run_on(std::path::Path::new(&sqlite_url));
+    assert!(
+        stderr(&out).contains("is a file, not a folder"),
+        "{}",
+        stderr(&out)
+    );
+
+    // A folder where the file should be.
+    let dir = b.dir.path().join("results");
+    std::fs::create_dir(&dir).unwrap();
+    let out = run_on(&dir);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!(
+            "cannot open {}: it is a folder, not a database file",
+            dir.display()
+        )),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!stderr(&out).contains("(code: 14)"), "{}", stderr(&out));
+}
