@@ -201,8 +201,14 @@ pub(super) fn report_summaries_to(
             for s in summaries {
                 writeln!(
                     o,
-                    "run {} {}: {} — {}/{} test cases stored, {} passed, ${:.4}",
-                    s.run_id, s.model, s.status, s.stored, s.planned, s.passed, s.cost_usd
+                    "run {} {}: {} — {}/{} test cases stored, {} passed, ${}",
+                    s.run_id,
+                    s.model,
+                    s.status,
+                    s.stored,
+                    s.planned,
+                    s.passed,
+                    crate::report::usd(s.cost_usd, 4)
                 )?;
                 if let Some(m) = &s.message {
                     writeln!(o, "  {m}")?;

@@ -19,6 +19,7 @@ use super::settings::{Settings, runtime};
 use crate::benchmark::Benchmark;
 use crate::domain::ModelEntry;
 use crate::openrouter::catalog::{CATALOG_TIMEOUT, CatalogClient, KeyInfo};
+use crate::report::usd;
 use crate::run::Selection;
 use crate::run::estimate::{self, CompletionInput, ModelInputs, Prices};
 use crate::run::preflight::{Priced, find, refusals};
@@ -247,7 +248,7 @@ fn per_million(p: Option<Prices>) -> String {
 fn usd_range(c: Option<[f64; 2]>) -> String {
     c.map_or_else(
         || "not priced".into(),
-        |[lo, hi]| format!("{lo:.4}–{hi:.4}"),
+        |[lo, hi]| format!("{}–{}", usd(lo, 4), usd(hi, 4)),
     )
 }
 
@@ -297,7 +298,7 @@ fn write_text(o: &mut dyn Write, p: &Priced) -> std::io::Result<()> {
         )?;
     }
     match (&p.catalog, e.cost_usd) {
-        (Ok(_), Some([lo, hi])) => writeln!(o, "total: ${lo:.4} to ${hi:.4}")?,
+        (Ok(_), Some([lo, hi])) => writeln!(o, "total: ${} to ${}", usd(lo, 4), usd(hi, 4))?,
         (Ok(_), None) => writeln!(o, "total: not priced (a model has no price in GET /models)")?,
         (Err(why), _) => writeln!(o, "total: could not price ({why})")?,
     }
@@ -308,8 +309,9 @@ fn write_text(o: &mut dyn Write, p: &Priced) -> std::io::Result<()> {
             ..
         })) => writeln!(
             o,
-            "key: ${left:.4} left of its ${:.4} limit (GET /key)",
-            limit.unwrap_or(f64::NAN)
+            "key: ${} left of its ${} limit (GET /key)",
+            usd(*left, 4),
+            usd(limit.unwrap_or(f64::NAN), 4)
         )?,
         Some(Ok(_)) => writeln!(o, "key: no credit limit of its own (GET /key)")?,
         Some(Err(why)) => writeln!(o, "key: limit unknown ({why})")?,

@@ -1,5 +1,6 @@
 //! `report`: severity-weighted scores of runs as a table, JSON or HTML.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -54,6 +55,13 @@ pub struct ReportArgs {
 pub(super) fn report_scoring(
     s: &Settings,
 ) -> Result<(crate::benchmark::ScoringConfig, String, Option<String>)> {
+    report_content(s).map(|(scoring, source, hash, _)| (scoring, source, hash))
+}
+
+/// What `report` takes from the benchmark folder: [`report_scoring`]'s
+/// weights, their source and the content hash, and the behaviours' names
+/// (those with a name of their own, from a README: not the bare code).
+fn report_content(s: &Settings) -> Result<ReportContent> {
     let root = &s.benchmark_dir;
     if !root.is_dir() {
         eprintln!(
@@ -64,6 +72,7 @@ pub(super) fn report_scoring(
             crate::benchmark::ScoringConfig::default(),
             "default".into(),
             None,
+            BTreeMap::new(),
         ));
     }
     let (b, errors) = content::load(root);
@@ -78,12 +87,25 @@ pub(super) fn report_scoring(
     } else {
         "default (no scoring.yaml)".to_string()
     };
-    Ok((b.scoring, source, Some(b.content_hash)))
+    let names = b
+        .behaviours
+        .iter()
+        .filter(|x| !x.name.trim().is_empty() && x.name.trim() != x.code)
+        .map(|x| (x.code.clone(), x.name.trim().to_string()))
+        .collect();
+    Ok((b.scoring, source, Some(b.content_hash), names))
 }
+
+type ReportContent = (
+    crate::benchmark::ScoringConfig,
+    String,
+    Option<String>,
+    BTreeMap<String, String>,
+);
 
 pub fn run(s: &Settings, args: &ReportArgs) -> Result<ExitStatus> {
     let url = s.existing_database()?;
-    let (scoring, source, benchmark_hash) = report_scoring(s)?;
+    let (scoring, source, benchmark_hash, names) = report_content(s)?;
     let target = match (&args.run_id, &args.model) {
         (Some(id), _) => crate::report::Target::Run(*id),
         (None, Some(m)) => crate::report::Target::Model(m.clone()),
@@ -110,6 +132,7 @@ pub fn run(s: &Settings, args: &ReportArgs) -> Result<ExitStatus> {
                 args.human,
             )
             .await?;
+            report.behaviour_names = names.clone();
             reports.push(report);
         }
         Ok::<_, Error>(reports)

@@ -21,6 +21,7 @@ pub struct RunAllArgs {
 }
 
 pub fn run(s: &Settings, args: &RunAllArgs) -> Result<ExitStatus> {
+    s.say_dry_run(args.call.dry_run);
     let status = run_single::execute(s, &args.call, None, DataFormat::Table)?;
     if status != ExitStatus::Success {
         return Ok(status);

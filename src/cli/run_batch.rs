@@ -134,6 +134,9 @@ impl RunBatchArgs {
 
 pub fn run(s: &Settings, args: &RunBatchArgs) -> Result<ExitStatus> {
     let batch = args.resolve()?;
+    if batch.resume.is_empty() {
+        s.say_dry_run(args.call.dry_run);
+    }
     execute(s, &args.call, &batch)
 }
 
@@ -212,6 +215,12 @@ pub(super) fn execute(s: &Settings, call_args: &CallArgs, args: &Batch) -> Resul
         // a copy of the file alone holds every result.
         ctx.store.close().await;
         let status = call::report_summaries(&summaries, args.format);
+        // The retries themselves show with -v; their tally always.
+        if let Some(line) = control.batch.retried().summary()
+            && !s.quiet
+        {
+            eprintln!("{line}");
+        }
         match first_error {
             Some(e) => Err(e),
             None => status,

@@ -139,9 +139,9 @@ async fn show_single(store: &Store, run_id: i64, format: DataFormat) -> Result<(
                 }
                 writeln!(
                     o,
-                    "--- cost: ${:.6} model + ${:.6} judge, {} + {} tokens, {} ms{}",
-                    r.cost_usd,
-                    r.judge_cost_usd,
+                    "--- cost: ${} model + ${} judge, {} + {} tokens, {} ms{}",
+                    crate::report::usd(r.cost_usd, 6),
+                    crate::report::usd(r.judge_cost_usd, 6),
                     r.prompt_tokens,
                     r.completion_tokens,
                     r.latency_ms.unwrap_or(0),

@@ -70,7 +70,7 @@ pub fn run(s: &Settings, args: &RunsArgs) -> Result<ExitStatus> {
                     r.passed.to_string(),
                     r.evaluations.to_string(),
                     r.format_failures.to_string(),
-                    format!("{:.4}", r.cost_usd + r.judge_cost_usd),
+                    crate::report::usd(r.cost_usd + r.judge_cost_usd, 4),
                     r.started_at.clone(),
                     r.completed_at.clone().unwrap_or_default(),
                 ]);

@@ -142,6 +142,27 @@ impl Settings {
         forced || self.api_key.is_none()
     }
 
+    /// What a command that would send requests says once, at the top, when
+    /// it dry-runs instead: why, so a missing key is never a silent surprise.
+    pub fn dry_run_notice(&self, forced: bool) -> Option<&'static str> {
+        if forced {
+            Some("dry run (--dry-run): nothing will be sent")
+        } else if self.api_key.is_none() {
+            Some("dry run: OPENROUTER_API_KEY is not set (see .env.example); nothing will be sent")
+        } else {
+            None
+        }
+    }
+
+    /// Prints [`Settings::dry_run_notice`] on stderr (not with `-q`).
+    pub fn say_dry_run(&self, forced: bool) {
+        if let Some(n) = self.dry_run_notice(forced)
+            && !self.quiet
+        {
+            eprintln!("{n}");
+        }
+    }
+
     /// Loads the benchmark, printing content errors to stderr; the caller
     /// decides whether they are fatal.
     pub fn load_reporting(&self) -> (Benchmark, Vec<content::ContentError>) {

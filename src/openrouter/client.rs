@@ -192,19 +192,20 @@ impl Client {
             }
             let (outcome, charged) = match result {
                 Ok(v) => v,
-                Err(e) => return Err(CallLog::failed(model, self.redact.scrub_error(e))),
+                Err(e) => return Err(CallLog::failed(model, attempt, self.redact.scrub_error(e))),
             };
             // A reply that is not returned was still paid for when it
             // carries a cost: the caller's log counts it at once.
             CallLog::charge(model, charged);
             let failure = match outcome {
                 Outcome::Success(mut c) => {
+                    CallLog::ended(attempt, true);
                     c.attempts = attempt;
                     c.latency_ms = attempt_start.elapsed().as_millis() as u64;
                     return Ok(c);
                 }
                 Outcome::Fatal(e) => {
-                    return Err(CallLog::failed(model, self.redact.scrub_error(e)));
+                    return Err(CallLog::failed(model, attempt, self.redact.scrub_error(e)));
                 }
                 Outcome::Retry(r) => r,
             };
@@ -213,6 +214,7 @@ impl Client {
             if attempt >= self.cfg.max_attempts {
                 return Err(CallLog::failed(
                     model,
+                    attempt,
                     ProviderError::Exhausted {
                         attempts: attempt,
                         last: reason,
@@ -228,6 +230,7 @@ impl Client {
             if delay >= remaining {
                 return Err(CallLog::failed(
                     model,
+                    attempt,
                     ProviderError::Exhausted {
                         attempts: attempt,
                         last: format!(
@@ -239,7 +242,8 @@ impl Client {
                     },
                 ));
             }
-            tracing::warn!(
+            // Routine (a 429, a 500): shown with -v; run-batch sums them up.
+            tracing::info!(
                 model = %model,
                 attempt,
                 max_attempts = self.cfg.max_attempts,

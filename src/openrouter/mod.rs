@@ -29,7 +29,7 @@ pub use limit::{AdaptiveLimit, Attempt};
 pub use redact::redact_url;
 pub use reply::Completion;
 pub use request::{ChatRequest, ProviderBlock, sent_parameters};
-pub use spend::{CallLog, CallNote};
+pub use spend::{CallLog, CallNote, Retried};
 
 #[cfg(test)]
 mod tests;

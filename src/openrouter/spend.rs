@@ -29,6 +29,39 @@ tokio::task_local! {
 #[derive(Debug, Default)]
 pub struct CallLog {
     by_model: std::sync::Mutex<Vec<(String, CallNote)>>,
+    /// Requests retried at least once, by how they ended (every model).
+    retried: std::sync::Mutex<Retried>,
+}
+
+/// Requests that needed at least one retry: answered in the end, or given
+/// up (retries exhausted, or a refusal after a retry).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Retried {
+    pub answered: u64,
+    pub gave_up: u64,
+}
+
+impl Retried {
+    pub fn add(&mut self, other: Retried) {
+        self.answered += other.answered;
+        self.gave_up += other.gave_up;
+    }
+
+    /// "37 requests retried, all answered" (or "37 requests retried, 34
+    /// answered, 3 gave up"); None when nothing was retried.
+    pub fn summary(&self) -> Option<String> {
+        let n = self.answered + self.gave_up;
+        Some(match (n, self.gave_up) {
+            (0, _) => return None,
+            (1, 0) => "1 request retried, answered".to_string(),
+            (1, _) => "1 request retried, gave up".to_string(),
+            (_, 0) => format!("{n} requests retried, all answered"),
+            (_, g) => format!(
+                "{n} requests retried, {} answered, {g} gave up",
+                self.answered
+            ),
+        })
+    }
 }
 
 /// One model's entry in a [`CallLog`].
@@ -50,6 +83,27 @@ impl CallLog {
     /// Takes what was noted so far, by model.
     pub fn take(&self) -> Vec<(String, CallNote)> {
         std::mem::take(&mut *self.by_model.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Takes the count of retried requests noted so far.
+    pub fn take_retried(&self) -> Retried {
+        std::mem::take(&mut *self.retried.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Notes how a request that took `attempts` attempts ended, when it
+    /// was retried.
+    pub(super) fn ended(attempts: u32, answered: bool) {
+        if attempts <= 1 {
+            return;
+        }
+        let _ = CALL_LOG.try_with(|log| {
+            let mut r = log.retried.lock().unwrap_or_else(|e| e.into_inner());
+            if answered {
+                r.answered += 1;
+            } else {
+                r.gave_up += 1;
+            }
+        });
     }
 
     fn note(model: &str, f: impl FnOnce(&mut CallNote)) {
@@ -75,12 +129,13 @@ impl CallLog {
         }
     }
 
-    /// Notes a request that ended in an error; a block is the provider's
-    /// answer for that prompt, not a failure of the provider.
-    pub(super) fn failed(model: &str, e: ProviderError) -> ProviderError {
+    /// Notes a request that ended in `e` after `attempts` attempts; a
+    /// block is the provider's answer for that prompt, not a failure.
+    pub(super) fn failed(model: &str, attempts: u32, e: ProviderError) -> ProviderError {
         if !matches!(e, ProviderError::Blocked { .. }) {
             Self::note(model, |n| n.failures += 1);
         }
+        Self::ended(attempts, false);
         e
     }
 }

@@ -89,6 +89,9 @@ pub struct Calibration {
     pub labels: usize,
     /// The kappa below which a criterion is flagged.
     pub reliable_kappa: f64,
+    /// How every `kappa_ci` here was drawn (generator, seed, resamples).
+    #[serde(default = "kappa_bootstrap")]
+    pub bootstrap: crate::scoring::Bootstrap,
     /// Over every criterion, comparing pass/fail (the verdict scoring uses).
     pub overall: CriterionCalibration,
     /// Per scenario and criterion, comparing the verdicts themselves.
@@ -533,9 +536,18 @@ pub fn calibrate(
         labelled_items: by_item.len(),
         labels: labels.len(),
         reliable_kappa: RELIABLE_KAPPA,
+        bootstrap: kappa_bootstrap(),
         overall: all,
         criteria,
     }
+}
+
+/// The kappa intervals' bootstrap: ChaCha8 from [`BOOTSTRAP_SEED`].
+fn kappa_bootstrap() -> crate::scoring::Bootstrap {
+    crate::scoring::Bootstrap::chacha8(
+        BOOTSTRAP_SEED,
+        crate::scoring::agreement::BOOTSTRAP_RESAMPLES,
+    )
 }
 
 fn pass_fail(passed: bool) -> &'static str {

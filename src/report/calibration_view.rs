@@ -100,12 +100,15 @@ fn sections(s: &ReviewSections) -> Vec<Section> {
             .collect();
         out.push(Section {
             title: format!(
-                "judge calibration: {} labelled items, {} labels from {} rater(s) ({}); kappa below {} is flagged",
+                "judge calibration: {} labelled items, {} labels from {} rater(s) ({}); kappa below {} is flagged; intervals: {} bootstrap resamples ({}, seed {})",
                 c.labelled_items,
                 c.labels,
                 c.raters.len(),
                 c.raters.join(", "),
-                c.reliable_kappa
+                c.reliable_kappa,
+                c.bootstrap.resamples,
+                c.bootstrap.generator,
+                c.bootstrap.seed
             ),
             id: "calibration",
             header: &[

@@ -9,7 +9,7 @@
 use std::fmt::{self, Write as _};
 use std::io::{self, Write};
 
-use super::format::{escape, pct};
+use super::format::{escape, p_value, pct};
 use super::html;
 use super::text::table;
 use crate::scoring::compare::{Collector, Comparison, Pair, RunLabel};
@@ -147,7 +147,7 @@ pub fn write_text(o: &mut dyn Write, c: &Comparison) -> io::Result<()> {
             points(p.difference),
             points_ci(p.ci),
             format!("{} / {}", p.a_only, p.b_only),
-            format!("{:.4}", p.p),
+            p_value(p.p),
             "".into(),
             p.verdict.clone(),
         ]);
@@ -161,8 +161,8 @@ pub fn write_text(o: &mut dyn Write, c: &Comparison) -> io::Result<()> {
                 points(b.difference),
                 points_ci(b.ci),
                 format!("{} / {}", b.a_only, b.b_only),
-                format!("{:.4}", b.p),
-                format!("{:.4}", b.p_holm),
+                p_value(b.p),
+                p_value(b.p_holm),
                 b.verdict.clone(),
             ]);
         }
@@ -280,28 +280,28 @@ fn write_html(out: &mut String, c: &Comparison) -> fmt::Result {
         writeln!(
             out,
             "<tr><td>{}</td><td>{}</td><td>all (weighted)</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
-             <td class=\"num\">{} / {}</td><td class=\"num\">{:.4}</td><td></td><td>{}</td></tr>",
+             <td class=\"num\">{} / {}</td><td class=\"num\">{}</td><td></td><td>{}</td></tr>",
             escape(&p.a),
             escape(&p.b),
             escape(&points(p.difference)),
             escape(&points_ci(p.ci)),
             p.a_only,
             p.b_only,
-            p.p,
+            escape(&p_value(p.p)),
             escape(&p.verdict)
         )?;
         for b in &p.behaviours {
             writeln!(
                 out,
                 "<tr><td></td><td></td><td class=\"code\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
-                 <td class=\"num\">{} / {}</td><td class=\"num\">{:.4}</td><td class=\"num\">{:.4}</td><td>{}</td></tr>",
+                 <td class=\"num\">{} / {}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td></tr>",
                 escape(&b.code),
                 escape(&points(b.difference)),
                 escape(&points_ci(b.ci)),
                 b.a_only,
                 b.b_only,
-                b.p,
-                b.p_holm,
+                escape(&p_value(b.p)),
+                escape(&p_value(b.p_holm)),
                 escape(&b.verdict)
             )?;
         }

@@ -1,9 +1,31 @@
-//! Formatting shared by the text and HTML renderings: percentages, and
-//! HTML escaping (every value that reaches a page passes through it).
+//! Formatting shared by the text and HTML renderings: percentages, money,
+//! p-values, and HTML escaping (every value that reaches a page passes
+//! through it).
 
 /// `79.1 %`, or `n/a`.
 pub fn pct(value: Option<f64>) -> String {
     value.map_or_else(|| "n/a".to_string(), |v| format!("{:.1} %", v * 100.0))
+}
+
+/// USD with `places` decimals, without the `$`. A value that rounds to
+/// zero at that precision is `0.00`: never `-0.000000` (a negative zero
+/// from a subtraction) nor a row of zeros.
+pub fn usd(value: f64, places: usize) -> String {
+    let scale = 10f64.powi(places.min(12) as i32);
+    if value.is_finite() && (value * scale).round() == 0.0 {
+        return "0.00".to_string();
+    }
+    format!("{value:.places$}")
+}
+
+/// A p-value for a table cell: `0.0213`, or `< 0.0001` below that (never
+/// `0.0000`, which reads as impossible).
+pub fn p_value(p: f64) -> String {
+    if p < 0.0001 {
+        "< 0.0001".to_string()
+    } else {
+        format!("{p:.4}")
+    }
 }
 
 /// Escapes text for HTML element content and attribute values.
@@ -56,3 +78,27 @@ pub fn coverage(
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn money_that_rounds_to_zero_has_no_sign() {
+        assert_eq!(usd(-0.0, 6), "0.00");
+        assert_eq!(usd(-1e-12, 6), "0.00");
+        assert_eq!(usd(0.0, 4), "0.00");
+        assert_eq!(usd(0.00004, 4), "0.00");
+        assert_eq!(usd(0.00123, 4), "0.0012");
+        assert_eq!(usd(1.5, 6), "1.500000");
+    }
+
+    #[test]
+    fn tiny_p_values_say_so() {
+        assert_eq!(p_value(0.0), "< 0.0001");
+        assert_eq!(p_value(0.00004), "< 0.0001");
+        assert_eq!(p_value(0.0213), "0.0213");
+        assert_eq!(p_value(1.0), "1.0000");
+    }
+}
+

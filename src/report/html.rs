@@ -10,7 +10,7 @@
 use std::cmp::Ordering;
 use std::fmt::{self, Write};
 
-use super::format::{escape, pct};
+use super::format::{escape, pct, usd};
 use super::model::{ModelReport, QualitySummary};
 use crate::benchmark::codes::natural_cmp;
 use crate::scoring::analysis::{BehaviourScore, Breakdown};
@@ -195,7 +195,7 @@ fn scores_table(out: &mut String, models: &[ModelReport]) -> fmt::Result {
             "<tr><td><span class=\"swatch\" style=\"background:{}\"></span>{}</td><td class=\"num\">{}</td>\
              <td>{}</td>{}{capped}{ci}{}{}{consistency}<td class=\"num\">{} / {}</td><td class=\"num\">{}</td>\
              <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
-             <td class=\"num\">{:.4}</td><td class=\"num\">{:.4}</td></tr>",
+             <td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
             colour(i),
             escape(&m.model),
             m.run_id,
@@ -209,8 +209,8 @@ fn scores_table(out: &mut String, models: &[ModelReport]) -> fmt::Result {
             a.format_failures,
             a.judge_errors,
             a.provider_errors,
-            m.cost_usd,
-            m.judge_cost_usd,
+            usd(m.cost_usd, 4),
+            usd(m.judge_cost_usd, 4),
         )?;
     }
     writeln!(out, "</table>")
@@ -513,29 +513,16 @@ fn breakdown_tables(out: &mut String, models: &[ModelReport]) -> fmt::Result {
             keys.sort_by(|a, b| key_cmp(a, b));
             keys.dedup();
             for key in keys {
-                write!(out, "<tr><td>{}</td><td>{}</td>", escape(code), escape(key))?;
+                write!(
+                    out,
+                    "<tr><td>{}</td><td>{}</td>",
+                    behaviour_cell(models, code),
+                    escape(key)
+                )?;
                 for m in models {
                     let cell =
                         find_behaviour(m, code).and_then(|b| pick(b).iter().find(|x| x.key == key));
-                    match cell {
-                        Some(Breakdown {
-                            score: Some(score),
-                            passed,
-                            scored,
-                            ..
-                        }) => write!(
-                            out,
-                            "<td class=\"num\" style=\"background:{}\">{} <small>({passed}/{scored})</small></td>",
-                            heat(*score),
-                            pct(Some(*score))
-                        )?,
-                        Some(x) => write!(
-                            out,
-                            "<td class=\"num na\">n/a <small>({}/{})</small></td>",
-                            x.passed, x.scored
-                        )?,
-                        None => write!(out, "<td class=\"na\">&mdash;</td>")?,
-                    }
+                    out.push_str(&heat_cell(cell));
                 }
                 writeln!(out, "</tr>")?;
             }
@@ -543,6 +530,45 @@ fn breakdown_tables(out: &mut String, models: &[ModelReport]) -> fmt::Result {
         writeln!(out, "</table>")?;
     }
     Ok(())
+}
+
+/// A behaviour's code, with its name from the benchmark when it has one.
+fn behaviour_cell(models: &[ModelReport], code: &str) -> String {
+    match models.iter().find_map(|m| m.behaviour_names.get(code)) {
+        Some(name) => format!("{} <small>{}</small>", escape(code), escape(name)),
+        None => escape(code),
+    }
+}
+
+/// One heat-map cell. The percent is the severity-weighted score, `1 −
+/// cost / max cost`, so the cell shows that cost beside it (a miss under a
+/// condition of difficulty 5 costs half its severity: every test failed
+/// can still score 50 %); the pass count is labelled as such. A cell
+/// without results, or without a scored one, says "no data".
+fn heat_cell(cell: Option<&Breakdown>) -> String {
+    let Some(x) = cell.filter(|x| x.tests > 0) else {
+        return "<td class=\"na\" data-heat=\"none\">no data</td>".to_string();
+    };
+    let passed = format!("{}/{} passed", x.passed, x.scored);
+    match x.score {
+        Some(score) => format!(
+            "<td class=\"num\" data-heat=\"score\" style=\"background:{}\" \
+             title=\"score = 1 − cost / max cost; a miss costs its severity times (1 − difficulty / 10)\">\
+             {} <small>(cost {:.1} of {:.1}; {passed})</small></td>",
+            heat(score),
+            pct(Some(score)),
+            x.actual_cost,
+            x.max_cost
+        ),
+        None if x.scored == 0 => format!(
+            "<td class=\"num na\" data-heat=\"none\">no data <small>({} result{}, none scored: judge or provider errors)</small></td>",
+            x.tests,
+            if x.tests == 1 { "" } else { "s" }
+        ),
+        None => format!(
+            "<td class=\"num na\" data-heat=\"neutral\">n/a <small>(only neutral test cases, severity 0; {passed})</small></td>"
+        ),
+    }
 }
 
 /// Red (0) through amber to green (1).

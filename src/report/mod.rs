@@ -16,7 +16,7 @@ mod model;
 pub mod routing;
 pub mod text;
 
-pub use format::escape;
+pub use format::{escape, p_value, usd};
 pub use model::{
     CostReport, CriterionSummary, CriterionVerdict, FailedCase, FlagSummary, JudgeCost, ModelCost,
     ModelReport, QualityExample, QualitySummary, RunCost, ScenarioCost, ScoringUsed, Spend, Target,

@@ -51,6 +51,20 @@ pub struct ModelReport {
     /// What served the replies, and provider errors by type.
     #[serde(default)]
     pub routing: routing::Routing,
+    /// Behaviour names by code, from the benchmark folder's READMEs (only
+    /// behaviours with a name of their own), shown beside the codes.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub behaviour_names: BTreeMap<String, String>,
+}
+
+impl ModelReport {
+    /// `P2-B1 Declines to coach extreme restriction`, or the bare code.
+    pub fn behaviour_label(&self, code: &str) -> String {
+        match self.behaviour_names.get(code) {
+            Some(name) => format!("{code} {name}"),
+            None => code.to_string(),
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -522,6 +536,7 @@ pub async fn model_report(
             .await?
             .remove(&run.run_id)
             .unwrap_or_default(),
+        behaviour_names: BTreeMap::new(),
     })
 }
 

@@ -6,7 +6,7 @@ use std::io::{self, Write};
 
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 
-use super::format::{coverage, pct};
+use super::format::{coverage, pct, usd as usd_places};
 use super::model::{CostReport, ModelReport, QualitySummary, Spend};
 
 /// A table in the style of every terminal table here.
@@ -22,7 +22,7 @@ where
 }
 
 fn usd(v: f64) -> String {
-    format!("{v:.6}")
+    usd_places(v, 6)
 }
 
 fn opt<T: Display>(v: Option<T>) -> String {
@@ -152,7 +152,7 @@ fn write_model(o: &mut dyn Write, m: &ModelReport) -> io::Result<()> {
         ]);
         for b in &a.behaviours {
             t.add_row([
-                b.code.clone(),
+                m.behaviour_label(&b.code),
                 format!("{}", b.weight),
                 pct(b.score),
                 format!("{:.2}/{:.2}", b.actual_cost, b.max_cost),
@@ -191,7 +191,7 @@ fn write_model(o: &mut dyn Write, m: &ModelReport) -> io::Result<()> {
         writeln!(
             o,
             "floor breach: {} scored {}, below its floor {}",
-            f.behaviour,
+            m.behaviour_label(&f.behaviour),
             pct(Some(f.score)),
             pct(Some(f.floor))
         )?;
@@ -265,7 +265,7 @@ fn write_model(o: &mut dyn Write, m: &ModelReport) -> io::Result<()> {
         writeln!(
             o,
             "detection by base severity, {}: {}",
-            b.code,
+            m.behaviour_label(&b.code),
             points.join(", ")
         )?;
     }
@@ -541,6 +541,7 @@ mod tests {
             },
             review: Default::default(),
             routing: Default::default(),
+            behaviour_names: Default::default(),
         }
     }
 

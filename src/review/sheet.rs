@@ -13,8 +13,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::Write;
 
 use rand::SeedableRng;
-use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
+use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -72,7 +72,7 @@ pub fn select(
     let Some(k) = sample.filter(|&k| k < items.len()) else {
         return items;
     };
-    let mut rng = StdRng::seed_from_u64(seed);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let key = |i: &ReviewItem| match stratify {
         Stratify::None => String::new(),
         Stratify::Verdict => format!(
@@ -116,7 +116,7 @@ pub fn select(
 /// How many of `k` items each stratum of `sizes` gives: one each first
 /// (strata drawn at random when `k` is smaller than their number), then the
 /// rest by largest remainder of the proportional share, within each size.
-fn allocate(sizes: &[usize], k: usize, rng: &mut StdRng) -> Vec<usize> {
+fn allocate(sizes: &[usize], k: usize, rng: &mut ChaCha8Rng) -> Vec<usize> {
     let mut take = vec![0usize; sizes.len()];
     let mut order: Vec<usize> = (0..sizes.len()).collect();
     order.shuffle(rng);
@@ -732,8 +732,8 @@ pub fn sheet_run_id(rows: &[ReadRow]) -> Option<i64> {
 mod tests {
     use super::*;
 
-    fn rng() -> StdRng {
-        StdRng::seed_from_u64(7)
+    fn rng() -> ChaCha8Rng {
+        ChaCha8Rng::seed_from_u64(7)
     }
 
     #[test]

@@ -464,6 +464,7 @@ impl Lane {
                 },
             };
             let (charges, failed_calls) = worker.charges(&log, case, i64::from(repeat));
+            shared.batch.add_retried(log.take_retried());
             shared.add_spend(charges.iter().map(|c| c.cost_usd).sum());
             match outcome {
                 Outcome::Stored(mut r) => {

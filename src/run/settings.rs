@@ -177,6 +177,8 @@ pub struct BatchShared {
     pub progress: indicatif::MultiProgress,
     /// The batch's total line (hidden unless set up by the caller).
     pub total: indicatif::ProgressBar,
+    /// Requests of every run that needed a retry, and how they ended.
+    retried: Mutex<crate::openrouter::Retried>,
 }
 
 impl BatchShared {
@@ -192,6 +194,7 @@ impl BatchShared {
             cache: tokio::sync::OnceCell::new(),
             progress: indicatif::MultiProgress::new(),
             total: indicatif::ProgressBar::hidden(),
+            retried: Mutex::default(),
         };
         b.add_spend(spent_before);
         b
@@ -203,6 +206,18 @@ impl BatchShared {
 
     pub(super) fn add_spend(&self, usd: f64) {
         self.spend.add(usd);
+    }
+
+    pub(super) fn add_retried(&self, r: crate::openrouter::Retried) {
+        self.retried
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .add(r);
+    }
+
+    /// The requests of the batch's runs that needed a retry so far.
+    pub fn retried(&self) -> crate::openrouter::Retried {
+        *self.retried.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Stops every run of the batch (`abort`: drops requests in flight too)

@@ -17,8 +17,8 @@
 
 use std::collections::BTreeMap;
 
-use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 /// Bootstrap resamples of the kappa interval.
@@ -116,7 +116,7 @@ pub fn cohen_kappa_interval<S: AsRef<str>>(pairs: &[(S, S)], seed: u64) -> Optio
     if n < 2 {
         return None;
     }
-    let mut rng = StdRng::seed_from_u64(seed);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut values = Vec::with_capacity(BOOTSTRAP_RESAMPLES);
     let mut sample: Vec<(&str, &str)> = Vec::with_capacity(n);
     for _ in 0..BOOTSTRAP_RESAMPLES {

@@ -9,8 +9,8 @@
 
 use std::collections::BTreeMap;
 
-use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::benchmark::ScoringConfig;
@@ -37,6 +37,9 @@ pub struct Analysis {
     pub capped_score: Option<f64>,
     /// 95 % percentile bootstrap interval of `score` (test cases resampled).
     pub score_ci: Option<[f64; 2]>,
+    /// How `score_ci` was drawn (generator, seed, resamples), with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub score_ci_bootstrap: Option<super::Bootstrap>,
     pub floor_breaches: Vec<FloorBreach>,
     /// Every result, scored or not.
     pub tests: usize,
@@ -322,6 +325,8 @@ pub fn analyse(results: &[StoredResult], scoring: &ScoringConfig) -> Analysis {
     Analysis {
         score,
         capped_score,
+        score_ci_bootstrap: score_ci
+            .map(|_| super::Bootstrap::chacha8(BOOTSTRAP_SEED, BOOTSTRAP_SAMPLES)),
         score_ci,
         floor_breaches,
         tests: overall.tests,
@@ -513,7 +518,7 @@ pub fn bootstrap_ci(
         weights[index] = scoring.weight(code);
     }
 
-    let mut rng = StdRng::seed_from_u64(seed);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut totals = vec![(0.0, 0.0); weights.len()];
     let mut scores = Vec::with_capacity(samples);
     for _ in 0..samples {

@@ -41,6 +41,10 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 pub enum StoreError {
     #[error("cannot open database {url}: {message}")]
     Open { url: String, message: String },
+    /// The file system says why the database file cannot be opened or
+    /// created: which file, why, and the fix, in one sentence.
+    #[error("{0}")]
+    Path(String),
     #[error(
         "database {url} was written by a newer helmbench (it has migration {version}, unknown to this version); use a newer helmbench or another --database-url"
     )]
@@ -133,25 +137,131 @@ fn base_options(url: &str) -> Result<SqliteConnectOptions, StoreError> {
         && !parent.as_os_str().is_empty()
         && !parent.is_dir()
     {
-        return Err(StoreError::Open {
-            url: url.into(),
-            message: format!("folder {} does not exist", parent.display()),
-        });
+        return Err(StoreError::Path(missing_folder(&filename, parent)));
     }
     Ok(opts)
+}
+
+/// `path`'s folder `folder` is not a folder: missing, or a file (itself or
+/// one of its own folders).
+fn missing_folder(path: &Path, folder: &Path) -> String {
+    let file = folder
+        .ancestors()
+        .find(|a| !a.as_os_str().is_empty() && a.exists())
+        .filter(|a| !a.is_dir());
+    match file {
+        Some(file) => format!(
+            "cannot create {}: {} is a file, not a folder (pass --database-url with a path inside a folder)",
+            path.display(),
+            file.display()
+        ),
+        None => format!(
+            "cannot create {}: the folder {} does not exist (create it, or pass --database-url)",
+            path.display(),
+            folder.display()
+        ),
+    }
+}
+
+/// Why the file system refuses the database file `path`, found by trying
+/// what SQLite needs (the file read-write, or created, and a `-wal` file
+/// beside it); `None` when it refuses nothing (SQLite's own words stand).
+/// Only called after SQLite failed to open or write the file.
+fn path_problem(path: &Path) -> Option<String> {
+    use std::fs::OpenOptions;
+    if path.as_os_str() == ":memory:" || path.as_os_str().is_empty() {
+        return None;
+    }
+    let folder = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if !folder.is_dir() {
+        return Some(missing_folder(path, folder));
+    }
+    if path.is_dir() {
+        return Some(format!(
+            "cannot open {}: it is a folder, not a database file (pass --database-url with a file name, e.g. {})",
+            path.display(),
+            path.join("helmbench.db").display()
+        ));
+    }
+    // Creates `p` and removes it again: it did not exist.
+    let probe_new = |p: &Path| {
+        OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(p)
+            .map(|_| {
+                let _ = std::fs::remove_file(p);
+            })
+    };
+    let (verb, tried) = if path.exists() {
+        (
+            "open",
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(path)
+                .map(|_| ()),
+        )
+    } else {
+        ("create", probe_new(path))
+    };
+    if let Err(e) = tried {
+        return Some(io_problem(verb, path, path, &e));
+    }
+    // Write-ahead logging keeps `-wal` and `-shm` files beside the database.
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    let wal = std::path::PathBuf::from(wal);
+    if !wal.exists()
+        && let Err(e) = probe_new(&wal)
+    {
+        return Some(io_problem("write beside", path, folder, &e));
+    }
+    None
+}
+
+/// "cannot {verb} {path}: why (the fix)" for an I/O error on `target`.
+fn io_problem(verb: &str, path: &Path, target: &Path, e: &std::io::Error) -> String {
+    use std::io::ErrorKind;
+    let why = match e.kind() {
+        ErrorKind::PermissionDenied => format!(
+            "permission denied (make {} writable for this user, or pass --database-url)",
+            target.display()
+        ),
+        ErrorKind::ReadOnlyFilesystem => "the file system is read-only (copy the database to a writable folder, or pass --database-url)".to_string(),
+        ErrorKind::StorageFull | ErrorKind::QuotaExceeded => {
+            "the disk is full (free some space, or pass --database-url on another disk)".to_string()
+        }
+        _ => format!("{e} (pass --database-url with a path you can write)"),
+    };
+    format!("cannot {verb} {}: {why}", path.display())
+}
+
+/// The error for SQLite failing to open or set up `url` (`path` on disk):
+/// what the file system says when it refuses the file, else SQLite's words.
+fn open_error(url: &str, path: &Path, message: String) -> StoreError {
+    let not_a_database = message.contains("not a helmbench SQLite database");
+    match path_problem(path).filter(|_| !not_a_database) {
+        Some(p) => StoreError::Path(p),
+        None => StoreError::Open {
+            url: url.into(),
+            message,
+        },
+    }
 }
 impl Store {
     /// Opens (creating if missing) and migrates the database.
     pub async fn open(url: &str) -> Result<Store, StoreError> {
         let opts = connect_options(url)?;
+        let path = opts.get_filename().to_path_buf();
         let pool = SqlitePoolOptions::new()
             .max_connections(4)
             .connect_with(opts)
             .await
-            .map_err(|e| StoreError::Open {
-                url: url.into(),
-                message: describe_sqlx(&e),
-            })?;
+            .map_err(|e| open_error(url, &path, describe_sqlx(&e)))?;
         // A newer helmbench's database must not be touched by this one.
         let applied: Vec<i64> = sqlx::query_scalar("SELECT version FROM _sqlx_migrations")
             .fetch_all(&pool)
@@ -178,12 +288,19 @@ impl Store {
                     tokio::time::sleep(Duration::from_millis(50 * attempt)).await;
                 }
                 Err(e) => {
+                    let message = match &e {
+                        sqlx::migrate::MigrateError::Execute(inner) => describe_sqlx(inner),
+                        other => other.to_string(),
+                    };
+                    // A file SQLite opened but cannot write (read-only).
+                    if (message.contains("readonly") || message.contains("unable to open"))
+                        && let Some(p) = path_problem(&path)
+                    {
+                        return Err(StoreError::Path(p));
+                    }
                     return Err(StoreError::Migrate {
                         url: url.into(),
-                        message: match &e {
-                            sqlx::migrate::MigrateError::Execute(inner) => describe_sqlx(inner),
-                            other => other.to_string(),
-                        },
+                        message,
                     });
                 }
             }
@@ -446,6 +563,38 @@ pub fn database_exists(url: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Root ignores permissions, so the refusals a normal user meets are
+    /// checked on their wording here; the CLI test covers the paths.
+    #[test]
+    fn refused_paths_say_which_file_why_and_the_fix() {
+        use std::io::{Error, ErrorKind};
+        let db = Path::new("/data/helmbench.db");
+        let e = Error::from(ErrorKind::PermissionDenied);
+        assert_eq!(
+            io_problem("create", db, db, &e),
+            "cannot create /data/helmbench.db: permission denied (make /data/helmbench.db writable for this user, or pass --database-url)"
+        );
+        let e = Error::from(ErrorKind::ReadOnlyFilesystem);
+        assert_eq!(
+            io_problem("open", db, db, &e),
+            "cannot open /data/helmbench.db: the file system is read-only (copy the database to a writable folder, or pass --database-url)"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("a/b/h.db");
+        assert_eq!(
+            path_problem(&missing).unwrap(),
+            format!(
+                "cannot create {}: the folder {} does not exist (create it, or pass --database-url)",
+                missing.display(),
+                dir.path().join("a/b").display()
+            )
+        );
+        // A usable path: SQLite's own words stand, and no probe is left.
+        let fine = dir.path().join("h.db");
+        assert_eq!(path_problem(&fine), None);
+        assert!(!fine.exists() && !dir.path().join("h.db-wal").exists());
+    }
 
     #[tokio::test(flavor = "multi_thread")]
     async fn pragmas_are_set_explicitly() {

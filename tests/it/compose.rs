@@ -37,10 +37,13 @@ fn bundled_benchmark_lists_every_evaluation_type() {
     types.dedup();
     assert_eq!(
         types,
-        // list_includes is covered by the fixtures of tests/it/content_errors.rs:
-        // the bundled passive-ideation scenario became a tag_threshold so its
-        // controls can say "no risk tag at all" (issue 16).
-        ["category_match", "mcsqe", "sqe", "tag_threshold"]
+        [
+            "category_match",
+            "list_includes",
+            "mcsqe",
+            "sqe",
+            "tag_threshold"
+        ]
     );
     let total: u64 = scenarios
         .iter()

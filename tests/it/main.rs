@@ -29,6 +29,7 @@ mod read_commands;
 mod report;
 mod resume;
 mod review;
+mod rough_edges;
 mod run_batch;
 mod score;
 mod secrets;

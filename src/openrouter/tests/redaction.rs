@@ -61,7 +61,7 @@ async fn retry_logs_never_contain_the_key() {
     let lines = lines.lock().unwrap();
     let warns: Vec<&String> = lines
         .iter()
-        .filter(|l| l.starts_with("WARN") && l.contains("retrying"))
+        .filter(|l| l.starts_with("INFO") && l.contains("retrying"))
         .collect();
     assert_eq!(warns.len(), 2, "{lines:?}");
     assert!(

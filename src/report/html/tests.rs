@@ -38,6 +38,7 @@ fn report(
         },
         review: Default::default(),
         routing: Default::default(),
+        behaviour_names: Default::default(),
     }
 }
 
