@@ -101,4 +101,3 @@ mod tests {
         assert_eq!(p_value(1.0), "1.0000");
     }
 }
-
