@@ -309,9 +309,8 @@ fn write_text(o: &mut dyn Write, p: &Priced) -> std::io::Result<()> {
             ..
         })) => writeln!(
             o,
-            "key: ${} left of its ${} limit (GET /key)",
-            usd(*left, 4),
-            usd(limit.unwrap_or(f64::NAN), 4)
+            "key: ${left:.4} left of its ${:.4} limit (GET /key)",
+            limit.unwrap_or(f64::NAN)
         )?,
         Some(Ok(_)) => writeln!(o, "key: no credit limit of its own (GET /key)")?,
         Some(Err(why)) => writeln!(o, "key: limit unknown ({why})")?,

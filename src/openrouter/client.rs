@@ -242,16 +242,27 @@ impl Client {
                     },
                 ));
             }
-            // Routine (a 429, a 500): shown with -v; run-batch sums them up.
-            tracing::info!(
-                model = %model,
-                attempt,
-                max_attempts = self.cfg.max_attempts,
-                status = failure.status.unwrap_or(0),
-                delay_ms = delay.as_millis() as u64,
-                reason = %reason,
-                "OpenRouter request failed, retrying"
-            );
+            // Routine (a 429, a 5xx): shown with -v, and run-batch sums
+            // them up; any other reason to retry (a bad or oversized reply,
+            // a timeout) still warns.
+            macro_rules! retrying {
+                ($level:ident) => {
+                    tracing::$level!(
+                        model = %model,
+                        attempt,
+                        max_attempts = self.cfg.max_attempts,
+                        status = failure.status.unwrap_or(0),
+                        delay_ms = delay.as_millis() as u64,
+                        reason = %reason,
+                        "OpenRouter request failed, retrying"
+                    )
+                };
+            }
+            if matches!(failure.status, Some(429 | 500..=599)) {
+                retrying!(info);
+            } else {
+                retrying!(warn);
+            }
             tokio::time::sleep(delay).await;
         }
     }

@@ -56,6 +56,7 @@ impl Retried {
             (1, 0) => "1 request retried, answered".to_string(),
             (1, _) => "1 request retried, gave up".to_string(),
             (_, 0) => format!("{n} requests retried, all answered"),
+            (_, g) if g == n => format!("{n} requests retried, all gave up"),
             (_, g) => format!(
                 "{n} requests retried, {} answered, {g} gave up",
                 self.answered

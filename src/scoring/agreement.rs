@@ -110,20 +110,26 @@ pub struct Interval {
 /// The 95 % percentile-bootstrap interval of Cohen's kappa: items are
 /// resampled with replacement [`BOOTSTRAP_RESAMPLES`] times from `seed`;
 /// resamples where kappa is undefined (one class) are left out. `None` with
-/// fewer than two items or no defined resample.
+/// fewer than two items or no defined resample. The pairs are drawn from in
+/// sorted order, so the interval depends on the pairs and the seed only, not
+/// on the order they were stored or labelled in.
 pub fn cohen_kappa_interval<S: AsRef<str>>(pairs: &[(S, S)], seed: u64) -> Option<Interval> {
     let n = pairs.len();
     if n < 2 {
         return None;
     }
+    let mut pairs: Vec<(&str, &str)> = pairs
+        .iter()
+        .map(|(a, b)| (a.as_ref(), b.as_ref()))
+        .collect();
+    pairs.sort_unstable();
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut values = Vec::with_capacity(BOOTSTRAP_RESAMPLES);
     let mut sample: Vec<(&str, &str)> = Vec::with_capacity(n);
     for _ in 0..BOOTSTRAP_RESAMPLES {
         sample.clear();
         for _ in 0..n {
-            let (a, b) = &pairs[rng.random_range(0..n)];
-            sample.push((a.as_ref(), b.as_ref()));
+            sample.push(pairs[rng.random_range(0..n)]);
         }
         if let Some(k) = cohen_kappa(&sample).value {
             values.push(k);
@@ -404,7 +410,11 @@ mod tests {
         close(ci.high, 0.654, 0.05);
         assert!(ci.low < 0.4 && 0.4 < ci.high);
         assert_eq!(ci.resamples, BOOTSTRAP_RESAMPLES);
-        assert_eq!(cohen_kappa_interval(&v, BOOTSTRAP_SEED), Some(ci));
+        assert_eq!(cohen_kappa_interval(&v, BOOTSTRAP_SEED), Some(ci.clone()));
+        // The order of the pairs does not matter.
+        let mut reversed = v.clone();
+        reversed.reverse();
+        assert_eq!(cohen_kappa_interval(&reversed, BOOTSTRAP_SEED), Some(ci));
     }
 
     #[test]

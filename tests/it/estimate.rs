@@ -180,7 +180,7 @@ async fn run_batch_refuses_past_the_keys_remaining_limit() {
         "{err}"
     );
     assert!(
-        err.contains("key: $0.00 left of its $5.0000 limit"),
+        err.contains("key: $0.0000 left of its $5.0000 limit"),
         "{err}"
     );
     assert_eq!(n.load(Ordering::SeqCst), 0);

@@ -560,6 +560,8 @@ async fn intervals_come_from_chacha8_and_the_json_records_the_seed() {
         }
     })
     .await;
+    // Many at once: the order results are stored in varies from run to
+    // run, and the intervals must not depend on it.
     ok(send(&b, &server, &["run-batch", "--all-scenarios"]));
 
     // A rater agrees with the judge except on message 2 and message 3.
@@ -640,4 +642,4 @@ async fn intervals_come_from_chacha8_and_the_json_records_the_seed() {
 
 /// The intervals of the fixture above, drawn with ChaCha8.
 const SCORE_CI: [f64; 2] = [0.25127659574468086, 0.7830095184770437];
-const KAPPA_CI: [f64; 2] = [-0.24999999999999975, 0.8333333333333333];
+const KAPPA_CI: [f64; 2] = [-0.23529411764705882, 0.8333333333333333];
