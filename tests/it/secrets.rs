@@ -294,3 +294,24 @@ fn tls_is_rustls_only() {
         "rustls needs system or webpki roots"
     );
 }
+
+#[test]
+fn help_names_the_key_variable_but_never_its_value() {
+    let b = crate::support::Bench::new();
+    for args in [&["--help"][..], &["run-batch", "--help"][..]] {
+        let out = b
+            .helmbench()
+            .std()
+            .env("OPENROUTER_API_KEY", "sk-or-v1-help-secret-0123456789")
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("[env: OPENROUTER_API_KEY]"), "{text}");
+        assert!(
+            !text.contains("help-secret"),
+            "the key's value leaked into --help: {text}"
+        );
+    }
+}
