@@ -66,17 +66,19 @@ pub const MAX_TOKENS: u32 = 400;
 /// reasoning only and is asked once more.
 pub const MAX_TOKENS_CAP: u32 = 32_768;
 
-/// The settings a judge is asked with: its own entry of `models.yml` when
-/// it has one (temperature, seed, max_tokens, provider, reasoning: a
-/// reasoning judge needs its `reasoning` and a larger `max_tokens`), with
-/// temperature 0 and [`MAX_TOKENS`] where the entry sets none.
+/// The settings a judge is asked with. With its own entry in `models.yml`,
+/// that entry as written (temperature, seed, max_tokens, provider,
+/// reasoning: a reasoning judge needs its `reasoning` and a larger
+/// `max_tokens`, and some take no `temperature` at all), [`MAX_TOKENS`]
+/// where it sets none. Without an entry, temperature 0 and [`MAX_TOKENS`].
 pub fn settings(judge_model: &str, entries: &[ModelEntry]) -> ModelEntry {
-    let mut m = entries
-        .iter()
-        .find(|e| e.id == judge_model)
-        .cloned()
-        .unwrap_or_else(|| ModelEntry::new(judge_model));
-    m.temperature = m.temperature.or(Some(0.0));
+    let mut m = match entries.iter().find(|e| e.id == judge_model) {
+        Some(e) => e.clone(),
+        None => ModelEntry {
+            temperature: Some(0.0),
+            ..ModelEntry::new(judge_model)
+        },
+    };
     m.max_tokens = m.max_tokens.or(Some(MAX_TOKENS));
     m.judge_only = false;
     m

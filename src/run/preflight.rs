@@ -105,9 +105,15 @@ pub fn refusals(p: &Priced, max_cost: Option<f64>, entries: &[ModelEntry]) -> Ve
                     ))),
                     Some(cm) => {
                         let settings = crate::judging::judge::settings(j, entries);
+                        let has_entry = entries.iter().any(|e| e.id == j);
                         for param in unsupported(cm, &settings, true) {
+                            let fix = if has_entry {
+                                format!("remove `{param}` from the judge's entry in models.yml")
+                            } else {
+                                format!("give the judge its own entry in models.yml without `{param}` (a judge without one is sent temperature 0 and max_tokens 400)")
+                            };
                             out.push(hard(format!(
-                                "judge `{j}` does not take `{param}` (not among its supported_parameters in GET /models), and every judge request would carry it: remove `{param}` from the judge's entry in models.yml, or choose another judge"
+                                "judge `{j}` does not take `{param}` (not among its supported_parameters in GET /models), and every judge request would carry it: {fix}, or choose another judge"
                             )));
                         }
                     }
