@@ -23,6 +23,7 @@ mod review;
 mod runs;
 mod seed;
 mod served;
+mod totals;
 
 pub use reads::{CriterionVerdict, ExportJudgement, ExportRow, ReportRow, Spend};
 pub use results::{CachedReply, request_key};
@@ -305,12 +306,14 @@ impl Store {
                 }
             }
         }
-        Ok(Store {
+        let store = Store {
             pool,
             url: url.to_string(),
             owner: Owner::this_process(),
             endpoint: None,
-        })
+        };
+        store.rebuild_totals_if_needed().await?;
+        Ok(store)
     }
 
     /// This handle, recording `endpoint` (the request URL of the client that
@@ -370,6 +373,17 @@ impl Store {
             return Err(StoreError::OlderSchema {
                 url: url.into(),
                 version: m.version,
+            });
+        }
+        // Migrated, but its run totals not filled yet (the process that
+        // migrated it stopped first): totals read now would be zeros.
+        let unfilled: Option<i64> = sqlx::query_scalar("SELECT needed FROM totals_rebuild LIMIT 1")
+            .fetch_optional(&pool)
+            .await?;
+        if unfilled.is_some() {
+            return Err(StoreError::OlderSchema {
+                url: url.into(),
+                version: totals::MIGRATION,
             });
         }
         Ok(Store {

@@ -97,7 +97,7 @@ impl Store {
     pub async fn run(&self, run_id: i64) -> Result<RunRow, StoreError> {
         sqlx::query_as::<_, RunRow>(sqlx::AssertSqlSafe(format!(
             "{} WHERE er.id = ?",
-            runs_query("WHERE r.run_id = ?")
+            runs_query("WHERE run_id = ?")
         )))
         .bind(run_id)
         .bind(run_id)
@@ -467,38 +467,33 @@ impl Store {
             .collect())
     }
 
-    /// Spend per run and scenario from the results (one run, or every run
-    /// when `None`).
+    /// Spend per run and scenario (one run, or every run when `None`), from
+    /// the kept totals.
     pub async fn scenario_spend(
         &self,
         run_id: Option<i64>,
     ) -> Result<Vec<ScenarioSpendRow>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT r.run_id, s.code, COUNT(*), COALESCE(SUM(r.cost_usd), 0.0), COALESCE(SUM(j.cost), 0.0),
-                SUM(r.upstream_cost_usd), COALESCE(SUM(r.prompt_tokens), 0), COALESCE(SUM(r.completion_tokens), 0),
-                COALESCE(SUM(j.n), 0), COALESCE(SUM(j.pt), 0), COALESCE(SUM(j.ct), 0),
-                COALESCE(SUM(r.cached), 0), COALESCE(SUM(j.cached), 0),
-                COALESCE(SUM(r.cost_unknown), 0), COALESCE(SUM(j.unknown), 0),
-                COALESCE(SUM(r.byok_cost_usd), 0.0) + COALESCE(SUM(j.byok), 0.0) AS byok
-         FROM result r
-         JOIN scenario s ON s.id = r.scenario_id
-         LEFT JOIN (SELECT j.result_id, SUM(MAX(1, COALESCE(v.n, 0))) AS n, SUM(j.cost_usd) AS cost,
-                           SUM(j.prompt_tokens) AS pt, SUM(j.completion_tokens) AS ct,
-                           SUM(CASE WHEN v.n > 0 THEN v.cached ELSE j.cached END) AS cached,
-                           SUM(j.cost_unknown) AS unknown, SUM(j.byok_cost_usd) AS byok
-                    FROM judgement j
-                    -- A panel's criterion is one judgement but one call per judge (its votes).
-                    LEFT JOIN (SELECT result_id, criterion, COUNT(*) AS n, SUM(cached) AS cached
-                                 FROM judge_vote GROUP BY result_id, criterion) v
-                           ON v.result_id = j.result_id AND v.criterion = j.criterion
-                    GROUP BY j.result_id) j ON j.result_id = r.id
-         WHERE (? IS NULL OR r.run_id = ?)
-         GROUP BY r.run_id, s.code",
-        )
-        .bind(run_id)
-        .bind(run_id)
-        .fetch_all(&self.pool)
-        .await?;
+        let sql =
+            format!(
+            "SELECT t.run_id, s.code, SUM(t.test_cases), SUM(t.cost_usd), SUM(t.judge_cost_usd),
+                CASE WHEN SUM(t.upstream_replies) > 0 THEN SUM(t.upstream_cost_usd) END,
+                SUM(t.prompt_tokens), SUM(t.completion_tokens),
+                SUM(t.judge_calls), SUM(t.judge_prompt_tokens), SUM(t.judge_completion_tokens),
+                SUM(t.cached_replies), SUM(t.judge_cached),
+                SUM(t.cost_unknown), SUM(t.judge_cost_unknown),
+                SUM(t.byok_cost_usd + t.judge_byok_cost_usd) AS byok
+         FROM run_total t
+         JOIN scenario s ON s.id = t.scenario_id
+         {}
+         GROUP BY t.run_id, s.code
+         HAVING SUM(t.test_cases) > 0",
+            if run_id.is_some() { "WHERE t.run_id = ?" } else { "" }
+        );
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        if let Some(id) = run_id {
+            q = q.bind(id);
+        }
+        let rows = q.fetch_all(&self.pool).await?;
         Ok(rows
             .iter()
             .map(|r| ScenarioSpendRow {
@@ -530,16 +525,28 @@ impl Store {
         &self,
         run_id: Option<i64>,
     ) -> Result<Vec<DiscardedSpendRow>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT d.run_id, COALESCE(s.code, ''), d.call, COALESCE(SUM(d.cost_usd), 0.0)
-         FROM discarded_charge d LEFT JOIN scenario s ON s.id = d.scenario_id
-         WHERE (? IS NULL OR d.run_id = ?)
-         GROUP BY d.run_id, s.code, d.call",
-        )
-        .bind(run_id)
-        .bind(run_id)
-        .fetch_all(&self.pool)
-        .await?;
+        let filter = if run_id.is_some() {
+            "WHERE t.run_id = ?1"
+        } else {
+            "WHERE 1"
+        };
+        let sql = format!(
+            "SELECT run_id, scenario, call, cost FROM (
+               SELECT t.run_id, COALESCE(s.code, '') AS scenario, 'model' AS call,
+                      SUM(t.discarded_model_usd) AS cost
+                 FROM run_total t LEFT JOIN scenario s ON s.id = t.scenario_id {filter}
+                GROUP BY t.run_id, s.code
+               UNION ALL
+               SELECT t.run_id, COALESCE(s.code, ''), 'judge', SUM(t.discarded_judge_usd)
+                 FROM run_total t LEFT JOIN scenario s ON s.id = t.scenario_id {filter}
+                GROUP BY t.run_id, s.code)
+             WHERE cost <> 0"
+        );
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        if let Some(id) = run_id {
+            q = q.bind(id);
+        }
+        let rows = q.fetch_all(&self.pool).await?;
         Ok(rows
             .iter()
             .map(|r| DiscardedSpendRow {

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sqlx::Row;
 
-use super::{Store, StoreError, connect_options};
+use super::{Store, StoreError, connect_options, totals};
 
 use crate::domain::{DiscardedCharge, NewJudgement, NewResult};
 
@@ -149,16 +149,26 @@ impl Store {
         run_id: i64,
         blocked: bool,
     ) -> Result<u64, StoreError> {
+        let kinds: &[&str] = if blocked {
+            &["provider", "blocked", "refused"]
+        } else {
+            &["provider"]
+        };
+        let affected = totals::Affected::RunKinds { run_id, kinds };
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        totals::apply(&mut tx, &affected, -1).await?;
         let sql = if blocked {
             "DELETE FROM result WHERE run_id = ? AND error_kind IN ('provider', 'blocked', 'refused')"
         } else {
             "DELETE FROM result WHERE run_id = ? AND error_kind = 'provider'"
         };
-        Ok(sqlx::query(sql)
+        let n = sqlx::query(sql)
             .bind(run_id)
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await?
-            .rows_affected())
+            .rows_affected();
+        tx.commit().await?;
+        Ok(n)
     }
 
     /// Writes results in one transaction. A (run, test code, repeat) already
@@ -179,6 +189,10 @@ impl Store {
         for r in results.iter().filter(|r| r.replaces) {
             retire_judge_error(&mut tx, r).await?;
         }
+        // Read after the deletes above: a new row may take a deleted id.
+        let last_id: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(id), 0) FROM result")
+            .fetch_one(&mut *tx)
+            .await?;
 
         let mut seen = HashSet::with_capacity(results.len());
         let prompts: Vec<&NewResult> = results
@@ -264,6 +278,7 @@ impl Store {
                 write_votes(&mut tx, id, j, self.endpoint.as_deref()).await?;
             }
         }
+        totals::apply(&mut tx, &totals::Affected::After(last_id), 1).await?;
         for c in charges
             .iter()
             .chain(results.iter().flat_map(|r| &r.charges))
@@ -393,6 +408,12 @@ async fn retire_judge_error(
     r: &NewResult,
 ) -> Result<(), StoreError> {
     const REASON: &str = "a result with a judge error, judged again by a resume";
+    let affected = totals::Affected::JudgeError {
+        run_id: r.run_id,
+        test_code: &r.test_code,
+        repeat_index: r.repeat_index,
+    };
+    totals::apply(tx, &affected, -1).await?;
     // The reply's cost, its judgements' costs, then the row itself.
     for sql in [
         "INSERT INTO discarded_charge (run_id, scenario_id, test_code, repeat_index, call, attempts, cost_usd, reason)

@@ -239,7 +239,7 @@ impl Store {
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         let row = sqlx::query_as::<_, RunRow>(sqlx::AssertSqlSafe(format!(
             "{} WHERE er.id = ?",
-            runs_query("WHERE r.run_id = ?")
+            runs_query("WHERE run_id = ?")
         )))
         .bind(run_id)
         .bind(run_id)
@@ -286,7 +286,9 @@ impl Store {
         Ok(n == 1)
     }
 
-    /// Records the end of a run with its totals recomputed from its results.
+    /// Records the end of a run (its totals are kept as results are
+    /// written: see `totals.rs`; the old total columns of `evaluation_run`
+    /// are no longer written or read).
     pub async fn finish_run(
         &self,
         run_id: i64,
@@ -305,59 +307,14 @@ impl Store {
             .bind(self.owner.pid)
             .execute(&mut *tx)
             .await?;
-        // Built only from constants: no user input reaches the SQL text.
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "UPDATE evaluation_run SET
-               completed_test_cases = t.test_cases, passed_test_cases = t.passed,
-               total_evaluations = t.evaluations, passed_evaluations = t.passed_evaluations,
-               format_failures = t.format_failures, judge_errors = t.judge_errors, provider_errors = t.provider_errors,
-               cached_replies = t.cached_replies, cost_usd = t.cost_usd, judge_cost_usd = t.judge_cost_usd,
-               prompt_tokens = t.prompt_tokens, completion_tokens = t.completion_tokens
-             FROM ({TOTALS} WHERE r.run_id = ? GROUP BY r.run_id) AS t WHERE evaluation_run.id = ?"
-        )))
-        .bind(run_id)
-        .bind(run_id)
-        .execute(&mut *tx)
-        .await?;
-        sqlx::query(
-            "UPDATE evaluation_run SET discarded_cost_usd = (SELECT COALESCE(SUM(cost_usd), 0.0) FROM discarded_charge WHERE run_id = ?1),
-               cost_usd = (SELECT COALESCE(SUM(cost_usd), 0.0) FROM result WHERE run_id = ?1)
-                 + (SELECT COALESCE(SUM(cost_usd), 0.0) FROM discarded_charge WHERE run_id = ?1 AND call = 'model'),
-               judge_cost_usd = (SELECT COALESCE(SUM(j.cost_usd), 0.0) FROM judgement j JOIN result r ON r.id = j.result_id WHERE r.run_id = ?1)
-                 + (SELECT COALESCE(SUM(cost_usd), 0.0) FROM discarded_charge WHERE run_id = ?1 AND call = 'judge')
-             WHERE id = ?1",
-        )
-        .bind(run_id)
-        .execute(&mut *tx)
-        .await?;
         tx.commit().await?;
         Ok(())
     }
 }
 
-/// Totals per run from its results (`r`): an mcsqe result counts one
-/// evaluation per criterion, any other result one.
-const TOTALS: &str = "SELECT r.run_id AS run_id,
-    COUNT(*) AS test_cases,
-    COALESCE(SUM(r.passed), 0) AS passed,
-    COALESCE(SUM(CASE WHEN jr.n > 1 THEN jr.n ELSE 1 END), 0) AS evaluations,
-    COALESCE(SUM(CASE WHEN jr.n > 1 THEN jr.np ELSE r.passed END), 0) AS passed_evaluations,
-    COALESCE(SUM(r.error_kind = 'format'), 0) AS format_failures,
-    COALESCE(SUM(r.error_kind = 'judge'), 0) AS judge_errors,
-    COALESCE(SUM(r.error_kind = 'provider'), 0) AS provider_errors,
-    COALESCE(SUM(r.error_kind = 'blocked'), 0) AS blocked,
-    COALESCE(SUM(r.error_kind = 'refused'), 0) AS refused,
-    COALESCE(SUM(r.cached), 0) AS cached_replies,
-    COALESCE(SUM(r.cost_usd + r.byok_cost_usd), 0.0) AS cost_usd,
-    COALESCE(SUM(jr.cost), 0.0) AS judge_cost_usd,
-    COALESCE(SUM(r.byok_cost_usd), 0.0) + COALESCE(SUM(jr.byok), 0.0) AS byok_cost_usd,
-    COALESCE(SUM(r.prompt_tokens), 0) AS prompt_tokens,
-    COALESCE(SUM(r.completion_tokens), 0) AS completion_tokens
-  FROM result r
-  LEFT JOIN (SELECT result_id, COUNT(*) AS n, COALESCE(SUM(passed = 1), 0) AS np,
-                    COALESCE(SUM(cost_usd + byok_cost_usd), 0.0) AS cost, COALESCE(SUM(byok_cost_usd), 0.0) AS byok
-             FROM judgement GROUP BY result_id) jr ON jr.result_id = r.id";
-
+/// A run with its totals, summed over its few `run_total` rows (one per
+/// scenario), never over its results. `{filter}` narrows the totals to
+/// the run asked for, so a single run's read touches only its own rows.
 pub(super) fn runs_query(filter: &str) -> String {
     format!(
         "SELECT er.id AS run_id, l.model_id AS model, er.kind, er.status, er.started_at, er.completed_at,
@@ -367,21 +324,28 @@ pub(super) fn runs_query(filter: &str) -> String {
     COALESCE(t.format_failures, 0) AS format_failures, COALESCE(t.judge_errors, 0) AS judge_errors,
     COALESCE(t.provider_errors, 0) AS provider_errors, COALESCE(t.cached_replies, 0) AS cached_replies,
     COALESCE(t.blocked, 0) AS blocked, COALESCE(t.refused, 0) AS refused,
-    COALESCE(t.cost_usd, 0.0) + COALESCE(d.model_cost, 0.0) AS cost_usd,
-    COALESCE(t.judge_cost_usd, 0.0) + COALESCE(d.judge_cost, 0.0) AS judge_cost_usd,
+    COALESCE(t.cost_usd, 0.0) AS cost_usd, COALESCE(t.judge_cost_usd, 0.0) AS judge_cost_usd,
     COALESCE(t.prompt_tokens, 0) AS prompt_tokens, COALESCE(t.completion_tokens, 0) AS completion_tokens,
     COALESCE(t.byok_cost_usd, 0.0) AS byok_cost_usd,
     er.settings, b.content_hash AS benchmark_hash, er.message,
-    er.max_cost_usd, COALESCE(d.model_cost, 0.0) + COALESCE(d.judge_cost, 0.0) AS discarded_cost_usd,
+    er.max_cost_usd, COALESCE(t.discarded_cost_usd, 0.0) AS discarded_cost_usd,
     er.owner_host, er.owner_pid, er.owner_started,
     (julianday('now') - julianday(er.heartbeat_at)) * 86400.0 AS heartbeat_age_s
   FROM evaluation_run er
   JOIN llm l ON l.id = er.llm_id
   JOIN benchmark b ON b.id = er.benchmark_id
-  LEFT JOIN ({TOTALS} {filter} GROUP BY r.run_id) t ON t.run_id = er.id
-  LEFT JOIN (SELECT run_id, SUM(CASE WHEN call = 'model' THEN cost_usd ELSE 0.0 END) AS model_cost,
-                    SUM(CASE WHEN call = 'judge' THEN cost_usd ELSE 0.0 END) AS judge_cost
-             FROM discarded_charge GROUP BY run_id) d ON d.run_id = er.id"
+  LEFT JOIN (SELECT run_id, SUM(test_cases) AS test_cases, SUM(passed) AS passed,
+                    SUM(evaluations) AS evaluations, SUM(passed_evaluations) AS passed_evaluations,
+                    SUM(format_failures) AS format_failures, SUM(judge_errors) AS judge_errors,
+                    SUM(provider_errors) AS provider_errors, SUM(blocked) AS blocked, SUM(refused) AS refused,
+                    SUM(cached_replies) AS cached_replies,
+                    -- All that was billed: fees plus, with bring-your-own-key, the upstream part.
+                    SUM(cost_usd + byok_cost_usd + discarded_model_usd) AS cost_usd,
+                    SUM(judge_cost_usd + judge_byok_cost_usd + discarded_judge_usd) AS judge_cost_usd,
+                    SUM(byok_cost_usd + judge_byok_cost_usd) AS byok_cost_usd,
+                    SUM(discarded_model_usd + discarded_judge_usd) AS discarded_cost_usd,
+                    SUM(prompt_tokens) AS prompt_tokens, SUM(completion_tokens) AS completion_tokens
+               FROM run_total {filter} GROUP BY run_id) t ON t.run_id = er.id"
     )
 }
 

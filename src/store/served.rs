@@ -42,20 +42,16 @@ pub struct TokenDetails {
 impl Store {
     /// Served model and provider counts, for one run or every run.
     pub async fn served_counts(&self, run_id: Option<i64>) -> Result<Vec<ServedCount>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT r.run_id, 'model', l.model_id, r.served_model, r.provider, COUNT(*)
-               FROM result r JOIN evaluation_run er ON er.id = r.run_id JOIN llm l ON l.id = er.llm_id
-              WHERE r.response IS NOT NULL AND (?1 IS NULL OR r.run_id = ?1)
-              GROUP BY r.run_id, l.model_id, r.served_model, r.provider
-             UNION ALL
-             SELECT r.run_id, 'judge', j.judge_model, j.served_model, j.provider, COUNT(*)
-               FROM judgement j JOIN result r ON r.id = j.result_id
-              WHERE j.response IS NOT NULL AND (?1 IS NULL OR r.run_id = ?1)
-              GROUP BY r.run_id, j.judge_model, j.served_model, j.provider",
-        )
-        .bind(run_id)
-        .fetch_all(&self.pool)
-        .await?;
+        let sql = format!(
+            "SELECT run_id, call, requested, NULLIF(served_model, ''), NULLIF(provider, ''), replies
+               FROM run_served_total {} ORDER BY run_id, call DESC, requested, served_model, provider",
+            if run_id.is_some() { "WHERE run_id = ?" } else { "" }
+        );
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        if let Some(id) = run_id {
+            q = q.bind(id);
+        }
+        let rows = q.fetch_all(&self.pool).await?;
         Ok(rows
             .iter()
             .map(|r| ServedCount {
@@ -74,14 +70,20 @@ impl Store {
         &self,
         run_id: Option<i64>,
     ) -> Result<Vec<ErrorTypeCount>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT run_id, error_type, COUNT(*) FROM result
-              WHERE error_kind = 'provider' AND (?1 IS NULL OR run_id = ?1)
-              GROUP BY run_id, error_type ORDER BY run_id, COUNT(*) DESC, error_type",
-        )
-        .bind(run_id)
-        .fetch_all(&self.pool)
-        .await?;
+        let sql = format!(
+            "SELECT run_id, NULLIF(error_type, ''), results FROM run_error_total {}
+              ORDER BY run_id, results DESC, error_type",
+            if run_id.is_some() {
+                "WHERE run_id = ?"
+            } else {
+                ""
+            }
+        );
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        if let Some(id) = run_id {
+            q = q.bind(id);
+        }
+        let rows = q.fetch_all(&self.pool).await?;
         Ok(rows
             .iter()
             .map(|r| ErrorTypeCount {
@@ -97,18 +99,22 @@ impl Store {
         &self,
         run_id: Option<i64>,
     ) -> Result<Vec<TokenDetails>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT r.run_id, COALESCE(SUM(r.reasoning_tokens), 0), COALESCE(SUM(r.cached_prompt_tokens), 0),
-                    COALESCE(SUM(j.rt), 0), COALESCE(SUM(j.ct), 0)
-               FROM result r
-               LEFT JOIN (SELECT result_id, SUM(reasoning_tokens) AS rt, SUM(cached_prompt_tokens) AS ct
-                            FROM judgement GROUP BY result_id) j ON j.result_id = r.id
-              WHERE (?1 IS NULL OR r.run_id = ?1)
-              GROUP BY r.run_id ORDER BY r.run_id",
-        )
-        .bind(run_id)
-        .fetch_all(&self.pool)
-        .await?;
+        let sql = format!(
+            "SELECT run_id, SUM(reasoning_tokens), SUM(cached_prompt_tokens),
+                    SUM(judge_reasoning_tokens), SUM(judge_cached_prompt_tokens)
+               FROM run_total {}
+              GROUP BY run_id HAVING SUM(test_cases) > 0 ORDER BY run_id",
+            if run_id.is_some() {
+                "WHERE run_id = ?"
+            } else {
+                ""
+            }
+        );
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        if let Some(id) = run_id {
+            q = q.bind(id);
+        }
+        let rows = q.fetch_all(&self.pool).await?;
         Ok(rows
             .iter()
             .map(|r| TokenDetails {

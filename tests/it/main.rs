@@ -37,3 +37,4 @@ mod selectors;
 mod signals;
 mod store;
 mod support;
+mod totals;

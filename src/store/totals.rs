@@ -1,0 +1,406 @@
+//! Per-run totals kept as results are written (issue 31): `runs`, `costs`
+//! and the report's headers read a few rows per run instead of every
+//! result.
+//!
+//! Every statement that adds or removes results calls [`apply`] in its own
+//! transaction: before a delete with the sign -1 over the rows it is about
+//! to delete, after an insert with +1 over the rows it added. Both use one
+//! statement per table that computes what a set of results contributes, so
+//! a total always means exactly what a recount would say
+//! ([`Store::recount_mismatches`] checks it). Discarded charges, which are
+//! only ever added, are kept by a trigger (see the migration).
+
+use sqlx::{Sqlite, Transaction};
+
+use super::{Store, StoreError};
+
+/// The migration that added the totals (and the rebuild marker).
+pub(super) const MIGRATION: i64 = 20261125000003;
+
+/// Results whose contribution is added or removed.
+pub(super) enum Affected<'a> {
+    /// Every result with an id above this one (the rows a transaction
+    /// inserted after reading the highest id under its write lock).
+    After(i64),
+    /// A run's results with one of the error kinds (`clear_provider_errors`).
+    RunKinds { run_id: i64, kinds: &'a [&'a str] },
+    /// The judge-error result of one test case that a resume replaces.
+    JudgeError {
+        run_id: i64,
+        test_code: &'a str,
+        repeat_index: i64,
+    },
+    /// Every result (the rebuild and the recount).
+    All,
+}
+
+impl Affected<'_> {
+    /// The condition on `result r` (only constants: values are bound).
+    fn condition(&self) -> String {
+        match self {
+            Affected::After(_) => "r.id > ?1".into(),
+            Affected::RunKinds { kinds, .. } => {
+                // Numbered: the condition appears twice in a statement.
+                let marks: Vec<String> = (0..kinds.len()).map(|i| format!("?{}", i + 2)).collect();
+                let marks = marks.join(", ");
+                format!("r.run_id = ?1 AND r.error_kind IN ({marks})")
+            }
+            Affected::JudgeError { .. } => {
+                "r.run_id = ?1 AND r.test_code = ?2 AND r.repeat_index = ?3 AND r.error_kind = 'judge'"
+                    .into()
+            }
+            Affected::All => "1".into(),
+        }
+    }
+
+    fn bind<'q>(
+        &'q self,
+        mut q: sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments>,
+    ) -> sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments> {
+        match self {
+            Affected::After(id) => q.bind(*id),
+            Affected::RunKinds { run_id, kinds } => {
+                q = q.bind(*run_id);
+                for k in kinds.iter() {
+                    q = q.bind(*k);
+                }
+                q
+            }
+            Affected::JudgeError {
+                run_id,
+                test_code,
+                repeat_index,
+            } => q.bind(*run_id).bind(*test_code).bind(*repeat_index),
+            Affected::All => q,
+        }
+    }
+}
+
+/// The counted columns of `run_total`, as (column, expression over `r`, a
+/// result, and `jr`, its judgements summed) in one place: the insert, the
+/// upsert and the recount are all built from this list.
+const RUN_TOTAL: &[(&str, &str)] = &[
+    ("test_cases", "COUNT(*)"),
+    ("passed", "SUM(r.passed)"),
+    // An mcsqe result counts one evaluation per criterion, any other one.
+    (
+        "evaluations",
+        "SUM(CASE WHEN jr.n > 1 THEN jr.n ELSE 1 END)",
+    ),
+    (
+        "passed_evaluations",
+        "SUM(CASE WHEN jr.n > 1 THEN jr.np ELSE r.passed END)",
+    ),
+    ("format_failures", "SUM(r.error_kind = 'format')"),
+    ("judge_errors", "SUM(r.error_kind = 'judge')"),
+    ("provider_errors", "SUM(r.error_kind = 'provider')"),
+    ("blocked", "SUM(r.error_kind = 'blocked')"),
+    ("refused", "SUM(r.error_kind = 'refused')"),
+    ("cached_replies", "SUM(r.cached)"),
+    ("cost_usd", "SUM(r.cost_usd)"),
+    ("byok_cost_usd", "SUM(r.byok_cost_usd)"),
+    (
+        "upstream_cost_usd",
+        "SUM(COALESCE(r.upstream_cost_usd, 0.0))",
+    ),
+    ("upstream_replies", "COUNT(r.upstream_cost_usd)"),
+    ("cost_unknown", "SUM(r.cost_unknown)"),
+    ("prompt_tokens", "SUM(r.prompt_tokens)"),
+    ("completion_tokens", "SUM(r.completion_tokens)"),
+    ("reasoning_tokens", "SUM(r.reasoning_tokens)"),
+    ("cached_prompt_tokens", "SUM(r.cached_prompt_tokens)"),
+    ("judge_cost_usd", "SUM(jr.cost)"),
+    ("judge_byok_cost_usd", "SUM(jr.byok)"),
+    ("judge_calls", "SUM(jr.calls)"),
+    ("judge_cached", "SUM(jr.cached)"),
+    ("judge_cost_unknown", "SUM(jr.unknown)"),
+    ("judge_prompt_tokens", "SUM(jr.pt)"),
+    ("judge_completion_tokens", "SUM(jr.ct)"),
+    ("judge_reasoning_tokens", "SUM(jr.rt)"),
+    ("judge_cached_prompt_tokens", "SUM(jr.cpt)"),
+];
+
+/// What a set of results (`{cond}`) adds to `run_total`, times `?9`
+/// (the sign), per run and scenario.
+fn run_total_sql(table: &str, cond: &str) -> String {
+    let cols: Vec<&str> = RUN_TOTAL.iter().map(|(c, _)| *c).collect();
+    let exprs: Vec<String> = RUN_TOTAL
+        .iter()
+        .map(|(_, e)| format!("?9 * COALESCE({e}, 0)"))
+        .collect();
+    let updates: Vec<String> = cols
+        .iter()
+        .map(|c| format!("{c} = {c} + excluded.{c}"))
+        .collect();
+    format!(
+        "INSERT INTO {table} (run_id, scenario_id, {cols})
+         SELECT r.run_id, r.scenario_id, {exprs}
+           FROM result r
+           LEFT JOIN (
+             SELECT j.result_id, COUNT(*) AS n, SUM(j.passed = 1) AS np,
+                    SUM(j.cost_usd) AS cost, SUM(j.byok_cost_usd) AS byok,
+                    -- A panel's criterion is one judgement but one call per
+                    -- judge (its votes), each cached or not.
+                    SUM(MAX(1, j.votes)) AS calls,
+                    SUM(CASE WHEN j.votes > 0 THEN j.votes_cached ELSE j.cached END) AS cached,
+                    SUM(j.cost_unknown) AS unknown, SUM(j.prompt_tokens) AS pt,
+                    SUM(j.completion_tokens) AS ct, SUM(j.reasoning_tokens) AS rt,
+                    SUM(j.cached_prompt_tokens) AS cpt
+               FROM (SELECT j.*,
+                       (SELECT COUNT(*) FROM judge_vote v
+                         WHERE v.result_id = j.result_id AND v.criterion = j.criterion) AS votes,
+                       (SELECT COALESCE(SUM(v.cached), 0) FROM judge_vote v
+                         WHERE v.result_id = j.result_id AND v.criterion = j.criterion) AS votes_cached
+                       FROM judgement j
+                      WHERE j.result_id IN (SELECT r.id FROM result r WHERE {cond})) j
+              GROUP BY j.result_id) jr ON jr.result_id = r.id
+          WHERE {cond}
+          GROUP BY r.run_id, r.scenario_id
+         ON CONFLICT (run_id, scenario_id) DO UPDATE SET {updates}",
+        cols = cols.join(", "),
+        exprs = exprs.join(", "),
+        updates = updates.join(", "),
+    )
+}
+
+/// What a set of results adds to `run_served_total`: replies (a stored
+/// response) by what served them, model and judge calls apart.
+fn served_sql(table: &str, cond: &str) -> String {
+    format!(
+        "INSERT INTO {table} (run_id, call, requested, served_model, provider, replies)
+         SELECT run_id, call, requested, served_model, provider, ?9 * COUNT(*) FROM (
+           SELECT r.run_id, 'model' AS call, l.model_id AS requested,
+                  COALESCE(r.served_model, '') AS served_model, COALESCE(r.provider, '') AS provider
+             FROM result r JOIN evaluation_run er ON er.id = r.run_id JOIN llm l ON l.id = er.llm_id
+            WHERE r.response IS NOT NULL AND {cond}
+           UNION ALL
+           SELECT r.run_id, 'judge', j.judge_model, COALESCE(j.served_model, ''), COALESCE(j.provider, '')
+             FROM judgement j JOIN result r ON r.id = j.result_id
+            WHERE j.response IS NOT NULL AND {cond})
+          WHERE 1
+          GROUP BY run_id, call, requested, served_model, provider
+         ON CONFLICT (run_id, call, requested, served_model, provider)
+           DO UPDATE SET replies = replies + excluded.replies"
+    )
+}
+
+/// What a set of results adds to `run_error_total`.
+fn errors_sql(table: &str, cond: &str) -> String {
+    format!(
+        "INSERT INTO {table} (run_id, error_type, results)
+         SELECT r.run_id, COALESCE(r.error_type, ''), ?9 * COUNT(*) FROM result r
+          WHERE r.error_kind = 'provider' AND {cond}
+          GROUP BY r.run_id, COALESCE(r.error_type, '')
+         ON CONFLICT (run_id, error_type) DO UPDATE SET results = results + excluded.results"
+    )
+}
+
+/// The three tables and their statements, for the store's tables or the
+/// recount's temporary copies.
+fn statements(prefix: &str, cond: &str) -> [String; 3] {
+    [
+        run_total_sql(&format!("{prefix}run_total"), cond),
+        served_sql(&format!("{prefix}run_served_total"), cond),
+        errors_sql(&format!("{prefix}run_error_total"), cond),
+    ]
+}
+
+/// Adds (`sign` 1) or removes (-1) what `affected` contributes to the totals.
+pub(super) async fn apply(
+    tx: &mut Transaction<'_, Sqlite>,
+    affected: &Affected<'_>,
+    sign: i64,
+) -> Result<(), StoreError> {
+    apply_to(tx, "", affected, sign).await?;
+    if sign < 0 {
+        // Counts that fell to nothing are no longer there to list.
+        sqlx::query("DELETE FROM run_served_total WHERE replies = 0")
+            .execute(&mut **tx)
+            .await?;
+        sqlx::query("DELETE FROM run_error_total WHERE results = 0")
+            .execute(&mut **tx)
+            .await?;
+    }
+    Ok(())
+}
+
+async fn apply_to(
+    tx: &mut Transaction<'_, Sqlite>,
+    prefix: &str,
+    affected: &Affected<'_>,
+    sign: i64,
+) -> Result<(), StoreError> {
+    for sql in statements(prefix, &affected.condition()) {
+        // Built from constants and the fixed condition above: every value
+        // is bound. `?9`, the sign, is numbered apart from the condition's.
+        let q = affected.bind(sqlx::query(sqlx::AssertSqlSafe(sql)));
+        let q = bind_sign(q, affected, sign);
+        q.execute(&mut **tx).await?;
+    }
+    Ok(())
+}
+
+/// Binds `?9` after the condition's parameters (placeholders up to ?8 that
+/// the condition does not use are bound as NULL).
+fn bind_sign<'q>(
+    mut q: sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments>,
+    affected: &Affected<'_>,
+    sign: i64,
+) -> sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments> {
+    let used = match affected {
+        Affected::After(_) => 1,
+        Affected::RunKinds { kinds, .. } => 1 + kinds.len(),
+        Affected::JudgeError { .. } => 3,
+        Affected::All => 0,
+    };
+    for _ in used..8 {
+        q = q.bind(None::<i64>);
+    }
+    q.bind(sign)
+}
+
+/// Empties the totals and fills them from every stored result and charge.
+pub(super) async fn rebuild(tx: &mut Transaction<'_, Sqlite>) -> Result<(), StoreError> {
+    for t in ["run_total", "run_served_total", "run_error_total"] {
+        sqlx::query(sqlx::AssertSqlSafe(format!("DELETE FROM {t}")))
+            .execute(&mut **tx)
+            .await?;
+    }
+    apply_to(tx, "", &Affected::All, 1).await?;
+    sqlx::query(DISCARDED_TOTALS).execute(&mut **tx).await?;
+    Ok(())
+}
+
+/// What the stored discarded charges add (the trigger's sum, all at once).
+const DISCARDED_TOTALS: &str =
+    "INSERT INTO run_total (run_id, scenario_id, discarded_model_usd, discarded_judge_usd)
+     SELECT run_id, COALESCE(scenario_id, 0),
+            SUM(CASE WHEN call = 'model' THEN cost_usd ELSE 0.0 END),
+            SUM(CASE WHEN call = 'judge' THEN cost_usd ELSE 0.0 END)
+       FROM discarded_charge WHERE 1 GROUP BY run_id, COALESCE(scenario_id, 0)
+     ON CONFLICT (run_id, scenario_id) DO UPDATE SET
+       discarded_model_usd = discarded_model_usd + excluded.discarded_model_usd,
+       discarded_judge_usd = discarded_judge_usd + excluded.discarded_judge_usd";
+
+impl Store {
+    /// Fills the totals of a database migrated from before they were kept
+    /// (the migration leaves a marker); once, whichever process gets there
+    /// first.
+    pub(super) async fn rebuild_totals_if_needed(&self) -> Result<(), StoreError> {
+        let needed: Option<i64> = sqlx::query_scalar("SELECT needed FROM totals_rebuild LIMIT 1")
+            .fetch_optional(&self.pool)
+            .await?;
+        if needed.is_none() {
+            return Ok(());
+        }
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let still: Option<i64> = sqlx::query_scalar("SELECT needed FROM totals_rebuild LIMIT 1")
+            .fetch_optional(&mut *tx)
+            .await?;
+        if still.is_some() {
+            rebuild(&mut tx).await?;
+            sqlx::query("DELETE FROM totals_rebuild")
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Where the kept totals differ from a full recount of the results and
+    /// charges: one line per differing table row, empty when they agree.
+    /// Costs agree to within 1e-9 USD (sums taken in another order).
+    pub async fn recount_mismatches(&self) -> Result<Vec<String>, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        // Copies of the three tables as the migration made them (defaults
+        // and keys included, which CREATE TABLE ... AS would drop).
+        for t in ["run_total", "run_served_total", "run_error_total"] {
+            let ddl: String = sqlx::query_scalar(
+                "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?",
+            )
+            .bind(t)
+            .fetch_one(&mut *tx)
+            .await?;
+            let ddl = ddl
+                .replacen(
+                    &format!("CREATE TABLE {t}"),
+                    &format!("CREATE TEMP TABLE recount_{t}"),
+                    1,
+                )
+                // A temp table cannot reference the main schema's tables.
+                .replace("REFERENCES evaluation_run(id) ON DELETE CASCADE", "");
+            sqlx::query(sqlx::AssertSqlSafe(ddl))
+                .execute(&mut *tx)
+                .await?;
+        }
+        apply_to(&mut tx, "temp.recount_", &Affected::All, 1).await?;
+        sqlx::query(sqlx::AssertSqlSafe(DISCARDED_TOTALS.replacen(
+            "INTO run_total",
+            "INTO temp.recount_run_total",
+            1,
+        )))
+        .execute(&mut *tx)
+        .await?;
+        let mut out = Vec::new();
+        let cols: Vec<String> = RUN_TOTAL
+            .iter()
+            .map(|(c, _)| c.to_string())
+            .chain(["discarded_model_usd".into(), "discarded_judge_usd".into()])
+            .collect();
+        let differs: Vec<String> = cols
+            .iter()
+            .map(|c| format!("ABS(COALESCE(a.{c}, 0) - COALESCE(b.{c}, 0)) > 1e-9"))
+            .collect();
+        // Each differing column as ` name=recounted/kept`.
+        let named: Vec<String> = cols
+            .iter()
+            .map(|c| {
+                format!(
+                    "CASE WHEN ABS(COALESCE(a.{c}, 0) - COALESCE(b.{c}, 0)) > 1e-9
+                       THEN ' {c}=' || COALESCE(a.{c}, 0) || '/' || COALESCE(b.{c}, 0) ELSE '' END"
+                )
+            })
+            .collect();
+        let total_diff = format!(
+            "SELECT a.run_id || '/' || a.scenario_id || {n} FROM temp.recount_run_total a
+               LEFT JOIN main.run_total b USING (run_id, scenario_id) WHERE {d}
+             UNION ALL
+             SELECT b.run_id || '/' || b.scenario_id || ' (kept, not recounted)' FROM main.run_total b
+               LEFT JOIN temp.recount_run_total a USING (run_id, scenario_id)
+              WHERE a.run_id IS NULL AND ({d})",
+            d = differs.join(" OR "),
+            n = named.join(" || ")
+        );
+        for row in sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(total_diff))
+            .fetch_all(&mut *tx)
+            .await?
+        {
+            out.push(format!("run_total {row}"));
+        }
+        for (t, key, value) in [
+            (
+                "run_served_total",
+                "run_id, call, requested, served_model, provider",
+                "replies",
+            ),
+            ("run_error_total", "run_id, error_type", "results"),
+        ] {
+            let sql = format!(
+                "SELECT * FROM (SELECT {key}, {value} FROM temp.recount_{t}
+                                EXCEPT SELECT {key}, {value} FROM main.{t})
+                 UNION ALL
+                 SELECT * FROM (SELECT {key}, {value} FROM main.{t}
+                                EXCEPT SELECT {key}, {value} FROM temp.recount_{t})"
+            );
+            let n = sqlx::query(sqlx::AssertSqlSafe(sql))
+                .fetch_all(&mut *tx)
+                .await?
+                .len();
+            if n > 0 {
+                out.push(format!("{t}: {n} rows differ"));
+            }
+        }
+        tx.rollback().await?;
+        Ok(out)
+    }
+}
