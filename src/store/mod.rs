@@ -375,23 +375,14 @@ impl Store {
                 version: m.version,
             });
         }
-        // Migrated, but its run totals not filled yet (the process that
-        // migrated it stopped first): totals read now would be zeros.
-        let unfilled: Option<i64> = sqlx::query_scalar("SELECT needed FROM totals_rebuild LIMIT 1")
-            .fetch_optional(&pool)
-            .await?;
-        if unfilled.is_some() {
-            return Err(StoreError::OlderSchema {
-                url: url.into(),
-                version: totals::MIGRATION,
-            });
-        }
-        Ok(Store {
+        let store = Store {
             pool,
             url: url.to_string(),
             owner: Owner::this_process(),
             endpoint: None,
-        })
+        };
+        store.refuse_unfilled_totals().await?;
+        Ok(store)
     }
 
     /// How many migrations of this version an existing database lacks,

@@ -15,7 +15,7 @@ use sqlx::{Sqlite, Transaction};
 use super::{Store, StoreError};
 
 /// The migration that added the totals (and the rebuild marker).
-pub(super) const MIGRATION: i64 = 20261125000003;
+const MIGRATION: i64 = 20261125000003;
 
 /// Results whose contribution is added or removed.
 pub(super) enum Affected<'a> {
@@ -305,6 +305,22 @@ impl Store {
         }
         tx.commit().await?;
         Ok(())
+    }
+
+    /// For a read-only open: a database migrated but whose totals are not
+    /// filled yet (the process that migrated it stopped first) would read
+    /// as zeros; it needs `helmbench migrate`, as an older schema does.
+    pub(super) async fn refuse_unfilled_totals(&self) -> Result<(), StoreError> {
+        let unfilled: Option<i64> = sqlx::query_scalar("SELECT needed FROM totals_rebuild LIMIT 1")
+            .fetch_optional(&self.pool)
+            .await?;
+        match unfilled {
+            Some(_) => Err(StoreError::OlderSchema {
+                url: self.url.clone(),
+                version: MIGRATION,
+            }),
+            None => Ok(()),
+        }
     }
 
     /// Where the kept totals differ from a full recount of the results and
