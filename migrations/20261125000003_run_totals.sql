@@ -81,3 +81,16 @@ END;
 
 CREATE TABLE totals_rebuild (needed INTEGER NOT NULL);
 INSERT INTO totals_rebuild VALUES (1);
+
+-- Judge calls by judge model: a single judge's judgements and each panel
+-- judge's votes (a panel's combined judgement is not counted twice).
+CREATE TABLE run_judge_total (
+    run_id INTEGER NOT NULL REFERENCES evaluation_run(id) ON DELETE CASCADE,
+    judge_model TEXT NOT NULL,
+    calls INTEGER NOT NULL,
+    cost_usd REAL NOT NULL,
+    prompt_tokens INTEGER NOT NULL,
+    completion_tokens INTEGER NOT NULL,
+    cached INTEGER NOT NULL,
+    PRIMARY KEY (run_id, judge_model)
+) WITHOUT ROWID;

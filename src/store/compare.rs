@@ -12,7 +12,7 @@ use crate::domain::{ErrorKind, StoredResult};
 
 /// One JSON array per run; each element lists the [`StoredResult`] columns
 /// scoring reads, in the order of [`Packed`].
-const SCORING_RESULTS: &str = concat!(
+pub(super) const SCORING_RESULTS: &str = concat!(
     // A whole-number REAL goes as an integer: the same value to serde, and
     // SQLite writes integers several times faster than floats.
     "SELECT json_group_array(json_array(r.test_code, b.code, s.code, c.code, u.code, p.code,

@@ -17,6 +17,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 
 mod compare;
 mod kinds;
+mod plans;
 mod reads;
 mod results;
 mod review;
@@ -25,6 +26,7 @@ mod seed;
 mod served;
 mod totals;
 
+pub use plans::ReadPlan;
 pub use reads::{CriterionVerdict, ExportJudgement, ExportRow, ReportRow, Spend};
 pub use results::{CachedReply, request_key};
 pub use review::{

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sqlx::Row;
 
-use super::runs::runs_query;
+use super::runs::{run_sql, runs_query};
 use super::{RunRow, Store, StoreError};
 use crate::domain::QualityScores;
 use crate::domain::ServedBy;
@@ -95,18 +95,15 @@ impl Store {
     }
 
     pub async fn run(&self, run_id: i64) -> Result<RunRow, StoreError> {
-        sqlx::query_as::<_, RunRow>(sqlx::AssertSqlSafe(format!(
-            "{} WHERE er.id = ?",
-            runs_query("WHERE run_id = ?")
-        )))
-        .bind(run_id)
-        .bind(run_id)
-        .fetch_optional(&self.pool)
-        .await?
-        .map(|r| r.settle(&self.owner))
-        .ok_or_else(|| {
-            StoreError::NotFound(format!("no run with id {run_id} (see `helmbench runs`)"))
-        })
+        sqlx::query_as::<_, RunRow>(sqlx::AssertSqlSafe(run_sql()))
+            .bind(run_id)
+            .bind(run_id)
+            .fetch_optional(&self.pool)
+            .await?
+            .map(|r| r.settle(&self.owner))
+            .ok_or_else(|| {
+                StoreError::NotFound(format!("no run with id {run_id} (see `helmbench runs`)"))
+            })
     }
 
     /// Every result of `run_id` (every run when `None`) as `export` writes
@@ -117,11 +114,12 @@ impl Store {
         run_id: Option<i64>,
         with_prompts: bool,
     ) -> impl Stream<Item = Result<ExportRow, StoreError>> + '_ {
-        sqlx::query(EXPORT_QUERY)
-            .bind(with_prompts)
-            .bind(run_id)
-            .bind(run_id)
-            .fetch(&self.pool)
+        let mut q =
+            sqlx::query(sqlx::AssertSqlSafe(export_sql(run_id.is_some()))).bind(with_prompts);
+        if let Some(id) = run_id {
+            q = q.bind(id);
+        }
+        q.fetch(&self.pool)
             .map_err(StoreError::from)
             .and_then(|row| std::future::ready(export_row(&row)))
     }
@@ -165,9 +163,17 @@ const EXPORT_QUERY: &str = "SELECT r.run_id, l.model_id, r.test_code, r.repeat_i
   JOIN behaviour b ON b.id = s.behaviour_id
   JOIN condition c ON c.id = r.condition_id
   LEFT JOIN user_context u ON u.id = r.user_context_id
-  JOIN perturbation p ON p.id = r.perturbation_id
-  WHERE (? IS NULL OR r.run_id = ?)
-  ORDER BY r.id";
+  JOIN perturbation p ON p.id = r.perturbation_id";
+
+/// The statement of [`Store::export_rows`] for one run or every run: one
+/// per case, as `(? IS NULL OR r.run_id = ?)` would keep SQLite from using
+/// the run's index (a whole-table scan per export).
+pub(super) fn export_sql(one_run: bool) -> String {
+    match one_run {
+        true => format!("{EXPORT_QUERY} WHERE r.run_id = ? ORDER BY r.id"),
+        false => format!("{EXPORT_QUERY} ORDER BY r.id"),
+    }
+}
 
 fn export_row(row: &sqlx::sqlite::SqliteRow) -> Result<ExportRow, StoreError> {
     let json_col = |i: usize| -> Option<Value> {
@@ -274,7 +280,7 @@ macro_rules! stored_from {
 pub(super) use stored_from;
 
 /// The SELECT of [`ReportRow`]s of one run; `{filter}` narrows it.
-const REPORT_ROWS: &str = concat!(
+pub(super) const REPORT_ROWS: &str = concat!(
     "SELECT r.id, r.test_code, r.repeat_index, b.code, s.code, c.code, u.code, p.code,
        r.base_severity, r.difficulty, r.passed, r.matched, r.error_kind, r.error, r.quality, r.response, r.parsed ",
     stored_from!()
@@ -405,15 +411,10 @@ impl Store {
 
     /// Verdict counts per scenario and criterion of a run's judgements.
     pub async fn criterion_counts(&self, run_id: i64) -> Result<Vec<CriterionCount>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT s.code, j.criterion, COUNT(*), COALESCE(SUM(j.passed = 1), 0), COALESCE(SUM(j.passed = 0), 0),
-                COALESCE(SUM(j.passed IS NULL), 0)
-         FROM judgement j JOIN result r ON r.id = j.result_id JOIN scenario s ON s.id = r.scenario_id
-         WHERE r.run_id = ? GROUP BY s.code, j.criterion",
-        )
-        .bind(run_id)
-        .fetch_all(&self.pool)
-        .await?;
+        let rows = sqlx::query(CRITERION_COUNTS)
+            .bind(run_id)
+            .fetch_all(&self.pool)
+            .await?;
         Ok(rows
             .iter()
             .map(|r| CriterionCount {
@@ -444,14 +445,10 @@ impl Store {
         &self,
         run_id: i64,
     ) -> Result<Vec<(i64, CriterionVerdict)>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT j.result_id, j.criterion, j.verdict, j.passed, j.justification, j.error
-         FROM judgement j JOIN result r ON r.id = j.result_id
-         WHERE r.run_id = ? AND r.passed = 0 ORDER BY j.result_id, j.id",
-        )
-        .bind(run_id)
-        .fetch_all(&self.pool)
-        .await?;
+        let rows = sqlx::query(FAILED_JUDGEMENTS)
+            .bind(run_id)
+            .fetch_all(&self.pool)
+            .await?;
         Ok(rows
             .iter()
             .map(|j| {
@@ -473,22 +470,7 @@ impl Store {
         &self,
         run_id: Option<i64>,
     ) -> Result<Vec<ScenarioSpendRow>, StoreError> {
-        let sql =
-            format!(
-            "SELECT t.run_id, s.code, SUM(t.test_cases), SUM(t.cost_usd), SUM(t.judge_cost_usd),
-                CASE WHEN SUM(t.upstream_replies) > 0 THEN SUM(t.upstream_cost_usd) END,
-                SUM(t.prompt_tokens), SUM(t.completion_tokens),
-                SUM(t.judge_calls), SUM(t.judge_prompt_tokens), SUM(t.judge_completion_tokens),
-                SUM(t.cached_replies), SUM(t.judge_cached),
-                SUM(t.cost_unknown), SUM(t.judge_cost_unknown),
-                SUM(t.byok_cost_usd + t.judge_byok_cost_usd) AS byok
-         FROM run_total t
-         JOIN scenario s ON s.id = t.scenario_id
-         {}
-         GROUP BY t.run_id, s.code
-         HAVING SUM(t.test_cases) > 0",
-            if run_id.is_some() { "WHERE t.run_id = ?" } else { "" }
-        );
+        let sql = scenario_spend_sql(run_id.is_some());
         let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
         if let Some(id) = run_id {
             q = q.bind(id);
@@ -525,23 +507,7 @@ impl Store {
         &self,
         run_id: Option<i64>,
     ) -> Result<Vec<DiscardedSpendRow>, StoreError> {
-        let filter = if run_id.is_some() {
-            "WHERE t.run_id = ?1"
-        } else {
-            "WHERE 1"
-        };
-        let sql = format!(
-            "SELECT run_id, scenario, call, cost FROM (
-               SELECT t.run_id, COALESCE(s.code, '') AS scenario, 'model' AS call,
-                      SUM(t.discarded_model_usd) AS cost
-                 FROM run_total t LEFT JOIN scenario s ON s.id = t.scenario_id {filter}
-                GROUP BY t.run_id, s.code
-               UNION ALL
-               SELECT t.run_id, COALESCE(s.code, ''), 'judge', SUM(t.discarded_judge_usd)
-                 FROM run_total t LEFT JOIN scenario s ON s.id = t.scenario_id {filter}
-                GROUP BY t.run_id, s.code)
-             WHERE cost <> 0"
-        );
+        let sql = discarded_spend_sql(run_id.is_some());
         let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
         if let Some(id) = run_id {
             q = q.bind(id);
@@ -558,3 +524,53 @@ impl Store {
             .collect())
     }
 }
+
+/// The statement of [`Store::scenario_spend`] for one run or every run.
+pub(super) fn scenario_spend_sql(one_run: bool) -> String {
+    format!(
+        "SELECT t.run_id, s.code, SUM(t.test_cases), SUM(t.cost_usd), SUM(t.judge_cost_usd),
+                CASE WHEN SUM(t.upstream_replies) > 0 THEN SUM(t.upstream_cost_usd) END,
+                SUM(t.prompt_tokens), SUM(t.completion_tokens),
+                SUM(t.judge_calls), SUM(t.judge_prompt_tokens), SUM(t.judge_completion_tokens),
+                SUM(t.cached_replies), SUM(t.judge_cached),
+                SUM(t.cost_unknown), SUM(t.judge_cost_unknown),
+                SUM(t.byok_cost_usd + t.judge_byok_cost_usd) AS byok
+         FROM run_total t
+         JOIN scenario s ON s.id = t.scenario_id
+         {}
+         GROUP BY t.run_id, s.code
+         HAVING SUM(t.test_cases) > 0",
+        if one_run { "WHERE t.run_id = ?" } else { "" }
+    )
+}
+
+/// The statement of [`Store::discarded_spend`] for one run or every run.
+pub(super) fn discarded_spend_sql(one_run: bool) -> String {
+    let filter = if one_run {
+        "WHERE t.run_id = ?1"
+    } else {
+        "WHERE 1"
+    };
+    format!(
+        "SELECT run_id, scenario, call, cost FROM (
+               SELECT t.run_id, COALESCE(s.code, '') AS scenario, 'model' AS call,
+                      SUM(t.discarded_model_usd) AS cost
+                 FROM run_total t LEFT JOIN scenario s ON s.id = t.scenario_id {filter}
+                GROUP BY t.run_id, s.code
+               UNION ALL
+               SELECT t.run_id, COALESCE(s.code, ''), 'judge', SUM(t.discarded_judge_usd)
+                 FROM run_total t LEFT JOIN scenario s ON s.id = t.scenario_id {filter}
+                GROUP BY t.run_id, s.code)
+             WHERE cost <> 0"
+    )
+}
+
+pub(super) const CRITERION_COUNTS: &str = "SELECT s.code, j.criterion, COUNT(*), COALESCE(SUM(j.passed = 1), 0), COALESCE(SUM(j.passed = 0), 0),
+                COALESCE(SUM(j.passed IS NULL), 0)
+         FROM judgement j JOIN result r ON r.id = j.result_id JOIN scenario s ON s.id = r.scenario_id
+         WHERE r.run_id = ? GROUP BY s.code, j.criterion";
+
+pub(super) const FAILED_JUDGEMENTS: &str =
+    "SELECT j.result_id, j.criterion, j.verdict, j.passed, j.justification, j.error
+         FROM judgement j JOIN result r ON r.id = j.result_id
+         WHERE r.run_id = ? AND r.passed = 0 ORDER BY j.result_id, j.id";

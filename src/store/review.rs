@@ -142,13 +142,10 @@ impl Store {
 
     /// Every human label of a run, by result, criterion and rater.
     pub async fn labels(&self, run_id: i64) -> Result<Vec<LabelRow>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT result_id, criterion, rater, verdict, passed FROM human_label
-              WHERE run_id = ? ORDER BY result_id, criterion, rater",
-        )
-        .bind(run_id)
-        .fetch_all(&self.pool)
-        .await?;
+        let rows = sqlx::query(LABELS)
+            .bind(run_id)
+            .fetch_all(&self.pool)
+            .await?;
         rows.iter()
             .map(|r| {
                 let verdict: String = r.get(3);
@@ -184,18 +181,10 @@ impl Store {
         &self,
         run_id: i64,
     ) -> Result<Vec<LabelledJudgement>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT j.result_id, s.code, j.criterion, j.judge_model, j.verdict, j.passed
-               FROM judgement j
-               JOIN result r ON r.id = j.result_id
-               JOIN scenario s ON s.id = r.scenario_id
-              WHERE r.run_id = ?
-                AND EXISTS (SELECT 1 FROM human_label h WHERE h.result_id = j.result_id)
-              ORDER BY j.result_id, j.id",
-        )
-        .bind(run_id)
-        .fetch_all(&self.pool)
-        .await?;
+        let rows = sqlx::query(LABELLED_JUDGEMENTS)
+            .bind(run_id)
+            .fetch_all(&self.pool)
+            .await?;
         Ok(rows
             .iter()
             .map(|r| LabelledJudgement {
@@ -235,17 +224,10 @@ pub struct JudgeSpendRow {
 impl Store {
     /// Every vote of a run's panels, in stored order (none for a run with one judge).
     pub async fn votes(&self, run_id: i64) -> Result<Vec<VoteRow>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT v.result_id, s.code, v.criterion, v.judge_model, v.verdict
-               FROM judge_vote v
-               JOIN result r ON r.id = v.result_id
-               JOIN scenario s ON s.id = r.scenario_id
-              WHERE r.run_id = ?
-              ORDER BY v.result_id, v.id",
-        )
-        .bind(run_id)
-        .fetch_all(&self.pool)
-        .await?;
+        let rows = sqlx::query(VOTES)
+            .bind(run_id)
+            .fetch_all(&self.pool)
+            .await?;
         Ok(rows
             .iter()
             .map(|r| VoteRow {
@@ -260,27 +242,14 @@ impl Store {
 
     /// Judge spend per run and judge model: a single judge's judgements,
     /// and each panel judge's votes (a panel's combined judgement, whose
-    /// cost is its votes', is not counted twice). One run, or all.
+    /// cost is its votes', is not counted twice). One run, or all; from the
+    /// kept totals.
     pub async fn judge_spend(&self, run_id: Option<i64>) -> Result<Vec<JudgeSpendRow>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT r.run_id, x.judge_model, COUNT(*), COALESCE(SUM(x.cost_usd), 0),
-                    COALESCE(SUM(x.prompt_tokens), 0), COALESCE(SUM(x.completion_tokens), 0),
-                    COALESCE(SUM(x.cached), 0)
-               FROM (SELECT result_id, judge_model, cost_usd, prompt_tokens, completion_tokens, cached
-                       FROM judgement j
-                      WHERE NOT EXISTS (SELECT 1 FROM judge_vote v
-                                         WHERE v.result_id = j.result_id AND v.criterion = j.criterion)
-                     UNION ALL
-                     SELECT result_id, judge_model, cost_usd, prompt_tokens, completion_tokens, cached
-                       FROM judge_vote) AS x
-               JOIN result r ON r.id = x.result_id
-              WHERE ?1 IS NULL OR r.run_id = ?1
-              GROUP BY r.run_id, x.judge_model
-              ORDER BY r.run_id, x.judge_model",
-        )
-        .bind(run_id)
-        .fetch_all(&self.pool)
-        .await?;
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(judge_spend_sql(run_id.is_some())));
+        if let Some(id) = run_id {
+            q = q.bind(id);
+        }
+        let rows = q.fetch_all(&self.pool).await?;
         Ok(rows
             .iter()
             .map(|r| JudgeSpendRow {
@@ -295,3 +264,32 @@ impl Store {
             .collect())
     }
 }
+
+/// The statement of [`Store::judge_spend`], for one run or every run.
+pub(super) fn judge_spend_sql(one_run: bool) -> String {
+    format!(
+        "SELECT run_id, judge_model, calls, cost_usd, prompt_tokens, completion_tokens, cached
+           FROM run_judge_total {} ORDER BY run_id, judge_model",
+        if one_run { "WHERE run_id = ?" } else { "" }
+    )
+}
+
+pub(super) const LABELS: &str =
+    "SELECT result_id, criterion, rater, verdict, passed FROM human_label
+              WHERE run_id = ? ORDER BY result_id, criterion, rater";
+
+pub(super) const LABELLED_JUDGEMENTS: &str =
+    "SELECT j.result_id, s.code, j.criterion, j.judge_model, j.verdict, j.passed
+               FROM judgement j
+               JOIN result r ON r.id = j.result_id
+               JOIN scenario s ON s.id = r.scenario_id
+              WHERE r.run_id = ?
+                AND EXISTS (SELECT 1 FROM human_label h WHERE h.result_id = j.result_id)
+              ORDER BY j.result_id, j.id";
+
+pub(super) const VOTES: &str = "SELECT v.result_id, s.code, v.criterion, v.judge_model, v.verdict
+               FROM judge_vote v
+               JOIN result r ON r.id = v.result_id
+               JOIN scenario s ON s.id = r.scenario_id
+              WHERE r.run_id = ?
+              ORDER BY v.result_id, v.id";

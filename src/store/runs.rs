@@ -237,17 +237,14 @@ impl Store {
     ) -> Result<(), StoreError> {
         // IMMEDIATE: two processes claiming at once are serialised here.
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        let row = sqlx::query_as::<_, RunRow>(sqlx::AssertSqlSafe(format!(
-            "{} WHERE er.id = ?",
-            runs_query("WHERE run_id = ?")
-        )))
-        .bind(run_id)
-        .bind(run_id)
-        .fetch_optional(&mut *tx)
-        .await?
-        .ok_or_else(|| {
-            StoreError::NotFound(format!("no run with id {run_id} (see `helmbench runs`)"))
-        })?;
+        let row = sqlx::query_as::<_, RunRow>(sqlx::AssertSqlSafe(run_sql()))
+            .bind(run_id)
+            .bind(run_id)
+            .fetch_optional(&mut *tx)
+            .await?
+            .ok_or_else(|| {
+                StoreError::NotFound(format!("no run with id {run_id} (see `helmbench runs`)"))
+            })?;
         if let Some(owner) = row.live_owner(&self.owner) {
             return Err(StoreError::Busy(format!(
                 "run {run_id} is being run by another helmbench ({owner}); wait for it to finish, or stop it and resume again"
@@ -310,6 +307,11 @@ impl Store {
         tx.commit().await?;
         Ok(())
     }
+}
+
+/// One run with its totals (binds: the run's id twice).
+pub(super) fn run_sql() -> String {
+    format!("{} WHERE er.id = ?", runs_query("WHERE run_id = ?"))
 }
 
 /// A run with its totals, summed over its few `run_total` rows (one per

@@ -42,11 +42,7 @@ pub struct TokenDetails {
 impl Store {
     /// Served model and provider counts, for one run or every run.
     pub async fn served_counts(&self, run_id: Option<i64>) -> Result<Vec<ServedCount>, StoreError> {
-        let sql = format!(
-            "SELECT run_id, call, requested, NULLIF(served_model, ''), NULLIF(provider, ''), replies
-               FROM run_served_total {} ORDER BY run_id, call DESC, requested, served_model, provider",
-            if run_id.is_some() { "WHERE run_id = ?" } else { "" }
-        );
+        let sql = served_counts_sql(run_id.is_some());
         let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
         if let Some(id) = run_id {
             q = q.bind(id);
@@ -70,15 +66,7 @@ impl Store {
         &self,
         run_id: Option<i64>,
     ) -> Result<Vec<ErrorTypeCount>, StoreError> {
-        let sql = format!(
-            "SELECT run_id, NULLIF(error_type, ''), results FROM run_error_total {}
-              ORDER BY run_id, results DESC, error_type",
-            if run_id.is_some() {
-                "WHERE run_id = ?"
-            } else {
-                ""
-            }
-        );
+        let sql = error_type_counts_sql(run_id.is_some());
         let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
         if let Some(id) = run_id {
             q = q.bind(id);
@@ -99,17 +87,7 @@ impl Store {
         &self,
         run_id: Option<i64>,
     ) -> Result<Vec<TokenDetails>, StoreError> {
-        let sql = format!(
-            "SELECT run_id, SUM(reasoning_tokens), SUM(cached_prompt_tokens),
-                    SUM(judge_reasoning_tokens), SUM(judge_cached_prompt_tokens)
-               FROM run_total {}
-              GROUP BY run_id HAVING SUM(test_cases) > 0 ORDER BY run_id",
-            if run_id.is_some() {
-                "WHERE run_id = ?"
-            } else {
-                ""
-            }
-        );
+        let sql = token_details_sql(run_id.is_some());
         let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
         if let Some(id) = run_id {
             q = q.bind(id);
@@ -147,4 +125,33 @@ impl Store {
         let n: i64 = row.get(1);
         Ok((n > 0).then(|| (row.get::<f64, _>(0), n)))
     }
+}
+
+/// The statement of [`Store::served_counts`] for one run or every run.
+pub(super) fn served_counts_sql(one_run: bool) -> String {
+    format!(
+            "SELECT run_id, call, requested, NULLIF(served_model, ''), NULLIF(provider, ''), replies
+               FROM run_served_total {} ORDER BY run_id, call DESC, requested, served_model, provider",
+            if one_run { "WHERE run_id = ?" } else { "" }
+        )
+}
+
+/// The statement of [`Store::error_type_counts`] for one run or every run.
+pub(super) fn error_type_counts_sql(one_run: bool) -> String {
+    format!(
+        "SELECT run_id, NULLIF(error_type, ''), results FROM run_error_total {}
+              ORDER BY run_id, results DESC, error_type",
+        if one_run { "WHERE run_id = ?" } else { "" }
+    )
+}
+
+/// The statement of [`Store::token_details`] for one run or every run.
+pub(super) fn token_details_sql(one_run: bool) -> String {
+    format!(
+        "SELECT run_id, SUM(reasoning_tokens), SUM(cached_prompt_tokens),
+                    SUM(judge_reasoning_tokens), SUM(judge_cached_prompt_tokens)
+               FROM run_total {}
+              GROUP BY run_id HAVING SUM(test_cases) > 0 ORDER BY run_id",
+        if one_run { "WHERE run_id = ?" } else { "" }
+    )
 }

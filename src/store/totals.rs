@@ -17,6 +17,14 @@ use super::{Store, StoreError};
 /// The migration that added the totals (and the rebuild marker).
 const MIGRATION: i64 = 20261125000003;
 
+/// Every kept table.
+const TABLES: [&str; 4] = [
+    "run_total",
+    "run_served_total",
+    "run_error_total",
+    "run_judge_total",
+];
+
 /// Results whose contribution is added or removed.
 pub(super) enum Affected<'a> {
     /// Every result with an id above this one (the rows a transaction
@@ -195,13 +203,58 @@ fn errors_sql(table: &str, cond: &str) -> String {
     )
 }
 
-/// The three tables and their statements, for the store's tables or the
+/// What a set of results adds to `run_judge_total`: a single judge's
+/// judgements, and each panel judge's votes (a panel's combined judgement,
+/// whose cost is its votes', is not counted twice).
+fn judges_sql(table: &str, cond: &str) -> String {
+    format!(
+        "INSERT INTO {table} (run_id, judge_model, calls, cost_usd, prompt_tokens, completion_tokens, cached)
+         SELECT r.run_id, x.judge_model, ?9 * COUNT(*), ?9 * COALESCE(SUM(x.cost_usd), 0),
+                ?9 * COALESCE(SUM(x.prompt_tokens), 0), ?9 * COALESCE(SUM(x.completion_tokens), 0),
+                ?9 * COALESCE(SUM(x.cached), 0)
+           FROM (SELECT result_id, judge_model, cost_usd, prompt_tokens, completion_tokens, cached
+                   FROM judgement j
+                  WHERE j.result_id IN (SELECT r.id FROM result r WHERE {cond})
+                    AND NOT EXISTS (SELECT 1 FROM judge_vote v
+                                     WHERE v.result_id = j.result_id AND v.criterion = j.criterion)
+                 UNION ALL
+                 SELECT result_id, judge_model, cost_usd, prompt_tokens, completion_tokens, cached
+                   FROM judge_vote v
+                  WHERE v.result_id IN (SELECT r.id FROM result r WHERE {cond})) AS x
+           JOIN result r ON r.id = x.result_id
+          WHERE 1
+          GROUP BY r.run_id, x.judge_model
+         ON CONFLICT (run_id, judge_model) DO UPDATE SET
+           calls = calls + excluded.calls, cost_usd = cost_usd + excluded.cost_usd,
+           prompt_tokens = prompt_tokens + excluded.prompt_tokens,
+           completion_tokens = completion_tokens + excluded.completion_tokens,
+           cached = cached + excluded.cached"
+    )
+}
+
+/// The kept tables other than `run_total`, with their keys and counts.
+const KEYED: [(&str, &str, &str); 3] = [
+    (
+        "run_served_total",
+        "run_id, call, requested, served_model, provider",
+        "replies",
+    ),
+    ("run_error_total", "run_id, error_type", "results"),
+    (
+        "run_judge_total",
+        "run_id, judge_model",
+        "calls, ROUND(cost_usd, 9), prompt_tokens, completion_tokens, cached",
+    ),
+];
+
+/// The four tables and their statements, for the store's tables or the
 /// recount's temporary copies.
-fn statements(prefix: &str, cond: &str) -> [String; 3] {
+fn statements(prefix: &str, cond: &str) -> [String; 4] {
     [
         run_total_sql(&format!("{prefix}run_total"), cond),
         served_sql(&format!("{prefix}run_served_total"), cond),
         errors_sql(&format!("{prefix}run_error_total"), cond),
+        judges_sql(&format!("{prefix}run_judge_total"), cond),
     ]
 }
 
@@ -218,6 +271,9 @@ pub(super) async fn apply(
             .execute(&mut **tx)
             .await?;
         sqlx::query("DELETE FROM run_error_total WHERE results = 0")
+            .execute(&mut **tx)
+            .await?;
+        sqlx::query("DELETE FROM run_judge_total WHERE calls = 0")
             .execute(&mut **tx)
             .await?;
     }
@@ -261,7 +317,7 @@ fn bind_sign<'q>(
 
 /// Empties the totals and fills them from every stored result and charge.
 pub(super) async fn rebuild(tx: &mut Transaction<'_, Sqlite>) -> Result<(), StoreError> {
-    for t in ["run_total", "run_served_total", "run_error_total"] {
+    for t in TABLES {
         sqlx::query(sqlx::AssertSqlSafe(format!("DELETE FROM {t}")))
             .execute(&mut **tx)
             .await?;
@@ -330,7 +386,7 @@ impl Store {
         let mut tx = self.pool.begin().await?;
         // Copies of the three tables as the migration made them (defaults
         // and keys included, which CREATE TABLE ... AS would drop).
-        for t in ["run_total", "run_served_total", "run_error_total"] {
+        for t in TABLES {
             let ddl: String = sqlx::query_scalar(
                 "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?",
             )
@@ -393,14 +449,7 @@ impl Store {
         {
             out.push(format!("run_total {row}"));
         }
-        for (t, key, value) in [
-            (
-                "run_served_total",
-                "run_id, call, requested, served_model, provider",
-                "replies",
-            ),
-            ("run_error_total", "run_id, error_type", "results"),
-        ] {
+        for (t, key, value) in KEYED {
             let sql = format!(
                 "SELECT * FROM (SELECT {key}, {value} FROM temp.recount_{t}
                                 EXCEPT SELECT {key}, {value} FROM main.{t})

@@ -149,6 +149,7 @@ async fn kept_totals_equal_a_recount_through_blocks_errors_resumes_caches_and_pa
         "DELETE FROM run_total",
         "DELETE FROM run_served_total",
         "DELETE FROM run_error_total",
+        "DELETE FROM run_judge_total",
         "INSERT INTO totals_rebuild VALUES (1)",
     ] {
         sqlx::query(sql).execute(&pool).await.unwrap();
@@ -167,4 +168,33 @@ async fn kept_totals_equal_a_recount_through_blocks_errors_resumes_caches_and_pa
     assert_eq!(mismatches(&b).await, Vec::<String>::new());
     assert_eq!(runs_json(&b), before_runs);
     assert_eq!(costs_json(&b), before_costs);
+}
+
+/// The reads behind `runs`, `costs`, `report` and `export` of one run
+/// search that run's rows through an index; none scans the results (or
+/// their judgements, votes, charges or labels) whole, so their cost does
+/// not grow with the other runs in the database.
+#[tokio::test(flavor = "multi_thread")]
+async fn no_read_of_one_run_scans_every_result() {
+    let b = bench();
+    let url = format!("sqlite://{}", db_path(&b).display());
+    let store = helmbench::store::Store::open(&url).await.unwrap();
+    let plans = store.read_plans().await.unwrap();
+    store.close().await;
+    assert!(plans.len() >= 16, "{plans:?}");
+    let scans: Vec<String> = plans
+        .iter()
+        .filter(|p| !p.scans.is_empty())
+        .map(|p| format!("{}: {}", p.name, p.plan.join(" | ")))
+        .collect();
+    assert!(scans.is_empty(), "full scans:\n{}", scans.join("\n"));
+    // The check sees a scan where there is one (the form this issue removed).
+    let every: Vec<&str> = plans
+        .iter()
+        .flat_map(|p| p.plan.iter().map(String::as_str))
+        .collect();
+    assert!(
+        every.iter().any(|l| l.starts_with("SEARCH r ")),
+        "{every:?}"
+    );
 }

@@ -1,0 +1,90 @@
+//! The query plans of the reads `runs`, `costs`, `report` and `export`
+//! make for one run (issue 31): with a million results, a statement that
+//! scans the whole `result` table (or its judgements) instead of searching
+//! the run's rows costs seconds per run. `tests/it/totals.rs` fails on any
+//! such scan; the statements are the ones the commands run, not copies.
+
+use sqlx::Row;
+
+use super::{Store, StoreError, compare, reads, review, runs, served};
+
+/// The tables whose full scan grows with every result ever stored, and
+/// the aliases the store's statements give them (a plan names the alias).
+const LARGE: [&str; 10] = [
+    "result",
+    "r",
+    "judgement",
+    "j",
+    "judge_vote",
+    "v",
+    "discarded_charge",
+    "d",
+    "human_label",
+    "h",
+];
+
+impl Store {
+    /// Each read statement of one run, by name, with its plan (SQLite's
+    /// `EXPLAIN QUERY PLAN` lines) and whether it scans a large table.
+    pub async fn read_plans(&self) -> Result<Vec<ReadPlan>, StoreError> {
+        let statements: Vec<(&str, String)> = vec![
+            ("runs / run", runs::run_sql()),
+            ("costs: scenarios", reads::scenario_spend_sql(true)),
+            ("costs: discarded", reads::discarded_spend_sql(true)),
+            ("costs: served models", served::served_counts_sql(true)),
+            ("costs: error types", served::error_type_counts_sql(true)),
+            ("costs: tokens", served::token_details_sql(true)),
+            ("costs: judges", review::judge_spend_sql(true)),
+            (
+                "report: results",
+                format!("{} ORDER BY r.id", reads::REPORT_ROWS),
+            ),
+            (
+                "report: failed results",
+                format!("{} AND r.passed = 0 ORDER BY r.id", reads::REPORT_ROWS),
+            ),
+            ("report: criteria", reads::CRITERION_COUNTS.into()),
+            ("report: failed judgements", reads::FAILED_JUDGEMENTS.into()),
+            ("report: scoring", compare::SCORING_RESULTS.into()),
+            ("report: labels", review::LABELS.into()),
+            (
+                "report: labelled judgements",
+                review::LABELLED_JUDGEMENTS.into(),
+            ),
+            ("report: votes", review::VOTES.into()),
+            ("export", reads::export_sql(true)),
+        ];
+        let mut out = Vec::with_capacity(statements.len());
+        for (name, sql) in statements {
+            // Parameters left unbound are NULL: a plan does not depend on
+            // the values (no statistics are gathered).
+            let rows = sqlx::raw_sql(sqlx::AssertSqlSafe(format!("EXPLAIN QUERY PLAN {sql}")))
+                .fetch_all(&self.pool)
+                .await?;
+            let lines: Vec<String> = rows.iter().map(|r| r.get::<String, _>("detail")).collect();
+            let scans = lines
+                .iter()
+                .filter(|l| {
+                    let mut words = l.split_whitespace();
+                    words.next() == Some("SCAN") && words.next().is_some_and(|t| LARGE.contains(&t))
+                })
+                .cloned()
+                .collect();
+            out.push(ReadPlan {
+                name: name.to_string(),
+                plan: lines,
+                scans,
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// The plan of one read statement.
+#[derive(Debug, Clone)]
+pub struct ReadPlan {
+    pub name: String,
+    pub plan: Vec<String>,
+    /// Plan lines that scan a large table whole.
+    pub scans: Vec<String>,
+}
