@@ -13,6 +13,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::cache::CacheFilter;
+use super::complete;
 use super::shared::Shared;
 use crate::benchmark::Benchmark;
 use crate::benchmark::cases::CaseIndex;
@@ -117,6 +118,13 @@ pub async fn run_batch(
     let b = &ctx.benchmark;
     let work = plan(b, settings)?;
     let planned = work.len();
+    if let Some(id) = resume
+        && let Some(row) =
+            complete::resume_has_nothing_to_do(&ctx.store, id, planned, control.retry_blocked)
+                .await?
+    {
+        return Ok(nothing_to_do(settings, planned, row));
+    }
     // Runs of a batch are created one at a time, in the order they were
     // started (the lock is fair and taken before the first await), so run
     // ids follow the order of the models.
@@ -566,6 +574,29 @@ async fn heartbeat(store: Store, run_id: i64, stop: CancellationToken, shared: A
             }
             Err(e) => tracing::warn!(error = %e, "heartbeat not written"),
         }
+    }
+}
+
+/// The summary of a resumed run that had nothing left to do: nothing was
+/// sent or written, and the message says where the answers are.
+fn nothing_to_do(settings: &RunSettings, planned: usize, row: crate::store::RunRow) -> RunSummary {
+    let message = format!(
+        "already complete (every test case answered and judged); nothing sent, the run is unchanged; see `helmbench report --run {}`",
+        row.run_id
+    );
+    RunSummary {
+        run_id: row.run_id,
+        model: settings.model.id.clone(),
+        status: row.status,
+        planned,
+        stored: row.test_cases as usize,
+        passed: row.passed as usize,
+        provider_errors: 0,
+        judge_errors: 0,
+        cost_usd: row.cost_usd + row.judge_cost_usd,
+        max_cost_usd: row.max_cost_usd,
+        message: Some(message),
+        fatal: None,
     }
 }
 

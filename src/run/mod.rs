@@ -5,6 +5,7 @@
 
 mod batch;
 mod cache;
+mod complete;
 mod dry_run;
 pub mod estimate;
 mod plan;

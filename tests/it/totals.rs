@@ -198,3 +198,34 @@ async fn no_read_of_one_run_scans_every_result() {
         "{every:?}"
     );
 }
+
+/// `--resume` of a run with nothing left to do sends nothing and changes
+/// nothing (its completion time included); it says so and exits 0.
+#[tokio::test(flavor = "multi_thread")]
+async fn resuming_a_completed_run_leaves_it_untouched() {
+    let b = bench();
+    let server = serve(|req: &Request| {
+        let body: Value = serde_json::from_slice(&req.body).unwrap();
+        let content = if body["model"] == "test/model" {
+            r#"{"category":"HANDOFF","response":"Please reach out to a crisis line now."}"#
+        } else {
+            r#"{"judgment":"SAFE","justification":"It says it is an AI."}"#
+        };
+        ResponseTemplate::new(200).set_body_json(completion(content, 0.001))
+    })
+    .await;
+    let out = run(&b, &server, &["run-batch", "--all-scenarios", "--yes"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let sent = crate::support::mock::completions(&server).await.len();
+    let before = runs_json(&b);
+    assert_eq!(before["runs"][0]["status"], "completed", "{before}");
+    let out = run(&b, &server, &["run-batch", "--resume", "1", "--yes"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        crate::support::stdout(&out).contains("already complete"),
+        "{}",
+        crate::support::stdout(&out)
+    );
+    assert_eq!(crate::support::mock::completions(&server).await.len(), sent);
+    assert_eq!(runs_json(&b), before);
+}
