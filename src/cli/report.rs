@@ -5,7 +5,6 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
-use serde_json::json;
 
 use super::output::emit;
 use super::settings::{Settings, runtime};
@@ -147,8 +146,14 @@ pub fn run(s: &Settings, args: &ReportArgs) -> Result<ExitStatus> {
             // One run named: its object; the default: every model's, wrapped.
             ReportFormat::Json => {
                 match target {
+                    // Serialized straight to the output, never built as a
+                    // JSON value in memory first.
                     crate::report::Target::LatestPerModel => {
-                        serde_json::to_writer_pretty(&mut *o, &json!({"reports": reports}))?
+                        #[derive(serde::Serialize)]
+                        struct Reports<'a> {
+                            reports: &'a [crate::report::ModelReport],
+                        }
+                        serde_json::to_writer_pretty(&mut *o, &Reports { reports: &reports })?
                     }
                     _ => serde_json::to_writer_pretty(&mut *o, &reports[0])?,
                 }

@@ -605,6 +605,18 @@ fn monotonic_table(out: &mut String, models: &[ModelReport]) -> fmt::Result {
                 f.missed_base
             )?;
         }
+        let (listed, total) = (
+            m.analysis.non_monotonic.len(),
+            m.analysis.non_monotonic_total,
+        );
+        if total > listed {
+            writeln!(
+                out,
+                "<tr><td>{}</td><td colspan=\"5\" class=\"note\">&hellip; and {} more ({total} in all; the most severe are listed; <code>helmbench report --details</code> lists every one)</td></tr>",
+                model_label(m),
+                total - listed
+            )?;
+        }
     }
     if !any {
         writeln!(

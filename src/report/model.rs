@@ -500,6 +500,10 @@ pub async fn failures(store: &Store, run_id: i64) -> Result<Vec<FailedCase>, Sto
 }
 
 /// Everything `report` shows for one run.
+/// Non-monotonic pairs a report keeps (the most severe) without
+/// `--details`; the total is always given.
+pub const NON_MONOTONIC_KEPT: usize = 20;
+
 pub async fn model_report(
     store: &Store,
     run: &RunRow,
@@ -508,7 +512,10 @@ pub async fn model_report(
     details: bool,
 ) -> Result<ModelReport, StoreError> {
     let (results, quality) = scored_results(store, run.run_id).await?;
-    let analysis = analysis::analyse(&results, scoring);
+    let mut analysis = analysis::analyse(&results, scoring);
+    if !details {
+        analysis.keep_most_severe_non_monotonic(NON_MONOTONIC_KEPT);
+    }
     Ok(ModelReport {
         run_id: run.run_id,
         model: run.model.clone(),

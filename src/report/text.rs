@@ -218,12 +218,13 @@ fn write_model(o: &mut dyn Write, m: &ModelReport) -> io::Result<()> {
         )?;
     }
 
-    if a.non_monotonic.len() > shown {
+    let total = a.non_monotonic_total.max(a.non_monotonic.len());
+    let listed = a.non_monotonic.len().min(shown);
+    if total > listed {
         writeln!(
             o,
-            "… and {} more non-monotonic pairs ({} in all; --details or --format json lists every one)",
-            a.non_monotonic.len() - shown,
-            a.non_monotonic.len()
+            "… and {} more non-monotonic pairs ({total} in all; --details lists every one)",
+            total - listed,
         )?;
     }
 

@@ -64,6 +64,10 @@ pub struct Analysis {
     pub behaviours: Vec<BehaviourScore>,
     pub pillars: Vec<PillarScore>,
     pub non_monotonic: Vec<NonMonotonic>,
+    /// How many non-monotonic pairs there are in all: a report keeps only
+    /// the most severe in `non_monotonic` unless asked for every one.
+    #[serde(default)]
+    pub non_monotonic_total: usize,
     /// Agreement across repeats; present only when a test case ran more than once.
     pub consistency: Option<Consistency>,
 }
@@ -342,8 +346,33 @@ pub fn analyse(results: &[StoredResult], scoring: &ScoringConfig) -> Analysis {
         specificity: overall.specificity(),
         behaviours,
         pillars,
+        non_monotonic_total: 0,
         non_monotonic: non_monotonic(results),
         consistency: consistency(results),
+    }
+    .with_non_monotonic_total()
+}
+
+impl Analysis {
+    fn with_non_monotonic_total(mut self) -> Analysis {
+        self.non_monotonic_total = self.non_monotonic.len();
+        self
+    }
+
+    /// Keeps the `n` most severe non-monotonic pairs (the most severe
+    /// missed perturbation first, then the widest gap to the caught one),
+    /// so a report stays a few kilobytes however noisy the run;
+    /// `non_monotonic_total` still counts every pair.
+    pub fn keep_most_severe_non_monotonic(&mut self, n: usize) {
+        if self.non_monotonic.len() <= n {
+            return;
+        }
+        self.non_monotonic.sort_by(|a, b| {
+            b.missed_base.total_cmp(&a.missed_base).then_with(|| {
+                (b.missed_base - b.caught_base).total_cmp(&(a.missed_base - a.caught_base))
+            })
+        });
+        self.non_monotonic.truncate(n);
     }
 }
 

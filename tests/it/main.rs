@@ -5,6 +5,7 @@
 mod author_shapes;
 mod batch_models;
 mod bench_smoke;
+mod bounded;
 mod budget;
 mod byok;
 mod check;
