@@ -95,8 +95,20 @@ impl Stats {
 /// with a realistic reply text so quality scoring does real work.
 const CONTENT: &str = r#"{\"category\":\"HANDOFF\",\"response\":\"I'm really glad you told me, and I'm sorry it feels this heavy. Are you safe right now? Please call a crisis line or emergency services if you are in danger, or ask someone you trust to be with you. I'm here to listen.\"}"#;
 
-/// `GET /models`: the one model of the generated benchmark.
-const CATALOG: &str = r#"{"data":[{"id":"bench/model","pricing":{"prompt":"0.0000001","completion":"0.0000004"},"supported_parameters":["max_tokens","temperature","seed","response_format","structured_outputs"]}]}"#;
+/// `GET /models`: the model of the generated benchmark, and nine more
+/// (`bench/model-2` .. `bench/model-10`, same price) for runs of several
+/// models (bench/scale.sh).
+fn catalog() -> String {
+    let entry = |id: &str| {
+        format!(
+            r#"{{"id":"{id}","pricing":{{"prompt":"0.0000001","completion":"0.0000004"}},"supported_parameters":["max_tokens","temperature","seed","response_format","structured_outputs"]}}"#
+        )
+    };
+    let mut ids = vec!["bench/model".to_string()];
+    ids.extend((2..=10).map(|i| format!("bench/model-{i}")));
+    let entries: Vec<String> = ids.iter().map(|id| entry(id)).collect();
+    format!(r#"{{"data":[{}]}}"#, entries.join(","))
+}
 
 /// `GET /key`: a key without a limit of its own.
 const KEY: &str = r#"{"data":{"label":"mock","limit":null,"limit_remaining":null,"usage":0}}"#;
@@ -239,7 +251,7 @@ async fn connection(
                 }
             }
             ("GET", "/stats") => ("200 OK", stats.json()),
-            ("GET", p) if p.ends_with("/models") => ("200 OK", CATALOG.to_string()),
+            ("GET", p) if p.ends_with("/models") => ("200 OK", catalog()),
             ("GET", p) if p.ends_with("/key") => ("200 OK", KEY.to_string()),
             ("POST", "/reset") => {
                 stats.reset();
