@@ -8,6 +8,7 @@ mod cache;
 mod dry_run;
 pub mod estimate;
 mod plan;
+mod progress;
 pub mod preflight;
 mod settings;
 mod shared;
@@ -18,6 +19,7 @@ mod writer;
 pub use batch::{RunContext, RunSummary, run_batch};
 pub use dry_run::{DryRunSummary, dry_run};
 pub use plan::plan;
+pub use progress::{Progress, ProgressMode};
 pub use settings::{
     BatchShared, DEFAULT_GRACE, DEFAULT_WRITE_WAIT, Interrupt, MAX_CONCURRENCY, RunControl,
     RunSettings, Selection,

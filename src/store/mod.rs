@@ -20,6 +20,7 @@ mod kinds;
 mod reads;
 mod results;
 mod review;
+mod reuse;
 mod runs;
 mod seed;
 mod served;
@@ -29,6 +30,7 @@ pub use results::{CachedReply, request_key};
 pub use review::{
     Imported, JudgeSpendRow, LabelRow, LabelledJudgement, NewLabel, ReviewItem, VoteRow,
 };
+pub use reuse::Reuse;
 pub use runs::{HEARTBEAT_INTERVAL, Owner, RunRow, STALE_AFTER_S, process_started};
 pub use seed::SeedIds;
 pub use served::{ErrorTypeCount, ServedCount, TokenDetails};
