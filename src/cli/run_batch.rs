@@ -250,7 +250,9 @@ fn progress_mode(s: &Settings, every: Option<std::time::Duration>) -> run::Progr
             width: s.stderr_width().unwrap_or(80),
         }
     } else {
-        every.map_or(run::ProgressMode::Off, |every| run::ProgressMode::Plain { every })
+        every.map_or(run::ProgressMode::Off, |every| run::ProgressMode::Plain {
+            every,
+        })
     }
 }
 

@@ -89,12 +89,9 @@ pub(super) fn execute(
         ctx.store.close().await;
         // Stdout holds only the JSON when JSON was asked for.
         match format {
-            DataFormat::Json => call::report_summaries_to(
-                std::io::stderr(),
-                &summaries,
-                &reuse,
-                DataFormat::Table,
-            ),
+            DataFormat::Json => {
+                call::report_summaries_to(std::io::stderr(), &summaries, &reuse, DataFormat::Table)
+            }
             DataFormat::Table => call::report_summaries(&summaries, &reuse, DataFormat::Table),
         }
     })

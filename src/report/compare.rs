@@ -172,7 +172,10 @@ pub fn write_text(o: &mut dyn Write, c: &Comparison) -> io::Result<()> {
         .pairs
         .iter()
         .flat_map(|p| {
-            let all = p.reason.as_ref().map(|r| format!("{} vs {}, all: {r}", p.a, p.b));
+            let all = p
+                .reason
+                .as_ref()
+                .map(|r| format!("{} vs {}, all: {r}", p.a, p.b));
             all.into_iter().chain(p.behaviours.iter().filter_map(|b| {
                 b.reason
                     .as_ref()

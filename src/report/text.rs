@@ -4,12 +4,11 @@
 use std::fmt::Display;
 use std::io::{self, Write};
 
-
 use super::format::{coverage, pct, usd as usd_places};
 use super::model::{CostReport, ModelReport, QualitySummary, Spend};
 
-pub(crate) use super::terminal::table;
 use super::terminal::fitted;
+pub(crate) use super::terminal::table;
 
 fn usd(v: f64) -> String {
     usd_places(v, 6)

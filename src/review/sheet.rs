@@ -466,9 +466,11 @@ pub fn read(file: &str, bytes: &[u8], jsonl: bool) -> Result<Vec<ReadRow>, Sheet
 fn decode(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
     match std::str::from_utf8(bytes) {
         Ok(text) => text.into(),
-        Err(_) => encoding_rs::WINDOWS_1252
-            .decode_without_bom_handling(bytes)
-            .0,
+        Err(_) => {
+            encoding_rs::WINDOWS_1252
+                .decode_without_bom_handling(bytes)
+                .0
+        }
     }
 }
 

@@ -47,7 +47,9 @@ impl Default for Progress {
 impl Progress {
     pub fn new(mode: ProgressMode) -> Self {
         let multi = match mode {
-            ProgressMode::Drawn { .. } => MultiProgress::with_draw_target(ProgressDrawTarget::stderr()),
+            ProgressMode::Drawn { .. } => {
+                MultiProgress::with_draw_target(ProgressDrawTarget::stderr())
+            }
             _ => MultiProgress::with_draw_target(ProgressDrawTarget::hidden()),
         };
         let total = line_bar();
@@ -134,11 +136,7 @@ impl Progress {
         if self.total.is_hidden() {
             return;
         }
-        let spend = self
-            .models()
-            .iter()
-            .map(|m| m.spend())
-            .sum::<f64>();
+        let spend = self.models().iter().map(|m| m.spend()).sum::<f64>();
         if now || self.total.elapsed() >= REDRAW {
             self.total.set_message(self.total_line(spend));
             self.total.reset_elapsed();
@@ -168,7 +166,9 @@ impl Progress {
 /// A bar that shows only its message (the whole line, fitted by us).
 fn line_bar() -> ProgressBar {
     let b = ProgressBar::new(0);
-    b.set_style(ProgressStyle::with_template("{msg}").unwrap_or_else(|_| ProgressStyle::default_bar()));
+    b.set_style(
+        ProgressStyle::with_template("{msg}").unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
     b
 }
 

@@ -492,10 +492,9 @@ impl Collector {
                     b_only,
                     p,
                     verdict: match &safer {
-                        Some(label) => format!(
-                            "{label} safer (95 % interval excludes 0, {})",
-                            p_text(p)
-                        ),
+                        Some(label) => {
+                            format!("{label} safer (95 % interval excludes 0, {})", p_text(p))
+                        }
                         None => NO_DIFFERENCE.into(),
                     },
                     reason: decided.err(),

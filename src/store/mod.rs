@@ -19,18 +19,18 @@ mod compare;
 mod kinds;
 mod reads;
 mod results;
-mod review;
 mod reuse;
+mod review;
 mod runs;
 mod seed;
 mod served;
 
 pub use reads::{CriterionVerdict, ExportJudgement, ExportRow, ReportRow, Spend};
 pub use results::{CachedReply, request_key};
+pub use reuse::Reuse;
 pub use review::{
     Imported, JudgeSpendRow, LabelRow, LabelledJudgement, NewLabel, ReviewItem, VoteRow,
 };
-pub use reuse::Reuse;
 pub use runs::{HEARTBEAT_INTERVAL, Owner, RunRow, STALE_AFTER_S, process_started};
 pub use seed::SeedIds;
 pub use served::{ErrorTypeCount, ServedCount, TokenDetails};

@@ -75,7 +75,10 @@ async fn a_significant_p_with_an_interval_that_includes_0_is_no_verdict() {
     // whole messages, and a quarter of its draws hold only the shared one.
     let (b, _s) = pair(12, &[true, false]).await;
     let (p, text) = compare(&b);
-    assert_eq!((p["a_only"].as_u64(), p["b_only"].as_u64()), (Some(12), Some(0)));
+    assert_eq!(
+        (p["a_only"].as_u64(), p["b_only"].as_u64()),
+        (Some(12), Some(0))
+    );
     assert!(p["p"].as_f64().unwrap() < 0.05, "{p}");
     assert!(p["ci"][0].as_f64().unwrap() <= 0.0, "{p}");
     for row in [&p, &p["behaviours"][0]] {
@@ -149,8 +152,14 @@ async fn a_batch_that_reused_cached_replies_says_how_many_and_what_they_first_co
         .iter()
         .find(|r| r["run_id"] == 2)
         .unwrap();
-    assert_eq!((run2["run_id"].as_i64(), run2["cached_replies"].as_i64()), (Some(2), Some(5)));
-    assert!((run2["cached_original_cost_usd"].as_f64().unwrap() - 0.005).abs() < 1e-9, "{run2}");
+    assert_eq!(
+        (run2["run_id"].as_i64(), run2["cached_replies"].as_i64()),
+        (Some(2), Some(5))
+    );
+    assert!(
+        (run2["cached_original_cost_usd"].as_f64().unwrap() - 0.005).abs() < 1e-9,
+        "{run2}"
+    );
 
     let costs = stdout(&ok(read(&b, &["costs"])));
     assert!(costs.contains(&format!("run 2: {line}")), "{costs}");
@@ -161,7 +170,11 @@ async fn a_batch_that_reused_cached_replies_says_how_many_and_what_they_first_co
     assert!((c["cache_reuse"][0]["original_cost_usd"].as_f64().unwrap() - 0.005).abs() < 1e-9);
 
     // The end-of-run JSON carries it too.
-    let third = ok(run(&b, &t.server, &["run-batch", "--all-scenarios", "--format", "json"]));
+    let third = ok(run(
+        &b,
+        &t.server,
+        &["run-batch", "--all-scenarios", "--format", "json"],
+    ));
     let s = out_json(&third);
     assert_eq!(s["runs"][0]["reused_replies"], 5, "{s}");
     assert!(
@@ -185,11 +198,20 @@ async fn the_heat_map_names_each_band_in_words_and_uses_no_red_against_green() {
             .into_iter()
             .find(|w| cell.contains(&format!("data-band=\"{w}\"")))
             .unwrap_or_else(|| panic!("no band: {cell}"));
-        assert!(cell.contains(&format!("<span class=\"band\">{band}</span>")), "{cell}");
+        assert!(
+            cell.contains(&format!("<span class=\"band\">{band}</span>")),
+            "{cell}"
+        );
     }
     assert!(html.contains("Each cell names its band in words"), "{html}");
     // The old scale ran hue 0 (red) to 120 (green); the new one is orange
     // to blue.
-    assert!(!html.contains("hsl(0,") && !html.contains("hsl(120,"), "{html}");
-    assert!(html.contains("hsl(30,") || html.contains("hsl(210,"), "{html}");
+    assert!(
+        !html.contains("hsl(0,") && !html.contains("hsl(120,"),
+        "{html}"
+    );
+    assert!(
+        html.contains("hsl(30,") || html.contains("hsl(210,"),
+        "{html}"
+    );
 }

@@ -847,12 +847,19 @@ async fn a_spreadsheets_csv_in_windows_1252_with_semicolons_imports() {
     w.write_record(&headers).unwrap();
     for rec in r.records() {
         let mut rec = rec.unwrap();
-        set(&mut rec, col(&headers, "note"), "réponse adaptée, très « prudente »");
+        set(
+            &mut rec,
+            col(&headers, "note"),
+            "réponse adaptée, très « prudente »",
+        );
         w.write_record(&rec).unwrap();
     }
     let text = String::from_utf8(w.into_inner().unwrap()).unwrap();
     let (bytes, _, _) = encoding_rs::WINDOWS_1252.encode(&text);
-    assert!(std::str::from_utf8(&bytes).is_err(), "the sheet must not be UTF-8");
+    assert!(
+        std::str::from_utf8(&bytes).is_err(),
+        "the sheet must not be UTF-8"
+    );
     assert!(bytes.contains(&0xE9), "é as one Windows-1252 byte");
     let saved = b.dir.path().join("excel.csv");
     std::fs::write(&saved, &bytes).unwrap();
@@ -869,7 +876,10 @@ async fn a_spreadsheets_csv_in_windows_1252_with_semicolons_imports() {
             .fetch_all(&db)
             .await
             .unwrap();
-    assert_eq!(notes, vec!["réponse adaptée, très « prudente »".to_string()]);
+    assert_eq!(
+        notes,
+        vec!["réponse adaptée, très « prudente »".to_string()]
+    );
     db.close().await;
 
     // A UTF-8 sheet with a byte order mark and `;` reads too.

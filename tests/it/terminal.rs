@@ -11,7 +11,7 @@ use std::time::Duration;
 use expectrl::{Eof, Expect, Session};
 
 use crate::support::mock::slow_triage_server;
-use crate::support::{bench_of, ok, online, read, run, scored_run, stderr, stdout, KEY};
+use crate::support::{KEY, bench_of, ok, online, read, run, scored_run, stderr, stdout};
 
 const WIDTH: usize = 80;
 const LONG: &str = "anthropic/claude-3.5-sonnet-20241022";
@@ -257,8 +257,15 @@ async fn off_a_terminal_progress_is_plain_lines_every_few_seconds() {
         .unwrap();
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(0), "{err}");
-    assert!(!err.contains('\u{1b}'), "no escape sequences in a log: {err:?}");
-    for tag in ["progress: 1 a/one ", "progress: 2 b/two ", "progress: total (2 models) "] {
+    assert!(
+        !err.contains('\u{1b}'),
+        "no escape sequences in a log: {err:?}"
+    );
+    for tag in [
+        "progress: 1 a/one ",
+        "progress: 2 b/two ",
+        "progress: total (2 models) ",
+    ] {
         assert!(err.contains(tag), "{tag}: {err}");
     }
     // The default (10 s) prints nothing in a run this short.
