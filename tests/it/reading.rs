@@ -6,10 +6,9 @@
 //! words and uses no red against green (#9).
 
 use serde_json::{Value, json};
-use wiremock::matchers::{method, path};
-use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+use wiremock::{MockServer, Request, Respond, ResponseTemplate};
 
-use crate::support::mock::{completion, mock_server, prompt_of, triage_server};
+use crate::support::mock::{completion, prompt_of, serve, triage_server};
 use crate::support::{Bench, bench_of, json as out_json, ok, read, run, stdout};
 
 /// a/good flags every message; b/weak misses those marked "(miss)".
@@ -49,12 +48,7 @@ async fn pair(conditions: usize, misses: &[bool]) -> (Bench, MockServer) {
         .collect();
     b.file("scenarios/P1-B1-S1/conditions.md", c)
         .file("scenarios/P1-B1-S1/perturbations.md", p);
-    let server = mock_server().await;
-    Mock::given(method("POST"))
-        .and(path("/chat/completions"))
-        .respond_with(Scripted)
-        .mount(&server)
-        .await;
+    let server = serve(Scripted).await;
     ok(run(&b, &server, &["run-batch", "--all-scenarios"]));
     (b, server)
 }
