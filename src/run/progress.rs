@@ -128,7 +128,9 @@ impl Progress {
             spend,
             elapsed: self.started.elapsed(),
         };
-        counts.line(&format!("total ({} models)", models.len()), self.width())
+        let n = models.len();
+        let label = format!("total ({n} model{})", if n == 1 { "" } else { "s" });
+        counts.line(&label, self.width())
     }
 
     /// Redraws the total line (not more often than [`REDRAW`] unless `now`).
