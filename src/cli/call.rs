@@ -179,9 +179,36 @@ pub(super) fn settings_for(
 /// scored only part of its plan must not look like a success to a script).
 pub(super) fn report_summaries(
     summaries: &[run::RunSummary],
+    reuse: &Reused,
     format: DataFormat,
 ) -> Result<ExitStatus> {
-    report_summaries_to(&mut out(), summaries, format)
+    report_summaries_to(&mut out(), summaries, reuse, format)
+}
+
+/// Replies each run reused from the cache, by run id.
+pub(super) type Reused = std::collections::BTreeMap<i64, crate::store::Reuse>;
+
+/// What the runs of `summaries` reused from the cache (read before the
+/// store is closed; a failed read only loses the line that says so).
+pub(super) async fn reused(store: &crate::store::Store, summaries: &[run::RunSummary]) -> Reused {
+    let mut out = Reused::new();
+    for s in summaries {
+        match store.reuse(Some(s.run_id)).await {
+            Ok(r) => out.extend(r),
+            Err(e) => tracing::warn!(run_id = s.run_id, error = %e, "cache reuse not read"),
+        }
+    }
+    out
+}
+
+/// `reused 12 cached replies (first paid $0.0120; not paid again)`.
+pub(super) fn reuse_line(r: &crate::store::Reuse) -> String {
+    format!(
+        "reused {} cached repl{} (first paid ${}; not paid again)",
+        r.replies,
+        if r.replies == 1 { "y" } else { "ies" },
+        crate::report::usd(r.original_cost_usd, 4)
+    )
 }
 
 /// [`report_summaries`] with the summaries written to `o` (`run-single
@@ -189,15 +216,27 @@ pub(super) fn report_summaries(
 pub(super) fn report_summaries_to(
     mut o: impl Write,
     summaries: &[run::RunSummary],
+    reuse: &Reused,
     format: DataFormat,
 ) -> Result<ExitStatus> {
     match format {
         DataFormat::Json => {
-            let v = json!({"runs": summaries});
+            let runs: Vec<serde_json::Value> = summaries
+                .iter()
+                .map(|s| {
+                    let mut v = serde_json::to_value(s).unwrap_or_default();
+                    let r = reuse.get(&s.run_id).copied().unwrap_or_default();
+                    v["reused_replies"] = json!(r.replies);
+                    v["reused_original_cost_usd"] = json!(r.original_cost_usd);
+                    v
+                })
+                .collect();
+            let v = json!({"runs": runs});
             serde_json::to_writer_pretty(&mut o, &v)?;
             writeln!(o)?;
         }
         DataFormat::Table => {
+            let mut o = crate::report::terminal::Fit::new(&mut o);
             for s in summaries {
                 writeln!(
                     o,
@@ -210,6 +249,9 @@ pub(super) fn report_summaries_to(
                     s.passed,
                     crate::report::usd(s.cost_usd, 4)
                 )?;
+                if let Some(r) = reuse.get(&s.run_id) {
+                    writeln!(o, "  {}", reuse_line(r))?;
+                }
                 if let Some(m) = &s.message {
                     writeln!(o, "  {m}")?;
                 }

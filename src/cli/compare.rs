@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 
-use super::output::emit;
+use super::output::{emit, emit_table};
 use super::report::{note_run, report_scoring};
 use super::settings::{Settings, runtime};
 use crate::ExitStatus;
@@ -143,6 +143,10 @@ pub fn run(s: &Settings, args: &CompareArgs) -> Result<ExitStatus> {
         }
         Ok(())
     };
-    emit(args.out.as_deref(), render)?;
+    if args.format == CompareFormat::Table {
+        emit_table(s.width, args.out.as_deref(), render)?;
+    } else {
+        emit(args.out.as_deref(), render)?;
+    }
     Ok(ExitStatus::Success)
 }

@@ -4,7 +4,7 @@ use std::io::Write;
 
 use clap::Args;
 
-use super::output::{DataFormat, out};
+use super::output::{DataFormat, out, table_out};
 use super::settings::Settings;
 use crate::ExitStatus;
 use crate::{Error, Result};
@@ -22,19 +22,25 @@ pub struct CostsArgs {
 }
 
 pub fn run(s: &Settings, args: &CostsArgs) -> Result<ExitStatus> {
-    let (report, tokens) = s.read_only(|store| async move {
+    let (report, tokens, reuse) = s.read_only(|store| async move {
         let report = crate::report::costs(&store, args.run_id, args.model.as_deref()).await?;
         let tokens = store.token_details(args.run_id).await?;
-        Ok::<_, Error>((report, tokens))
+        let reuse = store.reuse(args.run_id).await?;
+        Ok::<_, Error>((report, tokens, reuse))
     })?;
+    // Only the runs shown (a --model filter).
+    let reuse: Vec<_> = reuse
+        .into_iter()
+        .filter(|(id, _)| report.runs.iter().any(|r| r.run_id == *id))
+        .collect();
     // Reasoning tokens apart (they are part of the completion tokens above).
     let tokens: Vec<_> = tokens
         .into_iter()
         .filter(|t| report.runs.iter().any(|r| r.run_id == t.run_id))
         .collect();
-    let mut o = out();
     match args.format {
         DataFormat::Json => {
+            let mut o = out();
             let mut v = serde_json::to_value(&report)?;
             v["reasoning"] = serde_json::json!(
                 tokens
@@ -48,11 +54,25 @@ pub fn run(s: &Settings, args: &CostsArgs) -> Result<ExitStatus> {
                     }))
                     .collect::<Vec<_>>()
             );
+            v["cache_reuse"] = serde_json::json!(
+                reuse
+                    .iter()
+                    .map(|(id, r)| serde_json::json!({
+                        "run_id": id,
+                        "reused_replies": r.replies,
+                        "original_cost_usd": r.original_cost_usd,
+                    }))
+                    .collect::<Vec<_>>()
+            );
             serde_json::to_writer_pretty(&mut o, &v)?;
             writeln!(o)?;
         }
         DataFormat::Table => {
+            let mut o = table_out(s.width);
             crate::report::text::write_costs(&mut o, &report)?;
+            for (id, r) in &reuse {
+                writeln!(o, "run {id}: {}", super::call::reuse_line(r))?;
+            }
             if tokens.iter().any(|t| {
                 t.reasoning_tokens
                     + t.judge_reasoning_tokens
@@ -81,7 +101,8 @@ pub fn run(s: &Settings, args: &CostsArgs) -> Result<ExitStatus> {
                 }
                 writeln!(
                     o,
-                    "reasoning tokens (already counted in the completion tokens above) and cached prompt tokens:\n{t}"
+                    "reasoning tokens (already counted in the completion tokens above) and cached prompt tokens:\n{}",
+                    crate::report::terminal::fitted(t)
                 )?;
             }
         }

@@ -63,9 +63,9 @@ pub fn run(s: &Settings, args: &EstimateArgs) -> Result<ExitStatus> {
         };
         let priced = price(s, &b, &models, &sel, store.as_ref()).await?;
         let refusals = refusals(&priced, sel.selection.max_cost, &entries(&b, &models));
-        let mut o = out();
         match args.format {
             DataFormat::Json => {
+                let mut o = out();
                 let v = json!({
                     "estimate": priced.estimate,
                     "priced": priced.catalog.is_ok() && priced.estimate.cost_usd.is_some(),
@@ -77,6 +77,7 @@ pub fn run(s: &Settings, args: &EstimateArgs) -> Result<ExitStatus> {
                 writeln!(o)?;
             }
             DataFormat::Table => {
+                let mut o = super::output::table_out(s.width);
                 write_text(&mut o, &priced)?;
                 for r in &refusals {
                     writeln!(
@@ -120,8 +121,12 @@ pub(super) async fn preflight(
         )));
     }
     if !s.quiet {
-        let mut e = std::io::stderr().lock();
+        // Fitted to stderr's terminal, then back to stdout's for what follows.
+        crate::report::terminal::set_width(s.stderr_width());
+        let mut e = crate::report::terminal::Fit::new(std::io::stderr().lock());
         write_text(&mut e, &priced)?;
+        drop(e);
+        crate::report::terminal::set_width(s.width);
     }
     let blocking: Vec<&str> = refusals.iter().map(|r| r.message.as_str()).collect();
     if blocking.is_empty() {
@@ -281,7 +286,7 @@ fn write_text(o: &mut dyn Write, p: &Priced) -> std::io::Result<()> {
             usd_range(m.cost_usd),
         ]);
     }
-    writeln!(o, "{t}")?;
+    writeln!(o, "{}", crate::report::terminal::fitted(t))?;
     for m in &e.models {
         writeln!(
             o,

@@ -3,10 +3,9 @@
 use std::io::Write;
 
 use clap::Args;
-use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use serde_json::json;
 
-use super::output::{DataFormat, out};
+use super::output::{DataFormat, out, table_out};
 use super::settings::Settings;
 use crate::ExitStatus;
 use crate::Result;
@@ -43,9 +42,9 @@ pub(super) fn show(s: &Settings, format: DataFormat) -> Result<ExitStatus> {
         .collect();
     let total = b.total_test_cases(true);
     let empty: usize = b.scenarios.iter().map(|s| s.empty_components()).sum();
-    let mut o = out();
     match format {
         DataFormat::Json => {
+            let mut o = out();
             serde_json::to_writer_pretty(
                 &mut o,
                 &json!({"scenarios": rows, "total_test_cases": total, "empty_components": empty, "content_errors": errors.len()}),
@@ -53,9 +52,8 @@ pub(super) fn show(s: &Settings, format: DataFormat) -> Result<ExitStatus> {
             writeln!(o)?;
         }
         DataFormat::Table => {
-            let mut t = Table::new();
-            t.load_preset(UTF8_FULL_CONDENSED);
-            t.set_header([
+            let mut o = table_out(s.width);
+            let mut t = crate::report::terminal::table([
                 "scenario",
                 "behaviour",
                 "evaluation",
@@ -77,7 +75,7 @@ pub(super) fn show(s: &Settings, format: DataFormat) -> Result<ExitStatus> {
                     s.empty_components().to_string(),
                 ]);
             }
-            writeln!(o, "{t}")?;
+            writeln!(o, "{}", crate::report::terminal::fitted(t))?;
             writeln!(o, "{} scenarios, {total} test cases", b.scenarios.len())?;
             if empty > 0 {
                 writeln!(

@@ -139,6 +139,8 @@ fn init_tracing(verbose: u8, quiet: bool) {
 /// still need a non-zero code (content errors found by a dry-run).
 pub fn run(cli: Cli) -> Result<ExitStatus> {
     let s = &Settings::resolve(&cli.global);
+    // Tables and long lines on standard output fit its width (if any).
+    crate::report::terminal::set_width(s.width);
     match &cli.command {
         Command::List(args) => list::run(s, args),
         Command::Check(args) => check::run(s, args),

@@ -20,6 +20,29 @@ pub fn out() -> std::io::StdoutLock<'static> {
     std::io::stdout().lock()
 }
 
+/// Standard output for a table: fitted to the settings' width (tables
+/// narrowed, long lines wrapped), as it is when there is none.
+pub fn table_out(width: Option<u16>) -> crate::report::terminal::Fit<std::io::StdoutLock<'static>> {
+    crate::report::terminal::set_width(width);
+    crate::report::terminal::Fit::new(out())
+}
+
+/// [`emit`] of a table: to `--out` whole, to standard output fitted to `width`.
+pub fn emit_table(
+    width: Option<u16>,
+    path: Option<&Path>,
+    render: impl FnOnce(&mut dyn Write) -> Result<()>,
+) -> Result<()> {
+    match path {
+        Some(_) => {
+            // A file keeps every value whole, whatever the terminal.
+            crate::report::terminal::set_width(None);
+            emit(path, render)
+        }
+        None => render(&mut table_out(width)),
+    }
+}
+
 /// Writes a command's output to `--out` (through [`write_file`], then says
 /// so on stderr) or to standard output.
 pub fn emit(path: Option<&Path>, render: impl FnOnce(&mut dyn Write) -> Result<()>) -> Result<()> {

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 
-use super::output::emit;
+use super::output::{emit, emit_table};
 use super::settings::{Settings, runtime};
 use crate::ExitStatus;
 use crate::content;
@@ -164,7 +164,11 @@ pub fn run(s: &Settings, args: &ReportArgs) -> Result<ExitStatus> {
         }
         Ok(())
     };
-    emit(args.out.as_deref(), render)?;
+    if args.format == ReportFormat::Table {
+        emit_table(s.width, args.out.as_deref(), render)?;
+    } else {
+        emit(args.out.as_deref(), render)?;
+    }
     Ok(ExitStatus::Success)
 }
 

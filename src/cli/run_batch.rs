@@ -5,8 +5,6 @@ use std::io::{IsTerminal, Write};
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 
-use indicatif::{ProgressBar, ProgressStyle};
-
 use clap::Args;
 use serde_json::json;
 
@@ -65,7 +63,16 @@ pub struct RunBatchArgs {
     pub retry_blocked: bool,
     #[arg(long, value_enum, default_value_t = DataFormat::Table, help_heading = "Output")]
     pub format: DataFormat,
+    /// When stderr is not a terminal (a log, CI): a progress line per model
+    /// and a total every SECS seconds (0: none). On a terminal the lines
+    /// redraw in place instead.
+    #[arg(long, value_name = "SECS", default_value_t = DEFAULT_PROGRESS_EVERY_S, help_heading = "Output")]
+    pub progress_every: u64,
 }
+
+/// Default of `--progress-every`: often enough to see a log move, rarely
+/// enough that a long run's log stays readable.
+const DEFAULT_PROGRESS_EVERY_S: u64 = 10;
 
 fn parse_blocked_as(s: &str) -> std::result::Result<BlockedAs, String> {
     s.trim().parse()
@@ -84,6 +91,8 @@ pub(super) struct Batch {
     pub blocked_as: Option<BlockedAs>,
     pub retry_blocked: bool,
     pub format: DataFormat,
+    /// Plain progress lines this often when stderr is not a terminal.
+    pub progress_every: Option<std::time::Duration>,
 }
 
 impl Batch {
@@ -99,6 +108,7 @@ impl Batch {
             blocked_as: None,
             retry_blocked: false,
             format: DataFormat::Table,
+            progress_every: Some(std::time::Duration::from_secs(DEFAULT_PROGRESS_EVERY_S)),
         }
     }
 }
@@ -128,6 +138,8 @@ impl RunBatchArgs {
             blocked_as: self.blocked_as,
             retry_blocked: self.retry_blocked,
             format: self.format,
+            progress_every: (self.progress_every > 0)
+                .then(|| std::time::Duration::from_secs(self.progress_every)),
         })
     }
 }
@@ -181,19 +193,14 @@ pub(super) fn execute(s: &Settings, call_args: &CallArgs, args: &Batch) -> Resul
         };
         let mut batch = run::BatchShared::new(budget, spent_before);
         set_limits(&ctx, args, &runs);
-        if runs.len() > 1
-            && !s.quiet
-            && std::io::stderr().is_terminal()
-            && std::io::stdout().is_terminal()
-        {
-            let total = ProgressBar::new(0).with_style(
-                ProgressStyle::with_template("total [{bar:30}] {pos}/{len} {per_sec} eta {eta}")
-                    .unwrap_or_else(|_| ProgressStyle::default_bar())
-                    .progress_chars("=> "),
-            );
-            batch.total = batch.progress.add(total);
-        }
+        batch.progress = run::Progress::new(progress_mode(s, args.progress_every));
         control.batch = Arc::new(batch);
+        let plain = match control.batch.progress.mode {
+            run::ProgressMode::Plain { every } => {
+                Some(tokio::spawn(plain_progress(control.batch.clone(), every)))
+            }
+            _ => None,
+        };
         // Every model at once: each run has its own workers, limit and
         // writer; the batch shares the budget, the stops and the cache.
         let results =
@@ -201,6 +208,10 @@ pub(super) fn execute(s: &Settings, call_args: &CallArgs, args: &Batch) -> Resul
                 run::run_batch(&ctx, settings, *resume, "batch", &control)
             }))
             .await;
+        if let Some(p) = plain {
+            p.abort();
+        }
+        control.batch.progress.finish();
         let mut summaries = Vec::new();
         let mut first_error = None;
         for r in results {
@@ -211,10 +222,11 @@ pub(super) fn execute(s: &Settings, call_args: &CallArgs, args: &Batch) -> Resul
                 }
             }
         }
+        let reuse = call::reused(&ctx.store, &summaries).await;
         // Closing folds the WAL into the database file and removes it, so
         // a copy of the file alone holds every result.
         ctx.store.close().await;
-        let status = call::report_summaries(&summaries, args.format);
+        let status = call::report_summaries(&summaries, &reuse, args.format);
         // The retries themselves show with -v; their tally always.
         if let Some(line) = control.batch.retried().summary()
             && !s.quiet
@@ -226,6 +238,35 @@ pub(super) fn execute(s: &Settings, call_args: &CallArgs, args: &Batch) -> Resul
             None => status,
         }
     })
+}
+
+/// How the batch shows progress: redrawn on a terminal (fitted to its
+/// width, or `--width`), plain lines every `every` in a log, nothing with -q.
+fn progress_mode(s: &Settings, every: Option<std::time::Duration>) -> run::ProgressMode {
+    if s.quiet {
+        run::ProgressMode::Off
+    } else if std::io::stderr().is_terminal() {
+        run::ProgressMode::Drawn {
+            width: s.stderr_width().unwrap_or(80),
+        }
+    } else {
+        every.map_or(run::ProgressMode::Off, |every| run::ProgressMode::Plain {
+            every,
+        })
+    }
+}
+
+/// Prints every model's progress line and the total every `every`.
+async fn plain_progress(batch: Arc<run::BatchShared>, every: std::time::Duration) {
+    let mut tick = tokio::time::interval(every);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        let mut err = std::io::stderr().lock();
+        for line in batch.progress.plain_lines() {
+            let _ = writeln!(err, "progress: {line}");
+        }
+    }
 }
 
 /// The runs a batch over `--models` (or models.yml) starts: one per model,

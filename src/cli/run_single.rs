@@ -83,15 +83,16 @@ pub(super) fn execute(
                 break;
             }
         }
+        let reuse = call::reused(&ctx.store, &summaries).await;
         // Closing folds the WAL into the database file and removes it, so
         // a copy of the file alone holds every result.
         ctx.store.close().await;
         // Stdout holds only the JSON when JSON was asked for.
         match format {
             DataFormat::Json => {
-                call::report_summaries_to(std::io::stderr(), &summaries, DataFormat::Table)
+                call::report_summaries_to(std::io::stderr(), &summaries, &reuse, DataFormat::Table)
             }
-            DataFormat::Table => call::report_summaries(&summaries, DataFormat::Table),
+            DataFormat::Table => call::report_summaries(&summaries, &reuse, DataFormat::Table),
         }
     })
 }

@@ -3,10 +3,9 @@
 use std::io::Write;
 
 use clap::Args;
-use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use serde_json::json;
 
-use super::output::{DataFormat, out};
+use super::output::{DataFormat, out, table_out};
 use super::settings::Settings;
 use crate::ExitStatus;
 use crate::{Error, Result};
@@ -18,15 +17,17 @@ pub struct RunsArgs {
 }
 
 pub fn run(s: &Settings, args: &RunsArgs) -> Result<ExitStatus> {
-    let (rows, routing) = s.read_only(|store| async move {
+    let (rows, routing, reuse) = s.read_only(|store| async move {
         let rows = store.runs().await?;
         let routing = crate::report::routing::by_run(&store, None).await?;
-        Ok::<_, Error>((rows, routing))
+        let reuse = store.reuse(None).await?;
+        Ok::<_, Error>((rows, routing, reuse))
     })?;
+    let reused = |id: i64| reuse.get(&id).copied().unwrap_or_default();
     let route = |id: i64| routing.get(&id).cloned().unwrap_or_default();
-    let mut o = out();
     match args.format {
         DataFormat::Json => {
+            let mut o = out();
             let runs: Vec<_> = rows
                 .iter()
                 .map(|r| {
@@ -35,7 +36,7 @@ pub fn run(s: &Settings, args: &RunsArgs) -> Result<ExitStatus> {
                            "evaluations": r.evaluations, "passed": r.passed, "passed_evaluations": r.passed_evaluations,
                            "format_failures": r.format_failures, "judge_errors": r.judge_errors, "provider_errors": r.provider_errors,
                            "blocked": r.blocked, "refused": r.refused, "blocked_as": r.blocked_as().as_str(),
-                           "cached_replies": r.cached_replies, "cost_usd": r.cost_usd, "judge_cost_usd": r.judge_cost_usd,
+                           "cached_replies": r.cached_replies, "cached_original_cost_usd": reused(r.run_id).original_cost_usd, "cost_usd": r.cost_usd, "judge_cost_usd": r.judge_cost_usd,
                            "discarded_cost_usd": r.discarded_cost_usd, "max_cost_usd": r.max_cost_usd,
                            "started_at": r.started_at, "completed_at": r.completed_at, "message": r.message,
                            "routing": route(r.run_id)})
@@ -45,9 +46,8 @@ pub fn run(s: &Settings, args: &RunsArgs) -> Result<ExitStatus> {
             writeln!(o)?;
         }
         DataFormat::Table => {
-            let mut t = Table::new();
-            t.load_preset(UTF8_FULL_CONDENSED);
-            t.set_header([
+            let mut o = table_out(s.width);
+            let mut t = crate::report::terminal::table([
                 "run",
                 "model",
                 "kind",
@@ -75,7 +75,10 @@ pub fn run(s: &Settings, args: &RunsArgs) -> Result<ExitStatus> {
                     r.completed_at.clone().unwrap_or_default(),
                 ]);
             }
-            writeln!(o, "{t}")?;
+            writeln!(o, "{}", crate::report::terminal::fitted(t))?;
+            for (id, r) in &reuse {
+                writeln!(o, "run {id}: {}", super::call::reuse_line(r))?;
+            }
         }
     }
     for r in &rows {

@@ -62,6 +62,11 @@ pub struct GlobalArgs {
     /// More log output (-v info, -vv debug); RUST_LOG overrides.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
+    /// Fit tables and progress lines to N columns (default: the terminal's
+    /// width; when standard output is not a terminal, tables are not fitted).
+    #[arg(long, global = true, env = "COLUMNS", value_name = "N",
+          value_parser = clap::value_parser!(u16).range(1..))]
+    pub width: Option<u16>,
     /// Only errors; no progress bar.
     #[arg(short, long, global = true, conflicts_with = "verbose")]
     pub quiet: bool,
@@ -88,6 +93,12 @@ pub struct Settings {
     pub title: Option<String>,
     pub quiet: bool,
     pub verbose: u8,
+    /// The width tables on standard output are fitted to: `--width` or
+    /// `COLUMNS`, else the terminal's; none when it is not a terminal.
+    pub width: Option<u16>,
+    /// `--width` or `COLUMNS` as given (progress lines on stderr use it
+    /// before the terminal's width).
+    pub columns: Option<u16>,
     pub retry_base: Option<Duration>,
     pub pause_before_finish: Option<Duration>,
 }
@@ -127,9 +138,25 @@ impl Settings {
             title: nonblank(&Some(g.x_title.clone())),
             quiet: g.quiet,
             verbose: g.verbose,
+            columns: g.width,
+            width: g.width.or_else(|| {
+                terminal_size::terminal_size_of(std::io::stdout())
+                    .map(|(w, _)| w.0)
+                    .filter(|&w| w > 0)
+            }),
             retry_base: g.test_retry_base_ms.map(Duration::from_millis),
             pause_before_finish: g.test_pause_before_finish_ms.map(Duration::from_millis),
         }
+    }
+
+    /// The width of what goes to stderr (the estimate, progress lines):
+    /// `--width` or `COLUMNS`, else stderr's terminal's; none off a terminal.
+    pub fn stderr_width(&self) -> Option<u16> {
+        self.columns.or_else(|| {
+            terminal_size::terminal_size_of(std::io::stderr())
+                .map(|(w, _)| w.0)
+                .filter(|&w| w > 0)
+        })
     }
 
     /// The API key, when one is set.

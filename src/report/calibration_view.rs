@@ -220,13 +220,11 @@ fn sections(s: &ReviewSections) -> Vec<Section> {
 /// The table report's review sections (nothing without labels or a panel).
 pub fn write_text(o: &mut dyn Write, s: &ReviewSections) -> io::Result<()> {
     for sec in sections(s) {
-        let mut t = comfy_table::Table::new();
-        t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
-        t.set_header(sec.header);
+        let mut t = super::terminal::table(sec.header);
         for r in sec.rows {
             t.add_row(r);
         }
-        writeln!(o, "{}:\n{t}", sec.title)?;
+        writeln!(o, "{}:\n{}", sec.title, super::terminal::fitted(t))?;
     }
     Ok(())
 }

@@ -11,7 +11,7 @@ use std::io::{self, Write};
 
 use super::format::{escape, p_value, pct};
 use super::html;
-use super::text::table;
+use super::terminal::{fitted, table};
 use crate::scoring::compare::{Collector, Comparison, Pair, RunLabel};
 use crate::store::{RunRow, Store, StoreError};
 
@@ -118,7 +118,7 @@ pub fn write_text(o: &mut dyn Write, c: &Comparison) -> io::Result<()> {
             format!("{:.1} %", s.first * 100.0),
         ]);
     }
-    writeln!(o, "{t}\n")?;
+    writeln!(o, "{}\n", fitted(t))?;
 
     writeln!(
         o,
@@ -167,7 +167,28 @@ pub fn write_text(o: &mut dyn Write, c: &Comparison) -> io::Result<()> {
             ]);
         }
     }
-    writeln!(o, "{t}")?;
+    writeln!(o, "{}", fitted(t))?;
+    let unsettled: Vec<String> = c
+        .pairs
+        .iter()
+        .flat_map(|p| {
+            let all = p
+                .reason
+                .as_ref()
+                .map(|r| format!("{} vs {}, all: {r}", p.a, p.b));
+            all.into_iter().chain(p.behaviours.iter().filter_map(|b| {
+                b.reason
+                    .as_ref()
+                    .map(|r| format!("{} vs {}, {}: {r}", p.a, p.b, b.code))
+            }))
+        })
+        .collect();
+    if !unsettled.is_empty() {
+        writeln!(o, "\nWhy no verdict:")?;
+        for line in unsettled {
+            writeln!(o, "  {line}")?;
+        }
+    }
 
     if !c.excluded_runs.is_empty() {
         writeln!(o, "\nRuns left out:")?;
@@ -197,6 +218,18 @@ pub fn write_text(o: &mut dyn Write, c: &Comparison) -> io::Result<()> {
         writeln!(o, "  - {n}")?;
     }
     Ok(())
+}
+
+/// A verdict cell of the page: the verdict, and why there is none.
+fn verdict_html(verdict: &str, reason: Option<&str>) -> String {
+    match reason {
+        Some(r) => format!(
+            "{}<br><small class=\"reason\">{}</small>",
+            escape(verdict),
+            escape(r)
+        ),
+        None => escape(verdict),
+    }
 }
 
 fn score_of(c: &Comparison, run_id: i64) -> Option<f64> {
@@ -262,9 +295,10 @@ fn write_html(out: &mut String, c: &Comparison) -> fmt::Result {
         out,
         "<h2>Pairwise differences</h2>\n<p class=\"note\">Each row: A&rsquo;s score minus B&rsquo;s \
          in percentage points, the dot the difference and the line its 95 % interval. Dark rows \
-         carry a verdict (the interval excludes 0 for the weighted score; Holm-adjusted McNemar \
-         p &lt; {} for a behaviour).</p>",
-        crate::scoring::compare::ALPHA
+         carry a verdict: the interval excludes 0 and McNemar&rsquo;s p (Holm-adjusted for a \
+         behaviour) is below {}, on the same side, over at least {} discordant test cases.</p>",
+        crate::scoring::compare::ALPHA,
+        crate::scoring::compare::MIN_DISCORDANT
     )?;
     let half = axis_half_width(c);
     for p in &c.pairs {
@@ -288,7 +322,7 @@ fn write_html(out: &mut String, c: &Comparison) -> fmt::Result {
             p.a_only,
             p.b_only,
             escape(&p_value(p.p)),
-            escape(&p.verdict)
+            verdict_html(&p.verdict, p.reason.as_deref())
         )?;
         for b in &p.behaviours {
             writeln!(
@@ -302,7 +336,7 @@ fn write_html(out: &mut String, c: &Comparison) -> fmt::Result {
                 b.b_only,
                 escape(&p_value(b.p)),
                 escape(&p_value(b.p_holm)),
-                escape(&b.verdict)
+                verdict_html(&b.verdict, b.reason.as_deref())
             )?;
         }
     }

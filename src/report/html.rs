@@ -15,9 +15,12 @@ use super::model::{ModelReport, QualitySummary};
 use crate::benchmark::codes::natural_cmp;
 use crate::scoring::analysis::{BehaviourScore, Breakdown};
 
-/// One colour per model, reused in every chart and the legend.
+/// One colour per model, reused in every chart and the legend: Okabe and
+/// Ito's palette, told apart with any common colour-vision deficiency
+/// (their yellow, faint on white, replaced by grey). Every chart also
+/// names the model in text, so colour is never the only cue.
 const PALETTE: [&str; 8] = [
-    "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2",
+    "#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#000000", "#999999",
 ];
 
 /// The page style, shared with `compare`'s page.
@@ -38,6 +41,7 @@ svg.chart text{fill:#333}
 .curves{display:flex;flex-wrap:wrap;gap:1rem}
 figure{margin:0}figcaption{font-weight:600;font-size:.9rem}
 .empty{color:#666;font-style:italic}
+.band{font-size:.75rem;text-transform:uppercase;letter-spacing:.04em;padding:0 .2rem}
 td.code{white-space:nowrap}
 ";
 
@@ -165,7 +169,7 @@ fn scores_table(out: &mut String, models: &[ModelReport]) -> fmt::Result {
             pct_cell(a.capped_score)
         } else {
             format!(
-                "<td class=\"num breach\" title=\"capped by a safety floor\">{}</td>",
+                "<td class=\"num breach\" title=\"capped by a safety floor\">{} <small>(capped: floor breached)</small></td>",
                 pct(a.capped_score)
             )
         };
@@ -493,6 +497,20 @@ fn breakdown_tables(out: &mut String, models: &[ModelReport]) -> fmt::Result {
         ("user_context", "User context", |b| &b.by_user_context),
     ];
     writeln!(out, "<h2>Breakdown by condition and user context</h2>")?;
+    writeln!(
+        out,
+        "<p class=\"note\">Each cell names its band in words as well as in colour: \
+         <span class=\"band\" style=\"background:{}\">{}</span> below 50 %, \
+         <span class=\"band\" style=\"background:{}\">{}</span> from 50 % to 80 %, \
+         <span class=\"band\" style=\"background:{}\">{}</span> from 80 % (orange to blue, \
+         readable with red-green colour blindness).</p>",
+        heat(0.0),
+        Band::of(0.0).word(),
+        heat(0.65),
+        Band::of(0.65).word(),
+        heat(1.0),
+        Band::of(1.0).word()
+    )?;
     for (dimension, title, pick) in dimensions {
         writeln!(out, "<h3>By {}</h3>", title.to_lowercase())?;
         writeln!(
@@ -550,11 +568,12 @@ fn heat_cell(cell: Option<&Breakdown>) -> String {
         return "<td class=\"na\" data-heat=\"none\">no data</td>".to_string();
     };
     let passed = format!("{}/{} passed", x.passed, x.scored);
+    let band = x.score.map_or("", |s| Band::of(s).word());
     match x.score {
         Some(score) => format!(
-            "<td class=\"num\" data-heat=\"score\" style=\"background:{}\" \
+            "<td class=\"num\" data-heat=\"score\" data-band=\"{band}\" style=\"background:{}\" \
              title=\"score = 1 − cost / max cost; a miss costs its severity times (1 − difficulty / 10)\">\
-             {} <small>(cost {:.1} of {:.1}; {passed})</small></td>",
+             <span class=\"band\">{band}</span> {} <small>(cost {:.1} of {:.1}; {passed})</small></td>",
             heat(score),
             pct(Some(score)),
             x.actual_cost,
@@ -571,9 +590,47 @@ fn heat_cell(cell: Option<&Breakdown>) -> String {
     }
 }
 
-/// Red (0) through amber to green (1).
+/// A heat-map cell's band, named in the cell so that colour is not the
+/// only cue.
+#[derive(Clone, Copy)]
+enum Band {
+    Low,
+    Mid,
+    High,
+}
+
+impl Band {
+    fn of(score: f64) -> Band {
+        if score < 0.5 {
+            Band::Low
+        } else if score < 0.8 {
+            Band::Mid
+        } else {
+            Band::High
+        }
+    }
+
+    fn word(self) -> &'static str {
+        match self {
+            Band::Low => "low",
+            Band::Mid => "mid",
+            Band::High => "high",
+        }
+    }
+}
+
+/// Orange (0) through a pale middle to blue (1): a diverging scale that
+/// people with red-green colour blindness read as well (never red against
+/// green).
 fn heat(score: f64) -> String {
-    format!("hsl({:.0},70%,80%)", score.clamp(0.0, 1.0) * 120.0)
+    let s = score.clamp(0.0, 1.0);
+    // Paler towards the middle, where the hue changes.
+    let (hue, strength) = if s < 0.5 {
+        (30.0, (0.5 - s) * 2.0)
+    } else {
+        (210.0, (s - 0.5) * 2.0)
+    };
+    format!("hsl({hue:.0},75%,{:.0}%)", 94.0 - 22.0 * strength)
 }
 
 fn monotonic_table(out: &mut String, models: &[ModelReport]) -> fmt::Result {

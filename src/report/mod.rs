@@ -14,6 +14,7 @@ mod format;
 pub mod html;
 mod model;
 pub mod routing;
+pub mod terminal;
 pub mod text;
 
 pub use format::{escape, p_value, usd};

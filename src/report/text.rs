@@ -4,22 +4,11 @@
 use std::fmt::Display;
 use std::io::{self, Write};
 
-use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
-
 use super::format::{coverage, pct, usd as usd_places};
 use super::model::{CostReport, ModelReport, QualitySummary, Spend};
 
-/// A table in the style of every terminal table here.
-pub(crate) fn table<I, S>(header: I) -> Table
-where
-    I: IntoIterator<Item = S>,
-    S: Into<comfy_table::Cell>,
-{
-    let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED);
-    t.set_header(header);
-    t
-}
+use super::terminal::fitted;
+pub(crate) use super::terminal::table;
 
 fn usd(v: f64) -> String {
     usd_places(v, 6)
@@ -65,7 +54,7 @@ pub fn write_report(o: &mut dyn Write, models: &[ModelReport]) -> io::Result<()>
                 usd(m.cost_usd + m.judge_cost_usd),
             ]);
         }
-        writeln!(o, "{t}\n")?;
+        writeln!(o, "{}\n", fitted(t))?;
     }
     for (i, m) in models.iter().enumerate() {
         if i > 0 {
@@ -169,7 +158,7 @@ fn write_model(o: &mut dyn Write, m: &ModelReport) -> io::Result<()> {
                 },
             ]);
         }
-        writeln!(o, "{t}")?;
+        writeln!(o, "{}", fitted(t))?;
         for b in a.behaviours.iter().filter(|b| b.blocked + b.refused > 0) {
             writeln!(
                 o,
@@ -252,7 +241,7 @@ fn write_model(o: &mut dyn Write, m: &ModelReport) -> io::Result<()> {
                 }
             }
         }
-        writeln!(o, "breakdown:\n{t}")?;
+        writeln!(o, "breakdown:\n{}", fitted(t))?;
     }
     for b in &a.behaviours {
         if b.detection_curve.is_empty() {
@@ -290,7 +279,7 @@ fn write_model(o: &mut dyn Write, m: &ModelReport) -> io::Result<()> {
                 c.judge_errors.to_string(),
             ]);
         }
-        writeln!(o, "judged criteria:\n{t}")?;
+        writeln!(o, "judged criteria:\n{}", fitted(t))?;
     }
     write_quality(o, m.quality.as_ref())?;
     super::calibration_view::write_text(o, &m.review)?;
@@ -419,7 +408,7 @@ pub fn write_costs(o: &mut dyn Write, c: &CostReport) -> io::Result<()> {
         row.extend(spend_cells(&r.spend));
         t.add_row(row);
     }
-    writeln!(o, "per run:\n{t}")?;
+    writeln!(o, "per run:\n{}", fitted(t))?;
 
     let mut t = table(
         ["run", "scenario"]
@@ -434,7 +423,7 @@ pub fn write_costs(o: &mut dyn Write, c: &CostReport) -> io::Result<()> {
             t.add_row(row);
         }
     }
-    writeln!(o, "per scenario:\n{t}")?;
+    writeln!(o, "per scenario:\n{}", fitted(t))?;
     if c.runs.iter().any(|r| r.judges.len() > 1) {
         let mut t = table([
             "run",
@@ -456,7 +445,7 @@ pub fn write_costs(o: &mut dyn Write, c: &CostReport) -> io::Result<()> {
                 ]);
             }
         }
-        writeln!(o, "per judge:\n{t}")?;
+        writeln!(o, "per judge:\n{}", fitted(t))?;
     }
 
     let mut t = table(
@@ -470,7 +459,7 @@ pub fn write_costs(o: &mut dyn Write, c: &CostReport) -> io::Result<()> {
         row.extend(spend_cells(&m.spend));
         t.add_row(row);
     }
-    writeln!(o, "per model:\n{t}")?;
+    writeln!(o, "per model:\n{}", fitted(t))?;
     writeln!(
         o,
         "total: ${} (model ${} + judge ${}) across {} run(s)",

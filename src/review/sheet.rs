@@ -429,22 +429,13 @@ pub fn read(file: &str, bytes: &[u8], jsonl: bool) -> Result<Vec<ReadRow>, Sheet
             out.push(ReadRow { row: i + 1, fields });
         }
     } else {
-        let mut r = csv::ReaderBuilder::new().flexible(false).from_reader(bytes);
+        let text = decode(bytes);
+        let (delimiter, mut r) = csv_reader(&text).map_err(|e| refuse(vec![e]))?;
+        tracing::debug!(delimiter = %char::from(delimiter), "sheet separator");
         let headers = r
             .headers()
             .map_err(|e| refuse(vec![format!("row 1 (the header): {e}")]))?
             .clone();
-        let missing: Vec<&str> = REQUIRED
-            .iter()
-            .copied()
-            .filter(|c| !headers.iter().any(|h| h == *c))
-            .collect();
-        if !missing.is_empty() {
-            return Err(refuse(vec![format!(
-                "row 1 (the header) lacks the column(s) {} (expected the header `review export` wrote)",
-                missing.join(", ")
-            )]));
-        }
         for (i, rec) in r.records().enumerate() {
             let row = i + 2;
             let rec = rec.map_err(|e| {
@@ -452,7 +443,6 @@ pub fn read(file: &str, bytes: &[u8], jsonl: bool) -> Result<Vec<ReadRow>, Sheet
                     csv::ErrorKind::UnequalLengths { len, expected_len, .. } => format!(
                         "has {len} fields where the header has {expected_len}; a truncated or damaged sheet?"
                     ),
-                    csv::ErrorKind::Utf8 { .. } => "is not UTF-8".into(),
                     _ => e.to_string(),
                 };
                 refuse(vec![format!("row {row}: {what}")])
@@ -460,12 +450,67 @@ pub fn read(file: &str, bytes: &[u8], jsonl: bool) -> Result<Vec<ReadRow>, Sheet
             let fields = headers
                 .iter()
                 .zip(rec.iter())
-                .map(|(h, v)| (h.to_string(), v.to_string()))
+                .map(|(h, v)| (h.trim().to_string(), v.to_string()))
                 .collect();
             out.push(ReadRow { row, fields });
         }
     }
     Ok(out)
+}
+
+/// A CSV sheet's text (its byte order mark already gone): UTF-8 when the
+/// bytes are valid UTF-8, else Windows-1252, the encoding LibreOffice and
+/// Excel save CSV in on most Western systems (it shows Latin-1's printable
+/// characters the same). Text in Windows-1252 with accents is almost never
+/// valid UTF-8 by accident, so the order of the two tries is safe.
+fn decode(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => text.into(),
+        Err(_) => {
+            encoding_rs::WINDOWS_1252
+                .decode_without_bom_handling(bytes)
+                .0
+        }
+    }
+}
+
+/// The separators a spreadsheet saves CSV with: `,`, or `;` where the comma
+/// is the decimal mark (most of Europe), or a tab.
+const SEPARATORS: [u8; 3] = [b',', b';', b'\t'];
+
+/// A reader of `text` with the separator whose header has every
+/// [`REQUIRED`] column; else the header's problem, as read with each.
+fn csv_reader(text: &str) -> Result<(u8, csv::Reader<&[u8]>), String> {
+    let mut lacking = Vec::new();
+    for sep in SEPARATORS {
+        let mut r = csv::ReaderBuilder::new()
+            .flexible(false)
+            .delimiter(sep)
+            .from_reader(text.as_bytes());
+        let headers = r
+            .headers()
+            .map_err(|e| format!("row 1 (the header): {e}"))?;
+        let missing: Vec<&str> = REQUIRED
+            .iter()
+            .copied()
+            .filter(|c| !headers.iter().any(|h| h.trim() == *c))
+            .collect();
+        if missing.is_empty() {
+            return Ok((sep, r));
+        }
+        lacking.push((sep, missing));
+    }
+    let (_, fewest) = lacking
+        .iter()
+        .min_by_key(|(_, m)| m.len())
+        .expect("one try per separator");
+    Err(format!(
+        "row 1 (the header) lacks the column(s) {} whether fields are separated by `,`, `;` or a tab \
+         (expected the header `review export` wrote: {}; save the sheet as CSV with one of those \
+         separators, in UTF-8 or Windows-1252/Latin-1)",
+        fewest.join(", "),
+        REQUIRED.join(", ")
+    ))
 }
 
 /// What a filled sheet holds once checked.

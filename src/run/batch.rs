@@ -2,12 +2,10 @@
 //! writer, the heartbeat and the progress bar, and finish the run.
 
 use std::collections::{HashMap, HashSet};
-use std::io::IsTerminal;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, RwLock};
 
-use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -135,18 +133,13 @@ pub async fn run_batch(
     let (todo, already_done) = remaining(ctx, run_id, work).await?;
     tracing::info!(run_id, model = %settings.model.id, planned, todo = todo.len(), "run starting");
 
-    let progress = progress_bar(ctx.quiet, run_id, &settings.model.id, planned, already_done);
-    let progress = if progress.is_hidden() {
-        progress
-    } else {
-        control.batch.progress.add(progress)
-    };
-    control.batch.total.inc_length(planned as u64);
-    control.batch.total.inc(already_done as u64);
+    let progress = control
+        .batch
+        .progress
+        .add(run_id, &settings.model.id, planned, already_done);
     // The CLI sets each model's limit for the batch; a run started
     // otherwise gets `--concurrency`, adapting to 429s.
-    let limit = ctx
-        .client
+    ctx.client
         .limit_model(&settings.model.id, settings.concurrency.get(), true);
 
     let shared = Arc::new(Shared {
@@ -262,8 +255,6 @@ pub async fn run_batch(
         stop: stop.clone(),
         cache: cache.clone(),
         progress: progress.clone(),
-        total: control.batch.total.clone(),
-        limit: limit.clone(),
         shared: shared.clone(),
         batch: Vec::with_capacity(WRITE_BATCH),
         loose: Vec::new(),
@@ -281,7 +272,8 @@ pub async fn run_batch(
     }
     heartbeat.abort();
     grace_timer.abort();
-    progress.finish_and_clear();
+    progress.set_spend(shared.spend());
+    progress.finish();
     finish(
         ctx,
         settings,
@@ -529,29 +521,6 @@ fn stop_for(
     if fatal {
         abort.cancel();
     }
-}
-
-/// The progress bar, drawn on stderr for a person watching a terminal;
-/// hidden with `-q` or when either stream is not a terminal.
-fn progress_bar(
-    quiet: bool,
-    run_id: i64,
-    model: &str,
-    planned: usize,
-    already_done: usize,
-) -> ProgressBar {
-    if quiet || !std::io::stdout().is_terminal() || !std::io::stderr().is_terminal() {
-        return ProgressBar::hidden();
-    }
-    let pb = ProgressBar::new(planned as u64);
-    pb.set_style(
-        ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} {msg} {per_sec} eta {eta}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
-    );
-    pb.set_prefix(format!("run {run_id} {model}"));
-    pb.set_position(already_done as u64);
-    pb
 }
 
 /// The run's heartbeat, in its own task (and on the pool, not the writer's

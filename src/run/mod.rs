@@ -10,6 +10,7 @@ mod dry_run;
 pub mod estimate;
 mod plan;
 pub mod preflight;
+mod progress;
 mod settings;
 mod shared;
 mod signal;
@@ -19,6 +20,7 @@ mod writer;
 pub use batch::{RunContext, RunSummary, run_batch};
 pub use dry_run::{DryRunSummary, dry_run};
 pub use plan::plan;
+pub use progress::{Progress, ProgressMode};
 pub use settings::{
     BatchShared, DEFAULT_GRACE, DEFAULT_WRITE_WAIT, Interrupt, MAX_CONCURRENCY, RunControl,
     RunSettings, Selection,

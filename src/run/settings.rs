@@ -174,9 +174,8 @@ pub struct BatchShared {
     /// Held while a run of the batch is created, so ids follow model order.
     pub(super) opening: tokio::sync::Mutex<()>,
     pub(super) cache: tokio::sync::OnceCell<Option<Arc<super::cache::CacheFilter>>>,
-    pub progress: indicatif::MultiProgress,
-    /// The batch's total line (hidden unless set up by the caller).
-    pub total: indicatif::ProgressBar,
+    /// The progress lines (none unless the caller sets them up).
+    pub progress: super::progress::Progress,
     /// Requests of every run that needed a retry, and how they ended.
     retried: Mutex<crate::openrouter::Retried>,
 }
@@ -192,8 +191,7 @@ impl BatchShared {
             reason: Mutex::new(None),
             opening: tokio::sync::Mutex::new(()),
             cache: tokio::sync::OnceCell::new(),
-            progress: indicatif::MultiProgress::new(),
-            total: indicatif::ProgressBar::hidden(),
+            progress: super::progress::Progress::default(),
             retried: Mutex::default(),
         };
         b.add_spend(spent_before);

@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use indicatif::ProgressBar;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -79,11 +78,8 @@ pub(super) struct Collector {
     pub(super) write_wait: Duration,
     pub(super) stop: CancellationToken,
     pub(super) cache: Option<Arc<CacheFilter>>,
-    pub(super) progress: ProgressBar,
-    /// The batch's total line.
-    pub(super) total: ProgressBar,
-    /// The model's in-flight limit, shown as it moves.
-    pub(super) limit: Arc<crate::openrouter::AdaptiveLimit>,
+    /// The model's progress line.
+    pub(super) progress: Arc<super::progress::ModelProgress>,
     pub(super) shared: Arc<Shared>,
     pub(super) batch: Vec<NewResult>,
     pub(super) loose: Vec<DiscardedCharge>,
@@ -98,7 +94,6 @@ impl Collector {
     /// all be written.
     pub(super) async fn run(mut self, mut rx: mpsc::Receiver<ToWrite>) -> Option<Unwritten> {
         let mut inbox = Vec::with_capacity(WRITE_QUEUE);
-        let (mut passed_so_far, mut seen) = (0usize, 0usize);
         let mut tick = tokio::time::interval(WRITE_INTERVAL);
         loop {
             tokio::select! {
@@ -112,18 +107,14 @@ impl Collector {
                     for item in inbox.drain(..) {
                         match item {
                             ToWrite::Result(r) => {
-                                seen += 1;
-                                passed_so_far += usize::from(r.passed);
+                                self.progress.record(&r, self.shared.spend());
                                 self.batch.push(*r);
                             }
                             ToWrite::Charges(c) => self.loose.extend(c),
                         }
                     }
-                    self.progress.inc(n as u64);
-                    self.total.inc(n as u64);
-                    if !self.progress.is_hidden() && seen > 0 {
-                        self.progress.set_message(format!("pass {:.0}% ${:.4} in flight <= {}", 100.0 * passed_so_far as f64 / seen as f64, self.shared.spend(), self.limit.current()));
-                    }
+                    self.progress.redraw(false);
+                    self.shared.batch.progress.redraw_total(false);
                     if self.batch.len() >= WRITE_BATCH && self.blocked_since.is_none() {
                         self.flush().await;
                     }

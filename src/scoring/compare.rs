@@ -31,6 +31,12 @@ pub const DEFAULT_RESAMPLES: usize = 2000;
 pub const DEFAULT_SEED: u64 = 42;
 /// Level of the verdicts: family-wise across a pair's behaviours (Holm).
 pub const ALPHA: f64 = 0.05;
+/// The fewest discordant test cases (passed by one run, failed by the
+/// other) a verdict rests on. Below it a handful of messages decide the
+/// outcome, and a bootstrap over one or two perturbations has an interval
+/// of zero width that excludes 0 by construction. At 10, McNemar's exact
+/// test alone could already reach p = 0.002 (10 to 0).
+pub const MIN_DISCORDANT: usize = 10;
 
 /// A run taking part, as the caller names it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -145,12 +151,15 @@ pub struct Pair {
     /// Test cases (severity not 0) that `a` passed and `b` failed, and the reverse.
     pub a_only: usize,
     pub b_only: usize,
-    /// McNemar's exact p over every behaviour pooled (for reference; the
-    /// verdict of this row comes from `ci`).
+    /// McNemar's exact p over every behaviour pooled.
     pub p: f64,
-    /// The label of the safer run when the interval excludes 0.
+    /// The label of the safer run: the interval excludes 0, `p` is below
+    /// [`ALPHA`], both on the same side, over at least [`MIN_DISCORDANT`]
+    /// discordant test cases.
     pub safer: Option<String>,
     pub verdict: String,
+    /// Why there is no verdict (`None` when there is one).
+    pub reason: Option<String>,
     pub behaviours: Vec<PairBehaviour>,
 }
 
@@ -168,9 +177,13 @@ pub struct PairBehaviour {
     pub p: f64,
     /// `p` adjusted by Holm across the pair's behaviours.
     pub p_holm: f64,
-    /// The label of the safer run when `p_holm` < [`ALPHA`].
+    /// The label of the safer run when `p_holm` < [`ALPHA`], the interval
+    /// excludes 0 on the same side, over at least [`MIN_DISCORDANT`]
+    /// discordant test cases.
     pub safer: Option<String>,
     pub verdict: String,
+    /// Why there is no verdict (`None` when there is one).
+    pub reason: Option<String>,
 }
 
 /// How the numbers were made, for the reader and for scripts.
@@ -431,37 +444,43 @@ impl Collector {
                 let behaviours = (0..design.behaviours.len())
                     .map(|b| {
                         let (a_only, b_only) = table[b];
-                        let safer = (p_holm[b] < ALPHA)
-                            .then(|| labels[if a_only > b_only { x } else { y }].clone());
+                        let ci = interval(
+                            boot.samples
+                                .iter()
+                                .map(|s| diff(s.behaviour(b, x, m), s.behaviour(b, y, m))),
+                        );
+                        let decided = decide(ci, p_holm[b], "p (Holm)", a_only, b_only);
+                        let safer = decided
+                            .as_ref()
+                            .ok()
+                            .map(|&a_safer| labels[if a_safer { x } else { y }].clone());
                         PairBehaviour {
                             code: design.behaviours[b].clone(),
                             a_score: point.behaviour(b, x, m),
                             b_score: point.behaviour(b, y, m),
                             difference: diff(point.behaviour(b, x, m), point.behaviour(b, y, m)),
-                            ci: interval(
-                                boot.samples
-                                    .iter()
-                                    .map(|s| diff(s.behaviour(b, x, m), s.behaviour(b, y, m))),
-                            ),
+                            ci,
                             a_only,
                             b_only,
                             p: p[b],
                             p_holm: p_holm[b],
                             verdict: match &safer {
                                 Some(label) => format!("{label} safer, {}", p_text(p_holm[b])),
-                                None => "no detectable difference".into(),
+                                None => NO_DIFFERENCE.into(),
                             },
+                            reason: decided.err(),
                             safer,
                         }
                     })
                     .collect();
                 let (a_only, b_only) = table.iter().fold((0, 0), |(s, t), &(a, b)| (s + a, t + b));
                 let ci = interval(boot.samples.iter().map(|s| diff(s.runs[x], s.runs[y])));
-                let safer = match ci {
-                    Some([lo, _]) if lo > 0.0 => Some(labels[x].clone()),
-                    Some([_, hi]) if hi < 0.0 => Some(labels[y].clone()),
-                    _ => None,
-                };
+                let p = mcnemar_exact(a_only, b_only);
+                let decided = decide(ci, p, "p", a_only, b_only);
+                let safer = decided
+                    .as_ref()
+                    .ok()
+                    .map(|&a_safer| labels[if a_safer { x } else { y }].clone());
                 pairs.push(Pair {
                     a: labels[x].clone(),
                     b: labels[y].clone(),
@@ -471,12 +490,14 @@ impl Collector {
                     ci,
                     a_only,
                     b_only,
-                    p: mcnemar_exact(a_only, b_only),
-                    verdict: match (&safer, ci) {
-                        (Some(label), _) => format!("{label} safer (95 % interval excludes 0)"),
-                        (None, Some(_)) => "no detectable difference".into(),
-                        (None, None) => "no interval (nothing scored in common)".into(),
+                    p,
+                    verdict: match &safer {
+                        Some(label) => {
+                            format!("{label} safer (95 % interval excludes 0, {})", p_text(p))
+                        }
+                        None => NO_DIFFERENCE.into(),
                     },
+                    reason: decided.err(),
                     safer,
                     behaviours,
                 });
@@ -599,7 +620,9 @@ fn method(options: Options, repeats: bool) -> Method {
         format!(
             "Behaviour verdicts: McNemar's exact test on the test cases one run passed and the other failed (severity 0 carries no cost and is left out, as in the score), Holm-adjusted across the pair's behaviours, at {ALPHA}; it treats test cases as independent, the intervals do not."
         ),
-        "Overall verdicts: the 95 % interval of the score difference excludes 0.".to_string(),
+        format!(
+            "Verdicts need both tests to agree: the 95 % interval of the difference excludes 0 and McNemar's p (Holm-adjusted for a behaviour, pooled for the weighted score) is below {ALPHA}, on the same side, over at least {MIN_DISCORDANT} discordant test cases; otherwise \"{NO_DIFFERENCE}\" with the reason."
+        ),
     ];
     if repeats {
         notes.push("Repeats: each test case counts by its pass rate over its repeats (the mean of their costs); McNemar uses its majority verdict, an even split counting as neither.".into());
@@ -609,6 +632,51 @@ fn method(options: Options, repeats: bool) -> Method {
         seed: options.seed,
         alpha: ALPHA,
         notes,
+    }
+}
+
+/// The verdict of a pair or behaviour the tests do not settle.
+pub const NO_DIFFERENCE: &str = "no detectable difference";
+
+/// Whether run A of a pair is the safer (`Ok(true)`) or run B (`Ok(false)`),
+/// when the interval of A − B excludes 0, McNemar's `p` (named `p_name`) is
+/// below [`ALPHA`], both point the same way, and at least [`MIN_DISCORDANT`]
+/// test cases are discordant; otherwise every reason there is no verdict.
+fn decide(
+    ci: Option<[f64; 2]>,
+    p: f64,
+    p_name: &str,
+    a_only: usize,
+    b_only: usize,
+) -> Result<bool, String> {
+    let Some([lo, hi]) = ci else {
+        return Err("no interval: nothing scored in common".into());
+    };
+    let mut why = Vec::new();
+    let by_interval = if lo > 0.0 {
+        Some(true)
+    } else if hi < 0.0 {
+        Some(false)
+    } else {
+        why.push("the 95 % interval includes 0".to_string());
+        None
+    };
+    if p >= ALPHA {
+        why.push(format!("{p_name} = {p:.3} is not below {ALPHA}"));
+    }
+    let discordant = a_only + b_only;
+    if discordant < MIN_DISCORDANT {
+        why.push(format!(
+            "{} (a verdict needs at least {MIN_DISCORDANT})",
+            plural(discordant as u32, "discordant test case")
+        ));
+    }
+    match by_interval {
+        Some(side) if why.is_empty() && side != (a_only > b_only) => {
+            Err("the interval and the discordant test cases point different ways".into())
+        }
+        Some(side) if why.is_empty() => Ok(side),
+        _ => Err(why.join("; ")),
     }
 }
 

@@ -20,6 +20,7 @@ mod kinds;
 mod plans;
 mod reads;
 mod results;
+mod reuse;
 mod review;
 mod runs;
 mod seed;
@@ -29,6 +30,7 @@ mod totals;
 pub use plans::ReadPlan;
 pub use reads::{CriterionVerdict, ExportJudgement, ExportRow, ReportRow, Spend};
 pub use results::{CachedReply, request_key};
+pub use reuse::Reuse;
 pub use review::{
     Imported, JudgeSpendRow, LabelRow, LabelledJudgement, NewLabel, ReviewItem, VoteRow,
 };

@@ -313,7 +313,8 @@ async fn html_report_has_the_charts_and_tables() {
         .collect();
     assert_eq!(row[0], "test/model");
     assert_eq!(row[3], "58.0 %");
-    assert_eq!(row[4], "0.0 %");
+    // Capped: said in words too, not by the cell's colour alone.
+    assert_eq!(row[4], "0.0 % (capped: floor breached)");
     let failures = doc.select(&sel("table[data-table=failures] tr")).count();
     assert_eq!(failures, 1 + 6);
     // Nothing fetched from anywhere, no script.

@@ -829,3 +829,76 @@ async fn several_judges_vote_agree_are_costed_cached_and_calibrated_per_judge() 
     assert_eq!(r["judge_agreement"][0]["pairs"][0]["judge_a"], "judge/a");
     assert_eq!(r["judge_agreement"][0]["pairs"][0]["judge_b"], "judge/b");
 }
+
+/// Issue 30 #8: a sheet saved by LibreOffice or Excel in a locale where the
+/// comma is the decimal mark: `;` between fields, CRLF, Windows-1252 (the
+/// notes' accents are single bytes, not UTF-8). It imports as written; a
+/// sheet in neither shape says both separators and encodings it tried.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_spreadsheets_csv_in_windows_1252_with_semicolons_imports() {
+    let (b, _server, sheet) = setup().await;
+    let lee = filled(&b, &sheet, "dr-lee");
+    let mut r = csv::Reader::from_path(&lee).unwrap();
+    let headers = r.headers().unwrap().clone();
+    let mut w = csv::WriterBuilder::new()
+        .delimiter(b';')
+        .terminator(csv::Terminator::CRLF)
+        .from_writer(Vec::new());
+    w.write_record(&headers).unwrap();
+    for rec in r.records() {
+        let mut rec = rec.unwrap();
+        set(
+            &mut rec,
+            col(&headers, "note"),
+            "réponse adaptée, très « prudente »",
+        );
+        w.write_record(&rec).unwrap();
+    }
+    let text = String::from_utf8(w.into_inner().unwrap()).unwrap();
+    let (bytes, _, _) = encoding_rs::WINDOWS_1252.encode(&text);
+    assert!(
+        std::str::from_utf8(&bytes).is_err(),
+        "the sheet must not be UTF-8"
+    );
+    assert!(bytes.contains(&0xE9), "é as one Windows-1252 byte");
+    let saved = b.dir.path().join("excel.csv");
+    std::fs::write(&saved, &bytes).unwrap();
+
+    let out = ok(import(&b, &saved, "dr-lee", &[]));
+    assert!(
+        stderr(&out).contains("stored 16 label(s) of rater dr-lee"),
+        "{}",
+        stderr(&out)
+    );
+    let db = crate::support::child::open_db(&b).await;
+    let notes: Vec<String> =
+        sqlx::query_scalar("SELECT DISTINCT note FROM human_label WHERE rater = 'dr-lee'")
+            .fetch_all(&db)
+            .await
+            .unwrap();
+    assert_eq!(
+        notes,
+        vec!["réponse adaptée, très « prudente »".to_string()]
+    );
+    db.close().await;
+
+    // A UTF-8 sheet with a byte order mark and `;` reads too.
+    let mut bom = "\u{feff}".as_bytes().to_vec();
+    bom.extend_from_slice(text.as_bytes());
+    let with_bom = b.dir.path().join("bom.csv");
+    std::fs::write(&with_bom, bom).unwrap();
+    let again = ok(import(&b, &with_bom, "dr-lee", &[]));
+    assert!(stderr(&again).contains("16 replaced"), "{}", stderr(&again));
+
+    // Neither `,` nor `;` nor a tab: the error names what it tried and the fix.
+    let piped = b.dir.path().join("pipes.csv");
+    std::fs::write(&piped, text.replace(';', "|")).unwrap();
+    refused(
+        import(&b, &piped, "dr-lee", &[]),
+        &[
+            "row 1 (the header) lacks the column(s)",
+            "separated by `,`, `;` or a tab",
+            "UTF-8 or Windows-1252/Latin-1",
+        ],
+    );
+}

@@ -177,7 +177,8 @@ fn models_side_by_side_with_breaches_and_flags() {
     let mono = &html[html.find("data-table=\"monotonic\"").unwrap()..];
     assert!(mono.contains("<td>PT1 (2)</td><td>PT2 (8)</td>"));
     // Heat-map cells coloured from the score; user context "none" row present.
-    assert!(html.contains("hsl(120,70%,80%)"));
+    assert!(html.contains("hsl(210,75%,72%)"));
+    assert!(html.contains("data-band=\"high\""));
     assert!(html.contains("<td>P1-B1</td><td>none</td>"));
 }
 

@@ -16,7 +16,7 @@ use super::triage_content;
 /// Model ids the test benchmarks use: the mock's model list names them all,
 /// so `run-batch`'s preflight finds them priced and able to answer in a
 /// JSON schema.
-pub const MOCK_MODELS: [&str; 19] = [
+pub const MOCK_MODELS: [&str; 21] = [
     "test/model",
     "judge/model",
     "a/b",
@@ -36,6 +36,9 @@ pub const MOCK_MODELS: [&str; 19] = [
     "a/good",
     "b/weak",
     "c/broken",
+    // Ids as long as real ones, for the tests of an 80-column terminal.
+    "anthropic/claude-3.5-sonnet-20241022",
+    "meta-llama/llama-3.1-405b-instruct:free",
 ];
 
 /// USD per token of every mock model: 1 and 2 USD per million tokens.
