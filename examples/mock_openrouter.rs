@@ -113,10 +113,11 @@ fn catalog() -> String {
 /// `GET /key`: a key without a limit of its own.
 const KEY: &str = r#"{"data":{"label":"mock","limit":null,"limit_remaining":null,"usage":0}}"#;
 
-fn completion(id: u64, prompt_bytes: usize) -> String {
+/// A reply as served by `model`, the one the request asked for.
+fn completion(id: u64, prompt_bytes: usize, model: &str) -> String {
     let prompt_tokens = prompt_bytes / 4;
     format!(
-        r#"{{"id":"gen-mock-{id}","provider":"Mock","model":"bench/model","choices":[{{"index":0,"finish_reason":"stop","message":{{"role":"assistant","content":"{CONTENT}"}}}}],"usage":{{"prompt_tokens":{prompt_tokens},"completion_tokens":60,"total_tokens":{},"cost":0.0001}}}}"#,
+        r#"{{"id":"gen-mock-{id}","provider":"Mock","model":"{model}","choices":[{{"index":0,"finish_reason":"stop","message":{{"role":"assistant","content":"{CONTENT}"}}}}],"usage":{{"prompt_tokens":{prompt_tokens},"completion_tokens":60,"total_tokens":{},"cost":0.0001}}}}"#,
         prompt_tokens + 60
     )
 }
@@ -241,7 +242,7 @@ async fn connection(
                         *n -= 1;
                     }
                     let id = stats.requests.fetch_add(1, Ordering::SeqCst);
-                    ("200 OK", completion(id, content_length))
+                    ("200 OK", completion(id, content_length, &model))
                 } else {
                     stats.rejected.fetch_add(1, Ordering::SeqCst);
                     (

@@ -20,6 +20,8 @@ CREATE TABLE run_total (
     blocked INTEGER NOT NULL DEFAULT 0,
     refused INTEGER NOT NULL DEFAULT 0,
     cached_replies INTEGER NOT NULL DEFAULT 0,
+    -- What the reused (cached) replies cost when first paid for.
+    reused_original_usd REAL NOT NULL DEFAULT 0,
     -- Model calls: OpenRouter's figure, the BYOK upstream part, and the
     -- upstream cost as replies reported it (with how many did).
     cost_usd REAL NOT NULL DEFAULT 0,

@@ -6,7 +6,7 @@
 
 use sqlx::Row;
 
-use super::{Store, StoreError, compare, reads, review, runs, served};
+use super::{Store, StoreError, compare, reads, reuse, review, runs, served};
 
 /// The tables whose full scan grows with every result ever stored, and
 /// the aliases the store's statements give them (a plan names the alias).
@@ -35,6 +35,7 @@ impl Store {
             ("costs: error types", served::error_type_counts_sql(true)),
             ("costs: tokens", served::token_details_sql(true)),
             ("costs: judges", review::judge_spend_sql(true)),
+            ("runs / costs: cache reuse", reuse::reuse_sql(true)),
             (
                 "report: results",
                 format!("{} ORDER BY r.id", reads::REPORT_ROWS),

@@ -22,21 +22,13 @@ impl Store {
     /// [`Reuse`] of every run with a reused reply, by run id (`run_id`:
     /// only that run).
     pub async fn reuse(&self, run_id: Option<i64>) -> Result<BTreeMap<i64, Reuse>, StoreError> {
-        // The reply a cached result copies: the first paid one of the same
-        // request at the same endpoint, as `cached_reply` picks it.
-        let rows = sqlx::query(
-            "SELECT r.run_id, COUNT(*),
-                    COALESCE(SUM((SELECT o.cost_usd + o.byok_cost_usd FROM result o
-                                  WHERE o.request_hash = r.request_hash AND o.endpoint IS r.endpoint
-                                    AND o.cached = 0 AND o.response IS NOT NULL
-                                  ORDER BY o.id LIMIT 1)), 0.0)
-             FROM result r
-             WHERE r.cached = 1 AND (?1 IS NULL OR r.run_id = ?1)
-             GROUP BY r.run_id",
-        )
-        .bind(run_id)
-        .fetch_all(&self.pool)
-        .await?;
+        // Kept with the run's totals (see totals.rs), so `runs` and `costs`
+        // never read every result for it.
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(reuse_sql(run_id.is_some())));
+        if let Some(id) = run_id {
+            q = q.bind(id);
+        }
+        let rows = q.fetch_all(&self.pool).await?;
         Ok(rows
             .iter()
             .map(|r| {
@@ -50,4 +42,13 @@ impl Store {
             })
             .collect())
     }
+}
+
+/// The statement of [`Store::reuse`] for one run or every run.
+pub(super) fn reuse_sql(one_run: bool) -> String {
+    format!(
+        "SELECT run_id, SUM(cached_replies), SUM(reused_original_usd) FROM run_total {}
+          GROUP BY run_id HAVING SUM(cached_replies) > 0",
+        if one_run { "WHERE run_id = ?" } else { "" }
+    )
 }
