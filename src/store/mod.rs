@@ -17,6 +17,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 
 mod compare;
 mod kinds;
+mod pseudonym;
 mod reads;
 mod results;
 mod review;
