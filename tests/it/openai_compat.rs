@@ -5,11 +5,10 @@
 //! structured-output probe; `--max-cost` with an unpriced model; the hint
 //! on a strict server's refusal of OpenRouter's fields.
 
-use serde_json::Value;
 use wiremock::MockServer;
 
 use crate::support::child::{count, open_db};
-use crate::support::mock::{completions, strict_server};
+use crate::support::mock::{completion_bodies, completions, strict_server};
 use crate::support::{Bench, KEY, json, online, stderr, stdout};
 
 /// USD per million tokens of the priced entries, and what one mock reply
@@ -25,12 +24,6 @@ fn bench(models_yml: &str) -> Bench {
         .scenario("P1-B1-S1", "S1")
         .judged_scenario();
     b
-}
-
-fn bodies(reqs: &[wiremock::Request]) -> Vec<Value> {
-    reqs.iter()
-        .map(|r| serde_json::from_slice(&r.body).unwrap())
-        .collect()
 }
 
 async fn asked_for_key(server: &MockServer) -> bool {
@@ -58,7 +51,7 @@ async fn a_whole_run_on_a_strict_server_costs_the_models_yml_prices() {
     let server = strict_server(true).await;
     let out = run_batch(&b, &server.uri(), &[]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let sent = bodies(&completions(&server).await);
+    let sent = completion_bodies(&server).await;
     assert_eq!(sent.len(), 4, "three replies and one verdict, no probe");
     for body in &sent {
         let keys: Vec<&String> = body.as_object().unwrap().keys().collect();
@@ -145,7 +138,7 @@ async fn an_entry_that_does_not_say_is_probed_once_before_the_run() {
     let server = strict_server(true).await;
     let out = run_batch(&b, &server.uri(), &[]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let sent = bodies(&completions(&server).await);
+    let sent = completion_bodies(&server).await;
     assert_eq!(sent.len(), 5, "one probe, then the run's four");
     assert_eq!(sent[0]["response_format"]["json_schema"]["name"], "probe");
     assert_eq!(sent[0]["model"], "test/model");

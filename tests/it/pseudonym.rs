@@ -6,7 +6,7 @@
 use serde_json::Value;
 
 use crate::support::child::open_db;
-use crate::support::mock::{completions, triage_server};
+use crate::support::mock::{completion_bodies, triage_server};
 use crate::support::{KEY, bench, run, stderr};
 
 fn users(bodies: &[Value]) -> Vec<String> {
@@ -21,21 +21,13 @@ fn users(bodies: &[Value]) -> Vec<String> {
         .collect()
 }
 
-async fn sent(server: &wiremock::MockServer) -> Vec<Value> {
-    completions(server)
-        .await
-        .iter()
-        .map(|r| serde_json::from_slice(&r.body).unwrap())
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn every_request_carries_the_databases_pseudonym_and_no_usage_flag() {
     let b = bench();
     let t = triage_server().await;
     let out = run(&b, &t.server, &["run-batch", "--all-scenarios"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let bodies = sent(&t.server).await;
+    let bodies = completion_bodies(&t.server).await;
     assert_eq!(bodies.len(), 2);
     let u = users(&bodies);
     assert!(u[0].starts_with("hb-") && u[0].len() == 35, "{u:?}");
@@ -72,13 +64,17 @@ async fn every_request_carries_the_databases_pseudonym_and_no_usage_flag() {
     // from the cache.
     let out = run(&b, &t.server, &["run-batch", "--all-scenarios"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert_eq!(sent(&t.server).await.len(), 2, "nothing new was sent");
+    assert_eq!(
+        completion_bodies(&t.server).await.len(),
+        2,
+        "nothing new was sent"
+    );
 
     // Another database, another pseudonym.
     let other = bench();
     let t2 = triage_server().await;
     let out = run(&other, &t2.server, &["run-batch", "--all-scenarios"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let v = users(&sent(&t2.server).await);
+    let v = users(&completion_bodies(&t2.server).await);
     assert_ne!(v[0], u[0]);
 }

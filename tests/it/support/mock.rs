@@ -104,6 +104,15 @@ pub async fn completions(server: &MockServer) -> Vec<Request> {
         .collect()
 }
 
+/// The bodies of the chat completion requests a mock received, as JSON.
+pub async fn completion_bodies(server: &MockServer) -> Vec<Value> {
+    completions(server)
+        .await
+        .iter()
+        .map(|r| serde_json::from_slice(&r.body).unwrap())
+        .collect()
+}
+
 /// A chat completion body carrying `content`.
 pub fn completion(content: &str, cost: f64) -> Value {
     json!({
