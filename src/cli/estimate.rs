@@ -216,12 +216,14 @@ async fn price(
             return e.price.map(|p| Prices {
                 prompt: p.prompt_per_mtok / 1e6,
                 completion: p.completion_per_mtok / 1e6,
+                request: 0.0,
             });
         }
         let m = catalog.as_ref().ok().and_then(|c| find(c, id))?;
         Some(Prices {
             prompt: m.prompt_price?,
             completion: m.completion_price?,
+            request: m.request_price.unwrap_or(0.0),
         })
     };
     let stored = |id: String, judge: bool| async move {
@@ -261,11 +263,13 @@ async fn price(
                     Prices {
                         prompt: 0.0,
                         completion: 0.0,
+                        request: 0.0,
                     },
                     |acc, p| {
                         p.map(|p| Prices {
                             prompt: acc.prompt + p.prompt,
                             completion: acc.completion + p.completion,
+                            request: acc.request + p.request,
                         })
                     },
                 )
