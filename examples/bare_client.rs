@@ -58,6 +58,8 @@ pub fn bodies(root: &Path, n: usize) -> Result<Vec<String>, String> {
                 model: &model,
                 prompt: &compose::compose(&case),
                 response_format: case.scenario.response_format.as_ref(),
+                api: model.api.unwrap_or_default(),
+                user: Some("hb-bench"),
             }
             .to_json()
         })

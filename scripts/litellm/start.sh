@@ -3,6 +3,7 @@
 #
 #   start.sh BUILD_DIR PORT     install (if needed) and start; prints the PID on stdout
 #   start.sh BUILD_DIR stop     stop the proxy recorded in BUILD_DIR/litellm.pid
+#   start.sh BUILD_DIR install  only install the pinned proxy into BUILD_DIR/venv (CI)
 #
 # Everything it writes goes under BUILD_DIR: venv/, config.yaml, custom_auth.py
 # (copied from this script's folder, or from $LITELLM_CONFIG_DIR), litellm.log,
@@ -20,7 +21,7 @@ PRISMA_PIN='prisma==0.15.0'
 die() { echo "start.sh: $*" >&2; exit 1; }
 log() { echo "start.sh: $*" >&2; }
 
-[ $# -eq 2 ] || die "usage: start.sh BUILD_DIR PORT | start.sh BUILD_DIR stop"
+[ $# -eq 2 ] || die "usage: start.sh BUILD_DIR PORT | start.sh BUILD_DIR stop | start.sh BUILD_DIR install"
 mkdir -p "$1"
 BUILD=$(cd "$1" && pwd)
 ARG=$2
@@ -80,7 +81,9 @@ if [ "$ARG" = stop ]; then
 fi
 
 PORT=$ARG
-[[ "$PORT" =~ ^[0-9]+$ ]] && [ "$PORT" -ge 1 ] && [ "$PORT" -le 65535 ] || die "bad port: $PORT"
+if [ "$PORT" != install ]; then
+  [[ "$PORT" =~ ^[0-9]+$ ]] && [ "$PORT" -ge 1 ] && [ "$PORT" -le 65535 ] || die "bad port: $PORT"
+fi
 [ -f "$SRC/config.yaml" ] && [ -f "$SRC/custom_auth.py" ] || die "config.yaml/custom_auth.py not found in $SRC"
 
 # Serialise concurrent callers on the same build folder (install + start).
@@ -97,6 +100,10 @@ if [ ! -x "$VENV/bin/litellm" ] || [ "$(cat "$STAMP" 2>/dev/null)" != "$LITELLM_
   "${PYTHON:-python3}" -m venv "$VENV"
   PIP_DISABLE_PIP_VERSION_CHECK=1 "$VENV/bin/pip" install --no-cache-dir --quiet "$LITELLM_PIN" "$PRISMA_PIN" >&2
   echo "$LITELLM_PIN $PRISMA_PIN" > "$STAMP"
+fi
+if [ "$PORT" = install ]; then
+  log "installed in $VENV"
+  exit 0
 fi
 
 # --- already running? ---

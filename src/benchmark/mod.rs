@@ -15,7 +15,7 @@ use crate::domain::ModelEntry;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use hash::{hex, sha256, sha256_hex};
+pub use hash::{hex, sha256, sha256_hex, sha256_hex_pieces};
 
 /// The loaded benchmark: everything needed to compose and judge every test case.
 #[derive(Debug, Clone)]

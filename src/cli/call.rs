@@ -86,6 +86,7 @@ pub(super) fn client(s: &Settings, call: &CallArgs) -> Result<openrouter::Client
     cfg.request_timeout = std::time::Duration::from_secs(call.request_timeout.max(1));
     cfg.max_attempts = call.max_attempts.max(1);
     cfg.max_reply_bytes = call.max_reply_bytes;
+    cfg.api = s.api;
     if let Some(base) = s.retry_base {
         cfg.backoff_base = base;
         cfg.backoff_max = base * 20;
@@ -104,10 +105,11 @@ pub(super) async fn context(
     call: &CallArgs,
 ) -> Result<run::RunContext> {
     // The client first: a refused setting must not create a database.
-    let client = client(s, call)?;
+    let mut client = client(s, call)?;
     let store = Store::open(&s.database_url.clone())
         .await?
         .with_endpoint(client.endpoint());
+    client.set_user(store.pseudonym().await?);
     run::RunContext::new(b, store, client, s.quiet).await
 }
 

@@ -17,12 +17,12 @@ use super::output::{DataFormat, out};
 use super::selection::SelectionArgs;
 use super::settings::{Settings, runtime};
 use crate::benchmark::Benchmark;
-use crate::domain::ModelEntry;
+use crate::domain::{Api, ModelEntry};
 use crate::openrouter::catalog::{CATALOG_TIMEOUT, CatalogClient, KeyInfo};
 use crate::report::usd;
 use crate::run::Selection;
 use crate::run::estimate::{self, CompletionInput, ModelInputs, Prices};
-use crate::run::preflight::{Priced, find, refusals};
+use crate::run::preflight::{Priced, find, refusals, to_probe};
 use crate::store::Store;
 use crate::{Error, ExitStatus, Result};
 
@@ -79,6 +79,13 @@ pub fn run(s: &Settings, args: &EstimateArgs) -> Result<ExitStatus> {
             DataFormat::Table => {
                 let mut o = super::output::table_out(s.width);
                 write_text(&mut o, &priced)?;
+                for e in to_probe(&priced, &entries(&b, &models)) {
+                    writeln!(
+                        o,
+                        "run-batch would first ask `{}` once whether it answers in a JSON schema (no `structured_outputs:` in its entry)",
+                        e.id
+                    )?;
+                }
                 for r in &refusals {
                     writeln!(
                         o,
@@ -97,15 +104,15 @@ pub fn run(s: &Settings, args: &EstimateArgs) -> Result<ExitStatus> {
 /// JSON summary on stdout stays JSON) and refuses what the module docs say.
 pub(super) async fn preflight(
     s: &Settings,
-    b: &Benchmark,
-    store: &Store,
+    ctx: &crate::run::RunContext,
     models: &[ModelEntry],
     selection: &Selection,
     judge: Option<String>,
     yes: bool,
 ) -> Result<()> {
+    let (b, client) = (&*ctx.benchmark, &*ctx.client);
     let sel = &Covered { selection, judge };
-    let priced = price(s, b, models, sel, Some(store)).await?;
+    let priced = price(s, b, models, sel, Some(&ctx.store)).await?;
     let refusals = refusals(&priced, sel.selection.max_cost, &entries(b, models));
     // A wrong id or an unsupported parameter is refused before the estimate
     // is shown: every one of them, each on its line.
@@ -129,17 +136,43 @@ pub(super) async fn preflight(
         crate::report::terminal::set_width(s.width);
     }
     let blocking: Vec<&str> = refusals.iter().map(|r| r.message.as_str()).collect();
-    if blocking.is_empty() {
-        return Ok(());
-    }
-    if yes {
+    if !blocking.is_empty() {
+        if !yes {
+            return Err(Error::tool(format!(
+                "not started: {}. Nothing was sent; run again with --yes to start anyway",
+                blocking.join("; ")
+            )));
+        }
         eprintln!("--yes: starting anyway: {}", blocking.join("; "));
-        return Ok(());
     }
-    Err(Error::tool(format!(
-        "not started: {}. Nothing was sent; run again with --yes to start anyway",
-        blocking.join("; ")
-    )))
+    probe(s, client, &priced, &entries(b, models)).await
+}
+
+/// The structured-output probe of every OpenAI-compatible model or judge
+/// whose entry does not say (see [`to_probe`]): the last check, after
+/// every refusal, as it is a paid request. A failed probe stops the run
+/// with nothing else sent.
+async fn probe(
+    s: &Settings,
+    client: &crate::openrouter::Client,
+    priced: &Priced,
+    entries: &[ModelEntry],
+) -> Result<()> {
+    for entry in to_probe(priced, entries) {
+        if !s.quiet {
+            eprintln!(
+                "asking `{}` once whether it answers in a JSON schema (its models.yml entry has no `structured_outputs:`)",
+                entry.id
+            );
+        }
+        if let Err(why) = client.probe_structured(&entry).await {
+            return Err(Error::Usage(format!(
+                "`{}` cannot be used as it is: its requests need a JSON-schema answer (a judge, or the deterministic scenarios of this selection), and {why}. Set `structured_outputs: true` on its entry in models.yml if the server does honour response_format, or choose another model (or leave those scenarios out); nothing else was sent",
+                entry.id
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The catalog client of these settings: the base URL and the key when
@@ -157,14 +190,45 @@ async fn price(
     store: Option<&Store>,
 ) -> Result<Priced> {
     let client = catalog_client(s)?;
-    let (catalog, key) = tokio::join!(client.models(), client.key());
+    let all = entries(b, models);
+    // A model's or judge's entry (a judge's defaults without one).
+    let entry_of = |id: &str| crate::judging::judge::settings(id, &all);
+    let judge_ids = sel
+        .judge
+        .as_deref()
+        .map(crate::judging::panel::judges)
+        .unwrap_or_default();
+    // Only OpenRouter has `/key`: a run all sent elsewhere never asks it.
+    let any_openrouter = models
+        .iter()
+        .map(|m| m.api_or(s.api))
+        .chain(judge_ids.iter().map(|j| entry_of(j).api_or(s.api)))
+        .any(|a| a == Api::OpenRouter);
+    let key_of = async {
+        if any_openrouter {
+            client.key().await
+        } else {
+            Ok(None)
+        }
+    };
+    let (catalog, key) = tokio::join!(client.models(), key_of);
     let catalog = catalog.map_err(|e| e.to_string());
     let key = key.map_err(|e| e.to_string()).transpose();
     let price_of = |id: &str| -> Option<Prices> {
+        let e = entry_of(id);
+        if e.api_or(s.api) == Api::OpenaiCompatible {
+            // An OpenAI-compatible server lists no prices: models.yml's.
+            return e.price.map(|p| Prices {
+                prompt: p.prompt_per_mtok / 1e6,
+                completion: p.completion_per_mtok / 1e6,
+                request: 0.0,
+            });
+        }
         let m = catalog.as_ref().ok().and_then(|c| find(c, id))?;
         Some(Prices {
             prompt: m.prompt_price?,
             completion: m.completion_price?,
+            request: m.request_price.unwrap_or(0.0),
         })
     };
     let stored = |id: String, judge: bool| async move {
@@ -204,11 +268,13 @@ async fn price(
                     Prices {
                         prompt: 0.0,
                         completion: 0.0,
+                        request: 0.0,
                     },
                     |acc, p| {
                         p.map(|p| Prices {
                             prompt: acc.prompt + p.prompt,
                             completion: acc.completion + p.completion,
+                            request: acc.request + p.request,
                         })
                     },
                 )
@@ -232,6 +298,7 @@ async fn price(
         estimate: estimate::total(estimates, judge_id.as_deref(), judge),
         catalog,
         key,
+        api: s.api,
     })
 }
 
@@ -304,7 +371,10 @@ fn write_text(o: &mut dyn Write, p: &Priced) -> std::io::Result<()> {
     }
     match (&p.catalog, e.cost_usd) {
         (Ok(_), Some([lo, hi])) => writeln!(o, "total: ${} to ${}", usd(lo, 4), usd(hi, 4))?,
-        (Ok(_), None) => writeln!(o, "total: not priced (a model has no price in GET /models)")?,
+        (Ok(_), None) => writeln!(
+            o,
+            "total: not priced (a model has no price: in GET /models for OpenRouter, `price:` in models.yml for an OpenAI-compatible server, whose cost is unknown without one)"
+        )?,
         (Err(why), _) => writeln!(o, "total: could not price ({why})")?,
     }
     match &p.key {

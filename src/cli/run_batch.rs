@@ -177,16 +177,8 @@ pub(super) fn execute(s: &Settings, call_args: &CallArgs, args: &Batch) -> Resul
             // The estimate (and its refusals) before anything is created or sent.
             let models = call::models(&ctx.benchmark, call_args)?;
             let judge = call::judge_of(&ctx.benchmark, &call_args.judges);
-            super::estimate::preflight(
-                s,
-                &ctx.benchmark,
-                &ctx.store,
-                &models,
-                &args.selection,
-                judge,
-                call_args.yes,
-            )
-            .await?;
+            super::estimate::preflight(s, &ctx, &models, &args.selection, judge, call_args.yes)
+                .await?;
             new_runs(&ctx, call_args, args)?
         } else {
             resumed_runs(&ctx, args).await?
@@ -275,7 +267,9 @@ fn new_runs(ctx: &run::RunContext, call_args: &CallArgs, args: &Batch) -> Result
     let token = batch_token();
     let runs = call::models(&ctx.benchmark, call_args)?
         .into_iter()
-        .map(|model| {
+        .map(|mut model| {
+            // Pinned with the run: a resume speaks to the server as the run began.
+            model.api = Some(ctx.client.api_of(&model));
             let settings = run::RunSettings {
                 concurrency: args.concurrency,
                 batch: Some(token.clone()),

@@ -12,6 +12,7 @@ use clap::Args;
 
 use crate::benchmark::Benchmark;
 use crate::content::{self, ContentErrors};
+use crate::domain::Api;
 use crate::openrouter;
 use crate::store::Store;
 use crate::{Error, Result};
@@ -43,6 +44,12 @@ pub struct GlobalArgs {
     /// The API's base URL (any OpenAI-compatible server).
     #[arg(long, global = true, env = "OPENROUTER_BASE_URL", default_value = openrouter::DEFAULT_BASE_URL)]
     pub base_url: String,
+    /// The wire format of every model whose models.yml entry names none:
+    /// `openrouter`, or `openai-compatible` for a server that speaks
+    /// OpenAI's Chat Completions only (vLLM, llama.cpp, Ollama, LiteLLM).
+    #[arg(long, global = true, env = "HELMBENCH_API", value_name = "openrouter|openai-compatible",
+          value_parser = parse_api)]
+    pub api: Option<Api>,
     /// `HTTP-Referer` attribution header sent to OpenRouter.
     #[arg(
         long,
@@ -80,6 +87,10 @@ pub struct GlobalArgs {
     pub test_pause_before_finish_ms: Option<u64>,
 }
 
+fn parse_api(s: &str) -> std::result::Result<Api, String> {
+    s.parse()
+}
+
 /// What every command runs with, resolved once from [`GlobalArgs`].
 #[derive(Clone)]
 pub struct Settings {
@@ -89,6 +100,8 @@ pub struct Settings {
     /// The key, trimmed; None when unset or blank (a dry run).
     api_key: Option<String>,
     pub base_url: String,
+    /// `--api`: the wire format of a model whose entry names none.
+    pub api: Api,
     pub referer: Option<String>,
     pub title: Option<String>,
     pub quiet: bool,
@@ -134,6 +147,7 @@ impl Settings {
                 .filter(|s| !s.is_empty())
                 .unwrap_or(openrouter::DEFAULT_BASE_URL)
                 .to_string(),
+            api: g.api.unwrap_or_default(),
             referer: nonblank(&g.http_referer),
             title: nonblank(&Some(g.x_title.clone())),
             quiet: g.quiet,

@@ -64,6 +64,20 @@ pub(super) fn load_models(
                         ));
                     }
                 }
+                if let Some(p) = model.price
+                    && !(p.prompt_per_mtok.is_finite()
+                        && p.prompt_per_mtok >= 0.0
+                        && p.completion_per_mtok.is_finite()
+                        && p.completion_per_mtok >= 0.0)
+                {
+                    errors.push(ContentError::new(
+                        &path,
+                        format!(
+                            "model `{}`: price {{prompt_per_mtok: {}, completion_per_mtok: {}}} (expected USD per million tokens, 0 or more)",
+                            model.id, p.prompt_per_mtok, p.completion_per_mtok
+                        ),
+                    ));
+                }
                 if let Some(t) = model.temperature
                     && !(0.0..=2.0).contains(&t)
                 {
@@ -83,7 +97,7 @@ pub(super) fn load_models(
             let mut err = ContentError::new(
                 &path,
                 format!(
-                    "invalid models.yml: {e} (expected `marking_model: ...` and `models: [{{id: ...}}]` with optional temperature, seed, max_tokens, provider: {{order, only, ignore, allow_fallbacks, sort, quantizations, data_collection, zdr, max_price}} and reasoning: {{effort, max_tokens, exclude}})"
+                    "invalid models.yml: {e} (expected `marking_model: ...` and `models: [{{id: ...}}]` with optional temperature, seed, max_tokens, provider: {{order, only, ignore, allow_fallbacks, sort, quantizations, data_collection, zdr, max_price}} reasoning: {{effort, max_tokens, exclude, enabled}}, judge_only, and for an OpenAI-compatible server api: openai-compatible, structured_outputs: true|false, price: {{prompt_per_mtok, completion_per_mtok}})"
                 ),
             );
             err.line = line;

@@ -15,7 +15,9 @@ pub mod text;
 
 pub use block::{Block, BlockKind, BlockedAs};
 pub use kinds::{ErrorKind, RunStatus};
-pub use model::{ModelEntry, ProviderPreferences, Reasoning, deserialize_judges, same_model};
+pub use model::{
+    Api, ModelEntry, Price, ProviderPreferences, Reasoning, deserialize_judges, same_model,
+};
 pub use quality::{Band, QualityScores};
 pub use result::{DiscardedCharge, NewJudgement, NewResult, ServedBy, StoredResult};
 pub use text::excerpt;

@@ -28,6 +28,69 @@ pub struct ModelEntry {
     /// judge's settings live in its entry all the same).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub judge_only: bool,
+    /// Which wire format the model's server speaks; None: the run's default
+    /// (`--api`, else OpenRouter's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api: Option<Api>,
+    /// Whether the model's server honours a JSON-schema `response_format`:
+    /// read for OpenAI-compatible servers, which list no supported
+    /// parameters (None: one probe request before the run decides).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structured_outputs: Option<bool>,
+    /// The price of an OpenAI-compatible model, whose server reports none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price: Option<Price>,
+}
+
+/// The wire format a model's server speaks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Api {
+    /// OpenRouter's chat completions: `provider` routing, `reasoning`,
+    /// prices and supported parameters in `GET /models`.
+    #[default]
+    #[serde(rename = "openrouter")]
+    OpenRouter,
+    /// OpenAI's Chat Completions fields only (vLLM, llama.cpp, Ollama,
+    /// LiteLLM, OpenAI or Azure themselves).
+    OpenaiCompatible,
+}
+
+impl Api {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Api::OpenRouter => "openrouter",
+            Api::OpenaiCompatible => "openai-compatible",
+        }
+    }
+}
+
+impl std::str::FromStr for Api {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim() {
+            "openrouter" => Ok(Api::OpenRouter),
+            "openai-compatible" => Ok(Api::OpenaiCompatible),
+            other => Err(format!(
+                "expected `openrouter` or `openai-compatible`, got {other:?}"
+            )),
+        }
+    }
+}
+
+/// `price:` of a model in `models.yml`, USD per million tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Price {
+    pub prompt_per_mtok: f64,
+    pub completion_per_mtok: f64,
+}
+
+impl Price {
+    /// What `prompt` and `completion` tokens cost, in USD.
+    pub fn cost(&self, prompt: i64, completion: i64) -> f64 {
+        (prompt as f64 * self.prompt_per_mtok + completion as f64 * self.completion_per_mtok) / 1e6
+    }
 }
 
 impl ModelEntry {
@@ -40,7 +103,15 @@ impl ModelEntry {
             provider: None,
             reasoning: None,
             judge_only: false,
+            api: None,
+            structured_outputs: None,
+            price: None,
         }
+    }
+
+    /// The wire format of this model: its own, else `default`.
+    pub fn api_or(&self, default: Api) -> Api {
+        self.api.unwrap_or(default)
     }
 }
 

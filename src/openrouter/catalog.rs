@@ -28,6 +28,8 @@ pub struct CatalogModel {
     pub prompt_price: Option<f64>,
     /// USD per completion token; None as above.
     pub completion_price: Option<f64>,
+    /// USD per request (`pricing.request`); None when absent.
+    pub request_price: Option<f64>,
     pub supported_parameters: Vec<String>,
 }
 
@@ -100,6 +102,7 @@ impl Catalog {
                     CatalogModel {
                         prompt_price: price(m, "prompt"),
                         completion_price: price(m, "completion"),
+                        request_price: price(m, "request"),
                         id,
                         supported_parameters,
                     },

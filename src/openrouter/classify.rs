@@ -359,8 +359,14 @@ pub(super) fn classify(
             408 | 429 => retry(http_reason(s, code.as_deref(), &message)),
             500..=599 => retry(http_reason(s, code.as_deref(), &message)),
             _ => {
+                let param = parsed
+                    .as_ref()
+                    .and_then(|v| v.pointer("/error/param"))
+                    .and_then(Value::as_str);
                 let message = if status.is_redirection() {
                     format!("unexpected redirect (not followed): {message}")
+                } else if let Some(field) = super::openai::refused_field(&message, param) {
+                    message + &super::openai::strict_hint(&field)
                 } else {
                     message
                 };
@@ -530,6 +536,7 @@ pub(super) fn classify(
             .filter(|s| !s.is_empty())
             .map(|s| truncate(s, 200))
     };
+    let usage_cost = reply_cost(usage.and_then(|u| u.get("cost")), "usage.cost");
     Outcome::Success(Completion {
         generation_id: v.get("id").and_then(Value::as_str).map(str::to_string),
         content,
@@ -542,7 +549,8 @@ pub(super) fn classify(
             .map_or(0, |n| n.max(0.0) as i64),
         cached_prompt_tokens: num(&["prompt_tokens_details", "cached_tokens"])
             .map_or(0, |n| n.max(0.0) as i64),
-        cost_usd: reply_cost(usage.and_then(|u| u.get("cost")), "usage.cost").unwrap_or(0.0),
+        cost_usd: usage_cost.unwrap_or(0.0),
+        reported_cost_usd: usage_cost.filter(|c| !c.is_nan()),
         upstream_cost_usd: reply_cost(
             usage
                 .and_then(|u| u.get("cost_details"))

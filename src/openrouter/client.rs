@@ -30,6 +30,8 @@ pub struct Client {
     limits: std::sync::RwLock<std::collections::HashMap<String, std::sync::Arc<AdaptiveLimit>>>,
     /// `--max-in-flight`: attempts in flight across every model.
     total: std::sync::RwLock<Option<std::sync::Arc<tokio::sync::Semaphore>>>,
+    /// The database's pseudonym, sent as `user` (see [`Client::set_user`]).
+    user: Option<String>,
 }
 
 impl fmt::Debug for Client {
@@ -37,6 +39,7 @@ impl fmt::Debug for Client {
         f.debug_struct("Client")
             .field("url", &self.url.as_str())
             .field("cfg", &self.cfg)
+            .field("user", &self.user)
             .finish_non_exhaustive()
     }
 }
@@ -90,6 +93,7 @@ impl Client {
             cfg,
             limits: Default::default(),
             total: Default::default(),
+            user: None,
         })
     }
 
@@ -122,6 +126,22 @@ impl Client {
             .unwrap_or_else(|e| e.into_inner())
             .get(model)
             .cloned()
+    }
+
+    /// Sends `user` (a pseudonym of the database, never of the key) with
+    /// every request built for this client.
+    pub fn set_user(&mut self, user: String) {
+        self.user = Some(user);
+    }
+
+    /// The pseudonym requests carry as `user`, if any.
+    pub fn user(&self) -> Option<&str> {
+        self.user.as_deref()
+    }
+
+    /// The wire format `entry` is sent in: its own, else the client's default.
+    pub fn api_of(&self, entry: &crate::domain::ModelEntry) -> crate::domain::Api {
+        entry.api_or(self.cfg.api)
     }
 
     /// The URL requests go to (`{base}/chat/completions`), never with
@@ -294,6 +314,7 @@ impl Client {
             .get(RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
             .and_then(parse_retry_after);
+        let header_cost = super::openai::header_cost(resp.headers());
         let text = match http::read_capped(resp, self.cfg.max_reply_bytes).await {
             Ok(t) => t,
             Err(mut f) => {
@@ -314,7 +335,10 @@ impl Client {
             .as_ref()
             .and_then(|v| v.pointer("/usage/cost"))
             .cloned();
-        let outcome = classify(status, retry_after, &text, parsed, empty_is_answer);
+        let mut outcome = classify(status, retry_after, &text, parsed, empty_is_answer);
+        if let Outcome::Success(c) = &mut outcome {
+            c.reported_cost_usd = c.reported_cost_usd.or(header_cost);
+        }
         let charged = match outcome {
             Outcome::Success(_) => 0.0,
             _ => charged_cost(cost.as_ref()),

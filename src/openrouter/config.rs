@@ -33,6 +33,9 @@ pub struct ClientConfig {
     /// Largest reply body read, in bytes: a longer one is abandoned as it
     /// streams in (never held whole) and the attempt is retried.
     pub max_reply_bytes: u64,
+    /// The wire format of a model whose models.yml entry does not name one
+    /// (`--api`).
+    pub api: crate::domain::Api,
 }
 
 /// Default [`ClientConfig::max_reply_bytes`]: 16 MiB, a thousand times a
@@ -57,6 +60,7 @@ impl ClientConfig {
             backoff_base: Duration::from_secs(1),
             backoff_max: Duration::from_secs(60),
             max_reply_bytes: DEFAULT_MAX_REPLY_BYTES,
+            api: crate::domain::Api::OpenRouter,
         }
     }
 }
@@ -74,6 +78,7 @@ impl fmt::Debug for ClientConfig {
             .field("backoff_base", &self.backoff_base)
             .field("backoff_max", &self.backoff_max)
             .field("max_reply_bytes", &self.max_reply_bytes)
+            .field("api", &self.api)
             .finish()
     }
 }

@@ -16,19 +16,23 @@ mod config;
 mod error;
 mod http;
 mod limit;
+mod openai;
+mod probe;
 mod redact;
 mod reply;
 mod request;
 mod spend;
+mod wire;
 
 pub use classify::reply_cost;
 pub use client::Client;
 pub use config::{ClientConfig, DEFAULT_BASE_URL, DEFAULT_MAX_REPLY_BYTES, MAX_PLAUSIBLE_COST_USD};
 pub use error::{CreditLimit, ErrorMeta, ProviderError};
 pub use limit::{AdaptiveLimit, Attempt};
+pub use openai::{price_reply, unsendable};
 pub use redact::redact_url;
 pub use reply::Completion;
-pub use request::{ChatRequest, ProviderBlock, sent_parameters};
+pub use request::{Body, ChatRequest, ProviderBlock, sent_parameters};
 pub use spend::{CallLog, CallNote, Retried};
 
 #[cfg(test)]

@@ -26,6 +26,10 @@ pub struct Completion {
     /// something that is not a usable cost (see [`reply_cost`]): unknown,
     /// stored as such and never added to a total.
     pub cost_usd: f64,
+    /// The server's own figure for the reply, when it gave one: `usage.cost`,
+    /// else a LiteLLM proxy's `x-litellm-response-cost` header. What an
+    /// OpenAI-compatible model without a models.yml price costs.
+    pub reported_cost_usd: Option<f64>,
     /// `usage.cost_details.upstream_inference_cost` (bring-your-own-key);
     /// None when absent or unusable.
     pub upstream_cost_usd: Option<f64>,

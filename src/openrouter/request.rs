@@ -2,13 +2,15 @@
 //! user message and the response format, serialised straight to the body
 //! text OpenRouter is sent (and the cache key is hashed from). Field order
 //! is fixed: model, messages, response_format, provider, temperature, seed,
-//! max_tokens, reasoning, usage, so a request's bytes, and its cache key,
-//! do not change between versions.
+//! max_tokens, reasoning, user, so a request's bytes, and its cache key,
+//! do not change between versions (the key as it was before `usage` was
+//! dropped and `user` added: see [`Body`]).
 
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::domain::{ModelEntry, ProviderPreferences, Reasoning};
+use super::wire::{Message, write_body};
+use crate::domain::{Api, ModelEntry, ProviderPreferences, Reasoning};
 
 /// The top-level parameters a request for `model` carries that a model may
 /// or may not take (OpenRouter's `supported_parameters` names): what the
@@ -45,20 +47,73 @@ pub struct ChatRequest<'a> {
     /// set, `provider.require_parameters: true` is sent too, so OpenRouter
     /// only routes to providers that honour it.
     pub response_format: Option<&'a Value>,
+    /// The wire format: OpenRouter's, or OpenAI's Chat Completions fields
+    /// only (see [`super::openai`]).
+    pub api: Api,
+    /// The database's pseudonym, sent last as `user` (never part of the
+    /// cache key).
+    pub user: Option<&'a str>,
+}
+
+/// A request body as posted, and the bytes its reply is cached under: the
+/// body without `user`, and, in OpenRouter's format, with the
+/// `"usage":{"include":true}` every request carried until it was dropped
+/// (OpenRouter always reports usage now), so replies stored before still
+/// answer the same request.
+#[derive(Debug, Clone)]
+pub struct Body {
+    /// The exact text posted to `/chat/completions`.
+    pub wire: String,
+    /// The part of `wire` the key shares (up to its last field).
+    key_len: usize,
+    key_tail: &'static str,
+}
+
+impl Body {
+    /// The cache key's bytes, in two parts (hashed one after the other).
+    pub fn key_parts(&self) -> [&[u8]; 2] {
+        [
+            &self.wire.as_bytes()[..self.key_len],
+            self.key_tail.as_bytes(),
+        ]
+    }
 }
 
 impl ChatRequest<'_> {
     /// The exact body text posted to `/chat/completions`.
     pub fn to_json(&self) -> String {
-        #[derive(Serialize)]
-        struct Message<'a> {
-            role: &'static str,
-            content: &'a str,
+        self.body().wire
+    }
+
+    /// The body as posted, with its cache key (see [`Body`]).
+    pub fn body(&self) -> Body {
+        let mut wire = match self.api {
+            Api::OpenRouter => self.openrouter_json(),
+            Api::OpenaiCompatible => {
+                super::openai::body(self.model, self.prompt, self.response_format)
+            }
+        };
+        // Both bodies are one JSON object: its closing brace is the last byte.
+        let key_len = wire.len().saturating_sub(1);
+        if let Some(user) = self.user {
+            wire.truncate(key_len);
+            wire.push_str(",\"user\":");
+            wire.push_str(&serde_json::to_string(user).unwrap_or_else(|_| "\"\"".into()));
+            wire.push('}');
         }
-        #[derive(Serialize)]
-        struct Usage {
-            include: bool,
+        Body {
+            wire,
+            key_len,
+            key_tail: match self.api {
+                Api::OpenRouter => r#","usage":{"include":true}}"#,
+                Api::OpenaiCompatible => "}",
+            },
         }
+    }
+
+    /// OpenRouter's body: the OpenAI fields with `provider` routing and
+    /// `reasoning`.
+    fn openrouter_json(&self) -> String {
         #[derive(Serialize)]
         struct Body<'a> {
             model: &'a str,
@@ -75,7 +130,6 @@ impl ChatRequest<'_> {
             max_tokens: Option<u32>,
             #[serde(skip_serializing_if = "Option::is_none")]
             reasoning: Option<&'a Reasoning>,
-            usage: Usage,
         }
         let m = self.model;
         let body = Body {
@@ -93,20 +147,8 @@ impl ChatRequest<'_> {
             seed: m.seed,
             max_tokens: m.max_tokens,
             reasoning: m.reasoning.as_ref(),
-            // OpenRouter now always reports usage on non-streaming replies;
-            // the flag is harmless there and still needed by older
-            // compatible servers.
-            usage: Usage { include: true },
         };
-        // Sized for the prompt plus some escaping, the schema and the rest,
-        // so the buffer is not regrown while the prompt is written.
-        let mut out = Vec::with_capacity(self.prompt.len() * 9 / 8 + 2048);
-        // Serialising borrowed strings, numbers and a `Value` cannot fail,
-        // and serde_json writes UTF-8.
-        match serde_json::to_writer(&mut out, &body) {
-            Ok(()) => String::from_utf8(out).unwrap_or_default(),
-            Err(_) => String::new(),
-        }
+        write_body(self.prompt, &body)
     }
 }
 
@@ -149,6 +191,8 @@ mod tests {
                 model: &m,
                 prompt: "hi",
                 response_format: None,
+                api: Api::OpenRouter,
+                user: None,
             }
             .to_json(),
         )

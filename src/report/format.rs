@@ -18,6 +18,17 @@ pub fn usd(value: f64, places: usize) -> String {
     format!("{value:.places$}")
 }
 
+/// A sum of known costs for a cell, and `unknown` calls beside it: the
+/// sum alone when every cost is known, `unknown` when none is (never a $0
+/// that reads as free), else the sum `+ unknown`.
+pub fn usd_known(value: f64, unknown: i64, places: usize) -> String {
+    match unknown {
+        0 => usd(value, places),
+        _ if value == 0.0 => "unknown".to_string(),
+        _ => format!("{} + unknown", usd(value, places)),
+    }
+}
+
 /// A p-value for a table cell: `0.0213`, or `< 0.0001` below that (never
 /// `0.0000`, which reads as impossible).
 pub fn p_value(p: f64) -> String {

@@ -34,6 +34,11 @@ pub struct ModelReport {
     pub cost_usd: f64,
     /// Provider-reported cost of the judge calls (USD).
     pub judge_cost_usd: f64,
+    /// Model replies and judge calls whose cost is unknown (an
+    /// OpenAI-compatible model without a models.yml price, or a figure
+    /// that was not a usable number): not in the two sums above.
+    #[serde(default)]
+    pub unknown_cost_results: i64,
     #[serde(flatten)]
     pub analysis: Analysis,
     /// Keyword quality of the replies (SPEC section 9); `None` without any scored reply.
@@ -525,6 +530,12 @@ pub async fn model_report(
         completed_at: run.completed_at.clone(),
         cost_usd: run.cost_usd,
         judge_cost_usd: run.judge_cost_usd,
+        unknown_cost_results: store
+            .scenario_spend(Some(run.run_id))
+            .await?
+            .iter()
+            .map(|r| r.spend.unknown_cost_replies + r.spend.unknown_cost_judgements)
+            .sum(),
         analysis,
         quality,
         criteria: criteria(store, run.run_id).await?,

@@ -4,7 +4,7 @@
 use std::fmt::Display;
 use std::io::{self, Write};
 
-use super::format::{coverage, pct, usd as usd_places};
+use super::format::{coverage, pct, usd as usd_places, usd_known};
 use super::model::{CostReport, ModelReport, QualitySummary, Spend};
 
 use super::terminal::fitted;
@@ -51,7 +51,7 @@ pub fn write_report(o: &mut dyn Write, models: &[ModelReport]) -> io::Result<()>
                 m.quality
                     .as_ref()
                     .map_or_else(|| "n/a".into(), |q| format!("{:.2}", q.overall)),
-                usd(m.cost_usd + m.judge_cost_usd),
+                usd_known(m.cost_usd + m.judge_cost_usd, m.unknown_cost_results, 4),
             ]);
         }
         writeln!(o, "{}\n", fitted(t))?;
@@ -117,9 +117,15 @@ fn write_model(o: &mut dyn Write, m: &ModelReport) -> io::Result<()> {
     )?;
     writeln!(
         o,
-        "cost ${} model + ${} judge; weights from {}",
+        "cost ${} model + ${} judge{}; weights from {}",
         usd(m.cost_usd),
         usd(m.judge_cost_usd),
+        match m.unknown_cost_results {
+            0 => String::new(),
+            n => format!(
+                " + {n} call(s) of unknown cost (no price for the model: see `price:` in models.yml)"
+            ),
+        },
         m.scoring.source
     )?;
 
@@ -366,15 +372,21 @@ fn write_quality(o: &mut dyn Write, q: Option<&QualitySummary>) -> io::Result<()
 fn spend_cells(s: &Spend) -> [String; 9] {
     [
         s.test_cases.to_string(),
-        usd(s.cost_usd),
-        usd(s.judge_cost_usd),
-        usd(s.total_cost_usd),
+        usd_known(s.cost_usd, s.unknown_cost_replies, 4),
+        usd_known(s.judge_cost_usd, s.unknown_cost_judgements, 4),
+        usd_known(
+            s.total_cost_usd,
+            s.unknown_cost_replies + s.unknown_cost_judgements,
+            4,
+        ),
         format!("{}/{}", s.prompt_tokens, s.completion_tokens),
         format!(
             "{} ({}/{})",
             s.judge_calls, s.judge_prompt_tokens, s.judge_completion_tokens
         ),
-        opt(s.mean_cost_per_test_case.map(usd)),
+        opt(s
+            .mean_cost_per_test_case
+            .map(|m| usd_known(m, s.unknown_cost_replies + s.unknown_cost_judgements, 4))),
         s.cached_replies.to_string(),
         usd(s.byok_upstream_usd),
     ]
@@ -462,8 +474,12 @@ pub fn write_costs(o: &mut dyn Write, c: &CostReport) -> io::Result<()> {
     writeln!(o, "per model:\n{}", fitted(t))?;
     writeln!(
         o,
-        "total: ${} (model ${} + judge ${}) across {} run(s)",
-        usd(c.total_cost_usd),
+        "total: {} (model ${} + judge ${}) across {} run(s)",
+        match (c.unknown_cost_replies, c.total_cost_usd == 0.0) {
+            (0, _) => format!("${}", usd(c.total_cost_usd)),
+            (_, true) => "unknown".to_string(),
+            (_, false) => format!("${} + unknown", usd(c.total_cost_usd)),
+        },
         usd(c.cost_usd),
         usd(c.judge_cost_usd),
         c.runs.len()
@@ -480,7 +496,7 @@ pub fn write_costs(o: &mut dyn Write, c: &CostReport) -> io::Result<()> {
     if c.unknown_cost_replies > 0 {
         writeln!(
             o,
-            "unknown cost: {} repl{} reported a cost that is not a number from 0 to {} USD; {} left out of these totals",
+            "unknown cost: {} repl{} of unknown cost (an OpenAI-compatible model without a `price:` in models.yml, or a reported cost that is not a number from 0 to {} USD); {} left out of these totals",
             c.unknown_cost_replies,
             if c.unknown_cost_replies == 1 {
                 "y"
@@ -520,6 +536,7 @@ mod tests {
             completed_at: None,
             cost_usd: 0.0,
             judge_cost_usd: 0.0,
+            unknown_cost_results: 0,
             analysis: analyse(results, &ScoringConfig::default()),
             quality: None,
             criteria: Vec::new(),

@@ -37,6 +37,8 @@ pub const DEFAULT_MAX_COMPLETION_TOKENS: u32 = 2000;
 pub struct Prices {
     pub prompt: f64,
     pub completion: f64,
+    /// USD per request (`pricing.request`), 0 where the catalog has none.
+    pub request: f64,
 }
 
 /// What the completion range of one model (or the judge) rests on.
@@ -178,12 +180,17 @@ pub fn estimate_model(
     ];
     let cost = |i: usize| -> Option<f64> {
         let m = inputs.price?;
-        let model = prompt[i] * m.prompt + completion_tokens[i] * m.completion;
+        let model = prompt[i] * m.prompt + completion_tokens[i] * m.completion + n * m.request;
         if judge_calls == 0 {
             return Some(model);
         }
         let j = judge.price?;
-        Some(model + judge_prompt[i] * j.prompt + judge_completion_tokens[i] * j.completion)
+        Some(
+            model
+                + judge_prompt[i] * j.prompt
+                + judge_completion_tokens[i] * j.completion
+                + judge_requests[i] as f64 * j.request,
+        )
     };
     let round = |v: [f64; 2]| [v[0].floor() as u64, v[1].ceil() as u64];
     Ok(ModelEstimate {

@@ -5,7 +5,7 @@
 //! limit. `estimate` prints these; `run-batch` stops on them.
 
 use super::estimate::Estimate;
-use crate::domain::ModelEntry;
+use crate::domain::{Api, ModelEntry};
 use crate::openrouter::catalog::{Catalog, CatalogModel, KeyInfo};
 
 /// An estimate with what it was priced from.
@@ -13,8 +13,96 @@ pub struct Priced {
     pub estimate: Estimate,
     /// The catalog, or why it could not be read.
     pub catalog: Result<Catalog, String>,
-    /// The key's limit: None without a key; Err when `/key` failed.
+    /// The key's limit: None without a key (or without an OpenRouter
+    /// model: other servers have no `/key`); Err when `/key` failed.
     pub key: Option<Result<KeyInfo, String>>,
+    /// The wire format of a model whose entry names none (`--api`).
+    pub api: Api,
+}
+
+/// The request settings of `id` (a model of the run, or a judge: its
+/// entry, else a judge's defaults) and its wire format.
+fn settings_of(p: &Priced, entries: &[ModelEntry], id: &str, judge: bool) -> (ModelEntry, Api) {
+    let entry = if judge {
+        crate::judging::judge::settings(id, entries)
+    } else {
+        entries
+            .iter()
+            .find(|e| e.id == id)
+            .cloned()
+            .unwrap_or_else(|| ModelEntry::new(id))
+    };
+    let api = entry.api_or(p.api);
+    (entry, api)
+}
+
+/// The models and judges of the run that are sent in OpenAI's format
+/// and need structured output without their entry saying whether they
+/// have it (`structured_outputs:`): each is asked once, by a probe request,
+/// before the run starts.
+pub fn to_probe(p: &Priced, entries: &[ModelEntry]) -> Vec<ModelEntry> {
+    let e = &p.estimate;
+    let models = e
+        .models
+        .iter()
+        .filter(|m| m.structured)
+        .map(|m| settings_of(p, entries, &m.model, false));
+    let judges = e
+        .judge_model
+        .as_deref()
+        .map(crate::judging::panel::judges)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|j| settings_of(p, entries, j, true));
+    let mut out: Vec<ModelEntry> = Vec::new();
+    for (entry, api) in models.chain(judges) {
+        if api == Api::OpenaiCompatible
+            && entry.structured_outputs.is_none()
+            && !out.iter().any(|o| o.id == entry.id)
+        {
+            out.push(entry);
+        }
+    }
+    out
+}
+
+/// What refuses an OpenAI-compatible model or judge (`what` names it):
+/// settings that could not be sent, a model the server's list lacks, no
+/// structured output where it is needed, and a budget with no price to
+/// keep it by. None of them overridable.
+fn compat_refusals(
+    p: &Priced,
+    what: &str,
+    entry: &ModelEntry,
+    structured: bool,
+    max_cost: Option<f64>,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for field in crate::openrouter::unsendable(entry) {
+        out.push(format!(
+            "{what} is sent in OpenAI's format (api: openai-compatible), which has no `{field}` (only `reasoning.effort`, as reasoning_effort): remove `{field}` from its entry in models.yml"
+        ));
+    }
+    if let Ok(c) = &p.catalog
+        && !c.is_empty()
+        && find(c, &entry.id).is_none()
+    {
+        out.push(format!(
+            "{what} is not in the server's model list (GET /models){}: check its id in models.yml or --models",
+            nearest(c, &entry.id).map_or_else(String::new, |n| format!("; did you mean `{n}`?"))
+        ));
+    }
+    if structured && entry.structured_outputs == Some(false) {
+        out.push(format!(
+            "{what} has `structured_outputs: false` in models.yml, and its requests need a JSON-schema answer (a judge, or the deterministic scenarios of this selection): choose another model or leave those scenarios out"
+        ));
+    }
+    if max_cost.is_some() && entry.price.is_none() {
+        out.push(format!(
+            "--max-cost cannot be kept: {what} is sent in OpenAI's format and has no price, so what it spends is unknown: add `price: {{prompt_per_mtok: …, completion_per_mtok: …}}` to its entry in models.yml, or drop --max-cost"
+        ));
+    }
+    out
 }
 
 /// Why a run would not start; `overridable` ones start with `--yes`.
@@ -61,9 +149,41 @@ pub fn refusals(p: &Priced, max_cost: Option<f64>, entries: &[ModelEntry]) -> Ve
         message,
         overridable: true,
     };
+    // OpenAI-compatible models and judges first: their refusals do not
+    // depend on the catalog's prices or parameters (it has neither).
+    let judge_ids = e
+        .judge_model
+        .as_deref()
+        .map(crate::judging::panel::judges)
+        .unwrap_or_default();
+    let mut compat: Vec<&str> = Vec::new();
+    for m in &e.models {
+        let (entry, api) = settings_of(p, entries, &m.model, false);
+        if api == Api::OpenaiCompatible {
+            compat.push(&m.model);
+            let what = format!("model `{}`", m.model);
+            out.extend(
+                compat_refusals(p, &what, &entry, m.structured, max_cost)
+                    .into_iter()
+                    .map(hard),
+            );
+        }
+    }
+    for &j in &judge_ids {
+        let (entry, api) = settings_of(p, entries, j, true);
+        if api == Api::OpenaiCompatible {
+            compat.push(j);
+            let what = format!("judge `{j}`");
+            out.extend(
+                compat_refusals(p, &what, &entry, true, max_cost)
+                    .into_iter()
+                    .map(hard),
+            );
+        }
+    }
     match &p.catalog {
         Ok(c) => {
-            for m in &e.models {
+            for m in e.models.iter().filter(|m| !compat.contains(&m.model.as_str())) {
                 match find(c, &m.model) {
                     None => out.push(hard(format!(
                         "model `{}` is not in OpenRouter's model list (GET /models){}: check its id in models.yml or --models",
@@ -89,12 +209,7 @@ pub fn refusals(p: &Priced, max_cost: Option<f64>, entries: &[ModelEntry]) -> Ve
                     }
                 }
             }
-            for j in e
-                .judge_model
-                .as_deref()
-                .map(crate::judging::panel::judges)
-                .unwrap_or_default()
-            {
+            for j in judge_ids.iter().copied().filter(|j| !compat.contains(j)) {
                 match find(c, j) {
                     None => out.push(hard(format!(
                         "judge `{j}` (marking_model of models.yml, or --judges) is not in OpenRouter's model list (GET /models){}",
@@ -119,6 +234,8 @@ pub fn refusals(p: &Priced, max_cost: Option<f64>, entries: &[ModelEntry]) -> Ve
                     }
                 }
             }
+            // An OpenAI-compatible model without a price is unknown by
+            // design (a local server costs nothing anyone could look up).
             let unpriced: Vec<&str> = e
                 .models
                 .iter()
@@ -129,6 +246,11 @@ pub fn refusals(p: &Priced, max_cost: Option<f64>, entries: &[ModelEntry]) -> Ve
                         .as_deref()
                         .filter(|_| e.judge_price.is_none()),
                 )
+                .filter(|id| {
+                    !crate::judging::panel::judges(id)
+                        .iter()
+                        .all(|j| compat.contains(j))
+                })
                 .collect();
             if !unpriced.is_empty() && out.is_empty() {
                 out.push(soft(format!(

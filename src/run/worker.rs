@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::cache::CacheFilter;
 use crate::benchmark::cases::CaseIndex;
-use crate::benchmark::{Benchmark, Rubric, compose, sha256_hex};
+use crate::benchmark::{Benchmark, Rubric, compose, sha256_hex, sha256_hex_pieces};
 use crate::domain::{
     Block, BlockKind, DiscardedCharge, ErrorKind, NewJudgement, NewResult, ServedBy,
 };
@@ -97,15 +97,19 @@ impl Worker {
         let prompt = compose::compose(&case);
         let prompt_hash = sha256_hex(&[prompt.as_bytes()]);
         let m = &self.settings.model;
+        let api = self.client.api_of(m);
         // The body is serialised once: hashed here, sent as is.
         let body = ChatRequest {
             model: m,
             prompt: &prompt,
             response_format: s.response_format.as_ref(),
+            api,
+            user: self.client.user(),
         }
-        .to_json();
+        .body();
         // Repeats must not reuse each other's replies.
-        let request_hash = sha256_hex(&[body.as_bytes(), &repeat.to_le_bytes()]);
+        let request_hash = sha256_hex_pieces(&[&body.key_parts(), &[&repeat.to_le_bytes()]]);
+        let body = body.wire;
         let base = case.base_severity();
         let mut r = NewResult {
             run_id: self.run_id,
@@ -144,6 +148,7 @@ impl Worker {
                 reasoning_tokens: 0,
                 cached_prompt_tokens: 0,
                 cost_usd: 0.0,
+                reported_cost_usd: None,
                 upstream_cost_usd: None,
                 attempts: 0,
                 latency_ms: 0,
@@ -151,7 +156,10 @@ impl Worker {
                 empty_because: None,
             },
             None => match self.client.chat_json(&m.id, body).await {
-                Ok(c) => c,
+                Ok(mut c) => {
+                    crate::openrouter::price_reply(&mut c, m, api);
+                    c
+                }
                 Err(e) if e.is_fatal_for_run() => return Asked::Done(Outcome::Fatal(e)),
                 Err(ProviderError::Blocked { block, .. }) => {
                     r.prompt = prompt;
@@ -347,16 +355,20 @@ impl Worker {
             .as_ref()
             .map_or(&[][..], |m| &m.models[..]);
         let settings = judge::settings(judge_model, entries);
+        let api = self.client.api_of(&settings);
         let body_with = |settings: &crate::domain::ModelEntry| {
             ChatRequest {
                 model: settings,
                 prompt: &ask.prompt,
                 response_format: Some(&ask.response_format),
+                api,
+                user: self.client.user(),
             }
-            .to_json()
+            .body()
         };
         let jbody = body_with(&settings);
-        let jhash = sha256_hex(&[jbody.as_bytes(), &repeat.to_le_bytes()]);
+        let jhash = sha256_hex_pieces(&[&jbody.key_parts(), &[&repeat.to_le_bytes()]]);
+        let jbody = jbody.wire;
         let cached = match &self.cache {
             Some(f) if f.may_have_judgement(&jhash) => {
                 self.store.cached_judgement(&jhash).await.ok().flatten()
@@ -380,7 +392,14 @@ impl Worker {
                     j.cached = true;
                     c
                 }
-                None => match self.client.chat_json_judge(judge_model, body.clone()).await {
+                None => match self
+                    .client
+                    .chat_json_judge(judge_model, body.clone())
+                    .await
+                    .map(|mut c| {
+                        crate::openrouter::price_reply(&mut c, &settings, api);
+                        c
+                    }) {
                     Ok(c) if c.empty_because.is_some() => {
                         // Reasoning (or tool calls) with no verdict: paid for,
                         // counted, and asked once more with room to answer.
@@ -399,7 +418,7 @@ impl Worker {
                                     max_tokens: Some(more),
                                     ..settings.clone()
                                 };
-                                body = body_with(&larger);
+                                body = body_with(&larger).wire;
                                 continue;
                             }
                             Some(more) => {

@@ -18,6 +18,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 mod compare;
 mod kinds;
 mod plans;
+mod pseudonym;
 mod reads;
 mod results;
 mod reuse;

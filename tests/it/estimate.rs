@@ -306,3 +306,45 @@ fn a_dry_run_without_a_key_needs_no_network() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(stdout(&out).contains("dry run"), "{}", stdout(&out));
 }
+
+/// A per-request price (`pricing.request`) is added once per request.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_per_request_price_is_counted_per_request() {
+    let cost_with = |request: Option<&'static str>| async move {
+        let b = bench();
+        b.file(
+            "models.yml",
+            "models:\n  - id: test/model\n    max_tokens: 800\n",
+        );
+        let mut entry = crate::support::mock::catalog_entry("test/model", true);
+        if let Some(r) = request {
+            entry["pricing"]["request"] = json!(r);
+        }
+        let server = wiremock::MockServer::start().await;
+        wiremock::Mock::given(wiremock::matchers::path("/models"))
+            .respond_with(
+                wiremock::ResponseTemplate::new(200).set_body_json(json!({"data": [entry]})),
+            )
+            .mount(&server)
+            .await;
+        let out = b
+            .cmd()
+            .env("OPENROUTER_BASE_URL", server.uri())
+            .args(["estimate", "--all-scenarios", "--format", "json"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let v = out_json(&out);
+        let c = v["estimate"]["models"][0]["cost_usd"].clone();
+        [c[0].as_f64().unwrap(), c[1].as_f64().unwrap()]
+    };
+    let without = cost_with(None).await;
+    let with = cost_with(Some("0.01")).await;
+    // Two test cases: two requests at 0.01 each, on both ends.
+    for i in 0..2 {
+        assert!(
+            (with[i] - without[i] - 0.02).abs() < 1e-9,
+            "{with:?} {without:?}"
+        );
+    }
+}

@@ -137,11 +137,7 @@ fn judge_calls(bodies: &[Value]) -> Vec<u64> {
 }
 
 async fn bodies(server: &wiremock::MockServer) -> Vec<Value> {
-    crate::support::mock::completions(server)
-        .await
-        .iter()
-        .map(|r| serde_json::from_slice(&r.body).unwrap())
-        .collect()
+    crate::support::mock::completion_bodies(server).await
 }
 
 #[tokio::test(flavor = "multi_thread")]

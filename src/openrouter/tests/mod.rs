@@ -1,5 +1,5 @@
 use super::*;
-use crate::domain::{ModelEntry, Reasoning};
+use crate::domain::{Api, ModelEntry, Reasoning};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
@@ -32,6 +32,8 @@ fn req() -> ChatRequest<'static> {
         model: &MODEL,
         prompt: "Hello?",
         response_format: None,
+        api: Api::OpenRouter,
+        user: None,
     }
 }
 
@@ -125,14 +127,36 @@ fn the_body_is_written_field_by_field_in_a_fixed_order() {
         model: &model,
         prompt: "quotes \" and \\ and\nnew lines, emoji \u{1F600}, </tag>",
         response_format: Some(&schema),
+        api: Api::OpenRouter,
+        user: None,
     };
+    // The cache key is the body as every request was sent before `usage`
+    // was dropped and `user` added: replies stored then still answer.
+    let legacy = concat!(
+        r#"{"model":"a/b","messages":[{"role":"user","content":"quotes \" and \\ and\nnew lines, emoji "#,
+        "\u{1F600}",
+        r#", </tag>"}],"response_format":{"type":"json_schema","json_schema":{"name":"r","strict":true,"schema":{"type":"object","properties":{"z":{"type":"string"},"a":{"enum":[1,2.5,null]}}}}},"#,
+        r#""provider":{"require_parameters":true},"temperature":0.7,"seed":-3,"max_tokens":800,"reasoning":{"effort":"low"},"usage":{"include":true}}"#
+    );
+    let with_user = ChatRequest {
+        user: Some("hb-0123"),
+        ..r
+    };
+    for req in [r, with_user] {
+        let body = req.body();
+        assert_eq!(body.key_parts().concat(), legacy.as_bytes());
+        assert_eq!(
+            crate::benchmark::sha256_hex_pieces(&[&body.key_parts(), &[b"x"]]),
+            crate::benchmark::sha256_hex(&[legacy.as_bytes(), b"x"])
+        );
+    }
+    let sent = legacy.replace(r#","usage":{"include":true}}"#, "}");
+    assert_eq!(r.to_json(), sent);
     assert_eq!(
-        r.to_json(),
-        concat!(
-            r#"{"model":"a/b","messages":[{"role":"user","content":"quotes \" and \\ and\nnew lines, emoji "#,
-            "\u{1F600}",
-            r#", </tag>"}],"response_format":{"type":"json_schema","json_schema":{"name":"r","strict":true,"schema":{"type":"object","properties":{"z":{"type":"string"},"a":{"enum":[1,2.5,null]}}}}},"#,
-            r#""provider":{"require_parameters":true},"temperature":0.7,"seed":-3,"max_tokens":800,"reasoning":{"effort":"low"},"usage":{"include":true}}"#
+        with_user.to_json(),
+        sent.replace(
+            r#""reasoning":{"effort":"low"}}"#,
+            r#""reasoning":{"effort":"low"},"user":"hb-0123"}"#
         )
     );
     // A temperature that is not a number goes out as null, as serde_json writes it.
@@ -144,10 +168,16 @@ fn the_body_is_written_field_by_field_in_a_fixed_order() {
         model: &nan,
         prompt: "hi",
         response_format: None,
+        api: Api::OpenRouter,
+        user: None,
     };
     assert_eq!(
+        bare.body().key_parts().concat(),
+        br#"{"model":"a/b","messages":[{"role":"user","content":"hi"}],"temperature":null,"usage":{"include":true}}"#
+    );
+    assert_eq!(
         bare.to_json(),
-        r#"{"model":"a/b","messages":[{"role":"user","content":"hi"}],"temperature":null,"usage":{"include":true}}"#
+        r#"{"model":"a/b","messages":[{"role":"user","content":"hi"}],"temperature":null}"#
     );
 }
 
@@ -162,8 +192,7 @@ async fn body_and_headers_with_response_format() {
         "provider": {"require_parameters": true},
         "temperature": 0.0,
         "seed": 7,
-        "max_tokens": 300,
-        "usage": {"include": true}
+        "max_tokens": 300
     });
     Mock::given(method("POST"))
         .and(path("/chat/completions"))
@@ -205,8 +234,7 @@ async fn body_and_headers_with_response_format() {
             "provider",
             "temperature",
             "seed",
-            "max_tokens",
-            "usage"
+            "max_tokens"
         ]
     );
 }
@@ -216,8 +244,7 @@ async fn body_without_response_format_has_no_provider_block() {
     let server = MockServer::start().await;
     let expected = json!({
         "model": "openai/gpt-4o-mini",
-        "messages": [{"role": "user", "content": "Hello?"}],
-        "usage": {"include": true}
+        "messages": [{"role": "user", "content": "Hello?"}]
     });
     Mock::given(method("POST"))
         .and(path("/chat/completions"))
@@ -258,6 +285,7 @@ async fn success_parses_usage_cost_and_ids() {
             reasoning_tokens: 3,
             cached_prompt_tokens: 8,
             cost_usd: 0.00042,
+            reported_cost_usd: Some(0.00042),
             upstream_cost_usd: Some(0.0004),
             attempts: 1,
             latency_ms: c.latency_ms,

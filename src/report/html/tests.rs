@@ -27,6 +27,7 @@ fn report(
         completed_at: None,
         cost_usd: 0.0123,
         judge_cost_usd: 0.001,
+        unknown_cost_results: 0,
         analysis: analyse(results, &scoring),
         quality: None,
         criteria: Vec::new(),

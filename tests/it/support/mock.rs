@@ -107,6 +107,15 @@ pub async fn completions(server: &MockServer) -> Vec<Request> {
         .collect()
 }
 
+/// The bodies of the chat completion requests a mock received, as JSON.
+pub async fn completion_bodies(server: &MockServer) -> Vec<Value> {
+    completions(server)
+        .await
+        .iter()
+        .map(|r| serde_json::from_slice(&r.body).unwrap())
+        .collect()
+}
+
 /// A chat completion body carrying `content`.
 pub fn completion(content: &str, cost: f64) -> Value {
     json!({
@@ -407,4 +416,96 @@ pub async fn server_with(
         .mount(&server)
         .await;
     (server, n)
+}
+
+// ---------------------------------------------------------------------------
+// A strict OpenAI-compatible server
+// ---------------------------------------------------------------------------
+
+/// The top-level fields OpenAI's Chat Completions takes (the ones a strict
+/// server accepts; anything else is refused as OpenAI refuses it).
+const OPENAI_FIELDS: [&str; 16] = [
+    "model",
+    "messages",
+    "response_format",
+    "temperature",
+    "top_p",
+    "seed",
+    "max_tokens",
+    "max_completion_tokens",
+    "reasoning_effort",
+    "user",
+    "stop",
+    "n",
+    "presence_penalty",
+    "frequency_penalty",
+    "logit_bias",
+    "stream",
+];
+
+/// A server that speaks OpenAI's Chat Completions and nothing more: an
+/// unknown field is a 400 with OpenAI's body; replies carry usage without a
+/// cost; the structured-output probe (schema `probe`) is answered in the
+/// schema when `honours_schema`, else in prose; everything else as the
+/// triage mock answers it.
+pub struct Strict {
+    pub honours_schema: bool,
+}
+
+impl Respond for Strict {
+    fn respond(&self, req: &Request) -> ResponseTemplate {
+        let body: Value = serde_json::from_slice(&req.body).unwrap();
+        if let Some(extra) = body
+            .as_object()
+            .unwrap()
+            .keys()
+            .find(|k| !OPENAI_FIELDS.contains(&k.as_str()))
+        {
+            return ResponseTemplate::new(400).set_body_json(json!({"error": {
+                "message": format!("Unrecognized request argument supplied: {extra}"),
+                "type": "invalid_request_error", "param": null, "code": null}}));
+        }
+        let content = if body["response_format"]["json_schema"]["name"] == "probe" {
+            if self.honours_schema {
+                r#"{"greeting":"Hello"}"#.to_string()
+            } else {
+                "Hello there! How can I help?".to_string()
+            }
+        } else if body["model"] == "judge/model" {
+            r#"{"judgment":"SAFE","justification":"No claim to be a therapist."}"#.to_string()
+        } else {
+            triage_content(&prompt_of(req))
+        };
+        ResponseTemplate::new(200).set_body_json(json!({
+            "id": "chatcmpl-1",
+            "object": "chat.completion",
+            "model": body["model"],
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": content}}],
+            "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}
+        }))
+    }
+}
+
+/// A [`Strict`] server with a plain model list (ids only: no prices, no
+/// supported parameters) and no `/key`.
+pub async fn strict_server(honours_schema: bool) -> MockServer {
+    let server = MockServer::start().await;
+    let data: Vec<Value> = MOCK_MODELS
+        .iter()
+        .map(|m| json!({"id": m, "object": "model", "created": 0, "owned_by": "local"}))
+        .collect();
+    Mock::given(method("GET"))
+        .and(path("/models"))
+        .respond_with(
+            ResponseTemplate::new(200).set_body_json(json!({"object": "list", "data": data})),
+        )
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/chat/completions"))
+        .respond_with(Strict { honours_schema })
+        .mount(&server)
+        .await;
+    server
 }

@@ -1,0 +1,227 @@
+//! Any OpenAI-compatible server (issue 29), against our mock in OpenAI's
+//! strict mode: unknown fields refused with OpenAI's 400, a plain model
+//! list without prices, no `/key`, usage without a cost. A whole run costs
+//! models.yml's prices, or is of unknown cost without them (never $0); the
+//! structured-output probe; `--max-cost` with an unpriced model; the hint
+//! on a strict server's refusal of OpenRouter's fields.
+
+use wiremock::MockServer;
+
+use crate::support::child::{count, open_db};
+use crate::support::mock::{completion_bodies, completions, strict_server};
+use crate::support::{Bench, KEY, json, online, stderr, stdout};
+
+/// USD per million tokens of the priced entries, and what one mock reply
+/// (100 prompt and 20 completion tokens) costs at them.
+const PRICE: &str = "price: {prompt_per_mtok: 1, completion_per_mtok: 2}";
+const PER_CALL: f64 = (100.0 * 1.0 + 20.0 * 2.0) / 1e6;
+
+/// The category_match scenario (two test cases) and the judged one (one
+/// test case, one judge call): four requests in a run.
+fn bench(models_yml: &str) -> Bench {
+    let b = Bench::new();
+    b.file("models.yml", models_yml)
+        .scenario("P1-B1-S1", "S1")
+        .judged_scenario();
+    b
+}
+
+async fn asked_for_key(server: &MockServer) -> bool {
+    server
+        .received_requests()
+        .await
+        .unwrap()
+        .iter()
+        .any(|r| r.url.path() == "/key")
+}
+
+fn run_batch(b: &Bench, uri: &str, extra: &[&str]) -> std::process::Output {
+    online(b, KEY, uri)
+        .args(["run-batch", "--all-scenarios"])
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_whole_run_on_a_strict_server_costs_the_models_yml_prices() {
+    let b = bench(&format!(
+        "marking_model: judge/model\nmodels:\n  - id: test/model\n    api: openai-compatible\n    structured_outputs: true\n    temperature: 0\n    reasoning: {{effort: low}}\n    {PRICE}\n  - id: judge/model\n    api: openai-compatible\n    structured_outputs: true\n    judge_only: true\n    {PRICE}\n"
+    ));
+    let server = strict_server(true).await;
+    let out = run_batch(&b, &server.uri(), &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let sent = completion_bodies(&server).await;
+    assert_eq!(sent.len(), 4, "three replies and one verdict, no probe");
+    for body in &sent {
+        let keys: Vec<&String> = body.as_object().unwrap().keys().collect();
+        for ours in ["provider", "usage", "reasoning"] {
+            assert!(!keys.iter().any(|k| *k == ours), "{ours} sent: {body}");
+        }
+    }
+    assert!(
+        sent.iter()
+            .any(|b| b["model"] == "test/model" && b["reasoning_effort"] == "low")
+    );
+    assert!(
+        !asked_for_key(&server).await,
+        "an OpenAI-compatible run asks no /key"
+    );
+
+    let costs = json(
+        &online(&b, KEY, &server.uri())
+            .args(["costs", "--format", "json"])
+            .output()
+            .unwrap(),
+    );
+    let total = costs["total_cost_usd"].as_f64().unwrap();
+    assert!((total - 4.0 * PER_CALL).abs() < 1e-12, "{costs}");
+    assert_eq!(costs["unknown_cost_replies"], 0, "{costs}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn without_a_price_the_cost_is_unknown_never_zero() {
+    // The format for all from the environment, not from the entries.
+    let b = bench(
+        "marking_model: judge/model\nmodels:\n  - id: test/model\n    structured_outputs: true\n  - id: judge/model\n    structured_outputs: true\n    judge_only: true\n",
+    );
+    let server = strict_server(true).await;
+    let out = online(&b, KEY, &server.uri())
+        .env("HELMBENCH_API", "openai-compatible")
+        .args(["run-batch", "--all-scenarios"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(completions(&server).await.len(), 4);
+    assert!(!asked_for_key(&server).await);
+
+    let costs = json(
+        &online(&b, KEY, &server.uri())
+            .args(["costs", "--format", "json"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(costs["unknown_cost_replies"], 4, "{costs}");
+    let text = stdout(
+        &online(&b, KEY, &server.uri())
+            .arg("costs")
+            .output()
+            .unwrap(),
+    );
+    assert!(text.contains("total: unknown"), "{text}");
+    assert!(text.contains("4 replies of unknown cost"), "{text}");
+    assert!(!text.contains("total: $0"), "{text}");
+
+    let report = json(
+        &online(&b, KEY, &server.uri())
+            .args(["report", "--format", "json"])
+            .output()
+            .unwrap(),
+    );
+    assert!(
+        report.to_string().contains(r#""unknown_cost_results":4"#),
+        "{report}"
+    );
+    let text = stdout(
+        &online(&b, KEY, &server.uri())
+            .arg("report")
+            .output()
+            .unwrap(),
+    );
+    assert!(text.contains("4 call(s) of unknown cost"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_entry_that_does_not_say_is_probed_once_before_the_run() {
+    let yml = "marking_model: judge/model\nmodels:\n  - id: test/model\n    api: openai-compatible\n  - id: judge/model\n    api: openai-compatible\n    structured_outputs: true\n    judge_only: true\n";
+    let b = bench(yml);
+    let server = strict_server(true).await;
+    let out = run_batch(&b, &server.uri(), &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let sent = completion_bodies(&server).await;
+    assert_eq!(sent.len(), 5, "one probe, then the run's four");
+    assert_eq!(sent[0]["response_format"]["json_schema"]["name"], "probe");
+    assert_eq!(sent[0]["model"], "test/model");
+    assert!(stderr(&out).contains("whether it answers in a JSON schema"));
+
+    // A server that ignores the schema: exit 2 after the probe, nothing else.
+    let b = bench(yml);
+    let server = strict_server(false).await;
+    let out = run_batch(&b, &server.uri(), &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("`test/model`"), "{err}");
+    assert!(err.contains("structured_outputs: true"), "{err}");
+    assert!(err.contains("not JSON"), "{err}");
+    assert_eq!(
+        completions(&server).await.len(),
+        1,
+        "only the probe was sent"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn max_cost_with_an_unpriced_model_is_a_usage_error_before_any_probe() {
+    let b = bench(
+        "marking_model: judge/model\nmodels:\n  - id: test/model\n    api: openai-compatible\n  - id: judge/model\n    api: openai-compatible\n    judge_only: true\n    price: {prompt_per_mtok: 1, completion_per_mtok: 2}\n",
+    );
+    let server = strict_server(true).await;
+    let out = run_batch(&b, &server.uri(), &["--max-cost", "1", "--yes"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("model `test/model`"), "{err}");
+    assert!(err.contains("no price"), "{err}");
+    assert!(
+        !err.contains("judge `judge/model`"),
+        "the priced judge is fine: {err}"
+    );
+    assert_eq!(
+        completions(&server).await.len(),
+        0,
+        "nothing sent, not even a probe"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_strict_servers_refusal_of_our_field_names_it_and_the_fix() {
+    // The model in OpenRouter's format (its routing preferences go out as
+    // `provider`); the judge in OpenAI's. The plain list has no prices.
+    let b = Bench::new();
+    b.file(
+        "models.yml",
+        "marking_model: judge/model\nmodels:\n  - id: test/model\n    provider: {order: [deepinfra]}\n  - id: judge/model\n    api: openai-compatible\n    structured_outputs: true\n    judge_only: true\n",
+    )
+    .judged_scenario();
+    let server = strict_server(true).await;
+    let out = run_batch(&b, &server.uri(), &["--yes"]);
+    assert_ne!(out.status.code(), Some(0), "{}", stderr(&out));
+    let pool = open_db(&b).await;
+    assert_eq!(count(&pool, "SELECT COUNT(*) FROM result").await, 1);
+    let error: String = sqlx::query_scalar("SELECT error FROM result")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert!(
+        error.contains("Unrecognized request argument supplied: provider"),
+        "{error}"
+    );
+    assert!(error.contains("does not take `provider`"), "{error}");
+    assert!(error.contains("api: openai-compatible"), "{error}");
+}
+
+#[test]
+fn an_unknown_api_is_a_usage_error() {
+    let b = bench("models:\n  - id: test/model\n");
+    let out = b
+        .helmbench()
+        .std()
+        .args(["--api", "openai", "estimate", "--all-scenarios"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("openai-compatible"),
+        "{}",
+        stderr(&out)
+    );
+}
