@@ -106,13 +106,14 @@ const RUN_TOTAL: &[(&str, &str)] = &[
     ("refused", "SUM(r.error_kind = 'refused')"),
     ("cached_replies", "SUM(r.cached)"),
     // The reply a cached result copies: the first paid one of the same
-    // request at the same endpoint, as `cached_reply` picks it.
+    // request at the same endpoint stored before it, as `cached_reply`
+    // picks it (before it: a later paid copy does not change the figure).
     (
         "reused_original_usd",
         "SUM(CASE WHEN r.cached = 1 THEN
            (SELECT o.cost_usd + o.byok_cost_usd FROM result o
              WHERE o.request_hash = r.request_hash AND o.endpoint IS r.endpoint
-               AND o.cached = 0 AND o.response IS NOT NULL
+               AND o.id < r.id AND o.cached = 0 AND o.response IS NOT NULL
              ORDER BY o.id LIMIT 1) END)",
     ),
     ("cost_usd", "SUM(r.cost_usd)"),
