@@ -14,7 +14,8 @@
 //! `POST /reset` zeroes both. With `--rate-limit N`, a request that arrives
 //! while N requests of its model are being answered gets a 429 with
 //! `Retry-After: 1` (counted as `rejected`), like a provider's rate limit.
-//! `POST /reset` zeroes both. `GET /models` lists `bench/model` (priced,
+//! `POST /reset` zeroes both. With `--usable-every N`, only every Nth reply
+//! is usable (the others: `choices: []`, charged). `GET /models` lists `bench/model` (priced,
 //! with structured outputs) and `GET /key` a key without a limit, so
 //! `run-batch`'s preflight passes.
 
@@ -113,8 +114,20 @@ fn catalog() -> String {
 /// `GET /key`: a key without a limit of its own.
 const KEY: &str = r#"{"data":{"label":"mock","limit":null,"limit_remaining":null,"usage":0}}"#;
 
+/// `--usable-every N` (0: every reply is usable): only every Nth reply is
+/// usable; the others are charged like it but carry `choices: []`, as a
+/// provider's broken reply does (the budget harness, bench/faults.sh).
+pub static USABLE_EVERY: AtomicU64 = AtomicU64::new(0);
+
 /// A reply as served by `model`, the one the request asked for.
 fn completion(id: u64, prompt_bytes: usize, model: &str) -> String {
+    let every = USABLE_EVERY.load(Ordering::Relaxed);
+    if every > 1 && !id.is_multiple_of(every) {
+        return format!(
+            r#"{{"id":"gen-mock-{id}","provider":"Mock","model":"{model}","choices":[],"usage":{{"prompt_tokens":{},"completion_tokens":0,"cost":0.0001}}}}"#,
+            prompt_bytes / 4
+        );
+    }
     let prompt_tokens = prompt_bytes / 4;
     format!(
         r#"{{"id":"gen-mock-{id}","provider":"Mock","model":"{model}","choices":[{{"index":0,"finish_reason":"stop","message":{{"role":"assistant","content":"{CONTENT}"}}}}],"usage":{{"prompt_tokens":{prompt_tokens},"completion_tokens":60,"total_tokens":{},"cost":0.0001}}}}"#,
@@ -298,6 +311,7 @@ fn main() {
     let latency = Duration::from_millis(flag("--latency-ms", 20));
     let threads = flag("--threads", 1) as usize;
     let rate_limit = Some(flag("--rate-limit", 0)).filter(|&n| n > 0);
+    USABLE_EVERY.store(flag("--usable-every", 0), Ordering::Relaxed);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads.max(1))
         .enable_all()

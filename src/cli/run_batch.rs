@@ -170,6 +170,15 @@ pub(super) fn execute(s: &Settings, call_args: &CallArgs, args: &Batch) -> Resul
     let b = s.load_strict()?;
     let rt = runtime()?;
     rt.block_on(async {
+        // A run another live helmbench owns is refused before anything is
+        // written (seeding the content waits for a database lock that the
+        // owner may be stalled on too).
+        if !args.resume.is_empty() {
+            let store = crate::store::Store::open(&s.database_url.clone()).await?;
+            for &id in &args.resume {
+                store.refuse_if_owned(id).await?;
+            }
+        }
         let ctx = call::context(s, b, call_args).await?;
         let mut control = call_args.control(s);
         control.retry_blocked = args.retry_blocked;

@@ -164,6 +164,13 @@ fn walk(
                             "folder name `{name}` is close to scenario path {code} but does not parse, so it would be skipped (codes are upper case, separated by `-` or nested folders, with an optional --suffix; prefix the folder with `_` to leave it out on purpose)"
                         ),
                     ));
+                } else if let Some(code) = embedded_code(parts, name) {
+                    // `Scenario-P1-B7-S1`, `P1-B7-S1-old`: a scenario path
+                    // with other words around it, which may be deliberate.
+                    tracing::warn!(
+                        folder = %child.display(),
+                        "folder name `{name}` holds scenario path {code} with other words around it, so it is skipped: rename it {code} to run it (or prefix it with `_` to leave it out without this warning)"
+                    );
                 } else if parts.len() < 3 && looks_like_code(name) {
                     errors.push(ContentError::new(
                         &child,
@@ -197,6 +204,27 @@ fn classify(codes: &[(String, PathBuf)]) -> Shape {
     } else {
         Shape::Partial
     }
+}
+
+/// The scenario path a folder name holds among other words
+/// (`Scenario-P1-B7-S1` at the top, `old-S2` under `P1/B1/`), if any.
+fn embedded_code(parts: &[(String, PathBuf)], name: &str) -> Option<String> {
+    let segs: Vec<&str> = strip_suffix(name).split('-').collect();
+    let need = 3usize.checked_sub(parts.len()).filter(|n| *n > 0)?;
+    if segs.len() <= need {
+        return None;
+    }
+    segs.windows(need).find_map(|w| {
+        let mut codes: Vec<(String, PathBuf)> = parts.to_vec();
+        codes.extend(w.iter().map(|s| (s.to_string(), PathBuf::new())));
+        matches!(classify(&codes), Shape::Scenario).then(|| {
+            codes
+                .iter()
+                .map(|c| c.0.as_str())
+                .collect::<Vec<_>>()
+                .join("-")
+        })
+    })
 }
 
 /// The folder that introduced segment `i`, when it is not the scenario folder itself.

@@ -32,6 +32,9 @@ pub(super) struct RetryableFailure {
     pub(super) reason: String,
     /// The provider's error type and code, kept if the retries run out.
     pub(super) meta: ErrorMeta,
+    /// The body was cut at the size limit: a 2xx reply was paid for, at a
+    /// cost nobody read.
+    pub(super) cut: bool,
 }
 
 pub(super) fn transport_failure(e: &reqwest::Error) -> RetryableFailure {
@@ -319,6 +322,7 @@ pub(super) fn classify(
                 retry_after,
                 reason,
                 meta: meta.clone(),
+                cut: false,
             })
         };
         let limit = api_error.as_ref().and_then(ApiError::credit_limit);
@@ -451,6 +455,7 @@ pub(super) fn classify(
                 retry_after: err.retry_after,
                 reason: format!("error inside HTTP {s} reply: {}", err.describe()),
                 meta: err.meta,
+                cut: false,
             }),
         };
     }
@@ -622,8 +627,50 @@ pub(super) fn http_reason(status: u16, code: Option<&str>, message: &str) -> Str
     }
 }
 
+/// A reply body as JSON. A number too large for an f64 (`"cost": 1e400`)
+/// is valid JSON that serde_json refuses: it is read as the text it was
+/// written as (a cost then counts as unknown), and the reply is kept.
+pub(super) fn parse_json(text: &str) -> Option<Value> {
+    let mut owned: Option<String> = None;
+    // A bounded number of such numbers per reply.
+    for _ in 0..16 {
+        let cur = owned.as_deref().unwrap_or(text);
+        let e = match serde_json::from_str(cur) {
+            Ok(v) => return Some(v),
+            Err(e) if e.to_string().starts_with("number out of range") => e,
+            Err(_) => return None,
+        };
+        // The error's line and column (1-based, in bytes) point into the
+        // number: widen to the whole of it and quote it.
+        let line_start = cur
+            .split_inclusive('\n')
+            .take(e.line().saturating_sub(1))
+            .map(str::len)
+            .sum::<usize>();
+        let at = (line_start + e.column().saturating_sub(1)).min(cur.len());
+        let bytes = cur.as_bytes();
+        let is_num = |b: u8| b.is_ascii_digit() || b"+-.eE".contains(&b);
+        let start = (0..at).rev().take_while(|&i| is_num(bytes[i])).last()?;
+        let end = (start..bytes.len())
+            .find(|&i| !is_num(bytes[i]))
+            .unwrap_or(bytes.len());
+        owned = Some(format!(
+            "{}\"{}\"{}",
+            &cur[..start],
+            &cur[start..end],
+            &cur[end..]
+        ));
+    }
+    None
+}
+
 pub(super) fn body_snippet(status: StatusCode, text: &str) -> String {
     let t = text.trim();
+    // Bytes that are not text (a compressed or binary body) are never
+    // printed: they would garble the terminal.
+    if t.contains('\u{FFFD}') || t.chars().any(|c| c.is_control() && !c.is_whitespace()) {
+        return format!("a body of {} bytes that is not text", text.len());
+    }
     if t.is_empty() {
         status
             .canonical_reason()

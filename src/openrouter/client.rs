@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 use reqwest::header::RETRY_AFTER;
 use serde_json::Value;
 
-use super::classify::{Outcome, backoff_delay, classify, parse_retry_after, transport_failure};
+use super::classify::{
+    Outcome, backoff_delay, classify, parse_json, parse_retry_after, transport_failure,
+};
 use super::http;
 use super::limit::{AdaptiveLimit, Attempt};
 use super::redact::Redactor;
@@ -184,6 +186,9 @@ impl Client {
         let body = bytes::Bytes::from(body);
         let started = Instant::now();
         let mut attempt: u32 = 0;
+        // What the previous attempt was charged: a retry of a paid reply
+        // is expected to cost as much, and reserves it before it is sent.
+        let mut last_charge = 0.0;
         loop {
             attempt += 1;
             let remaining = self.cfg.max_total.saturating_sub(started.elapsed());
@@ -199,6 +204,22 @@ impl Client {
                 Some(t) => Some(t.acquire_owned().await.expect("never closed")),
                 None => None,
             };
+            // The caller's budget has the last word, on the first attempt
+            // and on every retry: after its stop nothing more is sent.
+            let reservation = match CallLog::reserve(attempt > 1, last_charge) {
+                Ok(r) => r,
+                Err(why) => {
+                    drop(total_slot);
+                    if let (Some(l), Some(slot)) = (&limit, slot) {
+                        l.release(slot, Attempt::Other);
+                    }
+                    return Err(CallLog::failed(
+                        model,
+                        attempt - 1,
+                        ProviderError::NotSent(why),
+                    ));
+                }
+            };
             let attempt_start = Instant::now();
             let result = self.attempt(&body, timeout, empty_is_answer).await;
             drop(total_slot);
@@ -212,8 +233,21 @@ impl Client {
             }
             let (outcome, charged) = match result {
                 Ok(v) => v,
-                Err(e) => return Err(CallLog::failed(model, attempt, self.redact.scrub_error(e))),
+                Err(e) => {
+                    reservation.settle(0.0);
+                    return Err(CallLog::failed(model, attempt, self.redact.scrub_error(e)));
+                }
             };
+            // What this attempt cost, returned or not, reaches the budget
+            // as soon as it arrives.
+            reservation.settle(match &outcome {
+                Outcome::Success(c) if c.cost_usd.is_nan() => f64::NAN,
+                Outcome::Success(c) => crate::domain::result::billed(c.cost_usd, c.byok_cost_usd),
+                _ => charged,
+            });
+            if charged.is_finite() {
+                last_charge = charged;
+            }
             // A reply that is not returned was still paid for when it
             // carries a cost: the caller's log counts it at once.
             CallLog::charge(model, charged);
@@ -319,7 +353,14 @@ impl Client {
             Ok(t) => t,
             Err(mut f) => {
                 f.status = Some(status.as_u16());
-                return Ok((Outcome::Retry(f), 0.0));
+                // A 2xx body cut at the limit was generated and billed, at
+                // a cost nobody read: a charge of unknown amount, not $0.
+                let charged = if f.cut && status.is_success() {
+                    f64::NAN
+                } else {
+                    0.0
+                };
+                return Ok((Outcome::Retry(f), charged));
             }
         };
         // A proxy may echo the key anywhere in a reply: every form of it is
@@ -327,7 +368,7 @@ impl Client {
         // (where a `\u` escape may have hidden it) is scrubbed again, before
         // any field is read, truncated or stored.
         let text = self.redact.scrub(&text);
-        let mut parsed: Option<Value> = serde_json::from_str(&text).ok();
+        let mut parsed: Option<Value> = parse_json(&text);
         if let Some(v) = parsed.as_mut() {
             self.redact.scrub_value(v);
         }

@@ -74,6 +74,10 @@ pub enum ProviderError {
     },
     #[error("invalid client configuration: {0}")]
     Config(String),
+    /// Not sent: the caller's [`SpendGate`](super::SpendGate) refused the
+    /// attempt (the budget is reached, or the run stopped sending).
+    #[error("not sent: {0}")]
+    NotSent(String),
 }
 
 impl ProviderError {
@@ -104,6 +108,7 @@ impl ProviderError {
             ProviderError::Exhausted { .. } => "exhausted",
             ProviderError::Blocked { .. } => "blocked",
             ProviderError::Config(_) => "config",
+            ProviderError::NotSent(_) => "not_sent",
         }
     }
 }

@@ -88,6 +88,7 @@ pub async fn read_capped(
         reason: format!(
             "reply body {what} the {limit}-byte limit (HELMBENCH_MAX_REPLY_BYTES); not read further"
         ),
+        cut: true,
         ..Default::default()
     };
     if let Some(n) = resp.content_length().filter(|n| *n > limit) {
@@ -97,8 +98,17 @@ pub async fn read_capped(
     loop {
         match resp.chunk().await {
             Ok(Some(chunk)) => {
-                if (buf.len() + chunk.len()) as u64 > limit {
+                let need = buf.len() + chunk.len();
+                if need as u64 > limit {
                     return Err(too_large("is over".into()));
+                }
+                // Grown by doubling, but never past the limit: a body near
+                // the limit takes the limit, not twice it (the README's
+                // memory bound is the limit times the requests in flight).
+                if need > buf.capacity() {
+                    let cap = (buf.capacity() * 2).max(need).max(8 * 1024);
+                    let cap = cap.min(usize::try_from(limit).unwrap_or(usize::MAX));
+                    buf.reserve_exact(cap - buf.len());
                 }
                 buf.extend_from_slice(&chunk);
             }

@@ -14,6 +14,8 @@ pub struct Redactor {
     /// The key as a reply may echo it: as is, JSON-escaped, HTML-escaped and
     /// percent-encoded; longest first. Empty for a key under 4 characters.
     forms: Vec<String>,
+    /// The key itself, for a match escaped in part ([`mixed_spans`]).
+    key: String,
 }
 
 impl std::fmt::Debug for Redactor {
@@ -26,6 +28,7 @@ impl Redactor {
     pub fn new(key: &str) -> Redactor {
         Redactor {
             forms: secret_forms(key.trim()),
+            key: key.trim().to_string(),
         }
     }
 
@@ -39,21 +42,42 @@ impl Redactor {
                 out = Some(cur.replace(form.as_str(), "<redacted>"));
             }
         }
+        // A key escaped in part (some characters as entities or `%XX`,
+        // the rest as is) matches none of the forms.
+        if !self.forms.is_empty() {
+            let cur = out.as_deref().unwrap_or(s);
+            let spans = mixed_spans(cur, &self.key);
+            if !spans.is_empty() {
+                let mut scrubbed = String::with_capacity(cur.len());
+                let mut at = 0;
+                for (start, end) in spans {
+                    scrubbed.push_str(&cur[at..start]);
+                    scrubbed.push_str("<redacted>");
+                    at = end;
+                }
+                scrubbed.push_str(&cur[at..]);
+                out = Some(scrubbed);
+            }
+        }
         out.unwrap_or_else(|| s.to_string())
+    }
+
+    /// Whether `s` holds the key in any form [`Redactor::scrub`] removes.
+    fn holds_key(&self, s: &str) -> bool {
+        !self.forms.is_empty()
+            && (self.forms.iter().any(|f| s.contains(f.as_str()))
+                || !mixed_spans(s, &self.key).is_empty())
     }
 
     /// [`Redactor::scrub`] on every string (and key) of a JSON value.
     pub fn scrub_value(&self, v: &mut Value) {
         match v {
-            Value::String(s) if self.forms.iter().any(|f| s.contains(f.as_str())) => {
+            Value::String(s) if self.holds_key(s) => {
                 *s = self.scrub(s);
             }
             Value::Array(items) => items.iter_mut().for_each(|i| self.scrub_value(i)),
             Value::Object(map) => {
-                if map
-                    .keys()
-                    .any(|k| self.forms.iter().any(|f| k.contains(f.as_str())))
-                {
+                if map.keys().any(|k| self.holds_key(k)) {
                     *map = std::mem::take(map)
                         .into_iter()
                         .map(|(k, v)| (self.scrub(&k), v))
@@ -113,6 +137,7 @@ impl Redactor {
                 }),
             },
             ProviderError::Config(m) => ProviderError::Config(self.scrub(&m)),
+            ProviderError::NotSent(m) => ProviderError::NotSent(m),
         }
     }
 }
@@ -204,4 +229,98 @@ fn secret_forms(key: &str) -> Vec<String> {
     forms.dedup();
     forms.retain(|f| f.len() >= 4);
     forms
+}
+
+/// Where `text` holds `key` with any of its characters escaped and the
+/// others as is: an HTML entity (`&#x2F;`, `&#47;`, `&sol;`, `&amp;`), a
+/// percent escape (`%2F`) or a JSON escape (`\u002f`, `\/`). Byte ranges,
+/// in order, not overlapping. Only looked for where an escape could start.
+fn mixed_spans(text: &str, key: &str) -> Vec<(usize, usize)> {
+    let mut spans = Vec::new();
+    let (t, first) = (text.as_bytes(), key.as_bytes().first().copied());
+    if key.len() < 4 || !t.iter().any(|b| matches!(b, b'&' | b'%' | b'\\')) {
+        return spans;
+    }
+    let mut i = 0;
+    while i < t.len() {
+        let b = t[i];
+        if (Some(b) == first || matches!(b, b'&' | b'%' | b'\\'))
+            && text.is_char_boundary(i)
+            && let Some(end) = match_escaped(text, i, key)
+        {
+            spans.push((i, end));
+            i = end;
+        } else {
+            i += 1;
+        }
+    }
+    spans
+}
+
+/// The end of `key` read from `text` at `i`, each character as is or
+/// escaped (see [`mixed_spans`]). A `&`, `%` or `\\` of the key may be
+/// itself or the start of an escape: both are tried.
+fn match_escaped(text: &str, i: usize, key: &str) -> Option<usize> {
+    let Some(c) = key.chars().next() else {
+        return Some(i);
+    };
+    let rest = text.get(i..)?;
+    let tail = &key[c.len_utf8()..];
+    if rest.starts_with(c)
+        && let Some(end) = match_escaped(text, i + c.len_utf8(), tail)
+    {
+        return Some(end);
+    }
+    match escaped_char(rest) {
+        Some((d, n)) if d == c => match_escaped(text, i + n, tail),
+        _ => None,
+    }
+}
+
+/// The character an escape at the start of `s` stands for, and its length.
+fn escaped_char(s: &str) -> Option<(char, usize)> {
+    let hex = |h: &str| u32::from_str_radix(h, 16).ok().and_then(char::from_u32);
+    if let Some(rest) = s.strip_prefix('&') {
+        let end = rest.get(..rest.len().min(12))?.find(';')?;
+        let name = &rest[..end];
+        let c = if let Some(h) = name.strip_prefix("#x").or_else(|| name.strip_prefix("#X")) {
+            hex(h)?
+        } else if let Some(d) = name.strip_prefix('#') {
+            char::from_u32(d.parse().ok()?)?
+        } else {
+            match name {
+                "amp" => '&',
+                "lt" => '<',
+                "gt" => '>',
+                "quot" => '"',
+                "apos" => '\'',
+                "sol" => '/',
+                "bsol" => '\\',
+                "equals" => '=',
+                "colon" => ':',
+                "period" => '.',
+                "hyphen" => '-',
+                "lowbar" => '_',
+                "plus" => '+',
+                "num" => '#',
+                "percnt" => '%',
+                "commat" => '@',
+                "excl" => '!',
+                _ => return None,
+            }
+        };
+        return Some((c, end + 2));
+    }
+    if let Some(h) = s.strip_prefix('%') {
+        let c = hex(h.get(..2)?)?;
+        return c.is_ascii().then_some((c, 3));
+    }
+    if let Some(rest) = s.strip_prefix('\\') {
+        if rest.starts_with('/') {
+            return Some(('/', 2));
+        }
+        let h = rest.strip_prefix('u')?.get(..4)?;
+        return Some((hex(h)?, 6));
+    }
+    None
 }

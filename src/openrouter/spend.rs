@@ -8,12 +8,59 @@ use super::ProviderError;
 use super::classify::reply_cost;
 
 /// `usage.cost` of a reply that is not used (retried or refused): what
-/// the provider charged for it. 0.0 when absent or unknown (see
-/// [`reply_cost`]): an unknown charge is warned about, never summed.
+/// the provider charged for it. 0.0 when absent; NaN when unknown (see
+/// [`reply_cost`]): an unknown charge is warned about and counted, never
+/// summed.
 pub(super) fn charged_cost(cost: Option<&Value>) -> f64 {
-    reply_cost(cost, "usage.cost")
-        .filter(|c| c.is_finite())
-        .unwrap_or(0.0)
+    reply_cost(cost, "usage.cost").unwrap_or(0.0)
+}
+
+/// What requests made inside a [`CallLog::scope`] may spend: asked before
+/// each attempt is sent, and told what the attempt was charged as soon as
+/// it comes back. The budget lives with the caller; the client only asks,
+/// so a retry after the budget stop is never sent.
+pub trait SpendGate: Send + Sync {
+    /// Whether one more attempt may be sent (`retry`: not the request's
+    /// first; `last_charge`: what its previous attempt was charged). When
+    /// it may, the amount returned is counted against the budget until
+    /// [`SpendGate::settle`]; when not, why.
+    fn reserve(&self, retry: bool, last_charge: f64) -> Result<f64, String>;
+    /// The attempt that reserved `reserved` was charged `charged` (NaN: an
+    /// amount the provider did not say or that is not usable).
+    fn settle(&self, reserved: f64, charged: f64);
+}
+
+/// An attempt's reservation: settled with its charge when the reply
+/// arrives, or, when the attempt is dropped half-way (its charge never
+/// seen), settled as a charge of unknown amount.
+pub(super) struct Reservation {
+    gate: Option<std::sync::Arc<dyn SpendGate>>,
+    usd: f64,
+}
+
+impl Reservation {
+    pub(super) fn settle(mut self, charged: f64) {
+        if let Some(g) = self.gate.take() {
+            g.settle(self.usd, charged);
+        }
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        if let Some(g) = self.gate.take() {
+            g.settle(self.usd, f64::NAN);
+        }
+    }
+}
+
+#[derive(Default, Clone)]
+struct Gate(Option<std::sync::Arc<dyn SpendGate>>);
+
+impl std::fmt::Debug for Gate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() { "Gate" } else { "NoGate" })
+    }
 }
 
 tokio::task_local! {
@@ -31,6 +78,8 @@ pub struct CallLog {
     by_model: std::sync::Mutex<Vec<(String, CallNote)>>,
     /// Requests retried at least once, by how they ended (every model).
     retried: std::sync::Mutex<Retried>,
+    /// Asked before every attempt; none: every attempt may be sent.
+    gate: Gate,
 }
 
 /// Requests that needed at least one retry: answered in the end, or given
@@ -71,11 +120,32 @@ pub struct CallNote {
     /// Attempts charged but not returned, and their cost in USD.
     pub discarded_attempts: u32,
     pub discarded_cost_usd: f64,
+    /// Attempts not returned that were charged an amount nobody knows (a
+    /// reply cut at the size limit, a cost that is not a usable number).
+    pub unknown_attempts: u32,
     /// Requests that ended in an error (after their retries).
     pub failures: u32,
 }
 
 impl CallLog {
+    /// A log whose requests ask `gate` before each attempt.
+    pub fn gated(gate: std::sync::Arc<dyn SpendGate>) -> CallLog {
+        CallLog {
+            gate: Gate(Some(gate)),
+            ..Default::default()
+        }
+    }
+
+    /// Asks the scope's gate whether an attempt may be sent; Err: why not.
+    pub(super) fn reserve(retry: bool, last_charge: f64) -> Result<Reservation, String> {
+        let gate = CALL_LOG.try_with(|log| log.gate.0.clone()).ok().flatten();
+        let usd = match &gate {
+            Some(g) => g.reserve(retry, last_charge)?,
+            None => 0.0,
+        };
+        Ok(Reservation { gate, usd })
+    }
+
     /// Runs `f` with this log collecting what [`Client::chat_json`] notes.
     pub async fn scope<F: std::future::Future>(self: &std::sync::Arc<Self>, f: F) -> F::Output {
         CALL_LOG.scope(self.clone(), f).await
@@ -121,19 +191,23 @@ impl CallLog {
         });
     }
 
+    /// Notes an attempt not returned that was charged `usd` (NaN: an
+    /// unknown amount).
     pub(super) fn charge(model: &str, usd: f64) {
         if usd > 0.0 {
             Self::note(model, |n| {
                 n.discarded_attempts += 1;
                 n.discarded_cost_usd += usd;
             });
+        } else if usd.is_nan() {
+            Self::note(model, |n| n.unknown_attempts += 1);
         }
     }
 
     /// Notes a request that ended in `e` after `attempts` attempts; a
     /// block is the provider's answer for that prompt, not a failure.
     pub(super) fn failed(model: &str, attempts: u32, e: ProviderError) -> ProviderError {
-        if !matches!(e, ProviderError::Blocked { .. }) {
+        if !matches!(e, ProviderError::Blocked { .. } | ProviderError::NotSent(_)) {
             Self::note(model, |n| n.failures += 1);
         }
         Self::ended(attempts, false);

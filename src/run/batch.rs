@@ -15,7 +15,7 @@ use super::complete;
 use super::shared::Shared;
 use crate::benchmark::Benchmark;
 use crate::benchmark::cases::CaseIndex;
-use crate::domain::{ErrorKind, RunStatus};
+use crate::domain::{ErrorKind, NewResult, RunStatus};
 use crate::openrouter::{CallLog, Client, ProviderError};
 use crate::run::RunControl;
 use crate::run::RunSettings;
@@ -26,7 +26,6 @@ use crate::run::writer::Collector;
 use crate::run::writer::ToWrite;
 use crate::run::writer::WRITE_BATCH;
 use crate::run::writer::WRITE_BUSY;
-use crate::run::writer::WRITE_QUEUE;
 use crate::run::writer::WRITE_RETRY;
 use crate::store::{SeedIds, Store};
 
@@ -34,6 +33,10 @@ use crate::store::{SeedIds, Store};
 /// limit or a model with no endpoints fails every request the same way, and
 /// recording thousands of failures helps no one. The run stays resumable.
 pub(super) const MAX_CONSECUTIVE_PROVIDER_ERRORS: usize = 25;
+
+/// How long a run that could not write its results still tries to mark
+/// itself interrupted before the command exits.
+const MARK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Everything a run needs that does not change between runs.
 pub struct RunContext {
@@ -142,6 +145,10 @@ pub async fn run_batch(
     ctx.client
         .limit_model(&settings.model.id, settings.concurrency.get(), true);
 
+    // `abort` drops requests in flight; `stop` only ends new work. A 401 in
+    // any run of the batch aborts them all; a 402 or the budget stops them.
+    let abort = control.batch.abort.child_token();
+    let stop = abort.child_token();
     let shared = Arc::new(Shared {
         batch: control.batch.clone(),
         next: AtomicUsize::new(0),
@@ -149,14 +156,11 @@ pub async fn run_batch(
         spend: Default::default(),
         write_blocked: AtomicBool::new(false),
         stop_reason: Mutex::new(None),
+        stop: stop.clone(),
     });
     // The run's own spend; the batch's counts every run of it (the caller
     // set it up with what they spent before).
     shared.spend.add(spent_before);
-    // `abort` drops requests in flight; `stop` only ends new work. A 401 in
-    // any run of the batch aborts them all; a 402 or the budget stops them.
-    let abort = control.batch.abort.child_token();
-    let stop = abort.child_token();
     let grace_timer = {
         let (interrupt, batch_stop, stop, abort, grace) = (
             control.interrupt.token.clone(),
@@ -194,12 +198,14 @@ pub async fn run_batch(
         })
         .await?
         .clone();
-    let (tx, rx) = mpsc::channel::<ToWrite>(WRITE_QUEUE);
     // The model's limit bounds its requests in flight (in the client), so
     // there can be more workers than slots: a worker waiting on the judge
     // does not keep the model's slot idle.
     let per_slot = if settings.judge_model.is_some() { 2 } else { 1 };
     let workers = (settings.concurrency.get() * per_slot).min(todo.len().max(1));
+    // Each worker hands over one result and waits until it is stored, so
+    // the queue never holds more than one per worker.
+    let (tx, rx) = mpsc::channel::<ToWrite>(workers);
     // The model's part of a test case (budget check to reply) holds one of
     // these, so the budget is checked with every earlier reply counted.
     let model_phase = Arc::new(tokio::sync::Semaphore::new(settings.concurrency.get()));
@@ -257,6 +263,7 @@ pub async fn run_batch(
         progress: progress.clone(),
         shared: shared.clone(),
         batch: Vec::with_capacity(WRITE_BATCH),
+        acks: Vec::with_capacity(WRITE_BATCH),
         loose: Vec::new(),
         stored: 0,
         blocked_since: None,
@@ -313,12 +320,20 @@ async fn finish(
             .map(|(m, _)| m)
             .unwrap_or_else(|| "results could not be written".into());
         msg.push_str(&format!("; {unwritten}"));
+        // Tried for a few seconds more: a lock that outlasted the wait
+        // may end meanwhile, and the stored status should not stay
+        // `running` (`runs` shows it interrupted either way).
         let store = ctx.store.with_busy_timeout(WRITE_BUSY).await?;
-        if let Err(e) = store
+        let until = tokio::time::Instant::now() + MARK_WAIT;
+        while let Err(e) = store
             .finish_run(run_id, RunStatus::Interrupted, Some(&msg))
             .await
         {
-            tracing::warn!(error = %e, "run not marked interrupted");
+            if tokio::time::Instant::now() >= until {
+                tracing::warn!(error = %e, "run not marked interrupted in the database (`runs` shows it interrupted; --resume marks it)");
+                break;
+            }
+            tokio::time::sleep(WRITE_RETRY).await;
         }
         return Ok(RunSummary {
             run_id,
@@ -424,13 +439,8 @@ impl Lane {
             if stop.is_cancelled() {
                 break;
             }
-            if let Some(max) = shared.batch.max_cost
-                && shared.batch.spend() >= max
-            {
-                let msg = format!(
-                    "budget reached: ${:.4} spent of the batch's --max-cost ${max}",
-                    shared.batch.spend()
-                );
+            // Spent and reserved by the requests in flight (budget.rs).
+            if let Some(msg) = shared.batch.budget_reached() {
                 shared.set_stop(msg.clone(), false);
                 shared.batch.stop_all(msg, false);
                 break;
@@ -439,36 +449,55 @@ impl Lane {
             let Some(&(case, repeat)) = todo.get(i) else {
                 break;
             };
-            let log = Arc::new(CallLog::default());
+            // Every attempt of this test case asks the budget first.
+            let log = Arc::new(CallLog::gated(shared.clone()));
             let asked = tokio::select! {
                 a = log.scope(worker.ask(case, i64::from(repeat))) => a,
                 _ = abort.cancelled() => Asked::Done(Outcome::Aborted),
             };
-            // The reply's cost counts before the next budget check, and a
-            // refused key stops the run before the next worker may send.
-            match &asked {
-                Asked::Judge(r, _) | Asked::Done(Outcome::Stored(r)) => {
-                    shared.add_spend(r.billed_usd())
-                }
-                Asked::Done(Outcome::Fatal(e)) => {
-                    stop_for(e, &worker.settings.model.id, &shared, &stop, &abort)
-                }
-                Asked::Done(Outcome::Aborted) => {}
+            // A refused key stops the run before the next worker may send
+            // (what the reply cost was counted as it arrived).
+            if let Asked::Done(Outcome::Fatal(e)) = &asked {
+                stop_for(e, &worker.settings.model.id, &shared, &stop, &abort)
             }
-            drop(phase);
+            // A reply for the judge leaves the model's phase now (the
+            // judge is asked outside it); any other keeps it until stored,
+            // so requests in flight plus replies not yet stored stay
+            // within --concurrency.
+            let mut phase = Some(phase);
+            if matches!(asked, Asked::Judge(..)) {
+                phase = None;
+            }
+            // A model reply is paid for: if its judging is cut short (a
+            // refused key, the run dropped), it is stored unjudged and a
+            // resume judges it without asking the model again.
+            let mut stop_after = None;
             let outcome = match asked {
                 Asked::Done(o) => o,
-                Asked::Judge(r, text) => tokio::select! {
-                    o = log.scope(worker.judge_all(case, r, text)) => o,
-                    _ = abort.cancelled() => Outcome::Aborted,
-                },
+                Asked::Judge(r, text) => {
+                    let unjudged = r.clone();
+                    let judged = tokio::select! {
+                        o = log.scope(worker.judge_all(case, r, text)) => o,
+                        _ = abort.cancelled() => Outcome::Aborted,
+                    };
+                    match judged {
+                        Outcome::Fatal(e) => {
+                            stop_for(&e, &worker.settings.model.id, &shared, &stop, &abort);
+                            let why = e.to_string();
+                            stop_after = Some(e);
+                            Outcome::Stored(not_judged(unjudged, &why))
+                        }
+                        Outcome::Aborted => {
+                            Outcome::Stored(not_judged(unjudged, "the run stopped"))
+                        }
+                        o => o,
+                    }
+                }
             };
             let (charges, failed_calls) = worker.charges(&log, case, i64::from(repeat));
             shared.batch.add_retried(log.take_retried());
-            shared.add_spend(charges.iter().map(|c| c.cost_usd).sum());
             match outcome {
                 Outcome::Stored(mut r) => {
-                    shared.add_spend(r.judgements.iter().map(|j| j.billed_usd()).sum::<f64>());
                     r.charges = charges;
                     r.replaces = redo.contains(&(r.test_code.clone(), r.repeat_index));
                     // A judge that fails at the provider counts like the model.
@@ -487,7 +516,18 @@ impl Lane {
                     } else {
                         shared.provider_errors_in_a_row.store(0, Ordering::Relaxed);
                     }
-                    if tx.send(ToWrite::Result(r)).await.is_err() {
+                    // The next test case waits until this reply is stored:
+                    // a kill loses at most one reply per worker (writer.rs).
+                    let (stored, committed) = tokio::sync::oneshot::channel();
+                    if tx.send(ToWrite::Result(r, stored)).await.is_err() {
+                        break;
+                    }
+                    let committed = tokio::select! {
+                        c = committed => c.is_ok(),
+                        _ = stop.cancelled() => false,
+                    };
+                    drop(phase);
+                    if !committed || stop_after.is_some() {
                         break;
                     }
                 }
@@ -503,6 +543,20 @@ impl Lane {
             }
         }
     }
+}
+
+/// A paid model reply whose judging did not finish: kept, out of the
+/// score as a judge error, judged by the next `--resume` from the stored
+/// reply (the model is not asked again).
+fn not_judged(mut r: Box<NewResult>, why: &str) -> Box<NewResult> {
+    r.passed = false;
+    r.matched = None;
+    r.judgements.clear();
+    r.error_kind = Some(ErrorKind::Judge);
+    r.error = Some(format!(
+        "not judged ({why}); the reply is kept and --resume judges it"
+    ));
+    r
 }
 
 /// A 401 or 402 is about the key or the account: it stops this run at once

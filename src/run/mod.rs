@@ -4,6 +4,7 @@
 //! hand results to one writer (`worker.rs`, `writer.rs`).
 
 mod batch;
+mod budget;
 mod cache;
 mod complete;
 mod dry_run;

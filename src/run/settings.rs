@@ -158,6 +158,15 @@ impl SpendCounter {
     }
 }
 
+/// What the attempts in flight reserved, and what paid attempts cost on
+/// average (what an attempt is expected to cost); kept by budget.rs.
+#[derive(Debug, Default)]
+pub(super) struct Ledger {
+    pub(super) reserved: f64,
+    pub(super) paid_attempts: u64,
+    pub(super) paid_usd: f64,
+}
+
 /// What the runs of one batch (its models, run at once) share: one budget,
 /// the stops that reach every model, the reply cache and the progress lines.
 #[derive(Debug)]
@@ -165,7 +174,10 @@ pub struct BatchShared {
     /// `--max-cost`: for every model together, earlier processes included.
     pub max_cost: Option<f64>,
     /// Spent so far by the batch's runs (every process of them).
-    spend: SpendCounter,
+    pub(super) spend: SpendCounter,
+    /// What requests in flight reserved, and the paid attempts' average
+    /// (see budget.rs).
+    pub(super) ledger: Mutex<Ledger>,
     /// A 401: every run drops its requests in flight.
     pub(super) abort: CancellationToken,
     /// A 402 or the budget: every run stops sending, in-flight work ends.
@@ -186,6 +198,7 @@ impl BatchShared {
         let b = BatchShared {
             max_cost,
             spend: SpendCounter::default(),
+            ledger: Mutex::default(),
             abort: CancellationToken::new(),
             stop: CancellationToken::new(),
             reason: Mutex::new(None),

@@ -1,9 +1,13 @@
 //! What the workers, the writer and the caller of one run share: the
 //! batch's budget and stop tokens, the next test case to take, the run's
-//! spend, whether results can be written, and why the run stopped.
+//! spend, whether results can be written, and why the run stopped. It is
+//! the [`SpendGate`](crate::openrouter::SpendGate) of the run's requests
+//! (budget.rs).
 
 use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::{Arc, Mutex};
+
+use tokio_util::sync::CancellationToken;
 
 use super::settings::{BatchShared, SpendCounter};
 
@@ -17,15 +21,13 @@ pub(super) struct Shared {
     /// Set while results cannot be written: workers send nothing new.
     pub(super) write_blocked: AtomicBool,
     pub(super) stop_reason: Mutex<Option<(String, bool)>>, // (message, fatal)
+    /// The run's stop: once cancelled, no attempt is sent (budget.rs).
+    pub(super) stop: CancellationToken,
 }
 
 impl Shared {
     pub(super) fn spend(&self) -> f64 {
         self.spend.usd()
-    }
-    pub(super) fn add_spend(&self, usd: f64) {
-        self.spend.add(usd);
-        self.batch.add_spend(usd);
     }
     pub(super) fn set_stop(&self, msg: String, fatal: bool) {
         let mut s = self.stop_reason.lock().unwrap_or_else(|e| e.into_inner());

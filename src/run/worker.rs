@@ -17,6 +17,9 @@ use crate::openrouter::{CallLog, ChatRequest, Client, Completion, ProviderError}
 use crate::run::RunSettings;
 use crate::store::{SeedIds, Store};
 
+/// The reason of a discarded charge whose amount nobody knows.
+pub(super) const UNKNOWN_CHARGE: &str = "charged an unknown amount: replies retried after they were cut at the size limit, or whose cost is not a usable number";
+
 /// Judge calls per criterion when the verdict cannot be read.
 pub(super) const JUDGE_ATTEMPTS: usize = 3;
 
@@ -51,25 +54,37 @@ impl Worker {
         }
         let c = case.resolve(&self.benchmark);
         let failures = notes.iter().map(|(_, n)| n.failures).sum();
-        let charges = notes
-            .into_iter()
-            .filter(|(_, n)| n.discarded_cost_usd > 0.0)
-            .map(|(model, n)| DiscardedCharge {
-                run_id: self.run_id,
-                scenario_id: self.ids.scenarios.get(&c.scenario.code).copied(),
-                test_code: c.code(),
-                repeat_index: repeat,
-                call: if model == self.settings.model.id {
-                    "model"
-                } else {
-                    "judge"
-                }
-                .into(),
-                attempts: i64::from(n.discarded_attempts),
-                cost_usd: n.discarded_cost_usd,
-                reason: Some("charged replies that were retried or refused".into()),
-            })
-            .collect();
+        let charge = |model: &str, attempts: u32, cost_usd: f64, reason: &str| DiscardedCharge {
+            run_id: self.run_id,
+            scenario_id: self.ids.scenarios.get(&c.scenario.code).copied(),
+            test_code: c.code(),
+            repeat_index: repeat,
+            call: if model == self.settings.model.id {
+                "model"
+            } else {
+                "judge"
+            }
+            .into(),
+            attempts: i64::from(attempts),
+            cost_usd,
+            reason: Some(reason.into()),
+        };
+        let mut charges = Vec::new();
+        for (model, n) in notes {
+            if n.discarded_cost_usd > 0.0 {
+                charges.push(charge(
+                    &model,
+                    n.discarded_attempts,
+                    n.discarded_cost_usd,
+                    "charged replies that were retried or refused",
+                ));
+            }
+            // Recorded as charges whose amount is not known (0 in every
+            // total), never as nothing.
+            if n.unknown_attempts > 0 {
+                charges.push(charge(&model, n.unknown_attempts, 0.0, UNKNOWN_CHARGE));
+            }
+        }
         (charges, failures)
     }
 }
@@ -161,6 +176,8 @@ impl Worker {
                     c
                 }
                 Err(e) if e.is_fatal_for_run() => return Asked::Done(Outcome::Fatal(e)),
+                // The budget or a stop refused it: no result, resumable.
+                Err(ProviderError::NotSent(_)) => return Asked::Done(Outcome::Aborted),
                 Err(ProviderError::Blocked { block, .. }) => {
                     r.prompt = prompt;
                     r.passed = false;

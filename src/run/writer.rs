@@ -16,19 +16,18 @@ use super::shared::Shared;
 use crate::domain::{DiscardedCharge, NewResult};
 use crate::store::Store;
 
-/// How results reach the database: at most this many per transaction, and
-/// at least this often. A SIGKILL or crash loses the replies of the last
-/// interval (paid for, and paid again on resume): at real provider rates
-/// (tens to hundreds a second) 25 ms is a handful of replies, where 250 ms
-/// was dozens. Larger batches cost the writer less per result (each commit
-/// rewrites the same index pages), which only matters at mock rates.
+/// How results reach the database: whatever arrived while the previous
+/// transaction was being committed is written in the next one (at most
+/// this many a transaction), at once. Each worker waits until its result
+/// is committed before it takes the next test case, so a SIGKILL or a
+/// crash loses at most one paid reply per worker: `--concurrency` (twice
+/// that with a judge, whose workers judge while others ask the model).
+/// Under load, transactions grow on their own (each commit rewrites the
+/// same index pages, so larger ones cost the writer less per result).
 pub(super) const WRITE_BATCH: usize = 256;
+/// While the database cannot be written, how often the writer looks at
+/// the clock to retry.
 pub(super) const WRITE_INTERVAL: Duration = Duration::from_millis(25);
-/// Replies queued for the writer, at most: with the batch being written,
-/// at most `WRITE_QUEUE + WRITE_BATCH` paid replies wait in memory, plus
-/// one per request in flight. When the writer cannot keep up or cannot
-/// write, workers wait (and send nothing) rather than pile up replies.
-pub(super) const WRITE_QUEUE: usize = 1024;
 /// How long one write waits for another program's lock before the writer
 /// pauses sending and retries (every `WRITE_RETRY`) until `--write-wait-secs`.
 pub(super) const WRITE_BUSY: Duration = Duration::from_secs(1);
@@ -36,7 +35,9 @@ pub(super) const WRITE_RETRY: Duration = Duration::from_millis(250);
 
 /// What a worker hands the writer.
 pub(super) enum ToWrite {
-    Result(Box<NewResult>),
+    /// A result, and who is told once it is committed (dropped unsent if
+    /// it never is: the run stopped first).
+    Result(Box<NewResult>, tokio::sync::oneshot::Sender<()>),
     /// Charges of a request that left no result (a 402, an interruption).
     Charges(Vec<DiscardedCharge>),
 }
@@ -82,6 +83,8 @@ pub(super) struct Collector {
     pub(super) progress: Arc<super::progress::ModelProgress>,
     pub(super) shared: Arc<Shared>,
     pub(super) batch: Vec<NewResult>,
+    /// The workers waiting for `batch` to be committed.
+    pub(super) acks: Vec<tokio::sync::oneshot::Sender<()>>,
     pub(super) loose: Vec<DiscardedCharge>,
     pub(super) stored: usize,
     pub(super) blocked_since: Option<tokio::time::Instant>,
@@ -93,29 +96,29 @@ impl Collector {
     /// Writes until every worker is done; `Some` when results could not
     /// all be written.
     pub(super) async fn run(mut self, mut rx: mpsc::Receiver<ToWrite>) -> Option<Unwritten> {
-        let mut inbox = Vec::with_capacity(WRITE_QUEUE);
+        let mut inbox = Vec::with_capacity(WRITE_BATCH);
         let mut tick = tokio::time::interval(WRITE_INTERVAL);
         loop {
             tokio::select! {
-                // Taken only while the batch has room, so at most
-                // WRITE_BATCH + WRITE_QUEUE replies wait (more only while
-                // blocked, from requests that were already in flight).
-                n = rx.recv_many(&mut inbox, WRITE_BATCH.saturating_sub(self.batch.len()).clamp(1, WRITE_QUEUE)) => {
+                // Each worker has at most one result here or queued.
+                n = rx.recv_many(&mut inbox, WRITE_BATCH.saturating_sub(self.batch.len()).max(1)) => {
                     if n == 0 {
                         break;
                     }
                     for item in inbox.drain(..) {
                         match item {
-                            ToWrite::Result(r) => {
+                            ToWrite::Result(r, ack) => {
                                 self.progress.record(&r, self.shared.spend());
                                 self.batch.push(*r);
+                                self.acks.push(ack);
                             }
                             ToWrite::Charges(c) => self.loose.extend(c),
                         }
                     }
                     self.progress.redraw(false);
                     self.shared.batch.progress.redraw_total(false);
-                    if self.batch.len() >= WRITE_BATCH && self.blocked_since.is_none() {
+                    // Written at once: the workers wait for it.
+                    if self.blocked_since.is_none() {
                         self.flush().await;
                     }
                 },
@@ -163,6 +166,9 @@ impl Collector {
                 }
                 self.batch.clear();
                 self.loose.clear();
+                for ack in self.acks.drain(..) {
+                    let _ = ack.send(());
+                }
                 self.retry_at = None;
                 if self.blocked_since.take().is_some() {
                     tracing::warn!("the database can be written again; sending resumes");

@@ -230,6 +230,23 @@ impl Store {
     /// runs it (both would pay for the same test cases). `max_cost_usd`,
     /// when given, becomes the run's budget (its total, what was already
     /// spent included); otherwise the budget it was started with stays.
+    /// Refuses, as [`Store::claim_run`] would, a run another live process
+    /// owns, with a read alone: it answers while another program holds the
+    /// write lock, where the claim itself would wait for it.
+    pub async fn refuse_if_owned(&self, run_id: i64) -> Result<(), StoreError> {
+        let row = sqlx::query_as::<_, RunRow>(sqlx::AssertSqlSafe(run_sql()))
+            .bind(run_id)
+            .bind(run_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        match row.and_then(|r| r.live_owner(&self.owner)) {
+            Some(owner) => Err(StoreError::Busy(format!(
+                "run {run_id} is being run by another helmbench ({owner}); wait for it to finish, or stop it and resume again"
+            ))),
+            None => Ok(()),
+        }
+    }
+
     pub async fn claim_run(
         &self,
         run_id: i64,

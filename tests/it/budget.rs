@@ -179,3 +179,82 @@ async fn charged_replies_that_are_retried_count_in_spend_costs_and_budget() {
         "costs shows every paid call"
     );
 }
+
+/// Charges [`CHARGE`] for every reply it sends; two replies in three are
+/// unusable (in turn an empty paid reply and `choices: []`), so most test
+/// cases are retried, and each retry is paid.
+struct MostlyUnusable {
+    calls: AtomicUsize,
+}
+
+/// What [`MostlyUnusable`] charges per reply.
+const CHARGE: f64 = 0.01;
+
+impl Respond for Shared<MostlyUnusable> {
+    fn respond(&self, req: &Request) -> ResponseTemplate {
+        let n = self.0.calls.fetch_add(1, Ordering::SeqCst);
+        let usage = json!({"prompt_tokens": 100, "completion_tokens": 0, "cost": CHARGE});
+        let body = match n % 3 {
+            0 => {
+                let mut v = completion("", CHARGE);
+                v["usage"] = usage;
+                v
+            }
+            1 => json!({"id": "gen-x", "choices": [], "usage": usage}),
+            _ => completion(&triage_content(&prompt_of(req)), CHARGE),
+        };
+        ResponseTemplate::new(200)
+            .set_body_json(body)
+            .set_delay(std::time::Duration::from_millis(5))
+    }
+}
+
+/// A batch at `concurrency` against [`MostlyUnusable`] with `--max-cost
+/// max`: what the mock charged stays within the budget plus one paid
+/// reply per request in flight, and every charge is in `costs`.
+async fn budget_holds_under_paid_retries(max: f64, concurrency: usize) {
+    let mock = Arc::new(MostlyUnusable {
+        calls: AtomicUsize::new(0),
+    });
+    let server = serve(Shared(mock.clone())).await;
+    let b = grid_bench(10, 30); // 300 test cases, $9 or so without a budget
+    let out = run(
+        &b,
+        &server,
+        &[
+            "run-batch",
+            "--all-scenarios",
+            "--concurrency",
+            &concurrency.to_string(),
+            "--max-cost",
+            &max.to_string(),
+            "--yes",
+        ],
+    );
+    assert_no_panic(&out);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let charged = mock.calls.load(Ordering::SeqCst) as f64 * CHARGE;
+    assert!(
+        charged <= max + concurrency as f64 * CHARGE + 1e-9,
+        "the mock charged ${charged:.2} for a --max-cost of ${max} at concurrency {concurrency}"
+    );
+    assert!(charged >= max - 1e-9, "stopped early: ${charged:.2}");
+    assert!(
+        (costs_total(&b) - charged).abs() < 1e-9,
+        "costs shows ${} of ${charged:.2} charged",
+        costs_total(&b)
+    );
+    let r = run_row(&b, 1);
+    assert_eq!(r["status"], "interrupted", "{r}");
+    assert!(r["message"].as_str().unwrap().contains("budget"), "{r}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn paid_retries_and_late_starts_stay_within_one_dollar_at_concurrency_8() {
+    budget_holds_under_paid_retries(1.00, 8).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn paid_retries_stop_at_the_budget_of_five_cents_at_concurrency_4() {
+    budget_holds_under_paid_retries(0.05, 4).await;
+}

@@ -126,3 +126,23 @@ fn bundled_benchmark_has_no_check_warning() {
     );
     assert!(stdout(&out).contains("0 error(s), 0 warning(s)"));
 }
+
+/// A folder whose name holds a scenario path among other words is skipped,
+/// and every command that reads the content says so.
+#[test]
+fn a_scenario_folder_with_a_prefix_is_skipped_with_a_warning() {
+    let b = Bench::new();
+    b.file("models.yml", "models:\n  - id: a/b\n")
+        .scenario("P1-B1-S1", "S1")
+        .scenario("Scenario-P1-B7-S1", "S1");
+    for args in [&["check"][..], &["list"][..]] {
+        let out = b.cmd().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(
+            err.contains("`Scenario-P1-B7-S1`") && err.contains("rename it P1-B7-S1"),
+            "{args:?}: {err}"
+        );
+        assert!(!stdout(&out).contains("P1-B7-S1"), "{}", stdout(&out));
+    }
+}

@@ -197,3 +197,52 @@ async fn two_batches_on_one_database_at_once_and_a_consistent_reader() {
         assert_eq!(r["test_cases"], 300);
     }
 }
+
+/// A `--resume` of a run whose process is alive but stalled on another
+/// program's lock answers at once that the run is alive (exit 2), instead
+/// of waiting for the lock.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_resume_during_a_database_lock_answers_that_the_run_is_alive() {
+    let (server, _) = counting_server(20, &[]).await;
+    let b = grid_bench(3, 100);
+    let (mut child, _pool) =
+        spawn_until_stored(&b, &server.uri(), &locked_run_args("4", "120"), 20).await;
+    let locker = connect(&b).await.unwrap();
+    let tx = locker.begin_with("BEGIN IMMEDIATE").await.unwrap();
+    let started = Instant::now();
+    crate::support::child::assert_resume_refused(&b, child.id()).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "the resume waited {:?} for the lock",
+        started.elapsed()
+    );
+    tx.rollback().await.unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+/// A run that gives up on a locked database marks itself interrupted in
+/// the database once the lock ends, before it exits: its stored status
+/// does not stay `running`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_that_gave_up_on_a_lock_marks_its_stored_status_once_the_lock_ends() {
+    let (server, _) = counting_server(20, &[]).await;
+    let b = grid_bench(3, 100);
+    let (child, pool) = spawn_until_stored(&b, &server.uri(), &locked_run_args("4", "2"), 20).await;
+    let locker = connect(&b).await.unwrap();
+    let tx = locker.begin_with("BEGIN IMMEDIATE").await.unwrap();
+    // The writer gives up at its first failed write after 2 s (each waits
+    // 1 s for the lock): by 4 s; the lock ends at 5.5 s, while the run
+    // still tries to mark itself (5 s more).
+    tokio::time::sleep(Duration::from_millis(5500)).await;
+    tx.rollback().await.unwrap();
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let status: String = sqlx::query_scalar("SELECT status FROM evaluation_run WHERE id = 1")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(status, "interrupted", "{}", stderr(&out));
+}

@@ -256,17 +256,7 @@ async fn a_key_echoed_inside_replies_is_scrubbed_before_storing() {
     );
     p.close().await;
     let export = stdout(&read(&b, &["export", "--with-prompts"]));
-    for (what, bytes) in [
-        ("stdout", out.stdout.clone()),
-        ("stderr", out.stderr.clone()),
-        ("export", export.into_bytes()),
-        ("h.db", std::fs::read(db_path(&b)).unwrap()),
-    ] {
-        assert!(
-            !bytes.windows(6).any(|w| w == b"SECRET"),
-            "the key leaked into {what}"
-        );
-    }
+    assert_secret_nowhere(&b, &out, export);
 }
 
 /// TLS goes through rustls: no OpenSSL or native-tls anywhere in the build
@@ -314,4 +304,44 @@ fn help_names_the_key_variable_but_never_its_value() {
             "the key's value leaked into --help: {text}"
         );
     }
+}
+
+/// The key's distinctive middle is in none of the command's output, the
+/// export or the database.
+fn assert_secret_nowhere(b: &crate::support::Bench, out: &std::process::Output, export: String) {
+    for (what, bytes) in [
+        ("stdout", out.stdout.clone()),
+        ("stderr", out.stderr.clone()),
+        ("export", export.into_bytes()),
+        ("h.db", std::fs::read(db_path(b)).unwrap()),
+    ] {
+        assert!(
+            !bytes.windows(6).any(|w| w == b"SECRET"),
+            "the key leaked into {what}"
+        );
+    }
+}
+
+/// An error body that echoes the key with some characters HTML- or
+/// percent-escaped and the rest as is: matches no whole form of the key,
+/// and is scrubbed all the same.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_key_escaped_in_part_inside_an_error_is_scrubbed() {
+    let partly = [
+        KEY.replacen('-', "&#45;", 1),
+        KEY.replace("SECRET-", "SECRET&#x2D;"),
+        KEY.replace("-7f", "%2D7f"),
+    ];
+    let (server, _) = fixed_reply_server(
+        ResponseTemplate::new(400).set_body_json(json!({"error": {"code": 400,
+            "message": format!("invalid key {} / {} / {}", partly[0], partly[1], partly[2])}})),
+    )
+    .await;
+    let b = bench();
+    let out = run_in_order(&b, KEY, &server);
+    assert_no_panic(&out);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let export = stdout(&read(&b, &["export", "--with-prompts"]));
+    assert!(export.contains("<redacted>"), "{export}");
+    assert_secret_nowhere(&b, &out, export);
 }

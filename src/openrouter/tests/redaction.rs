@@ -196,3 +196,31 @@ fn retry_after_parsing() {
     assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), None);
     assert_eq!(parse_retry_after("-3"), None);
 }
+
+#[test]
+fn a_key_escaped_in_part_is_scrubbed() {
+    let key = "sk-or-v1-abc/def&ghi";
+    let r = crate::openrouter::redact::Redactor::new(key);
+    for echoed in [
+        "sk-or-v1-abc&#x2F;def&amp;ghi",
+        "sk-or-v1-abc&#47;def&ghi",
+        "sk-or-v1-abc&sol;def&#38;ghi",
+        "sk&#45;or-v1-abc/def&amp;ghi",
+        "sk-or-v1-abc%2Fdef&ghi",
+        "sk-or-v1-abc\\/def\\u0026ghi",
+        "sk-or-v1-abc&#X2f;def%26ghi",
+    ] {
+        let text = format!("error: key {echoed} is invalid");
+        assert_eq!(
+            r.scrub(&text),
+            "error: key <redacted> is invalid",
+            "{echoed}"
+        );
+        let mut v = serde_json::json!({"message": text});
+        r.scrub_value(&mut v);
+        assert_eq!(v["message"], "error: key <redacted> is invalid");
+    }
+    // Text that only looks like escapes is left alone.
+    let text = "a &amp; b %20 c \\u0041 sk-or-v1-abc&#x2F;XXX";
+    assert_eq!(r.scrub(text), text);
+}
