@@ -28,6 +28,9 @@ pub struct Benchmark {
     pub scenarios: Vec<Scenario>,
     /// Hash over every content file: identifies the exact benchmark a run used.
     pub content_hash: String,
+    /// Folders under `scenarios/` skipped because a scenario path stands
+    /// among other words in their name (`Scenario-P1-B7-S1`), with why.
+    pub skipped_folders: Vec<(PathBuf, String)>,
 }
 
 impl Benchmark {

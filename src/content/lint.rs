@@ -36,6 +36,9 @@ pub enum WarningKind {
     /// where it has no effect (`category: TASK` instead of
     /// `evaluation: {expected: TASK}`).
     IgnoredKey,
+    /// A folder under `scenarios/` skipped because its name holds a
+    /// scenario path among other words (`Scenario-P1-B7-S1`).
+    SkippedFolder,
 }
 
 /// One lint finding.
@@ -53,7 +56,15 @@ impl fmt::Display for Warning {
 
 /// Every warning for the scenarios matching `selectors` (all when none).
 pub fn lint(b: &Benchmark, selectors: &[Selector]) -> Vec<Warning> {
-    let mut out = Vec::new();
+    // Whatever the selectors: the folder's scenario is in none of them.
+    let mut out: Vec<Warning> = b
+        .skipped_folders
+        .iter()
+        .map(|(dir, why)| Warning {
+            kind: WarningKind::SkippedFolder,
+            at: ContentError::new(dir, why.clone()),
+        })
+        .collect();
     for s in &b.scenarios {
         if !selectors.is_empty() && !selectors.iter().any(|x| x.may_match_scenario(&s.code)) {
             continue;

@@ -45,7 +45,7 @@ pub fn load(root: &Path) -> (Benchmark, Vec<ContentError>) {
     let models = load_models(root, &mut errors, &mut hasher);
     let scoring = load_scoring(root, &mut errors, &mut hasher);
 
-    let (dirs, mut walk_errors) = scan::find_scenarios(&root.join("scenarios"));
+    let (dirs, mut walk_errors, skipped_folders) = scan::find_scenarios(&root.join("scenarios"));
     if root.is_dir() {
         errors.append(&mut walk_errors);
     }
@@ -88,6 +88,7 @@ pub fn load(root: &Path) -> (Benchmark, Vec<ContentError>) {
         behaviours,
         scenarios,
         content_hash: hex(&hasher.finalize()[..]),
+        skipped_folders,
     };
     (benchmark, errors)
 }

@@ -24,24 +24,38 @@ pub struct ScenarioDir {
     pub behaviour_dir: Option<PathBuf>,
 }
 
+/// Scenario folders in natural order, the content errors met, and the
+/// folders skipped on purpose-or-not (a scenario path among other words),
+/// each with why: `check` counts those as warnings.
+pub type Found = (Vec<ScenarioDir>, Vec<ContentError>, Vec<(PathBuf, String)>);
+
 /// Walks `scenarios/` and returns every scenario folder in natural order.
 ///
 /// A folder is a scenario when its path below `scenarios/` (suffixes
 /// stripped, joined with `-`) reads `P<n>-B<n>-S<n>`; anything that reads as
 /// less (`P1`, `P1/B1`) is descended into. Hidden folders are skipped;
 /// symlinks are followed but a loop is reported, not walked forever.
-pub fn find_scenarios(root: &Path) -> (Vec<ScenarioDir>, Vec<ContentError>) {
+pub fn find_scenarios(root: &Path) -> Found {
     let mut found = Vec::new();
     let mut errors = Vec::new();
+    let mut skipped = Vec::new();
     let mut seen = HashSet::new();
     if !root.is_dir() {
         errors.push(ContentError::new(
             root,
             "scenarios folder not found (expected benchmark/scenarios/ holding scenario folders)",
         ));
-        return (found, errors);
+        return (found, errors, skipped);
     }
-    walk(root, &[], &mut seen, &mut found, &mut errors, 0);
+    walk(
+        root,
+        &[],
+        &mut seen,
+        &mut found,
+        &mut errors,
+        &mut skipped,
+        0,
+    );
     found.sort_by(|a, b| natural_cmp(&a.code, &b.code));
     // Two folders for one code (flat and nested, or two suffixes) is ambiguous.
     for pair in found.windows(2) {
@@ -57,7 +71,7 @@ pub fn find_scenarios(root: &Path) -> (Vec<ScenarioDir>, Vec<ContentError>) {
         }
     }
     found.dedup_by(|b, a| a.code == b.code);
-    (found, errors)
+    (found, errors, skipped)
 }
 
 fn walk(
@@ -66,6 +80,7 @@ fn walk(
     seen: &mut HashSet<PathBuf>,
     found: &mut Vec<ScenarioDir>,
     errors: &mut Vec<ContentError>,
+    skipped: &mut Vec<(PathBuf, String)>,
     depth: usize,
 ) {
     let canonical = match dir.canonicalize() {
@@ -153,7 +168,7 @@ fn walk(
                     behaviour_dir,
                 });
             }
-            Shape::Partial => walk(&child, &codes, seen, found, errors, depth + 1),
+            Shape::Partial => walk(&child, &codes, seen, found, errors, skipped, depth + 1),
             Shape::Other => {
                 // Component folders and notes live inside scenarios; anything
                 // else named like a code is an authoring slip worth reporting.
@@ -167,10 +182,11 @@ fn walk(
                 } else if let Some(code) = embedded_code(parts, name) {
                     // `Scenario-P1-B7-S1`, `P1-B7-S1-old`: a scenario path
                     // with other words around it, which may be deliberate.
-                    tracing::warn!(
-                        folder = %child.display(),
+                    let message = format!(
                         "folder name `{name}` holds scenario path {code} with other words around it, so it is skipped: rename it {code} to run it (or prefix it with `_` to leave it out without this warning)"
                     );
+                    tracing::warn!(folder = %child.display(), "{message}");
+                    skipped.push((child.clone(), message));
                 } else if parts.len() < 3 && looks_like_code(name) {
                     errors.push(ContentError::new(
                         &child,
