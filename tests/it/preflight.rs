@@ -61,6 +61,16 @@ fn bench(models_yml: &str) -> Bench {
     b
 }
 
+/// `helmbench ARGS` against a fresh catalog mock: it must exit 2 with no
+/// chat request sent. Returns its stderr, and the mock for more checks.
+async fn refused(b: &Bench, args: &[&str]) -> (String, MockServer) {
+    let server = catalog().await;
+    let out = online(b, KEY, &server.uri()).args(args).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_eq!(posts(&server).await, 0);
+    (stderr(&out), server)
+}
+
 async fn posts(server: &MockServer) -> usize {
     server
         .received_requests()
@@ -74,19 +84,12 @@ async fn posts(server: &MockServer) -> usize {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_seed_the_model_does_not_take_is_refused_before_anything_is_sent() {
     let b = bench("models:\n  - id: plain/model\n    seed: 7\n");
-    let server = catalog().await;
-    let out = online(&b, KEY, &server.uri())
-        .args(["run-batch", "--all-scenarios", "--yes"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    let err = stderr(&out);
+    let (err, server) = refused(&b, &["run-batch", "--all-scenarios", "--yes"]).await;
     assert!(
         err.contains("model `plain/model` does not take `seed`") && err.contains("models.yml"),
         "{err}"
     );
     assert!(err.contains("nothing was sent"), "{err}");
-    assert_eq!(posts(&server).await, 0);
     assert!(
         !b.dir.path().join("h.db").exists() || {
             let out = online(&b, KEY, &server.uri())
@@ -109,34 +112,20 @@ async fn a_judge_reasoning_the_judge_does_not_take_is_refused_before_anything_is
     );
     // A judged scenario, so the judge is part of the plan.
     b.judged_scenario();
-    let server = catalog().await;
-    let out = online(&b, KEY, &server.uri())
-        .args(["run-batch", "--all-scenarios", "--yes"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    let err = stderr(&out);
+    let (err, _server) = refused(&b, &["run-batch", "--all-scenarios", "--yes"]).await;
     assert!(
         err.contains("judge `judge/plain` does not take `reasoning`"),
         "{err}"
     );
-    assert_eq!(posts(&server).await, 0);
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_wrong_model_id_is_refused_first_with_the_nearest_id() {
     let b = bench("models:\n  - id: test/modle\n");
-    let server = catalog().await;
-    let out = online(&b, KEY, &server.uri())
-        .args(["run-batch", "--all-scenarios"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    let err = stderr(&out);
+    let (err, _server) = refused(&b, &["run-batch", "--all-scenarios"]).await;
     assert!(err.contains("did you mean `test/model`?"), "{err}");
     // Refused before the estimate is printed.
     assert!(!err.contains("estimate"), "{err}");
-    assert_eq!(posts(&server).await, 0);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -145,19 +134,12 @@ async fn a_judge_that_takes_no_temperature_is_told_to_get_an_entry_without_one()
     // none in this catalog, so say how to send none.
     let b = bench("marking_model: judge/notemp\nmodels:\n  - id: test/model\n");
     b.judged_scenario();
-    let server = catalog().await;
-    let out = online(&b, KEY, &server.uri())
-        .args(["run-batch", "--all-scenarios", "--yes"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    let err = stderr(&out);
+    let (err, server) = refused(&b, &["run-batch", "--all-scenarios", "--yes"]).await;
     assert!(
         err.contains("judge `judge/notemp` does not take `temperature`")
             && err.contains("give the judge its own entry in models.yml without `temperature`"),
         "{err}"
     );
-    assert_eq!(posts(&server).await, 0);
     // With an entry that sets no temperature, none is sent and the check passes.
     b.file(
         "models.yml",
