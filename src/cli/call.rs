@@ -242,14 +242,14 @@ pub(super) fn report_summaries_to(
             for s in summaries {
                 writeln!(
                     o,
-                    "run {} {}: {} — {}/{} test cases stored, {} passed, ${}",
+                    "run {} {}: {} — {}/{} test cases stored, {} passed, {}",
                     s.run_id,
                     s.model,
                     s.status,
                     s.stored,
                     s.planned,
                     s.passed,
-                    crate::report::usd(s.cost_usd, 4)
+                    crate::report::dollars_known(s.cost_usd, s.unknown_cost_calls, 4)
                 )?;
                 if let Some(r) = reuse.get(&s.run_id) {
                     writeln!(o, "  {}", reuse_line(r))?;

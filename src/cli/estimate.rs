@@ -148,6 +148,54 @@ pub(super) async fn preflight(
     probe(s, client, &priced, &entries(b, models)).await
 }
 
+/// A resume's preflight: the checks that refuse (a model or judge gone
+/// from the catalog, a parameter its endpoints no longer take), for what
+/// each resumed run recorded. No estimate and no confirmation: the run was
+/// estimated when it began, and its budget carries over.
+pub(super) async fn resume_preflight(
+    s: &Settings,
+    ctx: &crate::run::RunContext,
+    runs: &[(Option<i64>, crate::run::RunSettings)],
+) -> Result<()> {
+    let b = &*ctx.benchmark;
+    let mut hard = Vec::new();
+    for (id, settings) in runs {
+        let selectors = settings
+            .selectors
+            .iter()
+            .map(|x| crate::benchmark::cases::Selector::parse(x).map_err(Error::Usage))
+            .collect::<Result<Vec<_>>>()?;
+        let selection = Selection {
+            selectors,
+            include_no_context: settings.include_no_context,
+            limit: settings.limit,
+            repeats: settings.repeats,
+            max_cost: None,
+        };
+        let sel = Covered {
+            selection: &selection,
+            judge: settings.judge_model.clone(),
+        };
+        let models = [settings.model.clone()];
+        let priced = price(s, b, &models, &sel, None).await?;
+        for r in refusals(&priced, None, &entries(b, &models)) {
+            if !r.overridable {
+                hard.push(match id {
+                    Some(id) => format!("run {id}: {}", r.message),
+                    None => r.message,
+                });
+            }
+        }
+    }
+    if hard.is_empty() {
+        return Ok(());
+    }
+    Err(Error::Usage(format!(
+        "{}\nnothing was sent",
+        hard.join("\n")
+    )))
+}
+
 /// The structured-output probe of every OpenAI-compatible model or judge
 /// whose entry does not say (see [`to_probe`]): the last check, after
 /// every refusal, as it is a paid request. A failed probe stops the run
@@ -222,6 +270,7 @@ async fn price(
                 prompt: p.prompt_per_mtok / 1e6,
                 completion: p.completion_per_mtok / 1e6,
                 request: 0.0,
+                internal_reasoning: 0.0,
             });
         }
         let m = catalog.as_ref().ok().and_then(|c| find(c, id))?;
@@ -229,6 +278,7 @@ async fn price(
             prompt: m.prompt_price?,
             completion: m.completion_price?,
             request: m.request_price.unwrap_or(0.0),
+            internal_reasoning: m.internal_reasoning_price.unwrap_or(0.0),
         })
     };
     let stored = |id: String, judge: bool| async move {
@@ -269,12 +319,17 @@ async fn price(
                         prompt: 0.0,
                         completion: 0.0,
                         request: 0.0,
+                        internal_reasoning: 0.0,
                     },
                     |acc, p| {
                         p.map(|p| Prices {
                             prompt: acc.prompt + p.prompt,
                             completion: acc.completion + p.completion,
                             request: acc.request + p.request,
+                            // A panel's members each price their own: the
+                            // sum at the high end, like completion.
+                            internal_reasoning: acc.internal_reasoning
+                                + p.internal_reasoning.max(p.completion),
                         })
                     },
                 )

@@ -190,7 +190,11 @@ pub(super) fn execute(s: &Settings, call_args: &CallArgs, args: &Batch) -> Resul
                 .await?;
             new_runs(&ctx, call_args, args)?
         } else {
-            resumed_runs(&ctx, args).await?
+            let planned = resumed_runs(&ctx, args).await?;
+            // What a model or judge takes may have changed since the run
+            // began: refused before the resume sends anything.
+            super::estimate::resume_preflight(s, &ctx, &planned.0).await?;
+            planned
         };
         let mut batch = run::BatchShared::new(budget, spent_before);
         set_limits(&ctx, args, &runs);

@@ -37,7 +37,8 @@ pub fn run(s: &Settings, args: &RunsArgs) -> Result<ExitStatus> {
                            "format_failures": r.format_failures, "judge_errors": r.judge_errors, "provider_errors": r.provider_errors,
                            "blocked": r.blocked, "refused": r.refused, "blocked_as": r.blocked_as().as_str(),
                            "cached_replies": r.cached_replies, "cached_original_cost_usd": reused(r.run_id).original_cost_usd, "cost_usd": r.cost_usd, "judge_cost_usd": r.judge_cost_usd,
-                           "discarded_cost_usd": r.discarded_cost_usd, "max_cost_usd": r.max_cost_usd,
+                           "discarded_cost_usd": r.discarded_cost_usd, "unknown_cost_calls": r.unknown_cost_calls,
+                           "max_cost_usd": r.max_cost_usd,
                            "started_at": r.started_at, "completed_at": r.completed_at, "message": r.message,
                            "routing": route(r.run_id)})
                 })
@@ -70,7 +71,11 @@ pub fn run(s: &Settings, args: &RunsArgs) -> Result<ExitStatus> {
                     r.passed.to_string(),
                     r.evaluations.to_string(),
                     r.format_failures.to_string(),
-                    crate::report::usd(r.cost_usd + r.judge_cost_usd, 4),
+                    crate::report::usd_known(
+                        r.cost_usd + r.judge_cost_usd,
+                        r.unknown_cost_calls,
+                        4,
+                    ),
                     r.started_at.clone(),
                     r.completed_at.clone().unwrap_or_default(),
                 ]);

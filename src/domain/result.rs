@@ -66,6 +66,11 @@ pub struct DiscardedCharge {
     pub call: String,
     pub attempts: i64,
     pub cost_usd: f64,
+    /// How many of `attempts` were charged an amount nobody knows (cut at
+    /// the size limit, abandoned on a timeout, a cost that is not a usable
+    /// number): counted apart, never summed as $0.
+    #[serde(default)]
+    pub unknown_attempts: i64,
     pub reason: Option<String>,
 }
 

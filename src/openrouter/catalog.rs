@@ -30,6 +30,9 @@ pub struct CatalogModel {
     pub completion_price: Option<f64>,
     /// USD per request (`pricing.request`); None when absent.
     pub request_price: Option<f64>,
+    /// USD per internal reasoning token (`pricing.internal_reasoning`);
+    /// None when absent.
+    pub internal_reasoning_price: Option<f64>,
     pub supported_parameters: Vec<String>,
 }
 
@@ -103,6 +106,7 @@ impl Catalog {
                         prompt_price: price(m, "prompt"),
                         completion_price: price(m, "completion"),
                         request_price: price(m, "request"),
+                        internal_reasoning_price: price(m, "internal_reasoning"),
                         id,
                         supported_parameters,
                     },

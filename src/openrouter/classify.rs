@@ -32,9 +32,9 @@ pub(super) struct RetryableFailure {
     pub(super) reason: String,
     /// The provider's error type and code, kept if the retries run out.
     pub(super) meta: ErrorMeta,
-    /// The body was cut at the size limit: a 2xx reply was paid for, at a
-    /// cost nobody read.
-    pub(super) cut: bool,
+    /// Given up on a timeout after the request went out (not while
+    /// connecting): the provider may have generated, and billed, a reply.
+    pub(super) maybe_billed: bool,
 }
 
 pub(super) fn transport_failure(e: &reqwest::Error) -> RetryableFailure {
@@ -49,6 +49,7 @@ pub(super) fn transport_failure(e: &reqwest::Error) -> RetryableFailure {
     };
     RetryableFailure {
         reason: format!("{kind}: {}", error_chain(e)),
+        maybe_billed: e.is_timeout() && !e.is_connect(),
         ..Default::default()
     }
 }
@@ -322,7 +323,7 @@ pub(super) fn classify(
                 retry_after,
                 reason,
                 meta: meta.clone(),
-                cut: false,
+                maybe_billed: false,
             })
         };
         let limit = api_error.as_ref().and_then(ApiError::credit_limit);
@@ -455,7 +456,7 @@ pub(super) fn classify(
                 retry_after: err.retry_after,
                 reason: format!("error inside HTTP {s} reply: {}", err.describe()),
                 meta: err.meta,
-                cut: false,
+                maybe_billed: false,
             }),
         };
     }

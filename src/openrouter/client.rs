@@ -34,6 +34,8 @@ pub struct Client {
     total: std::sync::RwLock<Option<std::sync::Arc<tokio::sync::Semaphore>>>,
     /// The database's pseudonym, sent as `user` (see [`Client::set_user`]).
     user: Option<String>,
+    /// `{base}/generation`: what an abandoned attempt was billed.
+    generation_url: reqwest::Url,
 }
 
 impl fmt::Debug for Client {
@@ -86,12 +88,16 @@ impl Client {
             .build()
             .map_err(|e| ProviderError::Config(format!("cannot build HTTP client: {e}")))?;
 
+        let parse = |path: &str| {
+            reqwest::Url::parse(&format!("{base}/{path}")).map_err(|_| {
+                ProviderError::Config(format!("base URL is not a valid URL: {base:?}"))
+            })
+        };
         Ok(Client {
             redact: Redactor::new(&cfg.api_key),
             http,
-            url: reqwest::Url::parse(&format!("{base}/chat/completions")).map_err(|_| {
-                ProviderError::Config(format!("base URL is not a valid URL: {base:?}"))
-            })?,
+            url: parse("chat/completions")?,
+            generation_url: parse("generation")?,
             cfg,
             limits: Default::default(),
             total: Default::default(),
@@ -340,7 +346,13 @@ impl Client {
             .await;
         let resp = match sent {
             Ok(r) => r,
-            Err(e) => return Ok((Outcome::Retry(transport_failure(&e)), 0.0)),
+            Err(e) => {
+                // No header arrived, so no generation id: a timeout after
+                // the request went out is a charge of unknown amount.
+                let f = transport_failure(&e);
+                let charged = if f.maybe_billed { f64::NAN } else { 0.0 };
+                return Ok((Outcome::Retry(f), charged));
+            }
         };
         let status = resp.status();
         let retry_after = resp
@@ -349,16 +361,21 @@ impl Client {
             .and_then(|v| v.to_str().ok())
             .and_then(parse_retry_after);
         let header_cost = super::openai::header_cost(resp.headers());
+        let generation = super::generation::generation_id(resp.headers());
         let text = match http::read_capped(resp, self.cfg.max_reply_bytes).await {
             Ok(t) => t,
             Err(mut f) => {
                 f.status = Some(status.as_u16());
-                // A 2xx body cut at the limit was generated and billed, at
-                // a cost nobody read: a charge of unknown amount, not $0.
-                let charged = if f.cut && status.is_success() {
-                    f64::NAN
-                } else {
-                    0.0
+                // A 2xx reply given up half-read (cut at the limit, timed
+                // out, dropped) was generated and billed: counted at what
+                // `/generation` says it cost, else as a charge of unknown
+                // amount, never $0.
+                let charged = match (status.is_success(), generation) {
+                    (false, _) => 0.0,
+                    (true, Some(id)) => {
+                        super::generation::billed(&self.http, &self.generation_url, &id).await
+                    }
+                    (true, None) => f64::NAN,
                 };
                 return Ok((Outcome::Retry(f), charged));
             }

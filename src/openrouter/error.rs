@@ -48,7 +48,11 @@ impl fmt::Display for CreditLimit {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProviderError {
-    #[error("OpenRouter rejected the API key (401): {message}. Check OPENROUTER_API_KEY")]
+    // Not "OpenRouter": an OpenAI-compatible server (vLLM, LiteLLM...)
+    // answers 401 too, and gets the same key from the same variable.
+    #[error(
+        "the server rejected the API key (401): {message}. Check OPENROUTER_API_KEY (the key sent to OPENROUTER_BASE_URL)"
+    )]
     Unauthorized { message: String },
     #[error("{limit} (402): {message}")]
     PaymentRequired { limit: CreditLimit, message: String },

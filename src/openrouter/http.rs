@@ -88,7 +88,6 @@ pub async fn read_capped(
         reason: format!(
             "reply body {what} the {limit}-byte limit (HELMBENCH_MAX_REPLY_BYTES); not read further"
         ),
-        cut: true,
         ..Default::default()
     };
     if let Some(n) = resp.content_length().filter(|n| *n > limit) {

@@ -14,6 +14,7 @@ mod classify;
 mod client;
 mod config;
 mod error;
+mod generation;
 mod http;
 mod limit;
 mod openai;

@@ -29,6 +29,16 @@ pub fn usd_known(value: f64, unknown: i64, places: usize) -> String {
     }
 }
 
+/// [`usd_known`] in a sentence, with its dollar sign: `$0.0120`,
+/// `unknown`, or `$0.0120 + unknown`.
+pub fn dollars_known(value: f64, unknown: i64, places: usize) -> String {
+    match unknown {
+        0 => format!("${}", usd(value, places)),
+        _ if value == 0.0 => "unknown".to_string(),
+        _ => format!("${} + unknown", usd(value, places)),
+    }
+}
+
 /// A p-value for a table cell: `0.0213`, or `< 0.0001` below that (never
 /// `0.0000`, which reads as impossible).
 pub fn p_value(p: f64) -> String {

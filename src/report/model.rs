@@ -585,6 +585,7 @@ impl Spend {
         self.cached_judgements += o.cached_judgements;
         self.unknown_cost_replies += o.unknown_cost_replies;
         self.unknown_cost_judgements += o.unknown_cost_judgements;
+        self.unknown_charges += o.unknown_charges;
         self.finish();
     }
 
@@ -653,6 +654,10 @@ pub struct CostReport {
     /// Model replies and judge calls of the selected runs whose cost is
     /// unknown (not in the totals).
     pub unknown_cost_replies: i64,
+    /// Attempts of the selected runs charged an unknown amount that left
+    /// no result (cut at the size limit, abandoned on a timeout).
+    #[serde(default)]
+    pub unknown_charges: i64,
 }
 
 /// Spend of the runs selected by `run_id` and `model` (both optional, both
@@ -715,6 +720,7 @@ pub async fn costs(
             spend.cost_usd += usd;
         }
         spend.discarded_cost_usd += usd;
+        spend.unknown_charges += r.unknown_attempts;
         spend.finish();
     }
     let mut report = CostReport {
@@ -726,6 +732,7 @@ pub async fn costs(
         total_byok_upstream_usd: 0.0,
         total_cost_usd: 0.0,
         unknown_cost_replies: 0,
+        unknown_charges: 0,
     };
     let mut models: BTreeMap<String, ModelCost> = BTreeMap::new();
     let mut judges: BTreeMap<i64, Vec<JudgeCost>> = BTreeMap::new();
@@ -761,6 +768,7 @@ pub async fn costs(
         report.judge_cost_usd += spend.judge_cost_usd;
         report.total_byok_upstream_usd += spend.byok_upstream_usd;
         report.unknown_cost_replies += spend.unknown_cost_replies + spend.unknown_cost_judgements;
+        report.unknown_charges += spend.unknown_charges;
         report.runs.push(RunCost {
             run_id: run.run_id,
             model: run.model,

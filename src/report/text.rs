@@ -372,11 +372,11 @@ fn write_quality(o: &mut dyn Write, q: Option<&QualitySummary>) -> io::Result<()
 fn spend_cells(s: &Spend) -> [String; 9] {
     [
         s.test_cases.to_string(),
-        usd_known(s.cost_usd, s.unknown_cost_replies, 4),
+        usd_known(s.cost_usd, s.unknown_cost_replies + s.unknown_charges, 4),
         usd_known(s.judge_cost_usd, s.unknown_cost_judgements, 4),
         usd_known(
             s.total_cost_usd,
-            s.unknown_cost_replies + s.unknown_cost_judgements,
+            s.unknown_cost_replies + s.unknown_cost_judgements + s.unknown_charges,
             4,
         ),
         format!("{}/{}", s.prompt_tokens, s.completion_tokens),
@@ -384,9 +384,13 @@ fn spend_cells(s: &Spend) -> [String; 9] {
             "{} ({}/{})",
             s.judge_calls, s.judge_prompt_tokens, s.judge_completion_tokens
         ),
-        opt(s
-            .mean_cost_per_test_case
-            .map(|m| usd_known(m, s.unknown_cost_replies + s.unknown_cost_judgements, 4))),
+        opt(s.mean_cost_per_test_case.map(|m| {
+            usd_known(
+                m,
+                s.unknown_cost_replies + s.unknown_cost_judgements + s.unknown_charges,
+                4,
+            )
+        })),
         s.cached_replies.to_string(),
         usd(s.byok_upstream_usd),
     ]
@@ -475,11 +479,11 @@ pub fn write_costs(o: &mut dyn Write, c: &CostReport) -> io::Result<()> {
     writeln!(
         o,
         "total: {} (model ${} + judge ${}) across {} run(s)",
-        match (c.unknown_cost_replies, c.total_cost_usd == 0.0) {
-            (0, _) => format!("${}", usd(c.total_cost_usd)),
-            (_, true) => "unknown".to_string(),
-            (_, false) => format!("${} + unknown", usd(c.total_cost_usd)),
-        },
+        crate::report::dollars_known(
+            c.total_cost_usd,
+            c.unknown_cost_replies + c.unknown_charges,
+            6
+        ),
         usd(c.cost_usd),
         usd(c.judge_cost_usd),
         c.runs.len()
@@ -509,6 +513,14 @@ pub fn write_costs(o: &mut dyn Write, c: &CostReport) -> io::Result<()> {
             } else {
                 "they are"
             }
+        )?;
+    }
+    if c.unknown_charges > 0 {
+        writeln!(
+            o,
+            "unknown charges: {} attempt{} charged an amount nobody reported (a reply cut at the size limit, or abandoned on a timeout and not found by `/generation`); left out of these totals, not counted as $0",
+            c.unknown_charges,
+            if c.unknown_charges == 1 { "" } else { "s" }
         )?;
     }
     Ok(())

@@ -94,6 +94,10 @@ pub struct RunSummary {
     pub judge_errors: usize,
     /// What the run spent (every process of it, discarded charges included).
     pub cost_usd: f64,
+    /// Calls whose cost nobody knows, left out of `cost_usd` (so it is a
+    /// floor): an OpenAI-compatible model without a price, a reply cut at
+    /// the size limit, an attempt abandoned on a timeout.
+    pub unknown_cost_calls: i64,
     pub max_cost_usd: Option<f64>,
     pub message: Option<String>,
     /// Set when the provider refused in a way that stops everything (401).
@@ -154,6 +158,7 @@ pub async fn run_batch(
         next: AtomicUsize::new(0),
         provider_errors_in_a_row: AtomicUsize::new(0),
         spend: Default::default(),
+        unknown_charges: Default::default(),
         write_blocked: AtomicBool::new(false),
         stop_reason: Mutex::new(None),
         stop: stop.clone(),
@@ -345,6 +350,7 @@ async fn finish(
             provider_errors: 0,
             judge_errors: 0,
             cost_usd: shared.spend(),
+            unknown_cost_calls: shared.unknown_charges(),
             max_cost_usd: settings.max_cost,
             message: Some(msg),
             fatal: None,
@@ -394,6 +400,7 @@ async fn finish(
         provider_errors: row.provider_errors as usize,
         judge_errors: row.judge_errors as usize,
         cost_usd: row.cost_usd + row.judge_cost_usd,
+        unknown_cost_calls: row.unknown_cost_calls,
         max_cost_usd: row.max_cost_usd,
         message,
         fatal,
@@ -617,6 +624,7 @@ fn nothing_to_do(settings: &RunSettings, planned: usize, row: crate::store::RunR
         provider_errors: 0,
         judge_errors: 0,
         cost_usd: row.cost_usd + row.judge_cost_usd,
+        unknown_cost_calls: row.unknown_cost_calls,
         max_cost_usd: row.max_cost_usd,
         message: Some(message),
         fatal: None,

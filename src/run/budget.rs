@@ -88,5 +88,9 @@ impl SpendGate for Shared {
     fn settle(&self, reserved: f64, charged: f64) {
         let counted = self.batch.settle(reserved, charged);
         self.spend.add(counted);
+        if !charged.is_finite() {
+            self.unknown_charges
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
     }
 }

@@ -39,6 +39,23 @@ pub struct Prices {
     pub completion: f64,
     /// USD per request (`pricing.request`), 0 where the catalog has none.
     pub request: f64,
+    /// USD per internal reasoning token (`pricing.internal_reasoning`), 0
+    /// where the catalog has none. Reasoning tokens are counted among the
+    /// completion tokens, so the high end prices every completion token at
+    /// the higher of the two. (`pricing.web_search` never applies: no
+    /// request enables web search.)
+    pub internal_reasoning: f64,
+}
+
+impl Prices {
+    /// USD per completion token at the low (0) or high (1) end.
+    fn completion_at(&self, end: usize) -> f64 {
+        if end == 0 {
+            self.completion
+        } else {
+            self.completion.max(self.internal_reasoning)
+        }
+    }
 }
 
 /// What the completion range of one model (or the judge) rests on.
@@ -180,7 +197,8 @@ pub fn estimate_model(
     ];
     let cost = |i: usize| -> Option<f64> {
         let m = inputs.price?;
-        let model = prompt[i] * m.prompt + completion_tokens[i] * m.completion + n * m.request;
+        let model =
+            prompt[i] * m.prompt + completion_tokens[i] * m.completion_at(i) + n * m.request;
         if judge_calls == 0 {
             return Some(model);
         }
@@ -188,7 +206,7 @@ pub fn estimate_model(
         Some(
             model
                 + judge_prompt[i] * j.prompt
-                + judge_completion_tokens[i] * j.completion
+                + judge_completion_tokens[i] * j.completion_at(i)
                 + judge_requests[i] as f64 * j.request,
         )
     };

@@ -4,7 +4,7 @@
 //! the [`SpendGate`](crate::openrouter::SpendGate) of the run's requests
 //! (budget.rs).
 
-use std::sync::atomic::{AtomicBool, AtomicUsize};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio_util::sync::CancellationToken;
@@ -18,6 +18,9 @@ pub(super) struct Shared {
     pub(super) provider_errors_in_a_row: AtomicUsize,
     /// Everything this run paid for, earlier processes included.
     pub(super) spend: SpendCounter,
+    /// Attempts of this process charged an amount nobody reported (the
+    /// spend counts what they reserved): a floor, said so in the summary.
+    pub(super) unknown_charges: AtomicI64,
     /// Set while results cannot be written: workers send nothing new.
     pub(super) write_blocked: AtomicBool,
     pub(super) stop_reason: Mutex<Option<(String, bool)>>, // (message, fatal)
@@ -28,6 +31,9 @@ pub(super) struct Shared {
 impl Shared {
     pub(super) fn spend(&self) -> f64 {
         self.spend.usd()
+    }
+    pub(super) fn unknown_charges(&self) -> i64 {
+        self.unknown_charges.load(Ordering::Relaxed)
     }
     pub(super) fn set_stop(&self, msg: String, fatal: bool) {
         let mut s = self.stop_reason.lock().unwrap_or_else(|e| e.into_inner());

@@ -18,7 +18,7 @@ use crate::run::RunSettings;
 use crate::store::{SeedIds, Store};
 
 /// The reason of a discarded charge whose amount nobody knows.
-pub(super) const UNKNOWN_CHARGE: &str = "charged an unknown amount: replies retried after they were cut at the size limit, or whose cost is not a usable number";
+pub(super) const UNKNOWN_CHARGE: &str = "charged an unknown amount: attempts retried after their reply was cut at the size limit or abandoned on a timeout (generation not found), or whose cost is not a usable number";
 
 /// Judge calls per criterion when the verdict cannot be read.
 pub(super) const JUDGE_ATTEMPTS: usize = 3;
@@ -54,20 +54,23 @@ impl Worker {
         }
         let c = case.resolve(&self.benchmark);
         let failures = notes.iter().map(|(_, n)| n.failures).sum();
-        let charge = |model: &str, attempts: u32, cost_usd: f64, reason: &str| DiscardedCharge {
-            run_id: self.run_id,
-            scenario_id: self.ids.scenarios.get(&c.scenario.code).copied(),
-            test_code: c.code(),
-            repeat_index: repeat,
-            call: if model == self.settings.model.id {
-                "model"
-            } else {
-                "judge"
+        let charge = |model: &str, attempts: u32, unknown: u32, cost_usd: f64, reason: &str| {
+            DiscardedCharge {
+                run_id: self.run_id,
+                scenario_id: self.ids.scenarios.get(&c.scenario.code).copied(),
+                test_code: c.code(),
+                repeat_index: repeat,
+                call: if model == self.settings.model.id {
+                    "model"
+                } else {
+                    "judge"
+                }
+                .into(),
+                attempts: i64::from(attempts),
+                cost_usd,
+                unknown_attempts: i64::from(unknown),
+                reason: Some(reason.into()),
             }
-            .into(),
-            attempts: i64::from(attempts),
-            cost_usd,
-            reason: Some(reason.into()),
         };
         let mut charges = Vec::new();
         for (model, n) in notes {
@@ -75,6 +78,7 @@ impl Worker {
                 charges.push(charge(
                     &model,
                     n.discarded_attempts,
+                    0,
                     n.discarded_cost_usd,
                     "charged replies that were retried or refused",
                 ));
@@ -82,7 +86,13 @@ impl Worker {
             // Recorded as charges whose amount is not known (0 in every
             // total), never as nothing.
             if n.unknown_attempts > 0 {
-                charges.push(charge(&model, n.unknown_attempts, 0.0, UNKNOWN_CHARGE));
+                charges.push(charge(
+                    &model,
+                    n.unknown_attempts,
+                    n.unknown_attempts,
+                    0.0,
+                    UNKNOWN_CHARGE,
+                ));
             }
         }
         (charges, failures)

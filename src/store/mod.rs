@@ -318,6 +318,7 @@ impl Store {
             endpoint: None,
         };
         store.rebuild_totals_if_needed().await?;
+        store.settle_gone_runs().await;
         Ok(store)
     }
 

@@ -373,6 +373,10 @@ pub struct Spend {
     /// usable number: unknown, and left out of the sums above.
     pub unknown_cost_replies: i64,
     pub unknown_cost_judgements: i64,
+    /// Attempts charged an amount nobody knows that left no result (cut at
+    /// the size limit, abandoned on a timeout): not in the sums above.
+    #[serde(default)]
+    pub unknown_charges: i64,
     /// `total_cost_usd / test_cases`; `None` without test cases.
     pub mean_cost_per_test_case: Option<f64>,
 }
@@ -394,6 +398,8 @@ pub struct DiscardedSpendRow {
     /// `model` or `judge`.
     pub call: String,
     pub cost_usd: f64,
+    /// Attempts charged an unknown amount.
+    pub unknown_attempts: i64,
 }
 
 impl Store {
@@ -520,6 +526,7 @@ impl Store {
                 scenario: r.get(1),
                 call: r.get(2),
                 cost_usd: r.get(3),
+                unknown_attempts: r.get("unknown"),
             })
             .collect())
     }
@@ -552,16 +559,16 @@ pub(super) fn discarded_spend_sql(one_run: bool) -> String {
         "WHERE 1"
     };
     format!(
-        "SELECT run_id, scenario, call, cost FROM (
+        "SELECT run_id, scenario, call, cost, unknown FROM (
                SELECT t.run_id, COALESCE(s.code, '') AS scenario, 'model' AS call,
-                      SUM(t.discarded_model_usd) AS cost
+                      SUM(t.discarded_model_usd) AS cost, SUM(t.discarded_unknown) AS unknown
                  FROM run_total t LEFT JOIN scenario s ON s.id = t.scenario_id {filter}
                 GROUP BY t.run_id, s.code
                UNION ALL
-               SELECT t.run_id, COALESCE(s.code, ''), 'judge', SUM(t.discarded_judge_usd)
+               SELECT t.run_id, COALESCE(s.code, ''), 'judge', SUM(t.discarded_judge_usd), 0
                  FROM run_total t LEFT JOIN scenario s ON s.id = t.scenario_id {filter}
                 GROUP BY t.run_id, s.code)
-             WHERE cost <> 0"
+             WHERE cost <> 0 OR unknown <> 0"
     )
 }
 

@@ -284,8 +284,8 @@ impl Store {
             .chain(results.iter().flat_map(|r| &r.charges))
         {
             sqlx::query(
-                "INSERT INTO discarded_charge (run_id, scenario_id, test_code, repeat_index, call, attempts, cost_usd, reason)
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO discarded_charge (run_id, scenario_id, test_code, repeat_index, call, attempts, cost_usd, unknown_attempts, reason)
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             )
             .bind(c.run_id)
             .bind(c.scenario_id)
@@ -294,6 +294,7 @@ impl Store {
             .bind(&c.call)
             .bind(c.attempts)
             .bind(c.cost_usd)
+            .bind(c.unknown_attempts)
             .bind(&c.reason)
             .execute(&mut *tx)
             .await?;
@@ -416,14 +417,15 @@ async fn retire_judge_error(
     totals::apply(tx, &affected, -1).await?;
     // The reply's cost, its judgements' costs, then the row itself.
     for sql in [
-        "INSERT INTO discarded_charge (run_id, scenario_id, test_code, repeat_index, call, attempts, cost_usd, reason)
-         SELECT run_id, scenario_id, test_code, repeat_index, 'model', 1, cost_usd, ?4 FROM result
-         WHERE run_id = ?1 AND test_code = ?2 AND repeat_index = ?3 AND error_kind = 'judge' AND cost_usd > 0",
-        "INSERT INTO discarded_charge (run_id, scenario_id, test_code, repeat_index, call, attempts, cost_usd, reason)
-         SELECT r.run_id, r.scenario_id, r.test_code, r.repeat_index, 'judge', COUNT(*), SUM(j.cost_usd), ?4
+        "INSERT INTO discarded_charge (run_id, scenario_id, test_code, repeat_index, call, attempts, cost_usd, unknown_attempts, reason)
+         SELECT run_id, scenario_id, test_code, repeat_index, 'model', 1, cost_usd, cost_unknown, ?4 FROM result
+         WHERE run_id = ?1 AND test_code = ?2 AND repeat_index = ?3 AND error_kind = 'judge'
+           AND (cost_usd > 0 OR cost_unknown > 0)",
+        "INSERT INTO discarded_charge (run_id, scenario_id, test_code, repeat_index, call, attempts, cost_usd, unknown_attempts, reason)
+         SELECT r.run_id, r.scenario_id, r.test_code, r.repeat_index, 'judge', COUNT(*), SUM(j.cost_usd), SUM(j.cost_unknown), ?4
          FROM judgement j JOIN result r ON r.id = j.result_id
          WHERE r.run_id = ?1 AND r.test_code = ?2 AND r.repeat_index = ?3 AND r.error_kind = 'judge'
-         GROUP BY r.id HAVING SUM(j.cost_usd) > 0",
+         GROUP BY r.id HAVING SUM(j.cost_usd) > 0 OR SUM(j.cost_unknown) > 0",
         "DELETE FROM result WHERE run_id = ?1 AND test_code = ?2 AND repeat_index = ?3 AND error_kind = 'judge'
            AND ?4 IS NOT NULL",
     ] {

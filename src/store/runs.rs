@@ -52,6 +52,10 @@ pub struct RunRow {
     /// The part of `cost_usd` + `judge_cost_usd` paid for replies that were
     /// retried or not kept (see `discarded_charge`).
     pub discarded_cost_usd: f64,
+    /// Calls whose cost nobody knows (replies and judge calls without a
+    /// usable cost, attempts charged an unknown amount): `cost_usd` and
+    /// `judge_cost_usd` leave them out, so they are a floor, not a total.
+    pub unknown_cost_calls: i64,
     #[serde(skip)]
     pub owner_host: Option<String>,
     #[serde(skip)]
@@ -284,6 +288,51 @@ impl Store {
         Ok(())
     }
 
+    /// Marks `interrupted` the runs a process of this host left `running`
+    /// and is gone (killed, or it exited while a lock outlasted its wait):
+    /// what `runs` shows already, now stored, so every reader of the table
+    /// agrees. Best effort on a writer's open: a database busy now is left
+    /// for the next one (the runs still show as interrupted).
+    pub(super) async fn settle_gone_runs(&self) {
+        let rows: Vec<(i64, i64, Option<i64>)> = match sqlx::query_as(
+            "SELECT id, owner_pid, owner_started FROM evaluation_run
+              WHERE status = ? AND owner_host = ? AND owner_pid IS NOT NULL",
+        )
+        .bind(RunStatus::Running)
+        .bind(&self.owner.host)
+        .fetch_all(&self.pool)
+        .await
+        {
+            Ok(rows) => rows,
+            Err(e) => {
+                tracing::debug!(error = %e, "runs left running not read");
+                return;
+            }
+        };
+        for (id, pid, started) in rows {
+            if pid == self.owner.pid || pid_alive(pid, started) {
+                continue;
+            }
+            let marked = sqlx::query(
+                "UPDATE evaluation_run SET status = ?, completed_at = COALESCE(completed_at, heartbeat_at),
+                        message = COALESCE(message, ?)
+                  WHERE id = ? AND status = ? AND owner_host = ? AND owner_pid = ?",
+            )
+            .bind(RunStatus::Interrupted)
+            .bind("the process running it stopped without finishing; resume it with run-batch --resume")
+            .bind(id)
+            .bind(RunStatus::Running)
+            .bind(&self.owner.host)
+            .bind(pid)
+            .execute(&self.pool)
+            .await;
+            if let Err(e) = marked {
+                tracing::debug!(run_id = id, error = %e, "a run left running not marked");
+                return;
+            }
+        }
+    }
+
     /// Says this process still runs `run_id`. False when another process
     /// has taken the run over (it judged this one gone): stop sending.
     pub async fn heartbeat(&self, run_id: i64) -> Result<bool, StoreError> {
@@ -348,6 +397,7 @@ pub(super) fn runs_query(filter: &str) -> String {
     COALESCE(t.byok_cost_usd, 0.0) AS byok_cost_usd,
     er.settings, b.content_hash AS benchmark_hash, er.message,
     er.max_cost_usd, COALESCE(t.discarded_cost_usd, 0.0) AS discarded_cost_usd,
+    COALESCE(t.unknown_cost_calls, 0) AS unknown_cost_calls,
     er.owner_host, er.owner_pid, er.owner_started,
     (julianday('now') - julianday(er.heartbeat_at)) * 86400.0 AS heartbeat_age_s
   FROM evaluation_run er
@@ -363,6 +413,7 @@ pub(super) fn runs_query(filter: &str) -> String {
                     SUM(judge_cost_usd + judge_byok_cost_usd + discarded_judge_usd) AS judge_cost_usd,
                     SUM(byok_cost_usd + judge_byok_cost_usd) AS byok_cost_usd,
                     SUM(discarded_model_usd + discarded_judge_usd) AS discarded_cost_usd,
+                    SUM(cost_unknown + judge_cost_unknown + discarded_unknown) AS unknown_cost_calls,
                     SUM(prompt_tokens) AS prompt_tokens, SUM(completion_tokens) AS completion_tokens
                FROM run_total {filter} GROUP BY run_id) t ON t.run_id = er.id"
     )
@@ -419,6 +470,7 @@ mod tests {
             message: None,
             max_cost_usd: None,
             discarded_cost_usd: 0.0,
+            unknown_cost_calls: 0,
             owner_host: Some(me.host.clone()),
             owner_pid: Some(parent),
             owner_started: process_started(parent),

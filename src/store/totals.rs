@@ -340,14 +340,16 @@ pub(super) async fn rebuild(tx: &mut Transaction<'_, Sqlite>) -> Result<(), Stor
 
 /// What the stored discarded charges add (the trigger's sum, all at once).
 const DISCARDED_TOTALS: &str =
-    "INSERT INTO run_total (run_id, scenario_id, discarded_model_usd, discarded_judge_usd)
+    "INSERT INTO run_total (run_id, scenario_id, discarded_model_usd, discarded_judge_usd, discarded_unknown)
      SELECT run_id, COALESCE(scenario_id, 0),
             SUM(CASE WHEN call = 'model' THEN cost_usd ELSE 0.0 END),
-            SUM(CASE WHEN call = 'judge' THEN cost_usd ELSE 0.0 END)
+            SUM(CASE WHEN call = 'judge' THEN cost_usd ELSE 0.0 END),
+            SUM(unknown_attempts)
        FROM discarded_charge WHERE 1 GROUP BY run_id, COALESCE(scenario_id, 0)
      ON CONFLICT (run_id, scenario_id) DO UPDATE SET
        discarded_model_usd = discarded_model_usd + excluded.discarded_model_usd,
-       discarded_judge_usd = discarded_judge_usd + excluded.discarded_judge_usd";
+       discarded_judge_usd = discarded_judge_usd + excluded.discarded_judge_usd,
+       discarded_unknown = discarded_unknown + excluded.discarded_unknown";
 
 impl Store {
     /// Fills the totals of a database migrated from before they were kept
@@ -428,7 +430,11 @@ impl Store {
         let cols: Vec<String> = RUN_TOTAL
             .iter()
             .map(|(c, _)| c.to_string())
-            .chain(["discarded_model_usd".into(), "discarded_judge_usd".into()])
+            .chain([
+                "discarded_model_usd".into(),
+                "discarded_judge_usd".into(),
+                "discarded_unknown".into(),
+            ])
             .collect();
         let differs: Vec<String> = cols
             .iter()

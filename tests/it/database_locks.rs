@@ -246,3 +246,41 @@ async fn a_run_that_gave_up_on_a_lock_marks_its_stored_status_once_the_lock_ends
         .unwrap();
     assert_eq!(status, "interrupted", "{}", stderr(&out));
 }
+
+/// A run whose process is gone without marking it (killed; or it gave up
+/// marking itself while a lock outlasted its wait) is marked
+/// `interrupted` in the database by the next helmbench that opens it for
+/// writing, so the stored status agrees with what `runs` shows.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_left_running_by_a_gone_process_is_marked_by_the_next_writer() {
+    let (server, _) = counting_server(20, &[]).await;
+    let b = grid_bench(3, 100);
+    let (mut child, pool) =
+        spawn_until_stored(&b, &server.uri(), &locked_run_args("4", "60"), 5).await;
+    child.kill().unwrap(); // SIGKILL: nothing is marked
+    child.wait().unwrap();
+    let status = || async {
+        sqlx::query_scalar::<_, String>("SELECT status FROM evaluation_run WHERE id = 1")
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+    };
+    assert_eq!(status().await, "running");
+    // A reader shows it interrupted and writes nothing.
+    let runs = runs_json(&b);
+    assert_eq!(runs["runs"][0]["status"], "interrupted", "{runs}");
+    assert_eq!(status().await, "running");
+    let out = Helmbench::in_dir(b.dir.path())
+        .database(db_path(&b))
+        .std()
+        .arg("migrate")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(status().await, "interrupted");
+    let message: String = sqlx::query_scalar("SELECT message FROM evaluation_run WHERE id = 1")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert!(message.contains("--resume"), "{message}");
+}

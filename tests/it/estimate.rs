@@ -348,3 +348,54 @@ async fn a_per_request_price_is_counted_per_request() {
         );
     }
 }
+
+/// A price per internal reasoning token (`pricing.internal_reasoning`)
+/// above the completion price raises the high end only: reasoning tokens
+/// are counted among the completion tokens, and a reply may be all
+/// reasoning or none.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_internal_reasoning_price_raises_the_high_end() {
+    let cost_with = |reasoning: Option<&'static str>| async move {
+        let b = bench();
+        b.file(
+            "models.yml",
+            "models:\n  - id: test/model\n    max_tokens: 800\n",
+        );
+        let mut entry = crate::support::mock::catalog_entry("test/model", true);
+        if let Some(r) = reasoning {
+            entry["pricing"]["internal_reasoning"] = json!(r);
+        }
+        let server = wiremock::MockServer::start().await;
+        wiremock::Mock::given(wiremock::matchers::path("/models"))
+            .respond_with(
+                wiremock::ResponseTemplate::new(200).set_body_json(json!({"data": [entry]})),
+            )
+            .mount(&server)
+            .await;
+        let out = b
+            .cmd()
+            .env("OPENROUTER_BASE_URL", server.uri())
+            .args(["estimate", "--all-scenarios", "--format", "json"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let v = out_json(&out);
+        let m = &v["estimate"]["models"][0];
+        let c = &m["cost_usd"];
+        let t = &m["completion_tokens"];
+        (
+            [c[0].as_f64().unwrap(), c[1].as_f64().unwrap()],
+            t[1].as_f64().unwrap(),
+        )
+    };
+    let (without, _) = cost_with(None).await;
+    // $10 per million reasoning tokens against the completion's $2.
+    let (with, high_tokens) = cost_with(Some("0.00001")).await;
+    assert!((with[0] - without[0]).abs() < 1e-12, "{with:?} {without:?}");
+    let expected = high_tokens * (0.00001 - crate::support::mock::MOCK_COMPLETION_PRICE);
+    // The JSON's token count is rounded up: within one token's price.
+    assert!(
+        (with[1] - without[1] - expected).abs() < 1e-5,
+        "{with:?} {without:?} {high_tokens}"
+    );
+}

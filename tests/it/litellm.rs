@@ -259,6 +259,10 @@ async fn a_wrong_key_stops_the_run_with_a_401() {
     let err = stderr(&out);
     assert!(err.contains("401"), "{err}");
     assert!(
+        !err.contains("OpenRouter rejected"),
+        "a server that is not OpenRouter is not called OpenRouter: {err}"
+    );
+    assert!(
         !err.contains("sk-test-wrong"),
         "the key is never shown: {err}"
     );

@@ -176,6 +176,118 @@ async fn a_reply_cut_at_the_size_limit_is_a_charge_of_unknown_amount() {
         4,
         "each cut reply is a charge of unknown amount"
     );
+    let pool_unknown = count(
+        &pool,
+        "SELECT COALESCE(SUM(unknown_attempts), 0) FROM discarded_charge",
+    )
+    .await;
+    assert_eq!(pool_unknown, 4);
+    // Never shown as $0: `costs` counts them, `runs` says unknown.
+    let costs = out_json(&read(&b, &["costs", "--format", "json"]));
+    assert_eq!(costs["unknown_charges"], 4, "{costs}");
+    let text = String::from_utf8_lossy(&read(&b, &["costs"]).stdout).into_owned();
+    assert!(
+        text.contains("total: unknown") && text.contains("unknown charges: 4 attempts"),
+        "{text}"
+    );
+    let runs = out_json(&read(&b, &["runs", "--format", "json"]));
+    assert_eq!(runs["runs"][0]["unknown_cost_calls"], 4, "{runs}");
+    let table = String::from_utf8_lossy(&read(&b, &["runs"]).stdout).into_owned();
+    assert!(table.contains("unknown"), "{table}");
+    assert!(
+        stderr(&out).contains(": unknown") || stdout_of(&out).contains(", unknown"),
+        "the run's summary says its cost is unknown:\n{}{}",
+        stdout_of(&out),
+        stderr(&out)
+    );
+}
+
+fn stdout_of(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A reply that names its generation (`X-Generation-Id`) and is given up
+/// half-read is counted at what `GET /generation` says it cost.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_abandoned_reply_with_a_generation_id_is_counted_from_generation() {
+    use wiremock::Mock;
+    use wiremock::matchers::{method, path, query_param};
+    let mut big = triage_reply(json!(0.001));
+    big["padding"] = json!("y".repeat(2 * 1024 * 1024));
+    let (server, calls) = fixed_reply_server(
+        ResponseTemplate::new(200)
+            .set_body_json(big)
+            .insert_header("x-generation-id", "gen-cut-1"),
+    )
+    .await;
+    Mock::given(method("GET"))
+        .and(path("/generation"))
+        .and(query_param("id", "gen-cut-1"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_json(json!({"data": {"id": "gen-cut-1", "total_cost": 0.0125}})),
+        )
+        .mount(&server)
+        .await;
+    let b = bench();
+    let out = run(
+        &b,
+        &server,
+        &[
+            "run-batch",
+            "--all-scenarios",
+            "--max-attempts",
+            "2",
+            "--max-reply-bytes",
+            "1048576",
+        ],
+    );
+    assert_no_panic(&out);
+    assert_eq!(calls.load(Ordering::SeqCst), 4);
+    let costs = out_json(&read(&b, &["costs", "--format", "json"]));
+    assert_eq!(costs["unknown_charges"], 0, "{costs}");
+    let total = costs["total_cost_usd"].as_f64().unwrap();
+    assert!((total - 4.0 * 0.0125).abs() < 1e-9, "{costs}");
+    let lookups = server
+        .received_requests()
+        .await
+        .unwrap()
+        .iter()
+        .filter(|r| r.url.path() == "/generation")
+        .count();
+    assert_eq!(lookups, 4, "one lookup per abandoned attempt");
+}
+
+/// An attempt given up on a timeout, before any header arrived, may have
+/// been billed: a charge of unknown amount, never $0.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_timed_out_attempt_is_a_charge_of_unknown_amount() {
+    let (server, calls) = fixed_reply_server(
+        ResponseTemplate::new(200)
+            .set_body_json(triage_reply(json!(0.001)))
+            .set_delay(Duration::from_millis(2500)),
+    )
+    .await;
+    let b = bench();
+    let out = run(
+        &b,
+        &server,
+        &[
+            "run-batch",
+            "--all-scenarios",
+            "--max-attempts",
+            "2",
+            "--request-timeout",
+            "1",
+        ],
+    );
+    assert_no_panic(&out);
+    assert_eq!(calls.load(Ordering::SeqCst), 4, "{}", stderr(&out));
+    let costs = out_json(&read(&b, &["costs", "--format", "json"]));
+    assert_eq!(costs["unknown_charges"], 4, "{costs}");
+    assert_eq!(costs["total_cost_usd"], 0.0, "{costs}");
+    let text = String::from_utf8_lossy(&read(&b, &["costs"]).stdout).into_owned();
+    assert!(text.contains("total: unknown"), "{text}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -152,3 +152,47 @@ async fn a_judge_that_takes_no_temperature_is_told_to_get_an_entry_without_one()
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["run_batch_would_refuse"], json!([]), "{v}");
 }
+
+/// A resume checks again what it will send: a model whose endpoints took
+/// `seed` when the run began, and no longer do, is refused before the
+/// resume sends anything.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_resume_refuses_a_parameter_the_model_no_longer_takes() {
+    let b = bench("models:\n  - id: plain/model\n    seed: 7\n");
+    // When the run began: `plain/model` took a seed; every request failed.
+    let then = MockServer::start().await;
+    let data = json!({"data": [{"id": "plain/model",
+        "pricing": {"prompt": "0.000001", "completion": "0.000002"},
+        "supported_parameters": ["max_tokens", "temperature", "seed", "response_format", "structured_outputs"]}]});
+    Mock::given(method("GET"))
+        .and(path("/models"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(data))
+        .mount(&then)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/key"))
+        .respond_with(
+            ResponseTemplate::new(200).set_body_json(
+                json!({"data": {"limit": null, "limit_remaining": null, "usage": 0}}),
+            ),
+        )
+        .mount(&then)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/chat/completions"))
+        .respond_with(ResponseTemplate::new(500))
+        .mount(&then)
+        .await;
+    let first = online(&b, KEY, &then.uri())
+        .args(["run-batch", "--all-scenarios", "--max-attempts", "1"])
+        .output()
+        .unwrap();
+    assert!(posts(&then).await > 0, "{}", stderr(&first));
+    // Now its endpoints take no seed: the resume is refused, nothing sent.
+    let (err, _server) = refused(&b, &["run-batch", "--resume", "1"]).await;
+    assert!(
+        err.contains("run 1: model `plain/model` does not take `seed`"),
+        "{err}"
+    );
+    assert!(err.contains("nothing was sent"), "{err}");
+}
