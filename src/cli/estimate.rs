@@ -109,7 +109,7 @@ pub(super) async fn preflight(
     selection: &Selection,
     judge: Option<String>,
     yes: bool,
-) -> Result<()> {
+) -> Result<Vec<crate::run::PreflightCharge>> {
     let (b, client) = (&*ctx.benchmark, &*ctx.client);
     let sel = &Covered { selection, judge };
     let priced = price(s, b, models, sel, Some(&ctx.store)).await?;
@@ -205,7 +205,8 @@ async fn probe(
     client: &crate::openrouter::Client,
     priced: &Priced,
     entries: &[ModelEntry],
-) -> Result<()> {
+) -> Result<Vec<crate::run::PreflightCharge>> {
+    let mut paid = Vec::new();
     for entry in to_probe(priced, entries) {
         if !s.quiet {
             eprintln!(
@@ -213,14 +214,32 @@ async fn probe(
                 entry.id
             );
         }
-        if let Err(why) = client.probe_structured(&entry).await {
-            return Err(Error::Usage(format!(
-                "`{}` cannot be used as it is: its requests need a JSON-schema answer (a judge, or the deterministic scenarios of this selection), and {why}. Set `structured_outputs: true` on its entry in models.yml if the server does honour response_format, or choose another model (or leave those scenarios out); nothing else was sent",
-                entry.id
-            )));
+        match client.probe_structured(&entry).await {
+            Ok(cost_usd) => paid.push(crate::run::PreflightCharge {
+                model: entry.id.clone(),
+                cost_usd,
+            }),
+            Err((why, cost)) => {
+                // No run exists to keep its charge: said here instead.
+                let spent = (cost > 0.0 || cost.is_nan()).then(|| {
+                    format!(
+                        " (the probe cost {})",
+                        crate::report::dollars_known(
+                            if cost.is_nan() { 0.0 } else { cost },
+                            i64::from(cost.is_nan()),
+                            6
+                        )
+                    )
+                });
+                return Err(Error::Usage(format!(
+                    "`{}` cannot be used as it is: its requests need a JSON-schema answer (a judge, or the deterministic scenarios of this selection), and {why}. Set `structured_outputs: true` on its entry in models.yml if the server does honour response_format, or choose another model (or leave those scenarios out); nothing else was sent{}",
+                    entry.id,
+                    spent.unwrap_or_default()
+                )));
+            }
         }
     }
-    Ok(())
+    Ok(paid)
 }
 
 /// The catalog client of these settings: the base URL and the key when

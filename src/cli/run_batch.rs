@@ -182,21 +182,26 @@ pub(super) fn execute(s: &Settings, call_args: &CallArgs, args: &Batch) -> Resul
         let ctx = call::context(s, b, call_args).await?;
         let mut control = call_args.control(s);
         control.retry_blocked = args.retry_blocked;
-        let (runs, budget, spent_before) = if args.resume.is_empty() {
+        let (runs, budget, spent_before, probes) = if args.resume.is_empty() {
             // The estimate (and its refusals) before anything is created or sent.
             let models = call::models(&ctx.benchmark, call_args)?;
             let judge = call::judge_of(&ctx.benchmark, &call_args.judges);
-            super::estimate::preflight(s, &ctx, &models, &args.selection, judge, call_args.yes)
-                .await?;
-            new_runs(&ctx, call_args, args)?
+            let probes =
+                super::estimate::preflight(s, &ctx, &models, &args.selection, judge, call_args.yes)
+                    .await?;
+            let (runs, budget, spent) = new_runs(&ctx, call_args, args)?;
+            (runs, budget, spent, probes)
         } else {
             let planned = resumed_runs(&ctx, args).await?;
             // What a model or judge takes may have changed since the run
             // began: refused before the resume sends anything.
             super::estimate::resume_preflight(s, &ctx, &planned.0).await?;
-            planned
+            (planned.0, planned.1, planned.2, Vec::new())
         };
         let mut batch = run::BatchShared::new(budget, spent_before);
+        // What the structured-output probes cost: counted against the
+        // budget now, and kept with the first run of the batch.
+        batch.add_preflight_charges(probes);
         set_limits(&ctx, args, &runs);
         batch.progress = run::Progress::new(progress_mode(s, args.progress_every));
         control.batch = Arc::new(batch);

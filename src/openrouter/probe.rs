@@ -24,7 +24,9 @@ impl Client {
     /// Asks `entry` (an OpenAI-compatible model whose models.yml entry does
     /// not say) once whether it answers in a JSON schema: Err says why not.
     /// A paid request of a few tokens, sent before the run starts.
-    pub async fn probe_structured(&self, entry: &ModelEntry) -> Result<(), String> {
+    /// Ok: what the probe cost (NaN: unknown), to be counted with the run.
+    /// Err: why the model cannot be used, with what the failed probe cost.
+    pub async fn probe_structured(&self, entry: &ModelEntry) -> Result<f64, (String, f64)> {
         let format = probe_format();
         let body = ChatRequest {
             model: entry,
@@ -34,21 +36,29 @@ impl Client {
             user: self.user(),
         }
         .to_json();
-        let reply = self
+        let mut reply = self
             .chat_json(&entry.id, body)
             .await
-            .map_err(|e| format!("the probe request failed: {e}"))?;
+            .map_err(|e| (format!("the probe request failed: {e}"), 0.0))?;
+        super::price_reply(&mut reply, entry, Api::OpenaiCompatible);
+        let cost = reply.cost_usd;
         let v: Value = serde_json::from_str(reply.content.trim()).map_err(|_| {
-            format!(
-                "it answered a JSON-schema request with text that is not JSON: {:?}",
-                crate::domain::excerpt(&reply.content, 80)
+            (
+                format!(
+                    "it answered a JSON-schema request with text that is not JSON: {:?}",
+                    crate::domain::excerpt(&reply.content, 80)
+                ),
+                cost,
             )
         })?;
         match v.get("greeting") {
-            Some(Value::String(_)) if v.as_object().is_some_and(|o| o.len() == 1) => Ok(()),
-            _ => Err(format!(
-                "it answered a JSON-schema request with JSON outside the schema: {}",
-                crate::domain::excerpt(&v.to_string(), 80)
+            Some(Value::String(_)) if v.as_object().is_some_and(|o| o.len() == 1) => Ok(cost),
+            _ => Err((
+                format!(
+                    "it answered a JSON-schema request with JSON outside the schema: {}",
+                    crate::domain::excerpt(&v.to_string(), 80)
+                ),
+                cost,
             )),
         }
     }

@@ -211,6 +211,41 @@ pub async fn run_batch(
     // Each worker hands over one result and waits until it is stored, so
     // the queue never holds more than one per worker.
     let (tx, rx) = mpsc::channel::<ToWrite>(workers);
+    // The batch's structured-output probes, paid before any run existed,
+    // are kept by its first run (their spend is in the batch's already).
+    let probes: Vec<crate::domain::DiscardedCharge> = control
+        .batch
+        .take_preflight_charges()
+        .into_iter()
+        .map(|p| {
+            let unknown = p.cost_usd.is_nan();
+            let usd = if unknown { 0.0 } else { p.cost_usd };
+            shared.spend.add(usd);
+            crate::domain::DiscardedCharge {
+                run_id,
+                scenario_id: None,
+                test_code: String::new(),
+                repeat_index: 0,
+                call: if p.model == settings.model.id {
+                    "model"
+                } else {
+                    "judge"
+                }
+                .into(),
+                attempts: 1,
+                cost_usd: usd,
+                unknown_attempts: i64::from(unknown),
+                reason: Some(format!(
+                    "the structured-output probe of `{}` before the run",
+                    p.model
+                )),
+            }
+        })
+        .collect();
+    if !probes.is_empty() {
+        // The channel holds at least one message: this never waits.
+        let _ = tx.send(ToWrite::Charges(probes)).await;
+    }
     // The model's part of a test case (budget check to reply) holds one of
     // these, so the budget is checked with every earlier reply counted.
     let model_phase = Arc::new(tokio::sync::Semaphore::new(settings.concurrency.get()));

@@ -23,8 +23,8 @@ pub use dry_run::{DryRunSummary, dry_run};
 pub use plan::plan;
 pub use progress::{Progress, ProgressMode};
 pub use settings::{
-    BatchShared, DEFAULT_GRACE, DEFAULT_WRITE_WAIT, Interrupt, MAX_CONCURRENCY, RunControl,
-    RunSettings, Selection,
+    BatchShared, DEFAULT_GRACE, DEFAULT_WRITE_WAIT, Interrupt, MAX_CONCURRENCY, PreflightCharge,
+    RunControl, RunSettings, Selection,
 };
 pub use signal::interrupt_handler;
 

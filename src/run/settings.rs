@@ -190,6 +190,18 @@ pub struct BatchShared {
     pub progress: super::progress::Progress,
     /// Requests of every run that needed a retry, and how they ended.
     retried: Mutex<crate::openrouter::Retried>,
+    /// Paid before any run existed (the structured-output probes): the
+    /// first run of the batch keeps them as its discarded charges.
+    preflight: Mutex<Vec<PreflightCharge>>,
+}
+
+/// A request the preflight paid for: a structured-output probe.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PreflightCharge {
+    /// The model or judge probed.
+    pub model: String,
+    /// What it cost; NaN when unknown.
+    pub cost_usd: f64,
 }
 
 impl BatchShared {
@@ -206,9 +218,29 @@ impl BatchShared {
             cache: tokio::sync::OnceCell::new(),
             progress: super::progress::Progress::default(),
             retried: Mutex::default(),
+            preflight: Mutex::default(),
         };
         b.add_spend(spent_before);
         b
+    }
+
+    /// Counts what the preflight paid against the budget; the first run
+    /// to start keeps it (see [`BatchShared::take_preflight_charges`]).
+    pub fn add_preflight_charges(&self, charges: Vec<PreflightCharge>) {
+        for c in &charges {
+            if c.cost_usd.is_finite() {
+                self.add_spend(c.cost_usd);
+            }
+        }
+        self.preflight
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(charges);
+    }
+
+    /// The preflight's charges, for the run that records them (once).
+    pub(super) fn take_preflight_charges(&self) -> Vec<PreflightCharge> {
+        std::mem::take(&mut *self.preflight.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
     pub fn spend(&self) -> f64 {

@@ -225,3 +225,38 @@ fn an_unknown_api_is_a_usage_error() {
         stderr(&out)
     );
 }
+
+/// The probe is a paid request: its cost (models.yml's price) is kept
+/// with the batch's first run, so `costs` counts it.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_probe_is_counted_in_costs() {
+    let b = bench(&format!(
+        "marking_model: judge/model\nmodels:\n  - id: test/model\n    api: openai-compatible\n    {PRICE}\n  - id: judge/model\n    api: openai-compatible\n    structured_outputs: true\n    judge_only: true\n    {PRICE}\n"
+    ));
+    let server = strict_server(true).await;
+    let out = run_batch(&b, &server.uri(), &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        completion_bodies(&server).await.len(),
+        5,
+        "a probe and four"
+    );
+    let costs = online(&b, KEY, &server.uri())
+        .args(["costs", "--format", "json"])
+        .output()
+        .unwrap();
+    let total = json(&costs)["total_cost_usd"].as_f64().unwrap();
+    assert!(
+        (total - 5.0 * PER_CALL).abs() < 1e-12,
+        "five calls at the models.yml price, the probe among them: {total}"
+    );
+    let pool = open_db(&b).await;
+    assert_eq!(
+        count(
+            &pool,
+            "SELECT COUNT(*) FROM discarded_charge WHERE reason LIKE 'the structured-output probe of `test/model`%' AND call = 'model'"
+        )
+        .await,
+        1
+    );
+}
