@@ -19,5 +19,7 @@ pub use model::{
     Api, ModelEntry, Price, ProviderPreferences, Reasoning, deserialize_judges, same_model,
 };
 pub use quality::{Band, QualityScores};
-pub use result::{DiscardedCharge, NewJudgement, NewResult, ServedBy, StoredResult};
+pub use result::{
+    DiscardedCharge, JudgementRecord, NewJudgement, NewResult, ResultRecord, ServedBy, StoredResult,
+};
 pub use text::excerpt;

@@ -17,7 +17,7 @@ use super::{Store, StoreError, connect_options, totals};
 use crate::domain::{DiscardedCharge, NewJudgement, NewResult};
 
 /// A reply already paid for, reusable for an identical request.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, sqlx::FromRow)]
 pub struct CachedReply {
     pub response: String,
     pub finish_reason: Option<String>,
@@ -57,10 +57,9 @@ impl Store {
         .bind(run_id)
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows
-            .iter()
-            .map(|r| (r.get::<String, _>(0), r.get::<i64, _>(1)))
-            .collect())
+        rows.iter()
+            .map(|r| Ok((r.try_get("test_code")?, r.try_get("repeat_index")?)))
+            .collect()
     }
 
     /// A successful, well-formed reply to an identical request sent to the
@@ -72,7 +71,7 @@ impl Store {
         let Some(endpoint) = &self.endpoint else {
             return Ok(None);
         };
-        let row = sqlx::query(
+        Ok(sqlx::query_as(
             "SELECT response, finish_reason, generation_id, prompt_tokens, completion_tokens, served_model, provider FROM result
              WHERE request_hash = ? AND endpoint = ? AND response IS NOT NULL AND (error_kind IS NULL OR error_kind = 'judge')
              ORDER BY id LIMIT 1",
@@ -80,16 +79,7 @@ impl Store {
         .bind(request_hash)
         .bind(endpoint)
         .fetch_optional(&self.pool)
-        .await?;
-        Ok(row.map(|r| CachedReply {
-            response: r.get(0),
-            finish_reason: r.get(1),
-            generation_id: r.get(2),
-            prompt_tokens: r.get(3),
-            completion_tokens: r.get(4),
-            served_model: r.get(5),
-            provider: r.get(6),
-        }))
+        .await?)
     }
 
     /// [`request_key`]s of every request hash stored with a result, and of
@@ -241,7 +231,8 @@ impl Store {
             )
             .fetch_optional(&mut *tx)
             .await?
-            .map(|row| row.get(0));
+            .map(|row| row.try_get("id"))
+            .transpose()?;
             let Some(id) = id else { continue };
             written += 1;
             for j in &r.judgements {
