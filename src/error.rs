@@ -1,8 +1,11 @@
 //! The library's error type and [`ExitStatus`], the one place exit codes are
 //! decided (SPEC §7): 0 success, 1 failure of the tool or provider, 2 bad
-//! usage or bad content.
+//! usage or bad content, 130 a run quit by a second Ctrl-C.
+
+use std::sync::Arc;
 
 use crate::content::ContentErrors;
+use crate::openrouter::{FailureClass, ProviderError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -12,9 +15,9 @@ pub enum Error {
     /// Problems in the benchmark files.
     #[error("{0}")]
     Content(ContentErrors),
-    /// The provider refused or failed in a way that stops the work.
+    /// The provider refused in a way that stops the work (a refused key).
     #[error("{0}")]
-    Provider(String),
+    Provider(#[source] Arc<ProviderError>),
     /// The database could not be opened, migrated, read or written.
     #[error("database: {0}")]
     Store(#[source] BoxError),
@@ -42,6 +45,9 @@ pub enum ExitStatus {
     Failure,
     /// 2: bad usage or bad benchmark content.
     BadInput,
+    /// 130 (128 + SIGINT, as shells report it): a run quit at once by a
+    /// second Ctrl-C or SIGTERM.
+    Interrupted,
 }
 
 impl ExitStatus {
@@ -50,7 +56,15 @@ impl ExitStatus {
             ExitStatus::Success => 0,
             ExitStatus::Failure => 1,
             ExitStatus::BadInput => 2,
+            ExitStatus::Interrupted => 130,
         }
+    }
+
+    /// Ends the process now with this status, without unwinding: for a
+    /// quit that cannot wait for the command to return (nothing stored is
+    /// lost: results are written in committed transactions).
+    pub fn exit_now(self) -> ! {
+        std::process::exit(i32::from(self.code()))
     }
 
     /// Success unless content errors were found (a dry-run, `list`, `prompts`).
@@ -122,6 +136,17 @@ pub fn is_broken_pipe(e: &(dyn std::error::Error + 'static)) -> bool {
         cur = err.source();
     }
     false
+}
+
+impl From<ProviderError> for Error {
+    /// A bad client setting is bad usage (refused before anything is sent
+    /// or written); any other provider failure is the provider's.
+    fn from(e: ProviderError) -> Self {
+        match e.class() {
+            FailureClass::Config => Error::Usage(e.to_string()),
+            _ => Error::Provider(Arc::new(e)),
+        }
+    }
 }
 
 impl From<std::io::Error> for Error {

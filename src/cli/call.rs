@@ -91,12 +91,7 @@ pub(super) fn client(s: &Settings, call: &CallArgs) -> Result<openrouter::Client
         cfg.backoff_base = base;
         cfg.backoff_max = base * 20;
     }
-    openrouter::Client::new(cfg).map_err(|e| match e {
-        // A bad setting (base URL, key characters): refused before anything
-        // is sent or written.
-        openrouter::ProviderError::Config(_) => Error::Usage(e.to_string()),
-        other => Error::caused_by(other),
-    })
+    openrouter::Client::new(cfg).map_err(Error::from)
 }
 
 pub(super) async fn context(
