@@ -85,8 +85,15 @@ pub enum StoreError {
     #[error("{0}")]
     Busy(String),
     /// Results kept in a file for the next run could not be written or read.
-    #[error("results kept for the next run: {0}")]
-    Pending(String),
+    #[error("results kept for the next run: {file}: {source}")]
+    Pending {
+        file: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// An in-memory database has no folder to keep results in.
+    #[error("results kept for the next run: an in-memory database has no folder")]
+    NoPendingFolder,
     /// A stored result's judgements, as SQLite aggregates them, are not the
     /// JSON expected (see [`Store::results`]).
     #[error("{0}")]

@@ -318,8 +318,8 @@ impl Store {
         use std::io::Write as _;
         let path = self
             .pending_path(run_id)
-            .ok_or_else(|| StoreError::Pending("an in-memory database has no folder".into()))?;
-        let io = |e: std::io::Error| StoreError::Pending(format!("{}: {e}", path.display()));
+            .ok_or(StoreError::NoPendingFolder)?;
+        let io = |source| pending_error(&path, source);
         let file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -331,8 +331,7 @@ impl Store {
             .map(|r| Pending::Result(Box::new(r.clone())))
             .chain(charges.iter().cloned().map(Pending::Charge));
         for p in lines {
-            serde_json::to_writer(&mut w, &p)
-                .map_err(|e| StoreError::Pending(format!("{}: {e}", path.display())))?;
+            serde_json::to_writer(&mut w, &p).map_err(|e| io(e.into()))?;
             w.write_all(b"\n").map_err(io)?;
         }
         let file = w.into_inner().map_err(|e| io(e.into_error()))?;
@@ -349,7 +348,7 @@ impl Store {
         let text = match std::fs::read_to_string(&path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
-            Err(e) => return Err(StoreError::Pending(format!("{}: {e}", path.display()))),
+            Err(e) => return Err(pending_error(&path, e)),
         };
         let (mut results, mut charges) = (Vec::new(), Vec::new());
         // A line cut short by a crash while it was written is skipped.
@@ -367,8 +366,7 @@ impl Store {
             self.write_results(chunk, &[]).await?;
         }
         self.write_results(&[], &charges).await?;
-        std::fs::remove_file(&path)
-            .map_err(|e| StoreError::Pending(format!("{}: {e}", path.display())))?;
+        std::fs::remove_file(&path).map_err(|e| pending_error(&path, e))?;
         Ok(n)
     }
 
@@ -574,4 +572,12 @@ fn bind_result(q: SqliteQuery, r: &NewResult, endpoint: Option<&str>) -> SqliteQ
         .bind(r.provider_code.clone())
         .bind(r.block.as_ref().and_then(|b| serde_json::to_string(b).ok()))
         .bind(known_cost(r.byok_cost_usd))
+}
+
+/// The pending file at `path` could not be written or read.
+fn pending_error(path: &std::path::Path, source: std::io::Error) -> StoreError {
+    StoreError::Pending {
+        file: path.display().to_string(),
+        source,
+    }
 }
