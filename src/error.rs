@@ -9,9 +9,14 @@ use crate::openrouter::{FailureClass, ProviderError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// Bad flags or arguments the parser could not catch.
-    #[error("{0}")]
-    Usage(String),
+    /// Bad flags or arguments the parser could not catch (an unreadable
+    /// file named by one, a bad setting), with its cause when there is one.
+    #[error("{message}")]
+    Usage {
+        message: String,
+        #[source]
+        source: Option<BoxError>,
+    },
     /// Problems in the benchmark files.
     #[error("{0}")]
     Content(ContentErrors),
@@ -80,7 +85,7 @@ impl ExitStatus {
 impl Error {
     pub fn exit_status(&self) -> ExitStatus {
         match self {
-            Error::Usage(_) | Error::Content(_) => ExitStatus::BadInput,
+            Error::Usage { .. } | Error::Content(_) => ExitStatus::BadInput,
             Error::Provider(_) | Error::Store(_) | Error::Tool { .. } => ExitStatus::Failure,
             Error::BrokenPipe => ExitStatus::Success,
         }
@@ -88,6 +93,26 @@ impl Error {
 }
 
 impl Error {
+    /// Bad usage with no cause beyond its message.
+    pub fn usage(message: String) -> Error {
+        Error::Usage {
+            message,
+            source: None,
+        }
+    }
+
+    /// Bad usage caused by `source` (a file the arguments name that cannot
+    /// be read, a setting refused).
+    pub fn usage_caused_by<E>(message: String, source: E) -> Error
+    where
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        Error::Usage {
+            message,
+            source: Some(Box::new(source)),
+        }
+    }
+
     /// A failure of the tool with no cause beyond its message.
     pub fn tool(message: impl Into<String>) -> Error {
         Error::Tool {
@@ -143,7 +168,7 @@ impl From<ProviderError> for Error {
     /// or written); any other provider failure is the provider's.
     fn from(e: ProviderError) -> Self {
         match e.class() {
-            FailureClass::Config => Error::Usage(e.to_string()),
+            FailureClass::Config => Error::usage_caused_by(e.to_string(), e),
             _ => Error::Provider(Arc::new(e)),
         }
     }

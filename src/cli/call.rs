@@ -137,7 +137,7 @@ pub(super) fn models_of(b: &Benchmark, ids: &[String]) -> Result<Vec<crate::doma
             .collect()
     };
     if chosen.is_empty() {
-        return Err(Error::Usage(
+        return Err(Error::usage(
             "no models to run (expected `models:` in models.yml or --models provider/model)".into(),
         ));
     }

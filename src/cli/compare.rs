@@ -74,7 +74,7 @@ async fn pick_runs(store: &Store, args: &CompareArgs) -> Result<Vec<RunRow>> {
         for model in &args.models {
             let model = model.trim();
             if model.is_empty() {
-                return Err(Error::Usage(
+                return Err(Error::usage(
                     "empty model in --models (expected ids such as a/x,b/y)".into(),
                 ));
             }
@@ -86,13 +86,13 @@ async fn pick_runs(store: &Store, args: &CompareArgs) -> Result<Vec<RunRow>> {
     };
     let mut seen = BTreeSet::new();
     if let Some(dup) = runs.iter().find(|r| !seen.insert(r.run_id)) {
-        return Err(Error::Usage(format!(
+        return Err(Error::usage(format!(
             "run {} ({}) is named twice; compare needs distinct runs",
             dup.run_id, dup.model
         )));
     }
     if runs.len() < 2 {
-        return Err(Error::Usage(format!(
+        return Err(Error::usage(format!(
             "compare needs at least two runs, and {} selected{} (name them with --run-id A --run-id B, or --models a/x,b/y)",
             if runs.len() == 1 {
                 "one is"
@@ -126,7 +126,7 @@ pub fn run(s: &Settings, args: &CompareArgs) -> Result<ExitStatus> {
                 seed: args.seed,
             },
         )
-        .map_err(|e| Error::Usage(e.to_string()))?;
+        .map_err(|e| Error::usage_caused_by(e.to_string(), e))?;
     for r in &comparison.excluded_runs {
         eprintln!(
             "note: run {} ({}) {}: left out of the comparison",

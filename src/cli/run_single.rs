@@ -30,7 +30,7 @@ pub struct RunSingleArgs {
 
 pub fn run(s: &Settings, args: &RunSingleArgs) -> Result<ExitStatus> {
     let test_code = match &args.test_code {
-        Some(code) => Some(Selector::parse(code).map_err(Error::Usage)?),
+        Some(code) => Some(Selector::parse(code).map_err(Error::usage)?),
         None => None,
     };
     execute(s, &args.call, test_code, args.format)
@@ -49,9 +49,9 @@ pub(super) fn execute(
     } else {
         (s.load_strict()?, Vec::new())
     };
-    let cases = cases::select(&b, &selectors, true).map_err(Error::Usage)?;
+    let cases = cases::select(&b, &selectors, true).map_err(Error::usage)?;
     let Some(first) = cases.first() else {
-        return Err(Error::Usage("the benchmark has no test cases".into()));
+        return Err(Error::usage("the benchmark has no test cases".into()));
     };
     let code = first.code();
     if s.is_dry_run(call_args.dry_run) {
@@ -71,7 +71,7 @@ pub(super) fn execute(
         let mut summaries = Vec::new();
         for model in call::models(&ctx.benchmark, call_args)? {
             let selection = run::Selection {
-                selectors: vec![Selector::parse(&code).map_err(Error::Usage)?],
+                selectors: vec![Selector::parse(&code).map_err(Error::usage)?],
                 limit: Some(1),
                 ..run::Selection::everything()
             };

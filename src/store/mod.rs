@@ -115,7 +115,7 @@ impl StoreError {
 impl From<StoreError> for crate::Error {
     fn from(e: StoreError) -> Self {
         match e {
-            StoreError::NotFound(m) | StoreError::Busy(m) => crate::Error::Usage(m),
+            StoreError::NotFound(m) | StoreError::Busy(m) => crate::Error::usage(m),
             other => crate::Error::Store(Box::new(other)),
         }
     }
