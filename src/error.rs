@@ -199,3 +199,103 @@ impl From<csv::Error> for Error {
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as _;
+
+    use super::*;
+    use crate::domain::{Block, BlockKind, ErrorKind};
+
+    fn block(kind: BlockKind) -> ProviderError {
+        ProviderError::Blocked {
+            status: 403,
+            block: Box::new(Block {
+                kind,
+                message: "no".into(),
+                reasons: Vec::new(),
+                flagged_input: None,
+                provider: None,
+                model_slug: None,
+            }),
+        }
+    }
+
+    #[test]
+    fn each_provider_failure_has_one_class_and_exit_code() {
+        let rejected = ProviderError::Rejected {
+            status: 400,
+            code: None,
+            message: "bad".into(),
+            meta: Default::default(),
+        };
+        let cases = [
+            (
+                ProviderError::Unauthorized {
+                    message: "key".into(),
+                },
+                FailureClass::KeyRefused,
+                1,
+            ),
+            (
+                ProviderError::PaymentRequired {
+                    limit: crate::openrouter::CreditLimit::Credits,
+                    message: "spent".into(),
+                },
+                FailureClass::OutOfCredits,
+                1,
+            ),
+            (
+                ProviderError::NotSent("budget".into()),
+                FailureClass::NotSent,
+                1,
+            ),
+            (
+                block(BlockKind::Moderation),
+                FailureClass::Answered(ErrorKind::Blocked),
+                1,
+            ),
+            (
+                block(BlockKind::Refusal),
+                FailureClass::Answered(ErrorKind::Refused),
+                1,
+            ),
+            (rejected, FailureClass::Failed, 1),
+            (
+                ProviderError::Config("bad base URL".into()),
+                FailureClass::Config,
+                2,
+            ),
+        ];
+        for (e, class, code) in cases {
+            assert_eq!(e.class(), class, "{e}");
+            assert_eq!(
+                e.is_fatal_for_run(),
+                matches!(class, FailureClass::KeyRefused | FailureClass::OutOfCredits)
+            );
+            let message = e.to_string();
+            let err = Error::from(e);
+            // The message is unchanged and the provider's error kept as the cause.
+            assert_eq!(err.to_string(), message);
+            assert_eq!(err.exit_status().code(), code, "{message}");
+            let source = err.source().expect("the cause is kept");
+            let kept = source
+                .downcast_ref::<Arc<ProviderError>>()
+                .map(|a| &**a)
+                .or_else(|| source.downcast_ref::<ProviderError>());
+            assert_eq!(kept.map(ProviderError::class), Some(class), "{message}");
+        }
+    }
+
+    #[test]
+    fn a_second_interrupt_exits_130_and_a_closed_pipe_0() {
+        assert_eq!(ExitStatus::Interrupted.code(), 130);
+        assert_eq!(Error::BrokenPipe.exit_status(), ExitStatus::Success);
+        let usage = Error::usage_caused_by(
+            "cannot read x".into(),
+            std::io::Error::from(std::io::ErrorKind::NotFound),
+        );
+        assert_eq!(usage.exit_status(), ExitStatus::BadInput);
+        assert!(usage.source().is_some());
+    }
+}

@@ -633,6 +633,25 @@ mod tests {
         assert!(!fine.exists() && !dir.path().join("h.db-wal").exists());
     }
 
+    /// A file SQLite refuses: the message names it and says why, and
+    /// SQLite's error stays the cause.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_refused_open_keeps_sqlites_error_as_its_source() {
+        use std::error::Error as _;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("not.db");
+        std::fs::write(&path, vec![b'x'; 4096]).unwrap();
+        let url = path.display().to_string();
+        let e = Store::open_read_only(&url).await.unwrap_err();
+        assert!(matches!(e, StoreError::Open { .. }), "{e:?}");
+        assert!(
+            e.to_string().contains("not a helmbench SQLite database"),
+            "{e}"
+        );
+        let source = e.source().expect("the cause is kept");
+        assert!(source.downcast_ref::<sqlx::Error>().is_some(), "{source:?}");
+    }
+
     #[tokio::test(flavor = "multi_thread")]
     async fn pragmas_are_set_explicitly() {
         let dir = tempfile::tempdir().unwrap();
