@@ -112,7 +112,7 @@ const RESULTS_QUERY: &str = "SELECT r.id, r.run_id, l.model_id AS model, r.test_
     r.prompt_tokens, r.completion_tokens, r.cost_usd, r.upstream_cost_usd, r.latency_ms, r.attempts, r.cached,
     r.finish_reason, r.generation_id, r.created_at,
     CASE WHEN ?1 THEN (SELECT json_group_array(json_object('criterion', j.criterion, 'judge_model', j.judge_model,
-            'verdict', json(j.verdict), 'passed', json(CASE j.passed WHEN 1 THEN 'true' WHEN 0 THEN 'false' END),
+            'verdict', json(j.verdict), 'passed', json(CASE WHEN j.passed THEN 'true' WHEN NOT j.passed THEN 'false' END),
             'justification', j.justification, 'error', j.error,
             'prompt_tokens', j.prompt_tokens, 'completion_tokens', j.completion_tokens, 'cost_usd', j.cost_usd,
             'cached', json(CASE WHEN j.cached THEN 'true' ELSE 'false' END), 'served_model', j.served_model,
