@@ -14,9 +14,10 @@ use super::output::{emit, emit_table};
 use super::report::{note_run, report_scoring};
 use super::settings::{Settings, runtime};
 use crate::ExitStatus;
+use crate::domain::RunRecord;
 use crate::report::{Target, select_runs};
 use crate::scoring::compare::{DEFAULT_RESAMPLES, DEFAULT_SEED, Options};
-use crate::store::{RunRow, Store};
+use crate::store::Store;
 use crate::{Error, Result};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -62,7 +63,7 @@ fn parse_resamples(s: &str) -> std::result::Result<usize, String> {
 }
 
 /// The runs the flags name, checked: no run twice, at least two.
-async fn pick_runs(store: &Store, args: &CompareArgs) -> Result<Vec<RunRow>> {
+async fn pick_runs(store: &Store, args: &CompareArgs) -> Result<Vec<RunRecord>> {
     let runs = if !args.run_ids.is_empty() {
         let mut runs = Vec::new();
         for id in &args.run_ids {

@@ -11,6 +11,7 @@ pub mod kinds;
 pub mod model;
 pub mod quality;
 pub mod result;
+pub mod run;
 pub mod text;
 
 pub use block::{Block, BlockKind, BlockedAs};
@@ -22,4 +23,5 @@ pub use quality::{Band, QualityScores};
 pub use result::{
     DiscardedCharge, JudgementRecord, NewJudgement, NewResult, ResultRecord, ServedBy, StoredResult,
 };
+pub use run::RunRecord;
 pub use text::excerpt;

@@ -12,11 +12,12 @@ use serde_json::Value;
 use super::{calibration, routing};
 use crate::benchmark::ScoringConfig;
 use crate::benchmark::codes::natural_cmp;
+use crate::domain::RunRecord;
 use crate::domain::{Band, QualityScores, ResultRecord};
 use crate::domain::{ErrorKind, RunStatus};
 use crate::scoring::analysis::{self, Analysis};
 use crate::scoring::quality::{self, RedFlag};
-use crate::store::{Detail, RunRow, Store, StoreError, Which};
+use crate::store::{Detail, Store, StoreError, Which};
 
 /// One run as the report shows it; also the JSON object `report` prints for
 /// one run (the analysis is flattened into it, so `score`, `behaviours` and
@@ -89,19 +90,19 @@ pub enum Target {
 
 /// Whether a run may stand for its model when no run id is named: a finished
 /// batch. `run-single` runs hold one test case and would hide the batch.
-fn is_reportable(r: &RunRow) -> bool {
+fn is_reportable(r: &RunRecord) -> bool {
     r.status == RunStatus::Completed && r.kind == "batch"
 }
 
 /// The runs a [`Target`] names, in model order. An unknown run id, a model
 /// without a completed batch run, or a database without one is a
 /// [`StoreError::NotFound`] (a usage error) that says what to do instead.
-pub async fn select_runs(store: &Store, target: &Target) -> Result<Vec<RunRow>, StoreError> {
+pub async fn select_runs(store: &Store, target: &Target) -> Result<Vec<RunRecord>, StoreError> {
     match target {
         Target::Run(id) => Ok(vec![store.run(*id).await?]),
         Target::Model(model) => {
             let runs = store.runs().await?;
-            let mine: Vec<&RunRow> = runs.iter().filter(|r| &r.model == model).collect();
+            let mine: Vec<&RunRecord> = runs.iter().filter(|r| &r.model == model).collect();
             if let Some(r) = mine.iter().find(|r| is_reportable(r)) {
                 return Ok(vec![(*r).clone()]);
             }
@@ -115,7 +116,7 @@ pub async fn select_runs(store: &Store, target: &Target) -> Result<Vec<RunRow>, 
         }
         Target::LatestPerModel => {
             // runs() is newest first, so the first reportable run per model is its latest.
-            let mut latest: BTreeMap<String, RunRow> = BTreeMap::new();
+            let mut latest: BTreeMap<String, RunRecord> = BTreeMap::new();
             for r in store.runs().await? {
                 if is_reportable(&r) && !latest.contains_key(&r.model) {
                     latest.insert(r.model.clone(), r);
@@ -525,7 +526,7 @@ pub const NON_MONOTONIC_KEPT: usize = 20;
 
 pub async fn model_report(
     store: &Store,
-    run: &RunRow,
+    run: &RunRecord,
     scoring: &ScoringConfig,
     scoring_source: &str,
     details: bool,
@@ -677,13 +678,13 @@ pub async fn costs(
     run_id: Option<i64>,
     model: Option<&str>,
 ) -> Result<CostReport, StoreError> {
-    let runs: Vec<RunRow> = match run_id {
+    let runs: Vec<RunRecord> = match run_id {
         Some(id) => vec![store.run(id).await?],
         None => store.runs().await?,
     };
-    let runs: Vec<RunRow> = match model {
+    let runs: Vec<RunRecord> = match model {
         Some(m) => {
-            let kept: Vec<RunRow> = runs.into_iter().filter(|r| r.model == m).collect();
+            let kept: Vec<RunRecord> = runs.into_iter().filter(|r| r.model == m).collect();
             if kept.is_empty() {
                 return Err(StoreError::NotFound(match run_id {
                     Some(id) => {

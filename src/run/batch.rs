@@ -598,7 +598,11 @@ async fn heartbeat(store: Store, run_id: i64, stop: CancellationToken, shared: A
 
 /// The summary of a resumed run that had nothing left to do: nothing was
 /// sent or written, and the message says where the answers are.
-fn nothing_to_do(settings: &RunSettings, planned: usize, row: crate::store::RunRow) -> RunSummary {
+fn nothing_to_do(
+    settings: &RunSettings,
+    planned: usize,
+    row: crate::domain::RunRecord,
+) -> RunSummary {
     let message = format!(
         "already complete (every test case answered and judged); nothing sent, the run is unchanged; see `helmbench report --run {}`",
         row.run_id

@@ -35,7 +35,7 @@ pub use reuse::Reuse;
 pub use review::{
     Imported, JudgeSpendRow, LabelRow, LabelledJudgement, NewLabel, ReviewItem, VoteRow,
 };
-pub use runs::{HEARTBEAT_INTERVAL, Owner, RunRow, STALE_AFTER_S, process_started};
+pub use runs::{HEARTBEAT_INTERVAL, Owner, STALE_AFTER_S, process_started};
 pub use seed::SeedIds;
 pub use served::{ErrorTypeCount, ServedCount, TokenDetails};
 

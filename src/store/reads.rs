@@ -7,9 +7,9 @@ use serde_json::Value;
 use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
 
-use super::runs::{run_sql, runs_query};
-use super::{RunRow, Store, StoreError};
-use crate::domain::{JudgementRecord, ResultRecord, ServedBy, StoredResult};
+use super::runs::{OwnedRun, run_sql, runs_query};
+use super::{Store, StoreError};
+use crate::domain::{JudgementRecord, ResultRecord, RunRecord, ServedBy, StoredResult};
 
 /// A JSON text column as a value; `None` when empty or unreadable.
 pub(super) fn json_col(row: &SqliteRow, col: &str) -> Result<Option<Value>, sqlx::Error> {
@@ -40,8 +40,8 @@ pub struct Detail {
 
 impl Store {
     /// Every run, newest first, with totals computed from its results.
-    pub async fn runs(&self) -> Result<Vec<RunRow>, StoreError> {
-        Ok(sqlx::query_as::<_, RunRow>(sqlx::AssertSqlSafe(format!(
+    pub async fn runs(&self) -> Result<Vec<RunRecord>, StoreError> {
+        Ok(sqlx::query_as::<_, OwnedRun>(sqlx::AssertSqlSafe(format!(
             "{} ORDER BY er.id DESC",
             runs_query("")
         )))
@@ -52,8 +52,8 @@ impl Store {
         .collect())
     }
 
-    pub async fn run(&self, run_id: i64) -> Result<RunRow, StoreError> {
-        sqlx::query_as::<_, RunRow>(sqlx::AssertSqlSafe(run_sql()))
+    pub async fn run(&self, run_id: i64) -> Result<RunRecord, StoreError> {
+        sqlx::query_as::<_, OwnedRun>(sqlx::AssertSqlSafe(run_sql()))
             .bind(run_id)
             .bind(run_id)
             .fetch_optional(&self.pool)
