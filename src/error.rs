@@ -1,20 +1,28 @@
 //! The library's error type and [`ExitStatus`], the one place exit codes are
 //! decided (SPEC §7): 0 success, 1 failure of the tool or provider, 2 bad
-//! usage or bad content.
+//! usage or bad content, 130 a run quit by a second Ctrl-C.
+
+use std::sync::Arc;
 
 use crate::content::ContentErrors;
+use crate::openrouter::{FailureClass, ProviderError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// Bad flags or arguments the parser could not catch.
-    #[error("{0}")]
-    Usage(String),
+    /// Bad flags or arguments the parser could not catch (an unreadable
+    /// file named by one, a bad setting), with its cause when there is one.
+    #[error("{message}")]
+    Usage {
+        message: String,
+        #[source]
+        source: Option<BoxError>,
+    },
     /// Problems in the benchmark files.
     #[error("{0}")]
     Content(ContentErrors),
-    /// The provider refused or failed in a way that stops the work.
+    /// The provider refused in a way that stops the work (a refused key).
     #[error("{0}")]
-    Provider(String),
+    Provider(#[source] Arc<ProviderError>),
     /// The database could not be opened, migrated, read or written.
     #[error("database: {0}")]
     Store(#[source] BoxError),
@@ -42,6 +50,9 @@ pub enum ExitStatus {
     Failure,
     /// 2: bad usage or bad benchmark content.
     BadInput,
+    /// 130 (128 + SIGINT, as shells report it): a run quit at once by a
+    /// second Ctrl-C or SIGTERM.
+    Interrupted,
 }
 
 impl ExitStatus {
@@ -50,7 +61,15 @@ impl ExitStatus {
             ExitStatus::Success => 0,
             ExitStatus::Failure => 1,
             ExitStatus::BadInput => 2,
+            ExitStatus::Interrupted => 130,
         }
+    }
+
+    /// Ends the process now with this status, without unwinding: for a
+    /// quit that cannot wait for the command to return (nothing stored is
+    /// lost: results are written in committed transactions).
+    pub fn exit_now(self) -> ! {
+        std::process::exit(i32::from(self.code()))
     }
 
     /// Success unless content errors were found (a dry-run, `list`, `prompts`).
@@ -66,7 +85,7 @@ impl ExitStatus {
 impl Error {
     pub fn exit_status(&self) -> ExitStatus {
         match self {
-            Error::Usage(_) | Error::Content(_) => ExitStatus::BadInput,
+            Error::Usage { .. } | Error::Content(_) => ExitStatus::BadInput,
             Error::Provider(_) | Error::Store(_) | Error::Tool { .. } => ExitStatus::Failure,
             Error::BrokenPipe => ExitStatus::Success,
         }
@@ -74,6 +93,26 @@ impl Error {
 }
 
 impl Error {
+    /// Bad usage with no cause beyond its message.
+    pub fn usage(message: String) -> Error {
+        Error::Usage {
+            message,
+            source: None,
+        }
+    }
+
+    /// Bad usage caused by `source` (a file the arguments name that cannot
+    /// be read, a setting refused).
+    pub fn usage_caused_by<E>(message: String, source: E) -> Error
+    where
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        Error::Usage {
+            message,
+            source: Some(Box::new(source)),
+        }
+    }
+
     /// A failure of the tool with no cause beyond its message.
     pub fn tool(message: impl Into<String>) -> Error {
         Error::Tool {
@@ -124,6 +163,17 @@ pub fn is_broken_pipe(e: &(dyn std::error::Error + 'static)) -> bool {
     false
 }
 
+impl From<ProviderError> for Error {
+    /// A bad client setting is bad usage (refused before anything is sent
+    /// or written); any other provider failure is the provider's.
+    fn from(e: ProviderError) -> Self {
+        match e.class() {
+            FailureClass::Config => Error::usage_caused_by(e.to_string(), e),
+            _ => Error::Provider(Arc::new(e)),
+        }
+    }
+}
+
 impl From<std::io::Error> for Error {
     fn from(e: std::io::Error) -> Self {
         Error::caused_by(e)
@@ -149,3 +199,103 @@ impl From<csv::Error> for Error {
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as _;
+
+    use super::*;
+    use crate::domain::{Block, BlockKind, ErrorKind};
+
+    fn block(kind: BlockKind) -> ProviderError {
+        ProviderError::Blocked {
+            status: 403,
+            block: Box::new(Block {
+                kind,
+                message: "no".into(),
+                reasons: Vec::new(),
+                flagged_input: None,
+                provider: None,
+                model_slug: None,
+            }),
+        }
+    }
+
+    #[test]
+    fn each_provider_failure_has_one_class_and_exit_code() {
+        let rejected = ProviderError::Rejected {
+            status: 400,
+            code: None,
+            message: "bad".into(),
+            meta: Default::default(),
+        };
+        let cases = [
+            (
+                ProviderError::Unauthorized {
+                    message: "key".into(),
+                },
+                FailureClass::KeyRefused,
+                1,
+            ),
+            (
+                ProviderError::PaymentRequired {
+                    limit: crate::openrouter::CreditLimit::Credits,
+                    message: "spent".into(),
+                },
+                FailureClass::OutOfCredits,
+                1,
+            ),
+            (
+                ProviderError::NotSent("budget".into()),
+                FailureClass::NotSent,
+                1,
+            ),
+            (
+                block(BlockKind::Moderation),
+                FailureClass::Answered(ErrorKind::Blocked),
+                1,
+            ),
+            (
+                block(BlockKind::Refusal),
+                FailureClass::Answered(ErrorKind::Refused),
+                1,
+            ),
+            (rejected, FailureClass::Failed, 1),
+            (
+                ProviderError::Config("bad base URL".into()),
+                FailureClass::Config,
+                2,
+            ),
+        ];
+        for (e, class, code) in cases {
+            assert_eq!(e.class(), class, "{e}");
+            assert_eq!(
+                e.is_fatal_for_run(),
+                matches!(class, FailureClass::KeyRefused | FailureClass::OutOfCredits)
+            );
+            let message = e.to_string();
+            let err = Error::from(e);
+            // The message is unchanged and the provider's error kept as the cause.
+            assert_eq!(err.to_string(), message);
+            assert_eq!(err.exit_status().code(), code, "{message}");
+            let source = err.source().expect("the cause is kept");
+            let kept = source
+                .downcast_ref::<Arc<ProviderError>>()
+                .map(|a| &**a)
+                .or_else(|| source.downcast_ref::<ProviderError>());
+            assert_eq!(kept.map(ProviderError::class), Some(class), "{message}");
+        }
+    }
+
+    #[test]
+    fn a_second_interrupt_exits_130_and_a_closed_pipe_0() {
+        assert_eq!(ExitStatus::Interrupted.code(), 130);
+        assert_eq!(Error::BrokenPipe.exit_status(), ExitStatus::Success);
+        let usage = Error::usage_caused_by(
+            "cannot read x".into(),
+            std::io::Error::from(std::io::ErrorKind::NotFound),
+        );
+        assert_eq!(usage.exit_status(), ExitStatus::BadInput);
+        assert!(usage.source().is_some());
+    }
+}

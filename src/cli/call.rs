@@ -91,12 +91,7 @@ pub(super) fn client(s: &Settings, call: &CallArgs) -> Result<openrouter::Client
         cfg.backoff_base = base;
         cfg.backoff_max = base * 20;
     }
-    openrouter::Client::new(cfg).map_err(|e| match e {
-        // A bad setting (base URL, key characters): refused before anything
-        // is sent or written.
-        openrouter::ProviderError::Config(_) => Error::Usage(e.to_string()),
-        other => Error::caused_by(other),
-    })
+    openrouter::Client::new(cfg).map_err(Error::from)
 }
 
 pub(super) async fn context(
@@ -142,7 +137,7 @@ pub(super) fn models_of(b: &Benchmark, ids: &[String]) -> Result<Vec<crate::doma
             .collect()
     };
     if chosen.is_empty() {
-        return Err(Error::Usage(
+        return Err(Error::usage(
             "no models to run (expected `models:` in models.yml or --models provider/model)".into(),
         ));
     }

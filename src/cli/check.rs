@@ -31,7 +31,7 @@ pub fn run(s: &Settings, args: &CheckArgs) -> Result<ExitStatus> {
     let selectors = parse_selectors(&args.selectors)?;
     let (b, errors) = content::load(&s.benchmark_dir);
     // A selector that names nothing is a slip of its own, as everywhere else.
-    crate::benchmark::cases::select_indices(&b, &selectors, true).map_err(crate::Error::Usage)?;
+    crate::benchmark::cases::select_indices(&b, &selectors, true).map_err(crate::Error::usage)?;
     let warnings = lint::lint(&b, &selectors);
     let mut o = out();
     match args.format {

@@ -14,9 +14,10 @@ use super::output::{emit, emit_table};
 use super::report::{note_run, report_scoring};
 use super::settings::{Settings, runtime};
 use crate::ExitStatus;
+use crate::domain::RunRecord;
 use crate::report::{Target, select_runs};
 use crate::scoring::compare::{DEFAULT_RESAMPLES, DEFAULT_SEED, Options};
-use crate::store::{RunRow, Store};
+use crate::store::Store;
 use crate::{Error, Result};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -62,7 +63,7 @@ fn parse_resamples(s: &str) -> std::result::Result<usize, String> {
 }
 
 /// The runs the flags name, checked: no run twice, at least two.
-async fn pick_runs(store: &Store, args: &CompareArgs) -> Result<Vec<RunRow>> {
+async fn pick_runs(store: &Store, args: &CompareArgs) -> Result<Vec<RunRecord>> {
     let runs = if !args.run_ids.is_empty() {
         let mut runs = Vec::new();
         for id in &args.run_ids {
@@ -74,7 +75,7 @@ async fn pick_runs(store: &Store, args: &CompareArgs) -> Result<Vec<RunRow>> {
         for model in &args.models {
             let model = model.trim();
             if model.is_empty() {
-                return Err(Error::Usage(
+                return Err(Error::usage(
                     "empty model in --models (expected ids such as a/x,b/y)".into(),
                 ));
             }
@@ -86,13 +87,13 @@ async fn pick_runs(store: &Store, args: &CompareArgs) -> Result<Vec<RunRow>> {
     };
     let mut seen = BTreeSet::new();
     if let Some(dup) = runs.iter().find(|r| !seen.insert(r.run_id)) {
-        return Err(Error::Usage(format!(
+        return Err(Error::usage(format!(
             "run {} ({}) is named twice; compare needs distinct runs",
             dup.run_id, dup.model
         )));
     }
     if runs.len() < 2 {
-        return Err(Error::Usage(format!(
+        return Err(Error::usage(format!(
             "compare needs at least two runs, and {} selected{} (name them with --run-id A --run-id B, or --models a/x,b/y)",
             if runs.len() == 1 {
                 "one is"
@@ -126,7 +127,7 @@ pub fn run(s: &Settings, args: &CompareArgs) -> Result<ExitStatus> {
                 seed: args.seed,
             },
         )
-        .map_err(|e| Error::Usage(e.to_string()))?;
+        .map_err(|e| Error::usage_caused_by(e.to_string(), e))?;
     for r in &comparison.excluded_runs {
         eprintln!(
             "note: run {} ({}) {}: left out of the comparison",

@@ -122,7 +122,7 @@ pub(super) async fn preflight(
         .map(|r| r.message.as_str())
         .collect();
     if !hard.is_empty() {
-        return Err(Error::Usage(format!(
+        return Err(Error::usage(format!(
             "{}\nnothing was sent",
             hard.join("\n")
         )));
@@ -163,7 +163,7 @@ pub(super) async fn resume_preflight(
         let selectors = settings
             .selectors
             .iter()
-            .map(|x| crate::benchmark::cases::Selector::parse(x).map_err(Error::Usage))
+            .map(|x| crate::benchmark::cases::Selector::parse(x).map_err(Error::usage))
             .collect::<Result<Vec<_>>>()?;
         let selection = Selection {
             selectors,
@@ -190,7 +190,7 @@ pub(super) async fn resume_preflight(
     if hard.is_empty() {
         return Ok(());
     }
-    Err(Error::Usage(format!(
+    Err(Error::usage(format!(
         "{}\nnothing was sent",
         hard.join("\n")
     )))
@@ -231,7 +231,7 @@ async fn probe(
                         )
                     )
                 });
-                return Err(Error::Usage(format!(
+                return Err(Error::usage(format!(
                     "`{}` cannot be used as it is: its requests need a JSON-schema answer (a judge, or the deterministic scenarios of this selection), and {why}. Set `structured_outputs: true` on its entry in models.yml if the server does honour response_format, or choose another model (or leave those scenarios out); nothing else was sent{}",
                     entry.id,
                     spent.unwrap_or_default()
@@ -246,7 +246,7 @@ async fn probe(
 /// there is one.
 fn catalog_client(s: &Settings) -> Result<CatalogClient> {
     CatalogClient::new(&s.base_url, s.api_key(), CATALOG_TIMEOUT)
-        .map_err(|e| Error::Usage(e.to_string()))
+        .map_err(|e| Error::usage_caused_by(e.to_string(), e))
 }
 
 async fn price(

@@ -106,11 +106,13 @@ pub fn main() -> ExitCode {
     init_tracing(cli.global.verbose, cli.global.quiet);
     match run(cli) {
         Ok(status) => ExitCode::from(status.code()),
-        Err(Error::BrokenPipe) => ExitCode::SUCCESS,
         Err(e) => {
-            // A closed stderr must not turn an error into a panic.
-            let msg = e.to_string();
-            let _ = writeln!(std::io::stderr(), "error: {}", msg.trim_end());
+            // A reader that went away is a quiet stop; a closed stderr must
+            // not turn an error into a panic.
+            if !matches!(e, Error::BrokenPipe) {
+                let msg = e.to_string();
+                let _ = writeln!(std::io::stderr(), "error: {}", msg.trim_end());
+            }
             ExitCode::from(e.exit_status().code())
         }
     }

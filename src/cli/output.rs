@@ -60,14 +60,14 @@ pub fn emit(path: Option<&Path>, render: impl FnOnce(&mut dyn Write) -> Result<(
 pub fn write_file(path: &Path, write: impl FnOnce(&mut dyn Write) -> Result<()>) -> Result<()> {
     let name = path
         .file_name()
-        .ok_or_else(|| Error::Usage(format!("--out {} is not a file name", path.display())))?;
+        .ok_or_else(|| Error::usage(format!("--out {} is not a file name", path.display())))?;
     let tmp = path.with_file_name(format!(
         ".{}.partial-{}",
         name.to_string_lossy(),
         std::process::id()
     ));
     let file = std::fs::File::create(&tmp)
-        .map_err(|e| Error::Usage(format!("cannot write {}: {e}", path.display())))?;
+        .map_err(|e| Error::usage_caused_by(format!("cannot write {}: {e}", path.display()), e))?;
     let mut w = std::io::BufWriter::new(file);
     let result = write(&mut w).and_then(|()| w.flush().map_err(Error::from));
     drop(w);

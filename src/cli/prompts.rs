@@ -33,7 +33,7 @@ pub struct PromptsArgs {
 pub fn run(s: &Settings, args: &PromptsArgs) -> Result<ExitStatus> {
     let selectors = parse_selectors(&args.selectors)?;
     let (b, errors) = s.load_reporting();
-    let cases = cases::select(&b, &selectors, !args.skip_no_context).map_err(Error::Usage)?;
+    let cases = cases::select(&b, &selectors, !args.skip_no_context).map_err(Error::usage)?;
     let mut o = std::io::BufWriter::new(out());
     let mut prompt = String::new();
     for case in &cases {

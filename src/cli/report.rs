@@ -11,8 +11,9 @@ use super::settings::{Settings, runtime};
 use crate::ExitStatus;
 use crate::content;
 use crate::content::ContentErrors;
+use crate::domain::RunRecord;
 use crate::domain::RunStatus;
-use crate::store::{RunRow, Store};
+use crate::store::Store;
 use crate::{Error, Result};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -175,7 +176,7 @@ pub fn run(s: &Settings, args: &ReportArgs) -> Result<ExitStatus> {
 /// Says on stderr what a reader of scores should know about a run: that it
 /// is not completed (only its stored test cases count), or that it used
 /// another version of the benchmark than the weights come from.
-pub(super) fn note_run(run: &RunRow, benchmark_hash: Option<&str>, source: &str) {
+pub(super) fn note_run(run: &RunRecord, benchmark_hash: Option<&str>, source: &str) {
     if run.status != RunStatus::Completed {
         eprintln!(
             "note: run {} is {}: only the {} of {} planned test cases stored count",

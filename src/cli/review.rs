@@ -101,7 +101,7 @@ pub fn run(s: &Settings, args: &ReviewArgs) -> Result<ExitStatus> {
 /// The benchmark folder's rubrics; the run's scenarios must be there.
 fn benchmark(s: &Settings) -> Result<crate::benchmark::Benchmark> {
     if !s.benchmark_dir.is_dir() {
-        return Err(Error::Usage(format!(
+        return Err(Error::usage(format!(
             "benchmark folder {} not found: the sheet needs the rubrics (pass --benchmark-dir)",
             s.benchmark_dir.display()
         )));
@@ -120,7 +120,7 @@ fn export(s: &Settings, args: &ReviewExportArgs) -> Result<ExitStatus> {
         Ok::<_, Error>((run, items))
     })?;
     if items.is_empty() {
-        return Err(Error::Usage(format!(
+        return Err(Error::usage(format!(
             "run {} has no judged criteria to label (only sqe and mcsqe scenarios are judged)",
             args.run_id
         )));
@@ -135,7 +135,7 @@ fn export(s: &Settings, args: &ReviewExportArgs) -> Result<ExitStatus> {
     let known: std::collections::BTreeSet<&str> =
         items.iter().map(|i| i.criterion.as_str()).collect();
     if let Some(bad) = args.criteria.iter().find(|c| !known.contains(c.trim())) {
-        return Err(Error::Usage(format!(
+        return Err(Error::usage(format!(
             "--criteria {bad:?}: run {} has no such judged criterion (it has {})",
             args.run_id,
             known.into_iter().collect::<Vec<_>>().join(", ")
@@ -169,7 +169,7 @@ fn export(s: &Settings, args: &ReviewExportArgs) -> Result<ExitStatus> {
 fn import(s: &Settings, args: &ReviewImportArgs) -> Result<ExitStatus> {
     let rater = args.rater.trim();
     if rater.is_empty() {
-        return Err(Error::Usage(
+        return Err(Error::usage(
             "--rater is empty (expected a name such as dr-lee)".into(),
         ));
     }
@@ -177,8 +177,8 @@ fn import(s: &Settings, args: &ReviewImportArgs) -> Result<ExitStatus> {
     s.existing_database()?;
     let url = s.database_url.clone();
     let file = args.sheet.display().to_string();
-    let bytes =
-        std::fs::read(&args.sheet).map_err(|e| Error::Usage(format!("cannot read {file}: {e}")))?;
+    let bytes = std::fs::read(&args.sheet)
+        .map_err(|e| Error::usage_caused_by(format!("cannot read {file}: {e}"), e))?;
     let jsonl = match args.format {
         Some(f) => f == SheetFormat::Jsonl,
         None => args
@@ -188,7 +188,7 @@ fn import(s: &Settings, args: &ReviewImportArgs) -> Result<ExitStatus> {
     };
     let rows = review::read(&file, &bytes, jsonl)?;
     let Some(sheet_run) = review::sheet_run_id(&rows) else {
-        return Err(Error::Usage(format!(
+        return Err(Error::usage(format!(
             "{file} refused, nothing stored:\nrow 2: no run id (an empty sheet, or not one `review export` wrote)"
         )));
     };

@@ -156,7 +156,7 @@ pub fn run(s: &Settings, args: &RunBatchArgs) -> Result<ExitStatus> {
 pub(super) fn execute(s: &Settings, call_args: &CallArgs, args: &Batch) -> Result<ExitStatus> {
     if s.is_dry_run(call_args.dry_run) {
         if !args.resume.is_empty() {
-            return Err(Error::Usage(
+            return Err(Error::usage(
                 "--resume sends requests: set OPENROUTER_API_KEY (and drop --dry-run)".into(),
             ));
         }
@@ -317,7 +317,7 @@ async fn resumed_runs(ctx: &run::RunContext, args: &Batch) -> Result<Planned> {
             eprintln!("run {id} is already complete");
         }
         if settings.benchmark_hash != ctx.benchmark.content_hash {
-            return Err(Error::Usage(format!(
+            return Err(Error::usage(format!(
                 "the benchmark content changed since run {id} started; resuming would mix two versions in one run (restore the content, or start a new run)"
             )));
         }
@@ -398,7 +398,7 @@ fn dry_run(
     format: DataFormat,
 ) -> Result<ExitStatus> {
     let (b, errors) = s.load_reporting();
-    let summary = run::dry_run(&b, selectors, include_no_context).map_err(Error::Usage)?;
+    let summary = run::dry_run(&b, selectors, include_no_context).map_err(Error::usage)?;
     let warnings = crate::content::lint::lint(&b, selectors);
     let mut o = out();
     match format {

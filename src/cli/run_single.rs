@@ -13,8 +13,9 @@ use crate::ExitStatus;
 use crate::benchmark::cases;
 use crate::benchmark::cases::Selector;
 use crate::benchmark::compose;
+use crate::domain::ResultRecord;
 use crate::domain::{ErrorKind, RunStatus};
-use crate::store::{ExportRow, Store};
+use crate::store::{Detail, Store, Which};
 use crate::{Error, Result, run};
 
 #[derive(Debug, Args)]
@@ -29,7 +30,7 @@ pub struct RunSingleArgs {
 
 pub fn run(s: &Settings, args: &RunSingleArgs) -> Result<ExitStatus> {
     let test_code = match &args.test_code {
-        Some(code) => Some(Selector::parse(code).map_err(Error::Usage)?),
+        Some(code) => Some(Selector::parse(code).map_err(Error::usage)?),
         None => None,
     };
     execute(s, &args.call, test_code, args.format)
@@ -48,9 +49,9 @@ pub(super) fn execute(
     } else {
         (s.load_strict()?, Vec::new())
     };
-    let cases = cases::select(&b, &selectors, true).map_err(Error::Usage)?;
+    let cases = cases::select(&b, &selectors, true).map_err(Error::usage)?;
     let Some(first) = cases.first() else {
-        return Err(Error::Usage("the benchmark has no test cases".into()));
+        return Err(Error::usage("the benchmark has no test cases".into()));
     };
     let code = first.code();
     if s.is_dry_run(call_args.dry_run) {
@@ -70,7 +71,7 @@ pub(super) fn execute(
         let mut summaries = Vec::new();
         for model in call::models(&ctx.benchmark, call_args)? {
             let selection = run::Selection {
-                selectors: vec![Selector::parse(&code).map_err(Error::Usage)?],
+                selectors: vec![Selector::parse(&code).map_err(Error::usage)?],
                 limit: Some(1),
                 ..run::Selection::everything()
             };
@@ -99,7 +100,14 @@ pub(super) fn execute(
 
 /// Prints a single run's prompt, reply, verdict, criteria and cost.
 async fn show_single(store: &Store, run_id: i64, format: DataFormat) -> Result<()> {
-    let rows: Vec<ExportRow> = store.export_rows(Some(run_id), true).try_collect().await?;
+    let detail = Detail {
+        judgements: true,
+        prompts: true,
+    };
+    let rows: Vec<ResultRecord> = store
+        .results(Which::Run(run_id), detail)
+        .try_collect()
+        .await?;
     let mut o = out();
     for r in rows {
         match format {
@@ -157,7 +165,7 @@ async fn show_single(store: &Store, run_id: i64, format: DataFormat) -> Result<(
 /// `run-single --format json`: one result with its prompt, in the keys and
 /// order this command has always printed (a view of the stored record, not
 /// another record).
-fn single_json(r: &ExportRow) -> serde_json::Value {
+fn single_json(r: &ResultRecord) -> serde_json::Value {
     let c = &r.result;
     let judgements: Vec<serde_json::Value> = r
         .judgements

@@ -26,8 +26,9 @@ pub struct ScoreArgs {
 
 pub fn run(args: &ScoreArgs) -> Result<ExitStatus> {
     let text = match (&args.text, &args.file) {
-        (_, Some(path)) => std::fs::read_to_string(path)
-            .map_err(|e| Error::Usage(format!("cannot read {}: {e}", path.display())))?,
+        (_, Some(path)) => std::fs::read_to_string(path).map_err(|e| {
+            Error::usage_caused_by(format!("cannot read {}: {e}", path.display()), e)
+        })?,
         (Some(t), None) if t == "-" => {
             let mut s = String::new();
             std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)?;
@@ -35,7 +36,7 @@ pub fn run(args: &ScoreArgs) -> Result<ExitStatus> {
         }
         (Some(t), None) => t.clone(),
         (None, None) => {
-            return Err(Error::Usage(
+            return Err(Error::usage(
                 "give the text, --file FILE, or - for standard input".into(),
             ));
         }

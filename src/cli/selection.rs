@@ -41,7 +41,7 @@ impl SelectionArgs {
     /// `alternatives` names the other ways in (`--resume` for run-batch).
     pub fn resolve(&self, alternatives: &str) -> Result<Selection> {
         if self.scenarios.is_empty() && !self.all_scenarios {
-            return Err(Error::Usage(format!(
+            return Err(Error::usage(format!(
                 "nothing selected: pass --scenario CODE (a scenario, test code or prefix such as P1 or P1-B1-S1), --all-scenarios{alternatives}"
             )));
         }
@@ -74,11 +74,11 @@ pub fn parse_selectors(raw: &[String]) -> Result<Vec<Selector>> {
         .flat_map(|arg| arg.split(',').map(move |piece| (arg, piece)))
         .map(|(arg, piece)| {
             if piece.trim().is_empty() {
-                return Err(Error::Usage(format!(
+                return Err(Error::usage(format!(
                     "empty selector in {arg:?} (expected codes such as P1, P1-B2 or P1-B2-S1, comma-separated)"
                 )));
             }
-            Selector::parse(piece).map_err(Error::Usage)
+            Selector::parse(piece).map_err(Error::usage)
         })
         .collect()
 }

@@ -224,7 +224,7 @@ impl Settings {
     pub fn existing_database(&self) -> Result<&str> {
         let url = &self.database_url;
         if !crate::store::database_exists(url) {
-            return Err(Error::Usage(format!(
+            return Err(Error::usage(format!(
                 "no database at {url} yet (run `helmbench run-batch` first, or pass --database-url)"
             )));
         }

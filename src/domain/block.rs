@@ -9,6 +9,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::ErrorKind;
+
 /// Who stopped the request, and how.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -54,6 +56,20 @@ pub struct Block {
     /// `metadata.model_slug`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model_slug: Option<String>,
+}
+
+impl Block {
+    /// The error kind a test case stopped this way is stored with: the
+    /// model's own refusal is `refused`, anything else the provider did is
+    /// `blocked`.
+    pub fn error_kind(&self) -> ErrorKind {
+        match self.kind {
+            BlockKind::Refusal => ErrorKind::Refused,
+            BlockKind::Moderation | BlockKind::Guardrail | BlockKind::ContentFilter => {
+                ErrorKind::Blocked
+            }
+        }
+    }
 }
 
 /// How a blocked (or refused) test case enters a score, chosen per run

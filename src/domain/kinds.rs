@@ -84,6 +84,26 @@ stored_words! {
     }
 }
 
+impl ErrorKind {
+    /// The provider blocked the test case or the model refused it through
+    /// an error: an answer with nothing to judge, counted apart.
+    pub fn is_block(self) -> bool {
+        matches!(self, ErrorKind::Blocked | ErrorKind::Refused)
+    }
+
+    /// The model call or the judge failed: no verdict, a fault of the run
+    /// that `--resume` retries.
+    pub fn is_fault(self) -> bool {
+        matches!(self, ErrorKind::Provider | ErrorKind::Judge)
+    }
+
+    /// Whether a result of this kind enters scoring: only a format failure
+    /// does (a miss); faults and blocks have no judged reply.
+    pub fn is_scored(self) -> bool {
+        !self.is_fault() && !self.is_block()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -111,5 +131,21 @@ mod tests {
             assert_eq!(serde_json::from_str::<ErrorKind>(&json).unwrap(), k);
         }
         assert!("Running".parse::<RunStatus>().is_err());
+    }
+
+    #[test]
+    fn each_kind_is_scored_a_fault_or_a_block() {
+        use ErrorKind::*;
+        let scored: Vec<ErrorKind> = [Format, Provider, Judge, Blocked, Refused]
+            .into_iter()
+            .filter(|k| k.is_scored())
+            .collect();
+        assert_eq!(scored, [Format]);
+        for k in [Provider, Judge] {
+            assert!(k.is_fault() && !k.is_block(), "{k}");
+        }
+        for k in [Blocked, Refused] {
+            assert!(k.is_block() && !k.is_fault(), "{k}");
+        }
     }
 }

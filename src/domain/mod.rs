@@ -11,6 +11,7 @@ pub mod kinds;
 pub mod model;
 pub mod quality;
 pub mod result;
+pub mod run;
 pub mod text;
 
 pub use block::{Block, BlockKind, BlockedAs};
@@ -19,5 +20,8 @@ pub use model::{
     Api, ModelEntry, Price, ProviderPreferences, Reasoning, deserialize_judges, same_model,
 };
 pub use quality::{Band, QualityScores};
-pub use result::{DiscardedCharge, NewJudgement, NewResult, ServedBy, StoredResult};
+pub use result::{
+    DiscardedCharge, JudgementRecord, NewJudgement, NewResult, ResultRecord, ServedBy, StoredResult,
+};
+pub use run::RunRecord;
 pub use text::excerpt;

@@ -139,9 +139,9 @@ pub struct NewResult {
 }
 
 /// One stored result as every reader sees it: which test case it answered,
-/// with what severity, and its verdict. Scoring keeps only this; `export` and
-/// `run-single` read it inside an [`ExportRow`], the report inside a
-/// [`ReportRow`]. What scoring does with it is in `scoring::analysis`.
+/// with what severity, and its verdict. Scoring keeps only this (`compare`
+/// reads nothing else); `export`, `run-single` and the report read it inside
+/// a [`ResultRecord`]. What scoring does with it is in `scoring::analysis`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StoredResult {
     /// `P1-B1-S1-C1-PT3` or `P1-B1-S1-C1-U1-PT3`
@@ -176,19 +176,13 @@ impl StoredResult {
     /// see [`StoredResult::counted_as_miss`] for `--blocked-as fail`);
     /// format failures do, as misses.
     pub fn is_scored(&self) -> bool {
-        !matches!(
-            self.error_kind,
-            Some(ErrorKind::Judge | ErrorKind::Provider | ErrorKind::Blocked | ErrorKind::Refused)
-        )
+        self.error_kind.is_none_or(ErrorKind::is_scored)
     }
 
     /// Whether the provider blocked the test case or the model refused it
     /// through an error: it has no answer to judge.
     pub fn is_blocked(&self) -> bool {
-        matches!(
-            self.error_kind,
-            Some(ErrorKind::Blocked | ErrorKind::Refused)
-        )
+        self.error_kind.is_some_and(ErrorKind::is_block)
     }
 
     /// This result as `--blocked-as fail` scores it: a blocked or refused
@@ -236,6 +230,113 @@ impl StoredResult {
             passed,
             matched: None,
             error_kind: None,
+        }
+    }
+}
+
+/// One judged criterion of a stored result, as read back with it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JudgementRecord {
+    pub criterion: String,
+    pub judge_model: String,
+    pub verdict: Option<Value>,
+    pub passed: Option<bool>,
+    pub justification: Option<String>,
+    pub error: Option<String>,
+    pub prompt_tokens: i64,
+    pub completion_tokens: i64,
+    pub cost_usd: f64,
+    pub cached: bool,
+    /// What served the judge's answer.
+    #[serde(flatten, default)]
+    pub served: ServedBy,
+}
+
+/// A stored result as read back: the one read model of the `result` table
+/// that `export` (a JSONL line as serialised here, or a CSV row),
+/// `run-single` and the report use; scoring keeps its [`StoredResult`].
+/// Read without judgements (the report's stream), `judgements` is empty
+/// and `judge_cost_usd` 0; read without prompts, `prompt` is `None`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResultRecord {
+    /// The row's id: how a result's judgements and labels name it.
+    #[serde(skip)]
+    pub id: i64,
+    pub run_id: i64,
+    pub model: String,
+    #[serde(flatten)]
+    pub result: StoredResult,
+    /// The error message.
+    pub error: Option<String>,
+    /// The raw reply.
+    pub response: Option<String>,
+    pub parsed: Option<Value>,
+    pub prompt_tokens: i64,
+    pub completion_tokens: i64,
+    /// Provider-reported cost of the model call.
+    pub cost_usd: f64,
+    pub upstream_cost_usd: Option<f64>,
+    /// Provider-reported cost of the judge calls.
+    pub judge_cost_usd: f64,
+    pub latency_ms: Option<i64>,
+    pub attempts: i64,
+    pub cached: bool,
+    pub finish_reason: Option<String>,
+    pub generation_id: Option<String>,
+    pub created_at: String,
+    pub judgements: Vec<JudgementRecord>,
+    /// The stored keyword quality scores.
+    pub quality: Option<QualityScores>,
+    pub prompt_hash: String,
+    /// The composed prompt, when read with prompts (`--with-prompts`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
+    /// The model (`served_model`) and provider that served the reply, which
+    /// routing may make differ from `model` (null before they were stored),
+    /// and its reasoning and cached prompt tokens.
+    #[serde(flatten, default)]
+    pub served: ServedBy,
+    /// With a provider error: `error.metadata.error_type` and `provider_code`.
+    #[serde(default)]
+    pub error_type: Option<String>,
+    #[serde(default)]
+    pub provider_code: Option<String>,
+    /// A blocked or refused test case: what the provider said.
+    #[serde(default)]
+    pub block: Option<Block>,
+}
+
+#[cfg(test)]
+impl ResultRecord {
+    /// A record of `result` with nothing else stored, for tests.
+    pub fn of(result: StoredResult) -> Self {
+        ResultRecord {
+            id: 0,
+            run_id: 1,
+            model: "m".into(),
+            result,
+            error: None,
+            response: None,
+            parsed: None,
+            prompt_tokens: 0,
+            completion_tokens: 0,
+            cost_usd: 0.0,
+            upstream_cost_usd: None,
+            judge_cost_usd: 0.0,
+            latency_ms: None,
+            attempts: 1,
+            cached: false,
+            finish_reason: None,
+            generation_id: None,
+            created_at: String::new(),
+            judgements: Vec::new(),
+            quality: None,
+            prompt_hash: String::new(),
+            prompt: None,
+            served: ServedBy::default(),
+            error_type: None,
+            provider_code: None,
+            block: None,
         }
     }
 }

@@ -149,8 +149,14 @@ impl KeyInfo {
 
 #[derive(Debug, thiserror::Error)]
 pub enum CatalogError {
-    #[error("cannot reach {0}")]
-    Unreachable(String),
+    /// The request got no answer; the source names why, its URL (which
+    /// may hold credentials) left out.
+    #[error("cannot reach {url}: {source}")]
+    Unreachable {
+        url: String,
+        #[source]
+        source: reqwest::Error,
+    },
     #[error("{url} answered HTTP {status}")]
     Status { url: String, status: u16 },
     #[error("{0}")]
@@ -210,7 +216,10 @@ impl CatalogClient {
             .get(&url)
             .send()
             .await
-            .map_err(|e| CatalogError::Unreachable(format!("{shown}: {}", e.without_url())))?;
+            .map_err(|e| CatalogError::Unreachable {
+                url: shown.clone(),
+                source: e.without_url(),
+            })?;
         let status = resp.status();
         if !status.is_success() {
             return Err(CatalogError::Status {

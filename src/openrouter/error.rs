@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use crate::domain::{Block, BlockKind};
+use crate::domain::{Block, BlockKind, ErrorKind};
 
 /// `error.metadata.error_type` and `provider_code` of a provider error:
 /// stored with the result and counted by type in `runs` and `report`.
@@ -84,13 +84,52 @@ pub enum ProviderError {
     NotSent(String),
 }
 
+/// What a failed request means, decided here once for every caller: the
+/// worker (what it stores for the test case, or whether it stops), the
+/// judge, the run's and the batch's stops, the spend notes, and the
+/// command's exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureClass {
+    /// The key was refused (401): every run of the batch stops at once and
+    /// drops its requests in flight; the command fails.
+    KeyRefused,
+    /// A spent limit (402): every run of the batch stops sending; requests
+    /// in flight (already paid for) finish.
+    OutOfCredits,
+    /// Not sent (the budget is reached, or the run stopped sending): no
+    /// result; `--resume` asks again.
+    NotSent,
+    /// The provider's answer for this prompt, never retried and never a
+    /// fault: the test case is stored blocked or refused (the kind).
+    Answered(ErrorKind),
+    /// This request failed (rejected, or out of retries): the test case is
+    /// stored as a provider error, out of the score.
+    Failed,
+    /// A bad client setting: bad usage, refused before anything is sent.
+    Config,
+}
+
 impl ProviderError {
+    /// What this failure means (see [`FailureClass`]).
+    pub fn class(&self) -> FailureClass {
+        match self {
+            ProviderError::Unauthorized { .. } => FailureClass::KeyRefused,
+            ProviderError::PaymentRequired { .. } => FailureClass::OutOfCredits,
+            ProviderError::NotSent(_) => FailureClass::NotSent,
+            ProviderError::Blocked { block, .. } => FailureClass::Answered(block.error_kind()),
+            ProviderError::Rejected { .. } | ProviderError::Exhausted { .. } => {
+                FailureClass::Failed
+            }
+            ProviderError::Config(_) => FailureClass::Config,
+        }
+    }
+
     /// True when no later request of the run can succeed either (bad key,
     /// no credits): the caller should stop the run, keeping what it has.
     pub fn is_fatal_for_run(&self) -> bool {
         matches!(
-            self,
-            ProviderError::Unauthorized { .. } | ProviderError::PaymentRequired { .. }
+            self.class(),
+            FailureClass::KeyRefused | FailureClass::OutOfCredits
         )
     }
 

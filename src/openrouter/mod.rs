@@ -28,7 +28,7 @@ mod wire;
 pub use classify::reply_cost;
 pub use client::Client;
 pub use config::{ClientConfig, DEFAULT_BASE_URL, DEFAULT_MAX_REPLY_BYTES, MAX_PLAUSIBLE_COST_USD};
-pub use error::{CreditLimit, ErrorMeta, ProviderError};
+pub use error::{CreditLimit, ErrorMeta, FailureClass, ProviderError};
 pub use limit::{AdaptiveLimit, Attempt};
 pub use openai::{price_reply, unsendable};
 pub use redact::redact_url;

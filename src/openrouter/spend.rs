@@ -4,8 +4,8 @@
 
 use serde_json::Value;
 
-use super::ProviderError;
 use super::classify::reply_cost;
+use super::{FailureClass, ProviderError};
 
 /// `usage.cost` of a reply that is not used (retried or refused): what
 /// the provider charged for it. 0.0 when absent; NaN when unknown (see
@@ -207,7 +207,7 @@ impl CallLog {
     /// Notes a request that ended in `e` after `attempts` attempts; a
     /// block is the provider's answer for that prompt, not a failure.
     pub(super) fn failed(model: &str, attempts: u32, e: ProviderError) -> ProviderError {
-        if !matches!(e, ProviderError::Blocked { .. } | ProviderError::NotSent(_)) {
+        if !matches!(e.class(), FailureClass::Answered(_) | FailureClass::NotSent) {
             Self::note(model, |n| n.failures += 1);
         }
         Self::ended(attempts, false);

@@ -23,7 +23,7 @@ use crate::scoring::agreement::{
     fleiss_kappa, krippendorff_alpha, majority,
 };
 use crate::scoring::analysis;
-use crate::store::{LabelRow, LabelledJudgement, Store, StoreError, VoteRow};
+use crate::store::{Detail, LabelRow, LabelledJudgement, Store, StoreError, VoteRow, Which};
 
 /// Below this kappa the judge is flagged as not reliable on a criterion
 /// (Landis and Koch's "substantial" starts at 0.61; 0.6 is the usual bar).
@@ -588,7 +588,7 @@ pub async fn human_corrected(
     }
     let mut results = Vec::new();
     let mut test_cases_changed = 0;
-    let mut rows = std::pin::pin!(store.report_rows(run_id));
+    let mut rows = std::pin::pin!(store.results(Which::Run(run_id), Detail::default()));
     while let Some(row) = rows.try_next().await? {
         let mut r = row.result;
         if let Some(criteria) = per_result.get(&row.id) {

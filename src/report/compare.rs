@@ -12,8 +12,9 @@ use std::io::{self, Write};
 use super::format::{escape, p_value, pct};
 use super::html;
 use super::terminal::{fitted, table};
+use crate::domain::RunRecord;
 use crate::scoring::compare::{Collector, Comparison, Pair, RunLabel};
-use crate::store::{RunRow, Store, StoreError};
+use crate::store::{Store, StoreError};
 
 /// Excluded test cases the table lists before "and N more".
 pub const EXCLUDED_SHOWN: usize = 20;
@@ -24,7 +25,7 @@ const READ_AHEAD: usize = 2;
 
 /// Reads the results of `runs` into a [`Collector`], in the order given,
 /// [`READ_AHEAD`] runs at a time.
-pub async fn collect(store: &Store, runs: &[RunRow]) -> Result<Collector, StoreError> {
+pub async fn collect(store: &Store, runs: &[RunRecord]) -> Result<Collector, StoreError> {
     let mut collector = Collector::new(
         runs.iter()
             .map(|r| RunLabel {

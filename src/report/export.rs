@@ -7,8 +7,8 @@ use std::io::Write;
 use futures_util::TryStreamExt;
 use serde_json::Value;
 
-use crate::domain::QualityScores;
-use crate::store::{Store, StoreError};
+use crate::domain::{JudgementRecord, QualityScores, ResultRecord};
+use crate::store::{Detail, Store, StoreError, Which};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ExportError {
@@ -49,8 +49,6 @@ pub enum Format {
     Csv,
     Jsonl,
 }
-
-pub use crate::store::{ExportJudgement, ExportRow};
 
 /// The CSV columns, in order; must match [`csv_record`].
 pub const CSV_HEADER: [&str; 44] = [
@@ -105,7 +103,7 @@ fn cell<T: ToString>(v: &Option<T>) -> String {
 }
 
 /// `CR1=SAFE; CR2=UNSAFE`: the verdicts at a glance for spreadsheet users.
-fn verdict_summary(judgements: &[ExportJudgement]) -> String {
+fn verdict_summary(judgements: &[JudgementRecord]) -> String {
     judgements
         .iter()
         .map(|j| {
@@ -121,7 +119,7 @@ fn verdict_summary(judgements: &[ExportJudgement]) -> String {
 }
 
 /// The CSV fields of a row (plus the prompt when exported).
-pub fn csv_record(r: &ExportRow) -> Vec<String> {
+pub fn csv_record(r: &ResultRecord) -> Vec<String> {
     let q = |f: fn(&QualityScores) -> f64| r.quality.as_ref().map(f);
     let c = &r.result;
     let mut fields = vec![
@@ -192,7 +190,12 @@ pub async fn export(
     with_prompts: bool,
     out: &mut dyn Write,
 ) -> Result<u64, ExportError> {
-    let mut rows = store.export_rows(run_id, with_prompts);
+    let which = run_id.map_or(Which::Every, Which::Run);
+    let detail = Detail {
+        judgements: true,
+        prompts: with_prompts,
+    };
+    let mut rows = store.results(which, detail);
     let mut count = 0u64;
     match format {
         Format::Jsonl => {
@@ -224,8 +227,8 @@ pub async fn export(
 mod tests {
     use super::*;
 
-    fn judgement(criterion: &str, verdict: Option<Value>) -> ExportJudgement {
-        ExportJudgement {
+    fn judgement(criterion: &str, verdict: Option<Value>) -> JudgementRecord {
+        JudgementRecord {
             criterion: criterion.into(),
             judge_model: "j".into(),
             verdict,
@@ -257,7 +260,8 @@ mod tests {
     #[test]
     fn header_and_record_have_the_same_width() {
         use crate::domain::StoredResult;
-        let r = ExportRow {
+        let r = ResultRecord {
+            id: 1,
             run_id: 1,
             model: "m".into(),
             result: StoredResult {
@@ -303,7 +307,7 @@ mod tests {
         assert_eq!(at("judgements"), "");
         assert_eq!(at("served_model"), "m-2025");
         assert_eq!(at("reasoning_tokens"), "7");
-        let with_prompt = ExportRow {
+        let with_prompt = ResultRecord {
             prompt: Some("p".into()),
             ..r
         };

@@ -12,11 +12,12 @@ use serde_json::Value;
 use super::{calibration, routing};
 use crate::benchmark::ScoringConfig;
 use crate::benchmark::codes::natural_cmp;
-use crate::domain::{Band, QualityScores};
+use crate::domain::RunRecord;
+use crate::domain::{Band, QualityScores, ResultRecord};
 use crate::domain::{ErrorKind, RunStatus};
 use crate::scoring::analysis::{self, Analysis};
 use crate::scoring::quality::{self, RedFlag};
-use crate::store::{RunRow, Store, StoreError};
+use crate::store::{Detail, Store, StoreError, Which};
 
 /// One run as the report shows it; also the JSON object `report` prints for
 /// one run (the analysis is flattened into it, so `score`, `behaviours` and
@@ -89,19 +90,19 @@ pub enum Target {
 
 /// Whether a run may stand for its model when no run id is named: a finished
 /// batch. `run-single` runs hold one test case and would hide the batch.
-fn is_reportable(r: &RunRow) -> bool {
+fn is_reportable(r: &RunRecord) -> bool {
     r.status == RunStatus::Completed && r.kind == "batch"
 }
 
 /// The runs a [`Target`] names, in model order. An unknown run id, a model
 /// without a completed batch run, or a database without one is a
 /// [`StoreError::NotFound`] (a usage error) that says what to do instead.
-pub async fn select_runs(store: &Store, target: &Target) -> Result<Vec<RunRow>, StoreError> {
+pub async fn select_runs(store: &Store, target: &Target) -> Result<Vec<RunRecord>, StoreError> {
     match target {
         Target::Run(id) => Ok(vec![store.run(*id).await?]),
         Target::Model(model) => {
             let runs = store.runs().await?;
-            let mine: Vec<&RunRow> = runs.iter().filter(|r| &r.model == model).collect();
+            let mine: Vec<&RunRecord> = runs.iter().filter(|r| &r.model == model).collect();
             if let Some(r) = mine.iter().find(|r| is_reportable(r)) {
                 return Ok(vec![(*r).clone()]);
             }
@@ -115,7 +116,7 @@ pub async fn select_runs(store: &Store, target: &Target) -> Result<Vec<RunRow>, 
         }
         Target::LatestPerModel => {
             // runs() is newest first, so the first reportable run per model is its latest.
-            let mut latest: BTreeMap<String, RunRow> = BTreeMap::new();
+            let mut latest: BTreeMap<String, RunRecord> = BTreeMap::new();
             for r in store.runs().await? {
                 if is_reportable(&r) && !latest.contains_key(&r.model) {
                     latest.insert(r.model.clone(), r);
@@ -161,7 +162,15 @@ pub struct CriterionSummary {
     pub judge_errors: usize,
 }
 
-pub use crate::store::CriterionVerdict;
+/// One judged criterion of a failed test case.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CriterionVerdict {
+    pub criterion: String,
+    pub verdict: Option<Value>,
+    pub passed: Option<bool>,
+    pub justification: Option<String>,
+    pub error: Option<String>,
+}
 
 /// A test case that did not pass, with why (`report --details`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -230,9 +239,10 @@ pub fn excerpt(text: &str) -> String {
 
 /// The reply text that quality scores and excerpts are about: the `response`
 /// field of a structured reply, else the whole reply.
-fn reply_text(response: &str, parsed: Option<&str>) -> String {
-    let parsed: Option<Value> = parsed.and_then(|p| serde_json::from_str(p).ok());
-    crate::judging::reply::reply_text(response, parsed.as_ref()).to_string()
+/// The text of a stored reply (its `response` field when structured).
+fn reply_text(r: &ResultRecord) -> String {
+    let response = r.response.as_deref().unwrap_or_default();
+    crate::judging::reply::reply_text(response, r.parsed.as_ref()).to_string()
 }
 
 /// A candidate example before its excerpt is cut (cut only when kept).
@@ -431,25 +441,19 @@ pub async fn scored_results(
     store: &Store,
     run_id: i64,
 ) -> Result<(Vec<crate::domain::StoredResult>, Option<QualitySummary>), StoreError> {
-    let mut rows = std::pin::pin!(store.report_rows(run_id));
+    let mut rows = std::pin::pin!(store.results(Which::Run(run_id), Detail::default()));
     let mut results = Vec::new();
     let mut quality = QualityCollector::default();
     while let Some(row) = rows.try_next().await? {
-        let r = row.result;
-        let scores = row.quality;
+        let r = &row.result;
         quality.add(
             &r.test_code,
             r.repeat_index,
             r.base_severity,
-            scores,
-            || {
-                reply_text(
-                    row.response.as_deref().unwrap_or_default(),
-                    row.parsed.as_deref(),
-                )
-            },
+            row.quality,
+            || reply_text(&row),
         );
-        results.push(r);
+        results.push(row.result);
     }
     Ok((results, quality.finish()))
 }
@@ -478,24 +482,35 @@ pub async fn criteria(store: &Store, run_id: i64) -> Result<Vec<CriterionSummary
 /// Every test case of a run that did not pass, with its error and each
 /// criterion's verdict and justification, in natural test-code order.
 pub async fn failures(store: &Store, run_id: i64) -> Result<Vec<FailedCase>, StoreError> {
-    let rows = store.failed_results(run_id).await?;
-    let mut by_result: BTreeMap<i64, Vec<CriterionVerdict>> = BTreeMap::new();
-    for (result_id, verdict) in store.failed_judgements(run_id).await? {
-        by_result.entry(result_id).or_default().push(verdict);
-    }
+    let detail = Detail {
+        judgements: true,
+        prompts: false,
+    };
+    let rows: Vec<ResultRecord> = store
+        .results(Which::FailedOf(run_id), detail)
+        .try_collect()
+        .await?;
     let mut out: Vec<FailedCase> = rows
         .into_iter()
         .map(|r| FailedCase {
+            excerpt: r.response.is_some().then(|| excerpt(&reply_text(&r))),
+            criteria: r
+                .judgements
+                .into_iter()
+                .map(|j| CriterionVerdict {
+                    criterion: j.criterion,
+                    verdict: j.verdict,
+                    passed: j.passed,
+                    justification: j.justification,
+                    error: j.error,
+                })
+                .collect(),
             test_code: r.result.test_code,
             repeat_index: r.result.repeat_index,
             base_severity: r.result.base_severity,
             difficulty: r.result.difficulty,
             error_kind: r.result.error_kind,
             error: r.error,
-            excerpt: r
-                .response
-                .map(|resp| excerpt(&reply_text(&resp, r.parsed.as_deref()))),
-            criteria: by_result.remove(&r.id).unwrap_or_default(),
         })
         .collect();
     out.sort_by(|a, b| {
@@ -511,7 +526,7 @@ pub const NON_MONOTONIC_KEPT: usize = 20;
 
 pub async fn model_report(
     store: &Store,
-    run: &RunRow,
+    run: &RunRecord,
     scoring: &ScoringConfig,
     scoring_source: &str,
     details: bool,
@@ -668,13 +683,13 @@ pub async fn costs(
     run_id: Option<i64>,
     model: Option<&str>,
 ) -> Result<CostReport, StoreError> {
-    let runs: Vec<RunRow> = match run_id {
+    let runs: Vec<RunRecord> = match run_id {
         Some(id) => vec![store.run(id).await?],
         None => store.runs().await?,
     };
-    let runs: Vec<RunRow> = match model {
+    let runs: Vec<RunRecord> = match model {
         Some(m) => {
-            let kept: Vec<RunRow> = runs.into_iter().filter(|r| r.model == m).collect();
+            let kept: Vec<RunRecord> = runs.into_iter().filter(|r| r.model == m).collect();
             if kept.is_empty() {
                 return Err(StoreError::NotFound(match run_id {
                     Some(id) => {
@@ -805,14 +820,20 @@ mod tests {
 
     #[test]
     fn reply_text_prefers_the_response_field() {
-        assert_eq!(
-            reply_text(
-                r#"{"category":"X","response":"Hi."}"#,
-                Some(r#"{"category":"X","response":"Hi."}"#)
-            ),
-            "Hi."
-        );
-        assert_eq!(reply_text("plain text", None), "plain text");
+        let text = r#"{"category":"X","response":"Hi."}"#;
+        let record = |response: &str, parsed: Option<Value>| ResultRecord {
+            response: Some(response.into()),
+            parsed,
+            ..ResultRecord::of(crate::domain::StoredResult::of_code(
+                "P1-B1-S1-C1-PT1",
+                5.0,
+                0.0,
+                true,
+            ))
+        };
+        let structured = record(text, serde_json::from_str(text).ok());
+        assert_eq!(reply_text(&structured), "Hi.");
+        assert_eq!(reply_text(&record("plain text", None)), "plain text");
     }
 
     fn add(c: &mut QualityCollector, code: &str, base: f64, text: &str) {

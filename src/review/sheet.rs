@@ -228,7 +228,7 @@ impl From<SheetError> for crate::Error {
             SheetError::Write(io) => crate::Error::from(io),
             SheetError::Csv(e) if crate::error::is_broken_pipe(&e) => crate::Error::BrokenPipe,
             other @ (SheetError::Content(_) | SheetError::Rows { .. } | SheetError::Csv(_)) => {
-                crate::Error::Usage(other.to_string())
+                crate::Error::usage_caused_by(other.to_string(), other)
             }
         }
     }

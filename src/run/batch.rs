@@ -16,7 +16,7 @@ use super::shared::Shared;
 use crate::benchmark::Benchmark;
 use crate::benchmark::cases::CaseIndex;
 use crate::domain::{ErrorKind, NewResult, RunStatus};
-use crate::openrouter::{CallLog, Client, ProviderError};
+use crate::openrouter::{CallLog, Client, FailureClass, ProviderError};
 use crate::run::RunControl;
 use crate::run::RunSettings;
 use crate::run::plan;
@@ -102,7 +102,7 @@ pub struct RunSummary {
     pub message: Option<String>,
     /// Set when the provider refused in a way that stops everything (401).
     #[serde(skip)]
-    pub fatal: Option<String>,
+    pub fatal: Option<Arc<ProviderError>>,
 }
 
 /// Runs (or resumes) one evaluation run for one model; the runs of a batch
@@ -401,14 +401,10 @@ async fn finish(
         control
             .batch
             .stop_reason()
-            .map(|r| (format!("stopped with the batch: {r}"), false))
+            .map(|r| (format!("stopped with the batch: {r}"), None))
     });
     let (status, message, fatal) = match (&stop_reason, control.interrupt.signal()) {
-        (Some((msg, fatal)), _) => (
-            RunStatus::Interrupted,
-            Some(msg.clone()),
-            fatal.then(|| msg.clone()),
-        ),
+        (Some((msg, fatal)), _) => (RunStatus::Interrupted, Some(msg.clone()), fatal.clone()),
         (None, Some(signal)) => (
             RunStatus::Interrupted,
             Some(format!("cancelled by {signal}")),
@@ -483,7 +479,7 @@ impl Lane {
             }
             // Spent and reserved by the requests in flight (budget.rs).
             if let Some(msg) = shared.batch.budget_reached() {
-                shared.set_stop(msg.clone(), false);
+                shared.set_stop(msg.clone(), None);
                 shared.batch.stop_all(msg, false);
                 break;
             }
@@ -551,7 +547,7 @@ impl Lane {
                         if n >= MAX_CONSECUTIVE_PROVIDER_ERRORS {
                             shared.set_stop(
                             format!("{n} test cases in a row failed at the provider (last: {}); stopped", r.error.as_deref().unwrap_or("?")),
-                            false,
+                            None,
                         );
                             stop.cancel();
                         }
@@ -604,14 +600,14 @@ fn not_judged(mut r: Box<NewResult>, why: &str) -> Box<NewResult> {
 /// A 401 or 402 is about the key or the account: it stops this run at once
 /// (a 401 also drops the requests in flight) and every model of the batch.
 fn stop_for(
-    e: &ProviderError,
+    e: &Arc<ProviderError>,
     model: &str,
     shared: &Shared,
     stop: &CancellationToken,
     abort: &CancellationToken,
 ) {
-    let fatal = matches!(e, ProviderError::Unauthorized { .. });
-    shared.set_stop(e.to_string(), fatal);
+    let fatal = e.class() == FailureClass::KeyRefused;
+    shared.set_stop(e.to_string(), fatal.then(|| Arc::clone(e)));
     shared.batch.stop_all(format!("{model}: {e}"), fatal);
     stop.cancel();
     if fatal {
@@ -633,7 +629,7 @@ async fn heartbeat(store: Store, run_id: i64, stop: CancellationToken, shared: A
             Ok(false) => {
                 shared.set_stop(
                     format!("another helmbench took over run {run_id}; stopped sending"),
-                    false,
+                    None,
                 );
                 stop.cancel();
             }
@@ -644,7 +640,11 @@ async fn heartbeat(store: Store, run_id: i64, stop: CancellationToken, shared: A
 
 /// The summary of a resumed run that had nothing left to do: nothing was
 /// sent or written, and the message says where the answers are.
-fn nothing_to_do(settings: &RunSettings, planned: usize, row: crate::store::RunRow) -> RunSummary {
+fn nothing_to_do(
+    settings: &RunSettings,
+    planned: usize,
+    row: crate::domain::RunRecord,
+) -> RunSummary {
     let message = format!(
         "already complete (every test case answered and judged); nothing sent, the run is unchanged; see `helmbench report --run {}`",
         row.run_id

@@ -80,7 +80,7 @@ impl SpendGate for Shared {
             return Err("the run stopped sending".into());
         }
         self.batch.reserve(retry, last_charge).inspect_err(|msg| {
-            self.set_stop(msg.clone(), false);
+            self.set_stop(msg.clone(), None);
             self.batch.stop_all(msg.clone(), false);
         })
     }

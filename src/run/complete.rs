@@ -8,8 +8,9 @@
 //! endpoint, a judge's models.yml entry), and silently keeping old answers
 //! for a changed request is worse than the bytes.
 
+use crate::domain::RunRecord;
 use crate::domain::RunStatus;
-use crate::store::{RunRow, Store, StoreError};
+use crate::store::{Store, StoreError};
 
 /// The run `run_id` when a resume would find nothing to do: completed,
 /// every planned test case stored, no provider or judge error to send or
@@ -20,12 +21,12 @@ pub(super) async fn resume_has_nothing_to_do(
     run_id: i64,
     planned: usize,
     retry_blocked: bool,
-) -> Result<Option<RunRow>, StoreError> {
+) -> Result<Option<RunRecord>, StoreError> {
     let row = store.run(run_id).await?;
     Ok(finished(store, &row, planned, retry_blocked).then_some(row))
 }
 
-fn finished(store: &Store, row: &RunRow, planned: usize, retry_blocked: bool) -> bool {
+fn finished(store: &Store, row: &RunRecord, planned: usize, retry_blocked: bool) -> bool {
     row.status == RunStatus::Completed
         && row.test_cases == planned as i64
         && row.provider_errors == 0

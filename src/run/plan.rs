@@ -10,10 +10,10 @@ pub fn plan(benchmark: &Benchmark, settings: &RunSettings) -> crate::Result<Vec<
     let selectors = settings
         .selectors
         .iter()
-        .map(|s| Selector::parse(s).map_err(crate::Error::Usage))
+        .map(|s| Selector::parse(s).map_err(crate::Error::usage))
         .collect::<crate::Result<Vec<_>>>()?;
     let mut cases = cases::select_indices(benchmark, &selectors, settings.include_no_context)
-        .map_err(crate::Error::Usage)?;
+        .map_err(crate::Error::usage)?;
     if let Some(limit) = settings.limit {
         cases.truncate(limit);
     }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::domain::{ErrorKind, NewResult};
+use crate::domain::NewResult;
 
 /// How a batch shows its progress.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -197,10 +197,10 @@ impl ModelProgress {
     pub(super) fn record(&self, r: &NewResult, spend: f64) {
         self.done.fetch_add(1, Ordering::Relaxed);
         match r.error_kind {
-            Some(ErrorKind::Provider | ErrorKind::Judge) => {
+            Some(k) if k.is_fault() => {
                 self.errors.fetch_add(1, Ordering::Relaxed);
             }
-            Some(ErrorKind::Blocked | ErrorKind::Refused) => {
+            Some(k) if k.is_block() => {
                 self.blocked.fetch_add(1, Ordering::Relaxed);
             }
             _ => {}

@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
 use super::settings::{BatchShared, SpendCounter};
+use crate::openrouter::ProviderError;
 
 /// Shared state between the workers, the collector and the caller.
 pub(super) struct Shared {
@@ -23,7 +24,8 @@ pub(super) struct Shared {
     pub(super) unknown_charges: AtomicI64,
     /// Set while results cannot be written: workers send nothing new.
     pub(super) write_blocked: AtomicBool,
-    pub(super) stop_reason: Mutex<Option<(String, bool)>>, // (message, fatal)
+    /// Why the run stopped, and the refused key (401) that stops everything.
+    pub(super) stop_reason: Mutex<Option<(String, Option<Arc<ProviderError>>)>>,
     /// The run's stop: once cancelled, no attempt is sent (budget.rs).
     pub(super) stop: CancellationToken,
 }
@@ -35,7 +37,7 @@ impl Shared {
     pub(super) fn unknown_charges(&self) -> i64 {
         self.unknown_charges.load(Ordering::Relaxed)
     }
-    pub(super) fn set_stop(&self, msg: String, fatal: bool) {
+    pub(super) fn set_stop(&self, msg: String, fatal: Option<Arc<ProviderError>>) {
         let mut s = self.stop_reason.lock().unwrap_or_else(|e| e.into_inner());
         if s.is_none() {
             *s = Some((msg, fatal));

@@ -4,6 +4,7 @@
 //! in committed transactions and the run stays resumable).
 
 use super::Interrupt;
+use crate::error::ExitStatus;
 
 /// Fires on Ctrl-C (or SIGTERM, what CI runners and `kill` send): nothing
 /// new is sent, the requests in flight get `grace` to finish and be stored
@@ -24,7 +25,7 @@ pub fn interrupt_handler(grace: std::time::Duration) -> Interrupt {
                 eprintln!(
                     "{name} received again: quitting now; `helmbench runs` lists the run to --resume"
                 );
-                std::process::exit(130);
+                ExitStatus::Interrupted.exit_now();
             }
         }
     });

@@ -13,7 +13,7 @@ use crate::domain::{
     Block, BlockKind, DiscardedCharge, ErrorKind, NewJudgement, NewResult, ServedBy,
 };
 use crate::judging::{checks, judge, panel, reply};
-use crate::openrouter::{CallLog, ChatRequest, Client, Completion, ProviderError};
+use crate::openrouter::{CallLog, ChatRequest, Client, Completion, FailureClass, ProviderError};
 use crate::run::RunSettings;
 use crate::store::{SeedIds, Store};
 
@@ -34,7 +34,7 @@ pub(super) enum Asked {
 pub(super) enum Outcome {
     Stored(Box<NewResult>),
     /// 401/402: the run must stop; nothing is stored for this test case.
-    Fatal(ProviderError),
+    Fatal(Arc<ProviderError>),
     /// Cancelled before an answer arrived.
     Aborted,
 }
@@ -185,27 +185,30 @@ impl Worker {
                     crate::openrouter::price_reply(&mut c, m, api);
                     c
                 }
-                Err(e) if e.is_fatal_for_run() => return Asked::Done(Outcome::Fatal(e)),
-                // The budget or a stop refused it: no result, resumable.
-                Err(ProviderError::NotSent(_)) => return Asked::Done(Outcome::Aborted),
-                Err(ProviderError::Blocked { block, .. }) => {
-                    r.prompt = prompt;
-                    r.passed = false;
-                    r.error_kind = Some(if block.kind == BlockKind::Refusal {
-                        ErrorKind::Refused
-                    } else {
-                        ErrorKind::Blocked
-                    });
-                    r.error = Some(block.message.clone());
-                    r.block = Some(*block);
-                    return Asked::Done(Outcome::Stored(Box::new(r)));
-                }
                 Err(e) => {
                     r.prompt = prompt;
                     r.passed = false;
-                    r.error_kind = Some(ErrorKind::Provider);
-                    r.error = Some(e.to_string());
-                    (r.error_type, r.provider_code) = (e.meta().error_type, e.meta().provider_code);
+                    let kind = match e.class() {
+                        FailureClass::KeyRefused | FailureClass::OutOfCredits => {
+                            return Asked::Done(Outcome::Fatal(Arc::new(e)));
+                        }
+                        // The budget or a stop refused it: no result, resumable.
+                        FailureClass::NotSent => return Asked::Done(Outcome::Aborted),
+                        FailureClass::Answered(kind) => kind,
+                        FailureClass::Failed | FailureClass::Config => ErrorKind::Provider,
+                    };
+                    r.error_kind = Some(kind);
+                    match e {
+                        ProviderError::Blocked { block, .. } => {
+                            r.error = Some(block.message.clone());
+                            r.block = Some(*block);
+                        }
+                        e => {
+                            r.error = Some(e.to_string());
+                            (r.error_type, r.provider_code) =
+                                (e.meta().error_type, e.meta().provider_code);
+                        }
+                    }
                     return Asked::Done(Outcome::Stored(Box::new(r)));
                 }
             },
@@ -231,18 +234,19 @@ impl Worker {
         // whatever was written before it and what it cost.
         if completion.finish_reason.as_deref() == Some("content_filter") {
             r.passed = false;
-            r.error_kind = Some(ErrorKind::Blocked);
             let message =
                 "the provider's content filter stopped the reply (finish_reason content_filter)";
             r.error = Some(message.into());
-            r.block = Some(Block {
+            let block = Block {
                 kind: BlockKind::ContentFilter,
                 message: message.into(),
                 reasons: Vec::new(),
                 flagged_input: None,
                 provider: completion.provider.clone(),
                 model_slug: completion.served_model.clone(),
-            });
+            };
+            r.error_kind = Some(block.error_kind());
+            r.block = Some(block);
             r.prompt = prompt;
             return Asked::Done(Outcome::Stored(Box::new(r)));
         }
@@ -313,7 +317,7 @@ impl Worker {
                     .await
                 {
                     Ok(j) => j,
-                    Err(fatal) => return Outcome::Fatal(fatal),
+                    Err(fatal) => return Outcome::Fatal(Arc::new(fatal)),
                 };
                 all_passed &= j.passed == Some(true);
                 if let Some(e) = &j.error {

@@ -188,7 +188,7 @@ impl Collector {
                             "results could not be written for {} s ({e}); stopped sending",
                             self.write_wait.as_secs()
                         ),
-                        false,
+                        None,
                     );
                     self.stop.cancel();
                 }

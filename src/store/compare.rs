@@ -6,22 +6,25 @@
 
 use serde::Deserialize;
 
-use super::reads::stored_from;
 use super::{Store, StoreError};
 use crate::domain::{ErrorKind, StoredResult};
 
 /// One JSON array per run; each element lists the [`StoredResult`] columns
 /// scoring reads, in the order of [`Packed`].
-pub(super) const SCORING_RESULTS: &str = concat!(
-    // A whole-number REAL goes as an integer: the same value to serde, and
-    // SQLite writes integers several times faster than floats.
-    "SELECT json_group_array(json_array(r.test_code, b.code, s.code, c.code, u.code, p.code,
+// A whole-number REAL goes as an integer: the same value to serde, and
+// SQLite writes integers several times faster than floats.
+pub(super) const SCORING_RESULTS: &str = "SELECT json_group_array(json_array(r.test_code, b.code, s.code, c.code, u.code, p.code,
        r.repeat_index,
        CASE WHEN r.base_severity = CAST(r.base_severity AS INTEGER) THEN CAST(r.base_severity AS INTEGER) ELSE r.base_severity END,
        CASE WHEN r.difficulty = CAST(r.difficulty AS INTEGER) THEN CAST(r.difficulty AS INTEGER) ELSE r.difficulty END,
-       r.passed, r.matched, r.error_kind)) ",
-    stored_from!()
-);
+       r.passed, r.matched, r.error_kind))
+  FROM result r
+  JOIN scenario s ON s.id = r.scenario_id
+  JOIN behaviour b ON b.id = s.behaviour_id
+  JOIN condition c ON c.id = r.condition_id
+  LEFT JOIN user_context u ON u.id = r.user_context_id
+  JOIN perturbation p ON p.id = r.perturbation_id
+  WHERE r.run_id = ?";
 
 /// One element of the array.
 #[derive(Deserialize)]

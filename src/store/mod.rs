@@ -29,13 +29,13 @@ mod served;
 mod totals;
 
 pub use plans::ReadPlan;
-pub use reads::{CriterionVerdict, ExportJudgement, ExportRow, ReportRow, Spend};
+pub use reads::{Detail, Spend, Which};
 pub use results::{CachedReply, request_key};
 pub use reuse::Reuse;
 pub use review::{
     Imported, JudgeSpendRow, LabelRow, LabelledJudgement, NewLabel, ReviewItem, VoteRow,
 };
-pub use runs::{HEARTBEAT_INTERVAL, Owner, RunRow, STALE_AFTER_S, process_started};
+pub use runs::{HEARTBEAT_INTERVAL, Owner, STALE_AFTER_S, process_started};
 pub use seed::SeedIds;
 pub use served::{ErrorTypeCount, ServedCount, TokenDetails};
 
@@ -46,7 +46,12 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("cannot open database {url}: {message}")]
-    Open { url: String, message: String },
+    Open {
+        url: String,
+        message: String,
+        #[source]
+        source: sqlx::Error,
+    },
     /// The file system says why the database file cannot be opened or
     /// created: which file, why, and the fix, in one sentence.
     #[error("{0}")]
@@ -64,7 +69,12 @@ pub enum StoreError {
     )]
     NotHelmbench { url: String },
     #[error("database {url} cannot be migrated: {message}")]
-    Migrate { url: String, message: String },
+    Migrate {
+        url: String,
+        message: String,
+        #[source]
+        source: sqlx::migrate::MigrateError,
+    },
     #[error("database query failed: {0}")]
     Query(#[from] sqlx::Error),
     #[error("{0}")]
@@ -75,18 +85,37 @@ pub enum StoreError {
     #[error("{0}")]
     Busy(String),
     /// Results kept in a file for the next run could not be written or read.
-    #[error("results kept for the next run: {0}")]
-    Pending(String),
+    #[error("results kept for the next run: {file}: {source}")]
+    Pending {
+        file: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// An in-memory database has no folder to keep results in.
+    #[error("results kept for the next run: an in-memory database has no folder")]
+    NoPendingFolder,
     /// A stored result's judgements, as SQLite aggregates them, are not the
-    /// JSON expected (see [`ExportRow`]).
+    /// JSON expected (see [`Store::results`]).
     #[error("{0}")]
-    Judgements(serde_json::Error),
+    Judgements(#[source] serde_json::Error),
+}
+
+impl StoreError {
+    /// SQLite could not open or read `url`: its words (see
+    /// [`describe_sqlx`]), with the error kept as the source.
+    fn open(url: &str, source: sqlx::Error) -> StoreError {
+        StoreError::Open {
+            url: url.into(),
+            message: describe_sqlx(&source),
+            source,
+        }
+    }
 }
 
 impl From<StoreError> for crate::Error {
     fn from(e: StoreError) -> Self {
         match e {
-            StoreError::NotFound(m) | StoreError::Busy(m) => crate::Error::Usage(m),
+            StoreError::NotFound(m) | StoreError::Busy(m) => crate::Error::usage(m),
             other => crate::Error::Store(Box::new(other)),
         }
     }
@@ -133,6 +162,7 @@ fn base_options(url: &str) -> Result<SqliteConnectOptions, StoreError> {
         SqliteConnectOptions::from_str(url).map_err(|e| StoreError::Open {
             url: url.into(),
             message: e.to_string(),
+            source: e,
         })?
     } else {
         SqliteConnectOptions::new().filename(url)
@@ -248,14 +278,12 @@ fn io_problem(verb: &str, path: &Path, target: &Path, e: &std::io::Error) -> Str
 
 /// The error for SQLite failing to open or set up `url` (`path` on disk):
 /// what the file system says when it refuses the file, else SQLite's words.
-fn open_error(url: &str, path: &Path, message: String) -> StoreError {
-    let not_a_database = message.contains("not a helmbench SQLite database");
+fn open_error(url: &str, path: &Path, e: sqlx::Error) -> StoreError {
+    let open = StoreError::open(url, e);
+    let not_a_database = open.to_string().contains("not a helmbench SQLite database");
     match path_problem(path).filter(|_| !not_a_database) {
         Some(p) => StoreError::Path(p),
-        None => StoreError::Open {
-            url: url.into(),
-            message,
-        },
+        None => open,
     }
 }
 impl Store {
@@ -267,7 +295,7 @@ impl Store {
             .max_connections(4)
             .connect_with(opts)
             .await
-            .map_err(|e| open_error(url, &path, describe_sqlx(&e)))?;
+            .map_err(|e| open_error(url, &path, e))?;
         // A newer helmbench's database must not be touched by this one.
         let applied: Vec<i64> = sqlx::query_scalar("SELECT version FROM _sqlx_migrations")
             .fetch_all(&pool)
@@ -307,6 +335,7 @@ impl Store {
                     return Err(StoreError::Migrate {
                         url: url.into(),
                         message,
+                        source: e,
                     });
                 }
             }
@@ -364,17 +393,13 @@ impl Store {
     async fn try_open_read_only(url: &str) -> Result<Store, StoreError> {
         let (pool, applied) = connect_read_only(url).await?;
         let known: HashSet<i64> = MIGRATOR.iter().map(|m| m.version).collect();
-        if let Some((v, _)) = applied.iter().find(|(v, _)| !known.contains(v)) {
+        if let Some(m) = applied.iter().find(|m| !known.contains(&m.version)) {
             return Err(StoreError::NewerSchema {
                 url: url.into(),
-                version: *v,
+                version: m.version,
             });
         }
-        let done: HashSet<i64> = applied
-            .iter()
-            .filter(|(_, ok)| *ok)
-            .map(|(v, _)| *v)
-            .collect();
+        let done = finished(&applied);
         if let Some(m) = MIGRATOR.iter().find(|m| !done.contains(&m.version)) {
             return Err(StoreError::OlderSchema {
                 url: url.into(),
@@ -399,11 +424,7 @@ impl Store {
             return 0;
         };
         pool.close().await;
-        let done: HashSet<i64> = applied
-            .iter()
-            .filter(|(_, ok)| *ok)
-            .map(|(v, _)| *v)
-            .collect();
+        let done = finished(&applied);
         MIGRATOR
             .iter()
             .filter(|m| !done.contains(&m.version))
@@ -460,10 +481,7 @@ impl Store {
             })
             .connect_with(opts)
             .await
-            .map_err(|e| StoreError::Open {
-                url: self.url.clone(),
-                message: describe_sqlx(&e),
-            })?;
+            .map_err(|e| StoreError::open(&self.url, e))?;
         Ok(Store {
             pool,
             url: self.url.clone(),
@@ -482,9 +500,26 @@ fn sidecar(url: &str, ext: &str) -> bool {
     })
 }
 
+/// A row of sqlx's `_sqlx_migrations`: a migration the database has, and
+/// whether it finished.
+#[derive(sqlx::FromRow)]
+struct AppliedMigration {
+    version: i64,
+    success: bool,
+}
+
+/// The versions of the migrations that finished.
+fn finished(applied: &[AppliedMigration]) -> HashSet<i64> {
+    applied
+        .iter()
+        .filter(|m| m.success)
+        .map(|m| m.version)
+        .collect()
+}
+
 /// Opens a database read-only (see [`Store::open_read_only`]) and reads
-/// which migrations it has, as (version, success).
-async fn connect_read_only(url: &str) -> Result<(SqlitePool, Vec<(i64, bool)>), StoreError> {
+/// which migrations it has.
+async fn connect_read_only(url: &str) -> Result<(SqlitePool, Vec<AppliedMigration>), StoreError> {
     let base = base_options(url)?
         .create_if_missing(false)
         .read_only(true)
@@ -507,7 +542,7 @@ async fn connect_read_only(url: &str) -> Result<(SqlitePool, Vec<(i64, bool)>), 
                 .connect_with(opts)
                 .await?;
             // Opening is lazy about the file: read the schema to know.
-            let applied: Result<Vec<(i64, bool)>, sqlx::Error> =
+            let applied: Result<Vec<AppliedMigration>, sqlx::Error> =
                 sqlx::query_as("SELECT version, success FROM _sqlx_migrations")
                     .fetch_all(&pool)
                     .await;
@@ -518,21 +553,13 @@ async fn connect_read_only(url: &str) -> Result<(SqlitePool, Vec<(i64, bool)>), 
         Err(_) | Ok((_, Err(_))) if !immutable_first && no_sidecars => connect(true).await,
         other => other,
     };
-    let (pool, applied) = opened.map_err(|e| StoreError::Open {
-        url: url.into(),
-        message: describe_sqlx(&e),
-    })?;
+    let (pool, applied) = opened.map_err(|e| StoreError::open(url, e))?;
     let applied = match applied {
         Ok(a) => a,
         Err(e) if e.to_string().contains("no such table") => {
             return Err(StoreError::NotHelmbench { url: url.into() });
         }
-        Err(e) => {
-            return Err(StoreError::Open {
-                url: url.into(),
-                message: describe_sqlx(&e),
-            });
-        }
+        Err(e) => return Err(StoreError::open(url, e)),
     };
     Ok((pool, applied))
 }
@@ -605,6 +632,25 @@ mod tests {
         let fine = dir.path().join("h.db");
         assert_eq!(path_problem(&fine), None);
         assert!(!fine.exists() && !dir.path().join("h.db-wal").exists());
+    }
+
+    /// A file SQLite refuses: the message names it and says why, and
+    /// SQLite's error stays the cause.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_refused_open_keeps_sqlites_error_as_its_source() {
+        use std::error::Error as _;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("not.db");
+        std::fs::write(&path, vec![b'x'; 4096]).unwrap();
+        let url = path.display().to_string();
+        let e = Store::open_read_only(&url).await.unwrap_err();
+        assert!(matches!(e, StoreError::Open { .. }), "{e:?}");
+        assert!(
+            e.to_string().contains("not a helmbench SQLite database"),
+            "{e}"
+        );
+        let source = e.source().expect("the cause is kept");
+        assert!(source.downcast_ref::<sqlx::Error>().is_some(), "{source:?}");
     }
 
     #[tokio::test(flavor = "multi_thread")]

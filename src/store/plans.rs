@@ -36,16 +36,12 @@ impl Store {
             ("costs: tokens", served::token_details_sql(true)),
             ("costs: judges", review::judge_spend_sql(true)),
             ("runs / costs: cache reuse", reuse::reuse_sql(true)),
-            (
-                "report: results",
-                format!("{} ORDER BY r.id", reads::REPORT_ROWS),
-            ),
+            ("report: results", reads::results_sql(reads::Which::Run(0))),
             (
                 "report: failed results",
-                format!("{} AND r.passed = 0 ORDER BY r.id", reads::REPORT_ROWS),
+                reads::results_sql(reads::Which::FailedOf(0)),
             ),
             ("report: criteria", reads::CRITERION_COUNTS.into()),
-            ("report: failed judgements", reads::FAILED_JUDGEMENTS.into()),
             ("report: scoring", compare::SCORING_RESULTS.into()),
             ("report: labels", review::LABELS.into()),
             (
@@ -53,7 +49,7 @@ impl Store {
                 review::LABELLED_JUDGEMENTS.into(),
             ),
             ("report: votes", review::VOTES.into()),
-            ("export", reads::export_sql(true)),
+            ("export", reads::results_sql(reads::Which::Run(0))),
         ];
         let mut out = Vec::with_capacity(statements.len());
         for (name, sql) in statements {

@@ -17,7 +17,7 @@ use super::{Store, StoreError, connect_options, totals};
 use crate::domain::{DiscardedCharge, NewJudgement, NewResult};
 
 /// A reply already paid for, reusable for an identical request.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, sqlx::FromRow)]
 pub struct CachedReply {
     pub response: String,
     pub finish_reason: Option<String>,
@@ -57,10 +57,9 @@ impl Store {
         .bind(run_id)
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows
-            .iter()
-            .map(|r| (r.get::<String, _>(0), r.get::<i64, _>(1)))
-            .collect())
+        rows.iter()
+            .map(|r| Ok((r.try_get("test_code")?, r.try_get("repeat_index")?)))
+            .collect()
     }
 
     /// A successful, well-formed reply to an identical request sent to the
@@ -72,7 +71,7 @@ impl Store {
         let Some(endpoint) = &self.endpoint else {
             return Ok(None);
         };
-        let row = sqlx::query(
+        Ok(sqlx::query_as(
             "SELECT response, finish_reason, generation_id, prompt_tokens, completion_tokens, served_model, provider FROM result
              WHERE request_hash = ? AND endpoint = ? AND response IS NOT NULL AND (error_kind IS NULL OR error_kind = 'judge')
              ORDER BY id LIMIT 1",
@@ -80,16 +79,7 @@ impl Store {
         .bind(request_hash)
         .bind(endpoint)
         .fetch_optional(&self.pool)
-        .await?;
-        Ok(row.map(|r| CachedReply {
-            response: r.get(0),
-            finish_reason: r.get(1),
-            generation_id: r.get(2),
-            prompt_tokens: r.get(3),
-            completion_tokens: r.get(4),
-            served_model: r.get(5),
-            provider: r.get(6),
-        }))
+        .await?)
     }
 
     /// [`request_key`]s of every request hash stored with a result, and of
@@ -241,7 +231,8 @@ impl Store {
             )
             .fetch_optional(&mut *tx)
             .await?
-            .map(|row| row.get(0));
+            .map(|row| row.try_get("id"))
+            .transpose()?;
             let Some(id) = id else { continue };
             written += 1;
             for j in &r.judgements {
@@ -328,8 +319,8 @@ impl Store {
         use std::io::Write as _;
         let path = self
             .pending_path(run_id)
-            .ok_or_else(|| StoreError::Pending("an in-memory database has no folder".into()))?;
-        let io = |e: std::io::Error| StoreError::Pending(format!("{}: {e}", path.display()));
+            .ok_or(StoreError::NoPendingFolder)?;
+        let io = |source| pending_error(&path, source);
         let file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -341,8 +332,7 @@ impl Store {
             .map(|r| Pending::Result(Box::new(r.clone())))
             .chain(charges.iter().cloned().map(Pending::Charge));
         for p in lines {
-            serde_json::to_writer(&mut w, &p)
-                .map_err(|e| StoreError::Pending(format!("{}: {e}", path.display())))?;
+            serde_json::to_writer(&mut w, &p).map_err(|e| io(e.into()))?;
             w.write_all(b"\n").map_err(io)?;
         }
         let file = w.into_inner().map_err(|e| io(e.into_error()))?;
@@ -359,7 +349,7 @@ impl Store {
         let text = match std::fs::read_to_string(&path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
-            Err(e) => return Err(StoreError::Pending(format!("{}: {e}", path.display()))),
+            Err(e) => return Err(pending_error(&path, e)),
         };
         let (mut results, mut charges) = (Vec::new(), Vec::new());
         // A line cut short by a crash while it was written is skipped.
@@ -377,8 +367,7 @@ impl Store {
             self.write_results(chunk, &[]).await?;
         }
         self.write_results(&[], &charges).await?;
-        std::fs::remove_file(&path)
-            .map_err(|e| StoreError::Pending(format!("{}: {e}", path.display())))?;
+        std::fs::remove_file(&path).map_err(|e| pending_error(&path, e))?;
         Ok(n)
     }
 
@@ -585,4 +574,12 @@ fn bind_result(q: SqliteQuery, r: &NewResult, endpoint: Option<&str>) -> SqliteQ
         .bind(r.provider_code.clone())
         .bind(r.block.as_ref().and_then(|b| serde_json::to_string(b).ok()))
         .bind(known_cost(r.byok_cost_usd))
+}
+
+/// The pending file at `path` could not be written or read.
+fn pending_error(path: &std::path::Path, source: std::io::Error) -> StoreError {
+    StoreError::Pending {
+        file: path.display().to_string(),
+        source,
+    }
 }

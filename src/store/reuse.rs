@@ -4,12 +4,10 @@
 
 use std::collections::BTreeMap;
 
-use sqlx::Row;
-
 use super::{Store, StoreError};
 
 /// Replies one run reused from the cache, and what they first cost.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, sqlx::FromRow)]
 pub struct Reuse {
     pub replies: i64,
     /// The provider-reported cost of the paid replies they copy (fee plus
@@ -24,30 +22,24 @@ impl Store {
     pub async fn reuse(&self, run_id: Option<i64>) -> Result<BTreeMap<i64, Reuse>, StoreError> {
         // Kept with the run's totals (see totals.rs), so `runs` and `costs`
         // never read every result for it.
-        let mut q = sqlx::query(sqlx::AssertSqlSafe(reuse_sql(run_id.is_some())));
-        if let Some(id) = run_id {
-            q = q.bind(id);
-        }
-        let rows = q.fetch_all(&self.pool).await?;
-        Ok(rows
-            .iter()
-            .map(|r| {
-                (
-                    r.get::<i64, _>(0),
-                    Reuse {
-                        replies: r.get(1),
-                        original_cost_usd: r.get(2),
-                    },
-                )
-            })
-            .collect())
+        let rows: Vec<ReuseRow> = self.per_run(reuse_sql, run_id).await?;
+        Ok(rows.into_iter().map(|r| (r.run_id, r.reuse)).collect())
     }
+}
+
+/// A row of [`reuse_sql`].
+#[derive(sqlx::FromRow)]
+struct ReuseRow {
+    run_id: i64,
+    #[sqlx(flatten)]
+    reuse: Reuse,
 }
 
 /// The statement of [`Store::reuse`] for one run or every run.
 pub(super) fn reuse_sql(one_run: bool) -> String {
     format!(
-        "SELECT run_id, SUM(cached_replies), SUM(reused_original_usd) FROM run_total {}
+        "SELECT run_id, SUM(cached_replies) AS replies, SUM(reused_original_usd) AS original_cost_usd
+           FROM run_total {}
           GROUP BY run_id HAVING SUM(cached_replies) > 0",
         if one_run { "WHERE run_id = ?" } else { "" }
     )

@@ -5,13 +5,8 @@
 use serde_json::Value;
 use sqlx::Row;
 
+use super::reads::json_col;
 use super::{Store, StoreError};
-
-/// A verdict column (JSON text) as a value; `None` when empty or unreadable.
-fn json_verdict(r: &sqlx::sqlite::SqliteRow, i: usize) -> Option<Value> {
-    r.get::<Option<String>, _>(i)
-        .and_then(|v| serde_json::from_str(&v).ok())
-}
 
 /// One judged criterion of one result, as a labelling sheet shows it.
 #[derive(Debug, Clone)]
@@ -66,8 +61,8 @@ impl Store {
     /// without a reply have nothing to label and are left out).
     pub async fn review_items(&self, run_id: i64) -> Result<Vec<ReviewItem>, StoreError> {
         let rows = sqlx::query(
-            "SELECT r.id, r.test_code, r.repeat_index, b.code, s.code, j.criterion, j.judge_model,
-                    j.verdict, j.passed, pt.text, r.response, r.parsed
+            "SELECT r.id AS result_id, r.test_code, r.repeat_index, b.code AS behaviour, s.code AS scenario,
+                    j.criterion, j.judge_model, j.verdict, j.passed, pt.text AS prompt, r.response, r.parsed
                FROM judgement j
                JOIN result r ON r.id = j.result_id
                JOIN scenario s ON s.id = r.scenario_id
@@ -79,23 +74,24 @@ impl Store {
         .bind(run_id)
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows
-            .iter()
-            .map(|r| ReviewItem {
-                result_id: r.get(0),
-                test_code: r.get(1),
-                repeat_index: r.get(2),
-                behaviour: r.get(3),
-                scenario: r.get(4),
-                criterion: r.get(5),
-                judge_model: r.get(6),
-                judge_verdict: json_verdict(r, 7),
-                judge_passed: r.get(8),
-                prompt: r.get(9),
-                response: r.get(10),
-                parsed: r.get(11),
+        rows.iter()
+            .map(|r| {
+                Ok(ReviewItem {
+                    result_id: r.try_get("result_id")?,
+                    test_code: r.try_get("test_code")?,
+                    repeat_index: r.try_get("repeat_index")?,
+                    behaviour: r.try_get("behaviour")?,
+                    scenario: r.try_get("scenario")?,
+                    criterion: r.try_get("criterion")?,
+                    judge_model: r.try_get("judge_model")?,
+                    judge_verdict: json_col(r, "verdict")?,
+                    judge_passed: r.try_get("passed")?,
+                    prompt: r.try_get("prompt")?,
+                    response: r.try_get("response")?,
+                    parsed: r.try_get("parsed")?,
+                })
             })
-            .collect())
+            .collect()
     }
 
     /// Stores one rater's labels of a run in one transaction: a label for a
@@ -148,15 +144,15 @@ impl Store {
             .await?;
         rows.iter()
             .map(|r| {
-                let verdict: String = r.get(3);
+                let verdict: String = r.try_get("verdict")?;
                 Ok(LabelRow {
-                    result_id: r.get(0),
-                    criterion: r.get(1),
-                    rater: r.get(2),
+                    result_id: r.try_get("result_id")?,
+                    criterion: r.try_get("criterion")?,
+                    rater: r.try_get("rater")?,
                     verdict: serde_json::from_str(&verdict).map_err(|e| {
                         StoreError::Integrity(format!("a human label's verdict is not JSON: {e}"))
                     })?,
-                    passed: r.get(4),
+                    passed: r.try_get("passed")?,
                 })
             })
             .collect()
@@ -185,17 +181,18 @@ impl Store {
             .bind(run_id)
             .fetch_all(&self.pool)
             .await?;
-        Ok(rows
-            .iter()
-            .map(|r| LabelledJudgement {
-                result_id: r.get(0),
-                scenario: r.get(1),
-                criterion: r.get(2),
-                judge_model: r.get(3),
-                verdict: json_verdict(r, 4),
-                passed: r.get(5),
+        rows.iter()
+            .map(|r| {
+                Ok(LabelledJudgement {
+                    result_id: r.try_get("result_id")?,
+                    scenario: r.try_get("scenario")?,
+                    criterion: r.try_get("criterion")?,
+                    judge_model: r.try_get("judge_model")?,
+                    verdict: json_col(r, "verdict")?,
+                    passed: r.try_get("passed")?,
+                })
             })
-            .collect())
+            .collect()
     }
 }
 
@@ -210,7 +207,7 @@ pub struct VoteRow {
 }
 
 /// What one judge cost a run.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
 pub struct JudgeSpendRow {
     pub run_id: i64,
     pub judge_model: String,
@@ -228,16 +225,17 @@ impl Store {
             .bind(run_id)
             .fetch_all(&self.pool)
             .await?;
-        Ok(rows
-            .iter()
-            .map(|r| VoteRow {
-                result_id: r.get(0),
-                scenario: r.get(1),
-                criterion: r.get(2),
-                judge_model: r.get(3),
-                verdict: json_verdict(r, 4),
+        rows.iter()
+            .map(|r| {
+                Ok(VoteRow {
+                    result_id: r.try_get("result_id")?,
+                    scenario: r.try_get("scenario")?,
+                    criterion: r.try_get("criterion")?,
+                    judge_model: r.try_get("judge_model")?,
+                    verdict: json_col(r, "verdict")?,
+                })
             })
-            .collect())
+            .collect()
     }
 
     /// Judge spend per run and judge model: a single judge's judgements,
@@ -245,23 +243,7 @@ impl Store {
     /// cost is its votes', is not counted twice). One run, or all; from the
     /// kept totals.
     pub async fn judge_spend(&self, run_id: Option<i64>) -> Result<Vec<JudgeSpendRow>, StoreError> {
-        let mut q = sqlx::query(sqlx::AssertSqlSafe(judge_spend_sql(run_id.is_some())));
-        if let Some(id) = run_id {
-            q = q.bind(id);
-        }
-        let rows = q.fetch_all(&self.pool).await?;
-        Ok(rows
-            .iter()
-            .map(|r| JudgeSpendRow {
-                run_id: r.get(0),
-                judge_model: r.get(1),
-                calls: r.get(2),
-                cost_usd: r.get(3),
-                prompt_tokens: r.get(4),
-                completion_tokens: r.get(5),
-                cached: r.get(6),
-            })
-            .collect())
+        self.per_run(judge_spend_sql, run_id).await
     }
 }
 
@@ -279,7 +261,7 @@ pub(super) const LABELS: &str =
               WHERE run_id = ? ORDER BY result_id, criterion, rater";
 
 pub(super) const LABELLED_JUDGEMENTS: &str =
-    "SELECT j.result_id, s.code, j.criterion, j.judge_model, j.verdict, j.passed
+    "SELECT j.result_id, s.code AS scenario, j.criterion, j.judge_model, j.verdict, j.passed
                FROM judgement j
                JOIN result r ON r.id = j.result_id
                JOIN scenario s ON s.id = r.scenario_id
@@ -287,7 +269,8 @@ pub(super) const LABELLED_JUDGEMENTS: &str =
                 AND EXISTS (SELECT 1 FROM human_label h WHERE h.result_id = j.result_id)
               ORDER BY j.result_id, j.id";
 
-pub(super) const VOTES: &str = "SELECT v.result_id, s.code, v.criterion, v.judge_model, v.verdict
+pub(super) const VOTES: &str =
+    "SELECT v.result_id, s.code AS scenario, v.criterion, v.judge_model, v.verdict
                FROM judge_vote v
                JOIN result r ON r.id = v.result_id
                JOIN scenario s ON s.id = r.scenario_id

@@ -7,78 +7,60 @@
 use std::path::Path;
 use std::time::Duration;
 
-use serde::Serialize;
 use serde_json::Value;
+use sqlx::Row;
+use sqlx::sqlite::SqliteRow;
 
 use super::{Store, StoreError};
 
-use crate::domain::RunStatus;
+use crate::domain::{RunRecord, RunStatus};
 
-/// A run as `runs` and reports show it, with totals from its results.
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
-pub struct RunRow {
-    pub run_id: i64,
-    pub model: String,
-    pub kind: String,
-    pub status: RunStatus,
-    pub started_at: String,
-    pub completed_at: Option<String>,
-    pub planned_test_cases: i64,
-    pub test_cases: i64,
-    pub passed: i64,
-    pub evaluations: i64,
-    pub passed_evaluations: i64,
-    pub format_failures: i64,
-    pub judge_errors: i64,
-    pub provider_errors: i64,
-    /// Test cases the provider blocked (moderation, guardrail, content
-    /// policy) and those the model refused through an error.
-    pub blocked: i64,
-    pub refused: i64,
-    pub cached_replies: i64,
-    /// Model calls in all: OpenRouter's fee plus, with bring-your-own-key,
-    /// what the providers billed the key (as budgets count them).
-    pub cost_usd: f64,
-    pub judge_cost_usd: f64,
-    /// The bring-your-own-key part of `cost_usd` + `judge_cost_usd`.
-    pub byok_cost_usd: f64,
-    pub prompt_tokens: i64,
-    pub completion_tokens: i64,
-    pub settings: String,
-    pub benchmark_hash: String,
-    pub message: Option<String>,
-    /// The run's budget (`--max-cost`), if any.
-    pub max_cost_usd: Option<f64>,
-    /// The part of `cost_usd` + `judge_cost_usd` paid for replies that were
-    /// retried or not kept (see `discarded_charge`).
-    pub discarded_cost_usd: f64,
-    /// Calls whose cost nobody knows (replies and judge calls without a
-    /// usable cost, attempts charged an unknown amount): `cost_usd` and
-    /// `judge_cost_usd` leave them out, so they are a floor, not a total.
-    pub unknown_cost_calls: i64,
-    #[serde(skip)]
-    pub owner_host: Option<String>,
-    #[serde(skip)]
-    pub owner_pid: Option<i64>,
-    #[serde(skip)]
-    pub owner_started: Option<i64>,
+/// A run as read with its owner: what tells a live run from one whose
+/// process is gone. Readers outside the store get only the [`RunRecord`].
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub(super) struct OwnedRun {
+    #[sqlx(flatten)]
+    pub(super) run: RunRecord,
+    owner_host: Option<String>,
+    owner_pid: Option<i64>,
+    owner_started: Option<i64>,
     /// Seconds since the owner's last heartbeat; None before migration 2.
-    #[serde(skip)]
-    pub heartbeat_age_s: Option<f64>,
+    heartbeat_age_s: Option<f64>,
 }
 
-impl RunRow {
-    /// How the run's blocked and refused test cases enter its score, as
-    /// recorded with it (`exclude` for runs recorded before the choice).
-    pub fn blocked_as(&self) -> crate::domain::BlockedAs {
-        #[derive(serde::Deserialize)]
-        struct Recorded {
-            #[serde(default)]
-            blocked_as: crate::domain::BlockedAs,
-        }
-        serde_json::from_str::<Recorded>(&self.settings)
-            .map(|r| r.blocked_as)
-            .unwrap_or_default()
+/// A run decoded by column name (the columns of [`run_sql`]).
+impl sqlx::FromRow<'_, SqliteRow> for RunRecord {
+    fn from_row(r: &SqliteRow) -> Result<Self, sqlx::Error> {
+        Ok(RunRecord {
+            run_id: r.try_get("run_id")?,
+            model: r.try_get("model")?,
+            kind: r.try_get("kind")?,
+            status: r.try_get("status")?,
+            started_at: r.try_get("started_at")?,
+            completed_at: r.try_get("completed_at")?,
+            planned_test_cases: r.try_get("planned_test_cases")?,
+            test_cases: r.try_get("test_cases")?,
+            passed: r.try_get("passed")?,
+            evaluations: r.try_get("evaluations")?,
+            passed_evaluations: r.try_get("passed_evaluations")?,
+            format_failures: r.try_get("format_failures")?,
+            judge_errors: r.try_get("judge_errors")?,
+            provider_errors: r.try_get("provider_errors")?,
+            blocked: r.try_get("blocked")?,
+            refused: r.try_get("refused")?,
+            cached_replies: r.try_get("cached_replies")?,
+            cost_usd: r.try_get("cost_usd")?,
+            judge_cost_usd: r.try_get("judge_cost_usd")?,
+            byok_cost_usd: r.try_get("byok_cost_usd")?,
+            prompt_tokens: r.try_get("prompt_tokens")?,
+            completion_tokens: r.try_get("completion_tokens")?,
+            settings: r.try_get("settings")?,
+            benchmark_hash: r.try_get("benchmark_hash")?,
+            message: r.try_get("message")?,
+            max_cost_usd: r.try_get("max_cost_usd")?,
+            discarded_cost_usd: r.try_get("discarded_cost_usd")?,
+            unknown_cost_calls: r.try_get("unknown_cost_calls")?,
+        })
     }
 }
 
@@ -115,14 +97,14 @@ impl Owner {
     }
 }
 
-impl RunRow {
+impl OwnedRun {
     /// Whether a process other than `me` is running this run now: its status
     /// is `running` and, on this host, its process is alive (also when
     /// stopped with Ctrl-Z or stalled on a database lock, whatever its
     /// heartbeat says); on another host, it beat in the last
     /// [`STALE_AFTER_S`] seconds.
     pub fn live_owner(&self, me: &Owner) -> Option<String> {
-        if self.status != RunStatus::Running {
+        if self.run.status != RunStatus::Running {
             return None;
         }
         let (host, pid) = (self.owner_host.as_deref()?, self.owner_pid?);
@@ -142,17 +124,19 @@ impl RunRow {
 
     /// A `running` run whose process is gone shows as `interrupted`; the
     /// stored status stays until a resume claims the run.
-    pub(super) fn settle(mut self, me: &Owner) -> RunRow {
-        if self.status == RunStatus::Running && self.live_owner(me).is_none() && !self.is_ours(me) {
-            self.status = RunStatus::Interrupted;
-            if self.message.is_none() {
-                self.message = Some(
+    pub(super) fn settle(self, me: &Owner) -> RunRecord {
+        let live = self.live_owner(me).is_some() || self.is_ours(me);
+        let mut run = self.run;
+        if run.status == RunStatus::Running && !live {
+            run.status = RunStatus::Interrupted;
+            if run.message.is_none() {
+                run.message = Some(
                     "the process running it stopped without finishing; resume it with run-batch --resume"
                         .into(),
                 );
             }
         }
-        self
+        run
     }
 
     fn is_ours(&self, me: &Owner) -> bool {
@@ -238,7 +222,7 @@ impl Store {
     /// owns, with a read alone: it answers while another program holds the
     /// write lock, where the claim itself would wait for it.
     pub async fn refuse_if_owned(&self, run_id: i64) -> Result<(), StoreError> {
-        let row = sqlx::query_as::<_, RunRow>(sqlx::AssertSqlSafe(run_sql()))
+        let row = sqlx::query_as::<_, OwnedRun>(sqlx::AssertSqlSafe(run_sql()))
             .bind(run_id)
             .bind(run_id)
             .fetch_optional(&self.pool)
@@ -258,7 +242,7 @@ impl Store {
     ) -> Result<(), StoreError> {
         // IMMEDIATE: two processes claiming at once are serialised here.
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        let row = sqlx::query_as::<_, RunRow>(sqlx::AssertSqlSafe(run_sql()))
+        let row = sqlx::query_as::<_, OwnedRun>(sqlx::AssertSqlSafe(run_sql()))
             .bind(run_id)
             .bind(run_id)
             .fetch_optional(&mut *tx)
@@ -442,7 +426,7 @@ mod tests {
     fn an_owner_on_this_host_is_live_while_its_pid_is_whatever_its_heartbeat() {
         let me = Owner::this_process();
         let parent = i64::from(std::os::unix::process::parent_id());
-        let mut row = RunRow {
+        let run = RunRecord {
             run_id: 1,
             model: "m".into(),
             kind: "batch".into(),
@@ -471,6 +455,9 @@ mod tests {
             max_cost_usd: None,
             discarded_cost_usd: 0.0,
             unknown_cost_calls: 0,
+        };
+        let mut row = OwnedRun {
+            run,
             owner_host: Some(me.host.clone()),
             owner_pid: Some(parent),
             owner_started: process_started(parent),

@@ -164,7 +164,7 @@ async fn upsert_components(
         // A no-op update, so RETURNING also names the rows already stored.
         q.push(" ON CONFLICT(full_code, content_hash) DO UPDATE SET code = excluded.code RETURNING full_code, id");
         for row in q.build().fetch_all(&mut **tx).await? {
-            ids.insert(row.get::<String, _>(0), row.get::<i64, _>(1));
+            ids.insert(row.try_get("full_code")?, row.try_get("id")?);
         }
     }
     if ids.len() != rows.len() {

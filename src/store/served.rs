@@ -8,7 +8,7 @@ use sqlx::Row;
 use super::{Store, StoreError};
 
 /// Replies of one run (or its judge) served by one model and provider.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
 pub struct ServedCount {
     pub run_id: i64,
     /// `model` or `judge`.
@@ -22,7 +22,7 @@ pub struct ServedCount {
 }
 
 /// Provider errors of one run with one `error_type` (None: not given).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
 pub struct ErrorTypeCount {
     pub run_id: i64,
     pub error_type: Option<String>,
@@ -30,7 +30,7 @@ pub struct ErrorTypeCount {
 }
 
 /// Reasoning and cached prompt tokens of one run, model and judge apart.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, sqlx::FromRow)]
 pub struct TokenDetails {
     pub run_id: i64,
     pub reasoning_tokens: i64,
@@ -42,23 +42,7 @@ pub struct TokenDetails {
 impl Store {
     /// Served model and provider counts, for one run or every run.
     pub async fn served_counts(&self, run_id: Option<i64>) -> Result<Vec<ServedCount>, StoreError> {
-        let sql = served_counts_sql(run_id.is_some());
-        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
-        if let Some(id) = run_id {
-            q = q.bind(id);
-        }
-        let rows = q.fetch_all(&self.pool).await?;
-        Ok(rows
-            .iter()
-            .map(|r| ServedCount {
-                run_id: r.get(0),
-                call: r.get(1),
-                requested: r.get(2),
-                served_model: r.get(3),
-                provider: r.get(4),
-                replies: r.get(5),
-            })
-            .collect())
+        self.per_run(served_counts_sql, run_id).await
     }
 
     /// Provider errors by `error_type`, for one run or every run.
@@ -66,20 +50,7 @@ impl Store {
         &self,
         run_id: Option<i64>,
     ) -> Result<Vec<ErrorTypeCount>, StoreError> {
-        let sql = error_type_counts_sql(run_id.is_some());
-        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
-        if let Some(id) = run_id {
-            q = q.bind(id);
-        }
-        let rows = q.fetch_all(&self.pool).await?;
-        Ok(rows
-            .iter()
-            .map(|r| ErrorTypeCount {
-                run_id: r.get(0),
-                error_type: r.get(1),
-                results: r.get(2),
-            })
-            .collect())
+        self.per_run(error_type_counts_sql, run_id).await
     }
 
     /// Reasoning and cached prompt tokens per run (one run or every run).
@@ -87,22 +58,7 @@ impl Store {
         &self,
         run_id: Option<i64>,
     ) -> Result<Vec<TokenDetails>, StoreError> {
-        let sql = token_details_sql(run_id.is_some());
-        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
-        if let Some(id) = run_id {
-            q = q.bind(id);
-        }
-        let rows = q.fetch_all(&self.pool).await?;
-        Ok(rows
-            .iter()
-            .map(|r| TokenDetails {
-                run_id: r.get(0),
-                reasoning_tokens: r.get(1),
-                cached_prompt_tokens: r.get(2),
-                judge_reasoning_tokens: r.get(3),
-                judge_cached_prompt_tokens: r.get(4),
-            })
-            .collect())
+        self.per_run(token_details_sql, run_id).await
     }
 
     /// The mean completion tokens of `model`'s replies that were sent
@@ -114,23 +70,27 @@ impl Store {
         judge: bool,
     ) -> Result<Option<(f64, i64)>, StoreError> {
         let sql = if judge {
-            "SELECT AVG(completion_tokens), COUNT(*) FROM judgement
+            "SELECT AVG(completion_tokens) AS mean, COUNT(*) AS replies FROM judgement
               WHERE judge_model = ? AND cached = 0 AND completion_tokens > 0"
         } else {
-            "SELECT AVG(r.completion_tokens), COUNT(*)
+            "SELECT AVG(r.completion_tokens) AS mean, COUNT(*) AS replies
                FROM result r JOIN evaluation_run er ON er.id = r.run_id JOIN llm l ON l.id = er.llm_id
               WHERE l.model_id = ? AND r.cached = 0 AND r.completion_tokens > 0"
         };
         let row = sqlx::query(sql).bind(model).fetch_one(&self.pool).await?;
-        let n: i64 = row.get(1);
-        Ok((n > 0).then(|| (row.get::<f64, _>(0), n)))
+        let n: i64 = row.try_get("replies")?;
+        Ok(match n > 0 {
+            true => Some((row.try_get("mean")?, n)),
+            false => None,
+        })
     }
 }
 
 /// The statement of [`Store::served_counts`] for one run or every run.
 pub(super) fn served_counts_sql(one_run: bool) -> String {
     format!(
-            "SELECT run_id, call, requested, NULLIF(served_model, ''), NULLIF(provider, ''), replies
+            "SELECT run_id, call, requested, NULLIF(served_model, '') AS served_model,
+                    NULLIF(provider, '') AS provider, replies
                FROM run_served_total {} ORDER BY run_id, call DESC, requested, served_model, provider",
             if one_run { "WHERE run_id = ?" } else { "" }
         )
@@ -139,7 +99,7 @@ pub(super) fn served_counts_sql(one_run: bool) -> String {
 /// The statement of [`Store::error_type_counts`] for one run or every run.
 pub(super) fn error_type_counts_sql(one_run: bool) -> String {
     format!(
-        "SELECT run_id, NULLIF(error_type, ''), results FROM run_error_total {}
+        "SELECT run_id, NULLIF(error_type, '') AS error_type, results FROM run_error_total {}
               ORDER BY run_id, results DESC, error_type",
         if one_run { "WHERE run_id = ?" } else { "" }
     )
@@ -148,8 +108,10 @@ pub(super) fn error_type_counts_sql(one_run: bool) -> String {
 /// The statement of [`Store::token_details`] for one run or every run.
 pub(super) fn token_details_sql(one_run: bool) -> String {
     format!(
-        "SELECT run_id, SUM(reasoning_tokens), SUM(cached_prompt_tokens),
-                    SUM(judge_reasoning_tokens), SUM(judge_cached_prompt_tokens)
+        "SELECT run_id, SUM(reasoning_tokens) AS reasoning_tokens,
+                    SUM(cached_prompt_tokens) AS cached_prompt_tokens,
+                    SUM(judge_reasoning_tokens) AS judge_reasoning_tokens,
+                    SUM(judge_cached_prompt_tokens) AS judge_cached_prompt_tokens
                FROM run_total {}
               GROUP BY run_id HAVING SUM(test_cases) > 0 ORDER BY run_id",
         if one_run { "WHERE run_id = ?" } else { "" }

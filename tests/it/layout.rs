@@ -593,3 +593,81 @@ fn no_source_file_over_1000_lines() {
         .collect();
     assert!(big.is_empty(), "split these by concept: {big:?}");
 }
+
+/// Every `.get(N)` / `.try_get(N)` / `.get::<T, _>(N)` in `code` (a column
+/// read by position), as `line: text`.
+fn positional_reads(code: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for (n, line) in code.lines().enumerate() {
+        let mut rest = line;
+        let next = |s: &str| {
+            [s.find(".get"), s.find(".try_get")]
+                .into_iter()
+                .flatten()
+                .min()
+        };
+        while let Some(at) = next(rest) {
+            let after = &rest[at + 1..];
+            let after = after
+                .strip_prefix("try_get")
+                .or_else(|| after.strip_prefix("get"))
+                .unwrap_or(after);
+            // Skip a turbofish `::<T, _>` (nested brackets included).
+            let mut args = after;
+            if let Some(t) = after.strip_prefix("::<") {
+                let mut depth = 1;
+                let end = t.char_indices().find_map(|(k, ch)| {
+                    match ch {
+                        '<' => depth += 1,
+                        '>' => depth -= 1,
+                        _ => {}
+                    }
+                    (depth == 0).then_some(k + 1)
+                });
+                args = end.map_or("", |e| &t[e..]);
+            }
+            if let Some(a) = args.strip_prefix('(')
+                && a.trim_start().starts_with(|c: char| c.is_ascii_digit())
+            {
+                found.push(format!("{}: {}", n + 1, line.trim()));
+            }
+            rest = &rest[at + 1..];
+        }
+        // A tuple decoded from a row is read by position too.
+        if line.contains("query_as::<_, (") {
+            found.push(format!("{}: {}", n + 1, line.trim()));
+        }
+    }
+    found
+}
+
+/// The store decodes every row by column name (a `FromRow` struct, or
+/// `try_get("column")`): a read by position breaks silently when a column
+/// is added to or moved in a SELECT.
+#[test]
+fn the_store_reads_no_column_by_position() {
+    let c = Crate::new();
+    let found: Vec<String> = c
+        .files
+        .iter()
+        .filter(|f| f.module.first().is_some_and(|m| m == "store"))
+        .flat_map(|f| {
+            positional_reads(&f.code)
+                .into_iter()
+                .map(|l| format!("src/{}.rs:{l}", f.module.join("/")))
+        })
+        .collect();
+    assert!(
+        found.is_empty(),
+        "decode these by column name:\n{}",
+        found.join("\n")
+    );
+    // The guard itself: each positional form is found, a read by name is not.
+    let planted = "let a: i64 = row.get(0);\nlet b = r.try_get::<Option<String>, _>( 3)?;\nlet c = row.get::<i64, _>(1);\nlet d = r.try_get(\"\")?;\nlet e = sqlx::query_as::<_, (i64, bool)>(\"\");\n";
+    let hits = positional_reads(planted);
+    assert_eq!(
+        hits.iter().map(|h| &h[..2]).collect::<Vec<_>>(),
+        ["1:", "2:", "3:", "5:"],
+        "{hits:?}"
+    );
+}
