@@ -58,9 +58,11 @@ async fn main() {
             1000 * items,
             0.0005 * items as f64
         );
-        sock.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n")
-            .await
-            .unwrap();
+        sock.write_all(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n",
+        )
+        .await
+        .unwrap();
         sock.write_all(head.as_bytes()).await.unwrap();
         let mut chunk = Vec::with_capacity(1 << 20);
         for i in 0..items {

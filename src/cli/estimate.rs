@@ -136,8 +136,7 @@ pub(super) async fn preflight(
         .map(|m| {
             (
                 m.model.clone(),
-                m.cost_usd
-                    .map(|[_, hi]| hi / m.requests.max(1) as f64),
+                m.cost_usd.map(|[_, hi]| hi / m.requests.max(1) as f64),
             )
         })
         .collect();

@@ -97,7 +97,9 @@ const DEFAULT_PROGRESS_EVERY_S: u64 = 10;
 fn parse_batch_size(s: &str) -> std::result::Result<usize, String> {
     match s.trim().parse::<usize>() {
         Ok(n) if (1..=50_000).contains(&n) => Ok(n),
-        _ => Err(format!("expected a number of requests from 1 to 50000, got {s:?}")),
+        _ => Err(format!(
+            "expected a number of requests from 1 to 50000, got {s:?}"
+        )),
     }
 }
 

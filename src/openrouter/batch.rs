@@ -377,7 +377,9 @@ fn scan(spool: Spool, redact: super::redact::Redactor) -> Result<Polled, Provide
         .map_err(|e| bad(e.to_string()))?;
     let has_results = head.has_results;
     let batch_cost = head.usage.as_ref().and_then(BatchUsage::cost_usd);
-    let status = head.into_status().ok_or_else(|| bad("no id or status".into()))?;
+    let status = head
+        .into_status()
+        .ok_or_else(|| bad("no id or status".into()))?;
     let results = (has_results && status.status == "completed").then(|| BatchResults {
         costs: share(batch_cost, lights),
         spool,
@@ -769,7 +771,11 @@ mod tests {
         assert_eq!(s.usage.unwrap().cost_usd(), Some(0.5));
         let path = std::env::temp_dir().join(format!("hb-test-{}.json", rand::random::<u64>()));
         std::fs::write(&path, text).unwrap();
-        let polled = scan(Spool(path), super::super::redact::Redactor::new("sk-x-123456")).unwrap();
+        let polled = scan(
+            Spool(path),
+            super::super::redact::Redactor::new("sk-x-123456"),
+        )
+        .unwrap();
         let results = polled.results.unwrap();
         assert_eq!(results.len(), 1);
         let (tx, mut rx) = tokio::sync::mpsc::channel(4);

@@ -581,7 +581,12 @@ fn stop_for(
 /// connection), so a writer waiting on a lock never makes the run look
 /// abandoned. If another process took the run over, this one stops sending,
 /// or both would pay.
-pub(super) async fn heartbeat(store: Store, run_id: i64, stop: CancellationToken, shared: Arc<Shared>) {
+pub(super) async fn heartbeat(
+    store: Store,
+    run_id: i64,
+    stop: CancellationToken,
+    shared: Arc<Shared>,
+) {
     let mut tick = tokio::time::interval(crate::store::HEARTBEAT_INTERVAL);
     tick.tick().await;
     loop {
@@ -602,7 +607,11 @@ pub(super) async fn heartbeat(store: Store, run_id: i64, stop: CancellationToken
 
 /// The summary of a resumed run that had nothing left to do: nothing was
 /// sent or written, and the message says where the answers are.
-pub(super) fn nothing_to_do(settings: &RunSettings, planned: usize, row: crate::store::RunRow) -> RunSummary {
+pub(super) fn nothing_to_do(
+    settings: &RunSettings,
+    planned: usize,
+    row: crate::store::RunRow,
+) -> RunSummary {
     let message = format!(
         "already complete (every test case answered and judged); nothing sent, the run is unchanged; see `helmbench report --run {}`",
         row.run_id

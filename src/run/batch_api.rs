@@ -89,7 +89,12 @@ pub async fn run_batch_api(
     let work = plan(b, settings)?;
     let planned = work.len();
     if let Some(id) = resume
-        && ctx.store.run_batches(id).await?.iter().all(|r| !r.is_live())
+        && ctx
+            .store
+            .run_batches(id)
+            .await?
+            .iter()
+            .all(|r| !r.is_live())
         && let Some(row) =
             complete::resume_has_nothing_to_do(&ctx.store, id, planned, control.retry_blocked)
                 .await?
@@ -97,17 +102,22 @@ pub async fn run_batch_api(
         return Ok(nothing_to_do(settings, planned, row));
     }
     let opening = control.batch.opening.lock().await;
-    let (run_id, spent_before, redo) =
-        open_run(ctx, settings, resume, "batch", planned, control.retry_blocked).await?;
+    let (run_id, spent_before, redo) = open_run(
+        ctx,
+        settings,
+        resume,
+        "batch",
+        planned,
+        control.retry_blocked,
+    )
+    .await?;
     drop(opening);
     let stored = ctx.store.stored_cases(run_id).await?;
     let held = ctx.store.held_cases(run_id).await?;
-    let progress = control.batch.progress.add(
-        run_id,
-        &settings.model.id,
-        planned,
-        stored.len(),
-    );
+    let progress = control
+        .batch
+        .progress
+        .add(run_id, &settings.model.id, planned, stored.len());
     let cache = control
         .batch
         .cache
@@ -173,7 +183,10 @@ pub async fn run_batch_api(
         shared.clone(),
     ));
     let mut live = recorded(ctx, run_id, &mut col).await?;
-    let outcome = drive(ctx, settings, control, api, run_id, &mut col, &mut live, &shared).await;
+    let outcome = drive(
+        ctx, settings, control, api, run_id, &mut col, &mut live, &shared,
+    )
+    .await;
     beat.abort();
     col.flush().await?;
     progress.set_spend(col.spent);
@@ -267,11 +280,7 @@ enum Ended {
 /// The batches an earlier process of this run recorded: an intent whose
 /// 202 never came is abandoned (its requests go out again); submitted and
 /// completed ones are polled (a completed one is read again).
-async fn recorded(
-    ctx: &RunContext,
-    run_id: i64,
-    col: &mut Collect,
-) -> crate::Result<Vec<Live>> {
+async fn recorded(ctx: &RunContext, run_id: i64, col: &mut Collect) -> crate::Result<Vec<Live>> {
     let rows: Vec<BatchRow> = ctx.store.run_batches(run_id).await?;
     let mut live = Vec::new();
     // Judge requests that a live batch holds are not sent again.
@@ -369,7 +378,10 @@ async fn drive(
                 .unwrap_or_else(|e| e.into_inner())
                 .is_some();
         if !stopping {
-            submit_models(ctx, settings, control, api, run_id, round, col, live, shared).await?;
+            submit_models(
+                ctx, settings, control, api, run_id, round, col, live, shared,
+            )
+            .await?;
             col.judge_from_cache().await;
             submit_judges(ctx, control, api, run_id, round, col, live, shared).await?;
             round += 1;
@@ -378,16 +390,18 @@ async fn drive(
         if api.detach && !live.is_empty() {
             return Ok(Ended::Detached);
         }
-        if stopping
-            || live.is_empty() && col.pending.is_empty() && col.judge_pending.is_empty()
-        {
+        if stopping || live.is_empty() && col.pending.is_empty() && col.judge_pending.is_empty() {
             return Ok(Ended::Done);
         }
         if live.is_empty() {
             // Pending work that could not go out (the budget): stop.
             continue;
         }
-        let next = live.iter().map(|l| l.next).min().unwrap_or_else(Instant::now);
+        let next = live
+            .iter()
+            .map(|l| l.next)
+            .min()
+            .unwrap_or_else(Instant::now);
         tokio::select! {
             _ = tokio::time::sleep_until(next) => {}
             _ = interrupt.cancelled() => return Ok(Ended::Done),
@@ -535,7 +549,6 @@ async fn poll_one(
 fn col_ready(col: &Collect) -> usize {
     col.ready_len()
 }
-
 
 /// The wait before the next poll: a few seconds at first, half as much
 /// again each time up to minutes, with ±20 % jitter so that many batches
@@ -773,7 +786,9 @@ async fn post_all(
             .await?;
         let body = batch_body(
             &g.model,
-            chunk.iter().map(|(id, body, _, _)| (id.as_str(), body.as_str())),
+            chunk
+                .iter()
+                .map(|(id, body, _, _)| (id.as_str(), body.as_str())),
         );
         match ctx.client.create_batch(body).await {
             Ok(status) => {

@@ -306,13 +306,13 @@ impl Collect {
         match asked {
             Asked::Done(Outcome::Stored(r)) => self.push(r, item.into_iter().collect()),
             Asked::Done(_) => {}
-            Asked::Judge(r, text) => self.to_judge(key, r, text, item),
+            Asked::Judge(r, text) => self.queue_judges(key, r, text, item),
         }
     }
 
     /// Queues every judge request of a judged reply (a cached verdict is
     /// used at once).
-    fn to_judge(
+    fn queue_judges(
         &mut self,
         key: &CaseKey,
         r: Box<NewResult>,
@@ -630,7 +630,6 @@ impl Collect {
         }
         Ok(())
     }
-
 }
 
 /// A cost as counted: unknown costs count 0.

@@ -75,7 +75,11 @@ fn run_cost(b: &Bench) -> f64 {
 async fn same_verdicts_as_a_synchronous_run_at_half_the_cost_and_no_chat_request() {
     let (sync_server, _) = batch_server(Opts::default()).await;
     let sync = bench(6, "");
-    ok(run(&sync, &sync_server, &["run-batch", "--all-scenarios", "--yes"]));
+    ok(run(
+        &sync,
+        &sync_server,
+        &["run-batch", "--all-scenarios", "--yes"],
+    ));
 
     let (server, mock) = batch_server(Opts::default()).await;
     let batched = bench(6, "");
@@ -105,7 +109,10 @@ async fn same_verdicts_as_a_synchronous_run_at_half_the_cost_and_no_chat_request
     assert!(st.batches.iter().any(|b| b.model == "judge/model"));
     for keys in &st.post_keys {
         let at = |k: &str| keys.iter().position(|x| x == k).unwrap();
-        assert!(at("endpoint") < at("requests") && at("model") < at("requests"), "{keys:?}");
+        assert!(
+            at("endpoint") < at("requests") && at("model") < at("requests"),
+            "{keys:?}"
+        );
     }
     let batch_costs = st.batch_costs;
     drop(st);
@@ -124,8 +131,15 @@ async fn same_verdicts_as_a_synchronous_run_at_half_the_cost_and_no_chat_request
     let r = &runs_json(&batched)["runs"][0];
     assert_eq!(r["status"], "completed", "{r}");
     let batches = r["batches"].as_array().unwrap();
-    assert!(batches.iter().all(|b| b["batch_id"].as_str().unwrap().starts_with("batch_")));
-    assert!(batches.iter().all(|b| b["state"] == "collected"), "{batches:?}");
+    assert!(
+        batches
+            .iter()
+            .all(|b| b["batch_id"].as_str().unwrap().starts_with("batch_"))
+    );
+    assert!(
+        batches.iter().all(|b| b["state"] == "collected"),
+        "{batches:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -142,7 +156,14 @@ async fn an_expired_batch_and_an_item_error_go_out_again_and_end_answered() {
     let out = ok(run(
         &b,
         &server,
-        &[FAST, "run-batch", "--scenario", "P1-B1-S1", "--batch-api", "--yes"],
+        &[
+            FAST,
+            "run-batch",
+            "--scenario",
+            "P1-B1-S1",
+            "--batch-api",
+            "--yes",
+        ],
     ));
     let r = &runs_json(&b)["runs"][0];
     assert_eq!(r["status"], "completed", "{r}\n{}", stderr(&out));
@@ -153,13 +174,24 @@ async fn an_expired_batch_and_an_item_error_go_out_again_and_end_answered() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|b| (b["state"].as_str().unwrap(), b["status"].as_str().unwrap_or("")))
+        .map(|b| {
+            (
+                b["state"].as_str().unwrap(),
+                b["status"].as_str().unwrap_or(""),
+            )
+        })
         .collect();
     assert_eq!(states[0], ("ended", "expired"), "{states:?}");
     // The expired batch's cases went out again, the item error's once more.
     let accepted = mock.accepted();
-    assert_eq!(accepted[&("test/model".to_string(), "P1-B1-S1-C1-PT9~0".to_string())], 3);
-    assert_eq!(accepted[&("test/model".to_string(), "P1-B1-S1-C1-PT1~0".to_string())], 2);
+    assert_eq!(
+        accepted[&("test/model".to_string(), "P1-B1-S1-C1-PT9~0".to_string())],
+        3
+    );
+    assert_eq!(
+        accepted[&("test/model".to_string(), "P1-B1-S1-C1-PT1~0".to_string())],
+        2
+    );
     // Nothing was scored from the expired batch: every result came later.
     let cost = run_cost(&b);
     assert!((cost - mock.state.lock().unwrap().batch_costs).abs() < 1e-9);
@@ -175,7 +207,14 @@ async fn a_moderation_403_inside_a_batch_is_stored_blocked_and_not_sent_again() 
     ok(run(
         &b,
         &server,
-        &[FAST, "run-batch", "--scenario", "P1-B1-S1", "--batch-api", "--yes"],
+        &[
+            FAST,
+            "run-batch",
+            "--scenario",
+            "P1-B1-S1",
+            "--batch-api",
+            "--yes",
+        ],
     ));
     let r = &runs_json(&b)["runs"][0];
     assert_eq!(r["blocked"], 1, "{r}");
@@ -215,7 +254,12 @@ async fn kill_9_while_polling_then_resume_accepts_no_test_case_twice() {
     wait_until(60, "5 batches submitted", || {
         let pool = pool.clone();
         async move {
-            count(&pool, "SELECT COUNT(*) FROM api_batch WHERE state = 'submitted'").await >= 5
+            count(
+                &pool,
+                "SELECT COUNT(*) FROM api_batch WHERE state = 'submitted'",
+            )
+            .await
+                >= 5
         }
     })
     .await;
@@ -242,7 +286,14 @@ async fn detach_submits_and_exits_and_a_resume_collects_everything() {
     let out = ok(run(
         &b,
         &server,
-        &[FAST, "run-batch", "--all-scenarios", "--batch-api", "--detach", "--yes"],
+        &[
+            FAST,
+            "run-batch",
+            "--all-scenarios",
+            "--batch-api",
+            "--detach",
+            "--yes",
+        ],
     ));
     let text = format!("{}{}", stdout(&out), stderr(&out));
     assert!(text.contains("helmbench run-batch --resume 1"), "{text}");
@@ -250,7 +301,14 @@ async fn detach_submits_and_exits_and_a_resume_collects_everything() {
     assert_eq!(r["test_cases"], 0);
     assert!(!r["batches"].as_array().unwrap().is_empty());
     // Nothing was polled before it exited.
-    assert!(mock.state.lock().unwrap().batches.iter().all(|b| b.polls == 0));
+    assert!(
+        mock.state
+            .lock()
+            .unwrap()
+            .batches
+            .iter()
+            .all(|b| b.polls == 0)
+    );
 
     ok(run(&b, &server, &[FAST, "run-batch", "--resume", "1"]));
     let r = &runs_json(&b)["runs"][0];
@@ -271,7 +329,14 @@ async fn costs_shared_out_of_the_batch_cost_add_up_to_it_and_are_marked() {
     ok(run(
         &b,
         &server,
-        &[FAST, "run-batch", "--scenario", "P1-B1-S1", "--batch-api", "--yes"],
+        &[
+            FAST,
+            "run-batch",
+            "--scenario",
+            "P1-B1-S1",
+            "--batch-api",
+            "--yes",
+        ],
     ));
     let cost = run_cost(&b);
     let batch_costs = mock.state.lock().unwrap().batch_costs;
@@ -279,8 +344,93 @@ async fn costs_shared_out_of_the_batch_cost_add_up_to_it_and_are_marked() {
     assert!((cost - batch_costs).abs() < 1e-9, "{cost} != {batch_costs}");
     let pool = crate::support::child::connect(&b).await.unwrap();
     assert_eq!(
-        count(&pool, "SELECT COUNT(*) FROM api_batch_item WHERE cost_apportioned = 1").await,
+        count(
+            &pool,
+            "SELECT COUNT(*) FROM api_batch_item WHERE cost_apportioned = 1"
+        )
+        .await,
         5
     );
     let _ = db_path(&b);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ctrl_c_while_polling_leaves_the_batches_running_and_names_the_resume() {
+    let (server, mock) = batch_server(Opts::default()).await;
+    mock.hold.store(true, Ordering::SeqCst);
+    let b = bench(3, "");
+    let args = [
+        FAST,
+        "run-batch",
+        "--scenario",
+        "P1-B1-S1",
+        "--batch-api",
+        "--yes",
+    ];
+    let child = spawn(&b, &server.uri(), &args, &[]);
+    let pool = open_db(&b).await;
+    wait_until(60, "a batch submitted", || {
+        let pool = pool.clone();
+        async move {
+            count(
+                &pool,
+                "SELECT COUNT(*) FROM api_batch WHERE state = 'submitted'",
+            )
+            .await
+                >= 1
+        }
+    })
+    .await;
+    pool.close().await;
+    signal(child.id(), "-INT");
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    let text = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(
+        text.contains("still running at OpenRouter (left running, not cancelled)")
+            && text.contains("helmbench run-batch --resume 1"),
+        "{text}"
+    );
+    let r = &runs_json(&b)["runs"][0];
+    assert_eq!(r["status"], "interrupted");
+    assert_eq!(r["batches"][0]["state"], "submitted");
+    mock.hold.store(false, Ordering::SeqCst);
+    ok(run(&b, &server, &[FAST, "run-batch", "--resume", "1"]));
+    assert_eq!(runs_json(&b)["runs"][0]["status"], "completed");
+    assert!(mock.accepted().values().all(|&n| n == 1));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn max_cost_counts_the_batches_in_flight_and_refuses_one_that_could_cross_it() {
+    let (server, mock) = batch_server(Opts::default()).await;
+    mock.hold.store(true, Ordering::SeqCst);
+    let b = bench(9, "");
+    // Each test case is estimated at most about $0.002 at the discount
+    // (2,000 completion tokens at $2/M, halved): two batches of two fit
+    // under $0.01, a third could cross it.
+    let out = run(
+        &b,
+        &server,
+        &[
+            FAST,
+            "run-batch",
+            "--scenario",
+            "P1-B1-S1",
+            "--batch-api",
+            "--batch-size",
+            "2",
+            "--max-cost",
+            "0.01",
+            "--yes",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let submitted = mock.state.lock().unwrap().batches.len();
+    assert!(submitted >= 1 && submitted < 5, "{submitted} batches");
+    let r = &runs_json(&b)["runs"][0];
+    assert!(
+        r["message"].as_str().unwrap().contains("budget reached"),
+        "{r}"
+    );
 }

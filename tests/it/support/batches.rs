@@ -203,11 +203,25 @@ impl Respond for Create {
             expired: self.0.opts.expire.contains(&n),
             ended: None,
         });
-        ResponseTemplate::new(202).set_body_json(object(&id, &model, "validating", [reqs.len(), 0, 0], Value::Null, Value::Null))
+        ResponseTemplate::new(202).set_body_json(object(
+            &id,
+            &model,
+            "validating",
+            [reqs.len(), 0, 0],
+            Value::Null,
+            Value::Null,
+        ))
     }
 }
 
-fn object(id: &str, model: &str, status: &str, counts: [usize; 3], usage: Value, results: Value) -> Value {
+fn object(
+    id: &str,
+    model: &str,
+    status: &str,
+    counts: [usize; 3],
+    usage: Value,
+    results: Value,
+) -> Value {
     json!({
         "id": id, "object": "batch", "endpoint": "/v1/chat/completions", "model": model,
         "completion_window": "24h", "status": status, "created_at": 1782097200, "finalized_at": null,
@@ -220,7 +234,13 @@ struct Get(Arc<BatchApiMock>);
 
 impl Respond for Get {
     fn respond(&self, req: &Request) -> ResponseTemplate {
-        let id = req.url.path().rsplit('/').next().unwrap_or_default().to_string();
+        let id = req
+            .url
+            .path()
+            .rsplit('/')
+            .next()
+            .unwrap_or_default()
+            .to_string();
         let mock = &self.0;
         let mut guard = mock.state.lock().unwrap();
         let st = &mut *guard;
@@ -232,7 +252,12 @@ impl Respond for Get {
         if let Some((status, results, usage)) = &st.batches[i].ended {
             let b = &st.batches[i];
             return ResponseTemplate::new(200).set_body_json(object(
-                &b.id, &b.model, status, [total, total, 0], usage.clone(), results.clone(),
+                &b.id,
+                &b.model,
+                status,
+                [total, total, 0],
+                usage.clone(),
+                results.clone(),
             ));
         }
         st.batches[i].polls += 1;
@@ -245,16 +270,32 @@ impl Respond for Get {
                 p if p + 1 >= mock.opts.polls_to_finish => "finalizing",
                 _ => "in_progress",
             };
-            let done = if status == "validating" { 0 } else { total * polls / mock.opts.polls_to_finish.max(1) };
+            let done = if status == "validating" {
+                0
+            } else {
+                total * polls / mock.opts.polls_to_finish.max(1)
+            };
             let b = &st.batches[i];
-            return ResponseTemplate::new(200)
-                .set_body_json(object(&b.id, &b.model, status, [total, done, 0], Value::Null, Value::Null));
+            return ResponseTemplate::new(200).set_body_json(object(
+                &b.id,
+                &b.model,
+                status,
+                [total, done, 0],
+                Value::Null,
+                Value::Null,
+            ));
         }
         if st.batches[i].expired {
             st.batches[i].ended = Some(("expired".into(), Value::Null, Value::Null));
             let b = &st.batches[i];
-            return ResponseTemplate::new(200)
-                .set_body_json(object(&b.id, &b.model, "expired", [total, 0, 0], Value::Null, Value::Null));
+            return ResponseTemplate::new(200).set_body_json(object(
+                &b.id,
+                &b.model,
+                "expired",
+                [total, 0, 0],
+                Value::Null,
+                Value::Null,
+            ));
         }
         // Completed: every result inline, usage summed.
         let mut results = Vec::new();
@@ -263,7 +304,10 @@ impl Respond for Get {
         for (k, (cid, body)) in requests.iter().enumerate() {
             let p = prompt(body);
             let seen = {
-                let n = st.seen.entry(format!("{}|{p}", st.batches[i].model)).or_default();
+                let n = st
+                    .seen
+                    .entry(format!("{}|{p}", st.batches[i].model))
+                    .or_default();
                 *n += 1;
                 *n
             };
@@ -301,7 +345,12 @@ impl Respond for Get {
         let b = &st.batches[i];
         let _ = failed;
         ResponseTemplate::new(200).set_body_json(object(
-            &b.id, &b.model, "completed", [total, total, 0], usage, results,
+            &b.id,
+            &b.model,
+            "completed",
+            [total, total, 0],
+            usage,
+            results,
         ))
     }
 }
