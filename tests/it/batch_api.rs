@@ -44,6 +44,15 @@ fn bench(n: usize, extra: &str) -> Bench {
     b
 }
 
+/// Batches recorded as submitted (0 while the binary is still creating
+/// the database: its last migrations may not be applied yet).
+async fn submitted(pool: &sqlx::SqlitePool) -> i64 {
+    sqlx::query_scalar("SELECT COUNT(*) FROM api_batch WHERE state = 'submitted'")
+        .fetch_one(pool)
+        .await
+        .unwrap_or(0)
+}
+
 const FAST: &str = "--test-batch-poll-ms=10";
 
 /// Verdicts per (test code): passed, matched, error kind, judge verdicts.
@@ -253,14 +262,7 @@ async fn kill_9_while_polling_then_resume_accepts_no_test_case_twice() {
     // 9 test cases, 2 a batch: 5 batches submitted, then polled.
     wait_until(60, "5 batches submitted", || {
         let pool = pool.clone();
-        async move {
-            count(
-                &pool,
-                "SELECT COUNT(*) FROM api_batch WHERE state = 'submitted'",
-            )
-            .await
-                >= 5
-        }
+        async move { submitted(&pool).await >= 5 }
     })
     .await;
     signal(child.id(), "-KILL");
@@ -371,14 +373,7 @@ async fn ctrl_c_while_polling_leaves_the_batches_running_and_names_the_resume() 
     let pool = open_db(&b).await;
     wait_until(60, "a batch submitted", || {
         let pool = pool.clone();
-        async move {
-            count(
-                &pool,
-                "SELECT COUNT(*) FROM api_batch WHERE state = 'submitted'",
-            )
-            .await
-                >= 1
-        }
+        async move { submitted(&pool).await >= 1 }
     })
     .await;
     pool.close().await;
