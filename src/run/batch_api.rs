@@ -862,3 +862,29 @@ fn give_back(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn polls_start_at_the_first_wait_grow_by_half_and_stop_at_the_longest() {
+        let api = BatchApi {
+            batch_size: 10,
+            detach: false,
+            poll_first: Duration::from_secs(5),
+            poll_max: Duration::from_secs(300),
+            max_rounds: MAX_ROUNDS,
+            per_case_usd: HashMap::new(),
+        };
+        let first = next_wait(Duration::ZERO, &api);
+        assert!((4.0..=6.0).contains(&first.as_secs_f64()), "{first:?}");
+        let second = next_wait(Duration::from_secs(10), &api);
+        assert!((12.0..=18.0).contains(&second.as_secs_f64()), "{second:?}");
+        // Never past the longest wait plus its jitter, however long the last.
+        for _ in 0..100 {
+            let w = next_wait(Duration::from_secs(10_000), &api);
+            assert!((240.0..=360.0).contains(&w.as_secs_f64()), "{w:?}");
+        }
+    }
+}

@@ -149,6 +149,12 @@ async fn same_verdicts_as_a_synchronous_run_at_half_the_cost_and_no_chat_request
         batches.iter().all(|b| b["state"] == "collected"),
         "{batches:?}"
     );
+    // The table lists each batch with its status and counts.
+    let table = stdout(&ok(read(&batched, &["runs"])));
+    assert!(
+        table.contains("batch_0 model test/model: completed (collected)"),
+        "{table}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
