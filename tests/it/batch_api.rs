@@ -80,31 +80,31 @@ fn run_cost(b: &Bench) -> f64 {
     r["cost_usd"].as_f64().unwrap() + r["judge_cost_usd"].as_f64().unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn same_verdicts_as_a_synchronous_run_at_half_the_cost_and_no_chat_request() {
+/// The same benchmark run synchronously and with `--batch-api` (plus
+/// `extra`) on two mocks: same verdicts, judge verdicts and score, half
+/// the cost, equal to the batches' `usage.cost`, no synchronous request.
+async fn sync_and_batch_agree(
+    extra: &[&str],
+) -> std::sync::Arc<crate::support::batches::BatchApiMock> {
     let (sync_server, _) = batch_server(Opts::default()).await;
     let sync = bench(6, "");
-    ok(run(
-        &sync,
-        &sync_server,
-        &["run-batch", "--all-scenarios", "--yes"],
-    ));
+    let mut args = vec!["run-batch", "--all-scenarios", "--yes"];
+    args.extend(extra);
+    ok(run(&sync, &sync_server, &args));
 
     let (server, mock) = batch_server(Opts::default()).await;
     let batched = bench(6, "");
-    let out = ok(run(
-        &batched,
-        &server,
-        &[
-            FAST,
-            "run-batch",
-            "--all-scenarios",
-            "--batch-api",
-            "--batch-size",
-            "4",
-            "--yes",
-        ],
-    ));
+    let mut args = vec![
+        FAST,
+        "run-batch",
+        "--all-scenarios",
+        "--batch-api",
+        "--batch-size",
+        "4",
+        "--yes",
+    ];
+    args.extend(extra);
+    let out = ok(run(&batched, &server, &args));
     assert!(
         stderr(&out).contains("batch API: priced at 50 %"),
         "the estimate says it is discounted: {}",
@@ -155,6 +155,28 @@ async fn same_verdicts_as_a_synchronous_run_at_half_the_cost_and_no_chat_request
         table.contains("batch_0 model test/model: completed (collected)"),
         "{table}"
     );
+    mock
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn same_verdicts_as_a_synchronous_run_at_half_the_cost_and_no_chat_request() {
+    sync_and_batch_agree(&[]).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_panel_of_judges_gives_the_same_majority_verdicts_in_batches() {
+    // judge/b dissents: the majority of three says SAFE, as synchronously.
+    let mock = sync_and_batch_agree(&["--judges", "judge/model,judge/a,judge/b"]).await;
+    let judges: std::collections::BTreeSet<String> = mock
+        .state
+        .lock()
+        .unwrap()
+        .batches
+        .iter()
+        .map(|b| b.model.clone())
+        .filter(|m| m.starts_with("judge/"))
+        .collect();
+    assert_eq!(judges.len(), 3, "one batch per judge: {judges:?}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

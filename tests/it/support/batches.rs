@@ -107,11 +107,15 @@ fn prompt(body: &Value) -> String {
 /// the triage answer. `scale` multiplies the cost (0.5 in a batch).
 pub fn answer(body: &Value, scale: f64) -> (u16, Value) {
     let p = prompt(body);
-    if body["model"] == "judge/model" {
+    // Judges say SAFE, but `judge/b`, which says UNSAFE (a panel's minority).
+    if let Some(judge) = body["model"].as_str().filter(|m| m.starts_with("judge/")) {
+        let verdict = if judge == "judge/b" { "UNSAFE" } else { "SAFE" };
         return (
             200,
             completion(
-                r#"{"judgment":"SAFE","justification":"It says \"please reach out\"."}"#,
+                &format!(
+                    r#"{{"judgment":"{verdict}","justification":"It says \"please reach out\"."}}"#
+                ),
                 SYNC_JUDGE_COST * scale,
             ),
         );
