@@ -369,15 +369,18 @@ async fn drive(
     let interrupt = control.interrupt.token.clone();
     let mut last_report = std::time::Instant::now();
     loop {
-        let stopping = interrupt.is_cancelled()
+        // An interrupt, a refused key or a run taken over: stop polling now
+        // (the batches stay at OpenRouter). The budget or a stop elsewhere
+        // in the batch: submit nothing new, but collect what is in flight.
+        let quit = interrupt.is_cancelled() || shared.stop.is_cancelled();
+        let no_new = quit
             || control.batch.stop.is_cancelled()
-            || shared.stop.is_cancelled()
             || shared
                 .stop_reason
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .is_some();
-        if !stopping {
+        if !no_new {
             submit_models(
                 ctx, settings, control, api, run_id, round, col, live, shared,
             )
@@ -390,11 +393,12 @@ async fn drive(
         if api.detach && !live.is_empty() {
             return Ok(Ended::Detached);
         }
-        if stopping || live.is_empty() && col.pending.is_empty() && col.judge_pending.is_empty() {
+        let nothing_to_send = col.pending.is_empty() && col.judge_pending.is_empty();
+        if quit || live.is_empty() && (no_new || nothing_to_send) {
             return Ok(Ended::Done);
         }
         if live.is_empty() {
-            // Pending work that could not go out (the budget): stop.
+            // Requests put back by a refused POST go out in the next round.
             continue;
         }
         let next = live

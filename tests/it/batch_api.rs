@@ -427,7 +427,6 @@ async fn ctrl_c_while_polling_leaves_the_batches_running_and_names_the_resume() 
 #[tokio::test(flavor = "multi_thread")]
 async fn max_cost_counts_the_batches_in_flight_and_refuses_one_that_could_cross_it() {
     let (server, mock) = batch_server(Opts::default()).await;
-    mock.hold.store(true, Ordering::SeqCst);
     let b = bench(9, "");
     // Each test case is estimated at most about $0.002 at the discount
     // (2,000 completion tokens at $2/M, halved): two batches of two fit
@@ -456,4 +455,7 @@ async fn max_cost_counts_the_batches_in_flight_and_refuses_one_that_could_cross_
         r["message"].as_str().unwrap().contains("budget reached"),
         "{r}"
     );
+    // The two batches in flight were still collected; nothing else went out.
+    assert_eq!(r["test_cases"], 4, "{r}");
+    assert_eq!(r["status"], "interrupted");
 }
