@@ -514,7 +514,10 @@ impl BatchResults {
                 let status = reqwest::StatusCode::from_u16(resp.status_code)
                     .unwrap_or(reqwest::StatusCode::BAD_GATEWAY);
                 let text = body.to_string();
-                match classify(status, None, &text, Some(body), false) {
+                // A reasoning-only reply comes back as it is (its
+                // `empty_because` says so): a judge's is asked again with
+                // room to answer, a model's is sent again.
+                match classify(status, None, &text, Some(body), true) {
                     Outcome::Success(mut c) => {
                         c.cost_usd = cost_usd.unwrap_or(f64::NAN);
                         c.reported_cost_usd = cost_usd;

@@ -41,6 +41,11 @@ pub(super) struct JudgeReq {
     pub(super) schema_key: String,
     pub(super) tries: u32,
     pub(super) j: NewJudgement,
+    /// What the judge is asked, kept to ask again with a larger
+    /// `max_tokens` after a reasoning-only answer (as synchronously).
+    ask: judge::JudgeAsk,
+    /// The `max_tokens` it was asked again with, once it was.
+    enlarged: Option<u32>,
 }
 
 /// A paid reply waiting for its verdicts.
@@ -214,7 +219,14 @@ impl Collect {
         self.read_done.insert(batch);
     }
 
-    fn model_item(&mut self, batch: i64, key: &CaseKey, item: ResultItem) {
+    fn model_item(&mut self, batch: i64, key: &CaseKey, mut item: ResultItem) {
+        // A reply with reasoning and no content is what a synchronous
+        // request retries: it goes out again.
+        if let ItemReply::Answered(c) = &item.reply
+            && let Some(why) = &c.empty_because
+        {
+            item.reply = ItemReply::Again(format!("empty content ({why})"));
+        }
         let o = ItemOutcome {
             custom_id: item.custom_id.clone(),
             outcome: match item.reply {
@@ -356,6 +368,8 @@ impl Collect {
                     body: body.wire,
                     schema_key: schema_key.clone(),
                     tries: 0,
+                    ask: ask.clone(),
+                    enlarged: None,
                     j: NewJudgement {
                         criterion: rubric.code.clone(),
                         judge_model: jm.clone(),
@@ -463,6 +477,11 @@ impl Collect {
                     cached_prompt_tokens: j.served.cached_prompt_tokens + c.cached_prompt_tokens,
                 };
                 j.generation_id = c.generation_id;
+                if let Some(why) = c.empty_because {
+                    self.enlarge(req, &why);
+                    self.settle_outstanding(batch);
+                    return;
+                }
                 let rubric = self.rubric(&req.key);
                 match judge::parse(&rubric, &c.content) {
                     Ok(v) => {
@@ -487,6 +506,45 @@ impl Collect {
             }
         }
         self.settle_outstanding(batch);
+    }
+
+    /// A judge that answered with reasoning (or tool calls) and no
+    /// verdict: paid and counted, and asked once more with twice the
+    /// `max_tokens`, as a synchronous run does; then a judge error.
+    fn enlarge(&mut self, mut req: JudgeReq, why: &str) {
+        let entries = self
+            .worker
+            .benchmark
+            .models
+            .as_ref()
+            .map_or(&[][..], |m| &m.models[..]);
+        let settings = judge::settings(&req.key.2, entries);
+        let had = settings.max_tokens.unwrap_or(judge::MAX_TOKENS);
+        if let Some(more) = req.enlarged {
+            req.j.response = None;
+            req.j.passed = None;
+            req.j.error = Some(format!(
+                "the judge answered with {why} and no verdict, with max_tokens {had} and again with {more}: raise its max_tokens (or lower its reasoning effort) in models.yml"
+            ));
+            self.judged(req);
+            return;
+        }
+        let more = had.saturating_mul(2).min(judge::MAX_TOKENS_CAP);
+        let larger = crate::domain::ModelEntry {
+            max_tokens: Some(more),
+            ..settings
+        };
+        req.body = ChatRequest {
+            model: &larger,
+            prompt: &req.ask.prompt,
+            response_format: Some(&req.ask.response_format),
+            api: self.worker.client.api_of(&larger),
+            user: self.worker.client.user(),
+        }
+        .body()
+        .wire;
+        req.enlarged = Some(more);
+        self.judge_pending.push(req);
     }
 
     /// A judge request without a usable verdict: asked again in the next

@@ -115,7 +115,7 @@ async fn sync_and_batch_agree(
     assert!(st.refused.is_empty(), "{:?}", st.refused);
     // 7 test cases in 4s (2 batches: 2 schemas) and one judge batch.
     assert!(st.batches.len() >= 3, "{}", st.batches.len());
-    assert!(st.batches.iter().any(|b| b.model == "judge/model"));
+    assert!(st.batches.iter().any(|b| b.model.starts_with("judge/")));
     for keys in &st.post_keys {
         let at = |k: &str| keys.iter().position(|x| x == k).unwrap();
         assert!(
@@ -177,6 +177,17 @@ async fn a_panel_of_judges_gives_the_same_majority_verdicts_in_batches() {
         .filter(|m| m.starts_with("judge/"))
         .collect();
     assert_eq!(judges.len(), 3, "one batch per judge: {judges:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_judge_that_only_reasons_is_asked_again_with_room_as_synchronously() {
+    // judge/d answers with reasoning only at max_tokens 400, and with a
+    // verdict at 800: both runs ask it twice and pay for both answers.
+    let mock = sync_and_batch_agree(&["--judges", "judge/d"]).await;
+    let st = mock.state.lock().unwrap();
+    let judge_batches: Vec<_> = st.batches.iter().filter(|b| b.model == "judge/d").collect();
+    assert_eq!(judge_batches.len(), 2, "asked, then asked again with room");
+    assert_eq!(judge_batches[1].requests[0].1["max_tokens"], 800);
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -107,6 +107,17 @@ fn prompt(body: &Value) -> String {
 /// the triage answer. `scale` multiplies the cost (0.5 in a batch).
 pub fn answer(body: &Value, scale: f64) -> (u16, Value) {
     let p = prompt(body);
+    // `judge/d` only reasons (no verdict) while its max_tokens is under 800.
+    if body["model"] == "judge/d" && body["max_tokens"].as_u64().unwrap_or(0) < 800 {
+        return (
+            200,
+            json!({"id": "gen-r", "provider": "Mock",
+                   "choices": [{"index": 0, "finish_reason": "length",
+                                "message": {"role": "assistant", "content": "", "reasoning": "Let me weigh the reply..."}}],
+                   "usage": {"prompt_tokens": 100, "completion_tokens": 400, "cost": SYNC_JUDGE_COST * scale,
+                             "completion_tokens_details": {"reasoning_tokens": 400}}}),
+        );
+    }
     // Judges say SAFE, but `judge/b`, which says UNSAFE (a panel's minority).
     if let Some(judge) = body["model"].as_str().filter(|m| m.starts_with("judge/")) {
         let verdict = if judge == "judge/b" { "UNSAFE" } else { "SAFE" };
