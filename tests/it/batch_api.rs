@@ -470,3 +470,21 @@ async fn max_cost_counts_the_batches_in_flight_and_refuses_one_that_could_cross_
     assert_eq!(r["test_cases"], 4, "{r}");
     assert_eq!(r["status"], "interrupted");
 }
+
+#[test]
+fn detach_without_the_batch_api_is_a_usage_error() {
+    let b = bench(1, "");
+    let out = b
+        .cmd()
+        .env("OPENROUTER_API_KEY", "sk-test")
+        .env("OPENROUTER_BASE_URL", "http://127.0.0.1:9")
+        .args(["run-batch", "--all-scenarios", "--detach"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("use it with --batch-api"),
+        "{}",
+        stderr(&out)
+    );
+}
