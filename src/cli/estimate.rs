@@ -109,10 +109,37 @@ pub(super) async fn preflight(
     selection: &Selection,
     judge: Option<String>,
     yes: bool,
-) -> Result<Vec<crate::run::PreflightCharge>> {
+    discount: Option<f64>,
+) -> Result<Preflighted> {
     let (b, client) = (&*ctx.benchmark, &*ctx.client);
     let sel = &Covered { selection, judge };
-    let priced = price(s, b, models, sel, Some(&ctx.store)).await?;
+    let mut priced = price(s, b, models, sel, Some(&ctx.store)).await?;
+    // The Batch API bills "typically" a share of the per-token price: the
+    // estimate, and the budget refusal read from it, use that share.
+    if let Some(d) = discount {
+        let scale = |c: &mut Option<[f64; 2]>| {
+            if let Some(c) = c {
+                *c = c.map(|v| v * d);
+            }
+        };
+        for m in &mut priced.estimate.models {
+            scale(&mut m.cost_usd);
+        }
+        scale(&mut priced.estimate.cost_usd);
+    }
+    // Per model: the high end per test case (its judging included), what a
+    // batch in flight is counted at against --max-cost.
+    let per_case = priced
+        .estimate
+        .models
+        .iter()
+        .map(|m| {
+            (
+                m.model.clone(),
+                m.cost_usd.map(|[_, hi]| hi / m.requests.max(1) as f64),
+            )
+        })
+        .collect();
     let refusals = refusals(&priced, sel.selection.max_cost, &entries(b, models));
     // A wrong id or an unsupported parameter is refused before the estimate
     // is shown: every one of them, each on its line.
@@ -132,6 +159,13 @@ pub(super) async fn preflight(
         crate::report::terminal::set_width(s.stderr_width());
         let mut e = crate::report::terminal::Fit::new(std::io::stderr().lock());
         write_text(&mut e, &priced)?;
+        if let Some(d) = discount {
+            writeln!(
+                e,
+                "batch API: priced at {:.0} % of the per-token price, an estimate (OpenRouter bills batches \"typically\" at 50 %; each batch's usage.cost is what is charged)",
+                d * 100.0
+            )?;
+        }
         drop(e);
         crate::report::terminal::set_width(s.width);
     }
@@ -145,7 +179,16 @@ pub(super) async fn preflight(
         }
         eprintln!("--yes: starting anyway: {}", blocking.join("; "));
     }
-    probe(s, client, &priced, &entries(b, models)).await
+    let probes = probe(s, client, &priced, &entries(b, models)).await?;
+    Ok(Preflighted { per_case, probes })
+}
+
+/// What a passed preflight hands the run: per model, the high end of one
+/// test case's cost (what a Batch API batch in flight counts against
+/// `--max-cost`), and what the structured-output probes cost.
+pub(super) struct Preflighted {
+    pub(super) per_case: Vec<(String, Option<f64>)>,
+    pub(super) probes: Vec<crate::run::PreflightCharge>,
 }
 
 /// A resume's preflight: the checks that refuse (a model or judge gone

@@ -68,11 +68,40 @@ pub struct RunBatchArgs {
     /// redraw in place instead.
     #[arg(long, value_name = "SECS", default_value_t = DEFAULT_PROGRESS_EVERY_S, help_heading = "Output")]
     pub progress_every: u64,
+    /// Send the test cases (and then the judge's requests) through
+    /// OpenRouter's Batch API: typically half the price, results within
+    /// 24 hours, durable across kills and days (see README, "Batch API").
+    #[arg(long, help_heading = "Batch API")]
+    pub batch_api: bool,
+    /// With --batch-api: requests per batch, at most (a batch is also cut
+    /// before its body reaches 64 MB).
+    #[arg(long, value_name = "N", default_value_t = run::DEFAULT_BATCH_SIZE,
+          value_parser = parse_batch_size,
+          help_heading = "Batch API")]
+    pub batch_size: usize,
+    /// With --batch-api: submit the batches and exit at once, printing the
+    /// command that collects the results (`helmbench run-batch --resume N`).
+    #[arg(long, help_heading = "Batch API")]
+    pub detach: bool,
 }
+
+/// What the estimate prices a Batch API run at: OpenRouter bills batches
+/// "typically" at 50 % of the per-token price.
+const BATCH_DISCOUNT: f64 = 0.5;
 
 /// Default of `--progress-every`: often enough to see a log move, rarely
 /// enough that a long run's log stays readable.
 const DEFAULT_PROGRESS_EVERY_S: u64 = 10;
+
+/// `--batch-size`: 1 to 50,000 requests.
+fn parse_batch_size(s: &str) -> std::result::Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if (1..=50_000).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "expected a number of requests from 1 to 50000, got {s:?}"
+        )),
+    }
+}
 
 fn parse_blocked_as(s: &str) -> std::result::Result<BlockedAs, String> {
     s.trim().parse()
@@ -93,6 +122,9 @@ pub(super) struct Batch {
     pub format: DataFormat,
     /// Plain progress lines this often when stderr is not a terminal.
     pub progress_every: Option<std::time::Duration>,
+    /// `--batch-api`: requests per batch; None for synchronous requests.
+    pub batch_api: Option<usize>,
+    pub detach: bool,
 }
 
 impl Batch {
@@ -109,6 +141,8 @@ impl Batch {
             retry_blocked: false,
             format: DataFormat::Table,
             progress_every: Some(std::time::Duration::from_secs(DEFAULT_PROGRESS_EVERY_S)),
+            batch_api: None,
+            detach: false,
         }
     }
 }
@@ -117,6 +151,11 @@ impl RunBatchArgs {
     /// Checks what clap cannot (selectors, that something is selected)
     /// before anything is created or sent.
     fn resolve(&self) -> Result<Batch> {
+        if self.detach && !self.batch_api && self.resume.is_empty() {
+            return Err(Error::usage(
+                "--detach submits batches: use it with --batch-api".into(),
+            ));
+        }
         let mut resume = self.resume.clone();
         resume.dedup();
         let selection = if resume.is_empty() {
@@ -140,6 +179,8 @@ impl RunBatchArgs {
             format: self.format,
             progress_every: (self.progress_every > 0)
                 .then(|| std::time::Duration::from_secs(self.progress_every)),
+            batch_api: self.batch_api.then_some(self.batch_size),
+            detach: self.detach,
         })
     }
 }
@@ -182,21 +223,60 @@ pub(super) fn execute(s: &Settings, call_args: &CallArgs, args: &Batch) -> Resul
         let ctx = call::context(s, b, call_args).await?;
         let mut control = call_args.control(s);
         control.retry_blocked = args.retry_blocked;
+        let mut per_case = Vec::new();
         let (runs, budget, spent_before, probes) = if args.resume.is_empty() {
             // The estimate (and its refusals) before anything is created or sent.
             let models = call::models(&ctx.benchmark, call_args)?;
             let judge = call::judge_of(&ctx.benchmark, &call_args.judges);
-            let probes =
-                super::estimate::preflight(s, &ctx, &models, &args.selection, judge, call_args.yes)
-                    .await?;
+            let checked = super::estimate::preflight(
+                s,
+                &ctx,
+                &models,
+                &args.selection,
+                judge,
+                call_args.yes,
+                args.batch_api.map(|_| BATCH_DISCOUNT),
+            )
+            .await?;
+            per_case = checked.per_case;
             let (runs, budget, spent) = new_runs(&ctx, call_args, args)?;
-            (runs, budget, spent, probes)
+            (runs, budget, spent, checked.probes)
         } else {
             let planned = resumed_runs(&ctx, args).await?;
             // What a model or judge takes may have changed since the run
             // began: refused before the resume sends anything.
             super::estimate::resume_preflight(s, &ctx, &planned.0).await?;
             (planned.0, planned.1, planned.2, Vec::new())
+        };
+        if args.batch_api.is_some()
+            && let Some((_, st)) = runs
+                .iter()
+                .find(|(_, st)| ctx.client.api_of(&st.model) != crate::domain::Api::OpenRouter)
+        {
+            return Err(Error::usage(format!(
+                "--batch-api is OpenRouter's Batch API: `{}` is an OpenAI-compatible model (run it without --batch-api)",
+                st.model.id
+            )));
+        }
+        // A resumed run that submitted batches goes on through the Batch API.
+        let mut batch_mode = Vec::with_capacity(runs.len());
+        for (resume, _) in &runs {
+            let recorded = match resume {
+                Some(id) => !ctx.store.run_batches(*id).await?.is_empty(),
+                None => false,
+            };
+            batch_mode.push(args.batch_api.is_some() || recorded);
+        }
+        let api = run::BatchApi {
+            batch_size: args.batch_api.unwrap_or(run::DEFAULT_BATCH_SIZE),
+            detach: args.detach,
+            poll_first: s.batch_poll.unwrap_or(run::POLL_FIRST),
+            poll_max: s.batch_poll.unwrap_or(run::POLL_MAX),
+            max_rounds: run::BATCH_MAX_ROUNDS,
+            per_case_usd: per_case
+                .into_iter()
+                .filter_map(|(m, c)| c.map(|c| (m, c)))
+                .collect(),
         };
         let mut batch = run::BatchShared::new(budget, spent_before);
         // What the structured-output probes cost: counted against the
@@ -213,11 +293,19 @@ pub(super) fn execute(s: &Settings, call_args: &CallArgs, args: &Batch) -> Resul
         };
         // Every model at once: each run has its own workers, limit and
         // writer; the batch shares the budget, the stops and the cache.
-        let results =
-            futures_util::future::join_all(runs.iter().map(|(resume, settings)| {
-                run::run_batch(&ctx, settings, *resume, "batch", &control)
-            }))
-            .await;
+        let results = futures_util::future::join_all(runs.iter().zip(&batch_mode).map(
+            |((resume, settings), batched)| {
+                let (ctx, control, api) = (&ctx, &control, &api);
+                async move {
+                    if *batched {
+                        run::run_batch_api(ctx, settings, *resume, control, api).await
+                    } else {
+                        run::run_batch(ctx, settings, *resume, "batch", control).await
+                    }
+                }
+            },
+        ))
+        .await;
         if let Some(p) = plain {
             p.abort();
         }
@@ -243,9 +331,21 @@ pub(super) fn execute(s: &Settings, call_args: &CallArgs, args: &Batch) -> Resul
         {
             eprintln!("{line}");
         }
-        match first_error {
-            Some(e) => Err(e),
-            None => status,
+        match (first_error, status) {
+            (Some(e), _) => Err(e),
+            // Detached runs are unfinished by design: their batches run on.
+            (None, Ok(ExitStatus::Failure))
+                if args.detach
+                    && summaries.iter().all(|s| {
+                        s.message
+                            .as_deref()
+                            .is_some_and(|m| m.starts_with("detached"))
+                            || s.status == crate::domain::RunStatus::Completed
+                    }) =>
+            {
+                Ok(ExitStatus::Success)
+            }
+            (None, status) => status,
         }
     })
 }

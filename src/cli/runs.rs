@@ -17,12 +17,17 @@ pub struct RunsArgs {
 }
 
 pub fn run(s: &Settings, args: &RunsArgs) -> Result<ExitStatus> {
-    let (rows, routing, reuse) = s.read_only(|store| async move {
+    let (rows, routing, reuse, batches) = s.read_only(|store| async move {
         let rows = store.runs().await?;
         let routing = crate::report::routing::by_run(&store, None).await?;
         let reuse = store.reuse(None).await?;
-        Ok::<_, Error>((rows, routing, reuse))
+        let batches = store.all_batches().await?;
+        Ok::<_, Error>((rows, routing, reuse, batches))
     })?;
+    // A run's Batch API batches (issue 33), oldest first.
+    let batches_of = |id: i64| -> Vec<&crate::store::BatchRow> {
+        batches.iter().filter(|b| b.run_id == id).collect()
+    };
     let reused = |id: i64| reuse.get(&id).copied().unwrap_or_default();
     let route = |id: i64| routing.get(&id).cloned().unwrap_or_default();
     match args.format {
@@ -40,7 +45,13 @@ pub fn run(s: &Settings, args: &RunsArgs) -> Result<ExitStatus> {
                            "discarded_cost_usd": r.discarded_cost_usd, "unknown_cost_calls": r.unknown_cost_calls,
                            "max_cost_usd": r.max_cost_usd,
                            "started_at": r.started_at, "completed_at": r.completed_at, "message": r.message,
-                           "routing": route(r.run_id)})
+                           "routing": route(r.run_id),
+                           "batches": batches_of(r.run_id).iter().map(|b| json!({
+                               "batch_id": b.remote_id, "phase": b.phase, "model": b.model,
+                               "state": b.state, "status": b.remote_status, "round": b.round,
+                               "total": b.total, "completed": b.completed, "failed": b.failed,
+                               "cost_usd": b.cost_usd, "message": b.message,
+                               "created_at": b.created_at, "updated_at": b.updated_at})).collect::<Vec<_>>()})
                 })
                 .collect();
             serde_json::to_writer_pretty(&mut o, &json!({"runs": runs}))?;
@@ -83,6 +94,34 @@ pub fn run(s: &Settings, args: &RunsArgs) -> Result<ExitStatus> {
             writeln!(o, "{}", crate::report::terminal::fitted(t))?;
             for (id, r) in &reuse {
                 writeln!(o, "run {id}: {}", super::call::reuse_line(r))?;
+            }
+            for r in &rows {
+                let bs = batches_of(r.run_id);
+                if bs.is_empty() {
+                    continue;
+                }
+                let live = bs.iter().filter(|b| b.is_live()).count();
+                writeln!(
+                    o,
+                    "run {}: {} batch{} ({live} at OpenRouter)",
+                    r.run_id,
+                    bs.len(),
+                    if bs.len() == 1 { "" } else { "es" }
+                )?;
+                for b in bs {
+                    writeln!(
+                        o,
+                        "  {} {} {}: {} ({}), {}/{} done, {} failed",
+                        b.remote_id.as_deref().unwrap_or("(not accepted)"),
+                        b.phase,
+                        b.model,
+                        b.remote_status.as_deref().unwrap_or("-"),
+                        b.state,
+                        b.completed,
+                        b.total,
+                        b.failed
+                    )?;
+                }
             }
         }
     }

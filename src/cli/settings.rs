@@ -85,6 +85,10 @@ pub struct GlobalArgs {
     /// bookkeeping, so a crash test can kill it exactly there.
     #[arg(long, global = true, hide = true, value_name = "MS")]
     pub test_pause_before_finish_ms: Option<u64>,
+    /// Test hook: poll batches of `--batch-api` every MS milliseconds
+    /// (no backoff), so tests take milliseconds, not minutes.
+    #[arg(long, global = true, hide = true, value_name = "MS")]
+    pub test_batch_poll_ms: Option<u64>,
 }
 
 fn parse_api(s: &str) -> std::result::Result<Api, String> {
@@ -114,6 +118,8 @@ pub struct Settings {
     pub columns: Option<u16>,
     pub retry_base: Option<Duration>,
     pub pause_before_finish: Option<Duration>,
+    /// `--batch-api`'s poll interval, fixed (a test hook).
+    pub batch_poll: Option<Duration>,
 }
 
 impl std::fmt::Debug for Settings {
@@ -160,6 +166,7 @@ impl Settings {
             }),
             retry_base: g.test_retry_base_ms.map(Duration::from_millis),
             pause_before_finish: g.test_pause_before_finish_ms.map(Duration::from_millis),
+            batch_poll: g.test_batch_poll_ms.map(Duration::from_millis),
         }
     }
 

@@ -21,12 +21,12 @@ use super::{ChatRequest, ClientConfig, Completion, ProviderError};
 
 /// OpenRouter client holding one connection pool.
 pub struct Client {
-    http: reqwest::Client,
+    pub(super) http: reqwest::Client,
     /// Parsed once: `post(&String)` would parse (and IDNA-check) it per request.
     url: reqwest::Url,
-    cfg: ClientConfig,
+    pub(super) cfg: ClientConfig,
     /// Scrubs the key from everything a reply or an error carries.
-    redact: Redactor,
+    pub(super) redact: Redactor,
     /// In-flight limits per model (see [`AdaptiveLimit`]); a model without
     /// one is not limited here.
     limits: std::sync::RwLock<std::collections::HashMap<String, std::sync::Arc<AdaptiveLimit>>>,

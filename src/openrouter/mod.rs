@@ -9,6 +9,7 @@
 //! from `Debug` output, error messages and tracing events, and any text that
 //! echoes it back is scrubbed before it is stored in an error.
 
+mod batch;
 pub mod catalog;
 mod classify;
 mod client;
@@ -25,6 +26,10 @@ mod request;
 mod spend;
 mod wire;
 
+pub use batch::{
+    BATCH_ENDPOINT, BatchResults, BatchStatus, BatchUsage, ItemReply, Polled, RequestCounts,
+    ResultItem, batch_body, share,
+};
 pub use classify::reply_cost;
 pub use client::Client;
 pub use config::{ClientConfig, DEFAULT_BASE_URL, DEFAULT_MAX_REPLY_BYTES, MAX_PLAUSIBLE_COST_USD};

@@ -619,7 +619,12 @@ fn stop_for(
 /// connection), so a writer waiting on a lock never makes the run look
 /// abandoned. If another process took the run over, this one stops sending,
 /// or both would pay.
-async fn heartbeat(store: Store, run_id: i64, stop: CancellationToken, shared: Arc<Shared>) {
+pub(super) async fn heartbeat(
+    store: Store,
+    run_id: i64,
+    stop: CancellationToken,
+    shared: Arc<Shared>,
+) {
     let mut tick = tokio::time::interval(crate::store::HEARTBEAT_INTERVAL);
     tick.tick().await;
     loop {
@@ -640,7 +645,7 @@ async fn heartbeat(store: Store, run_id: i64, stop: CancellationToken, shared: A
 
 /// The summary of a resumed run that had nothing left to do: nothing was
 /// sent or written, and the message says where the answers are.
-fn nothing_to_do(
+pub(super) fn nothing_to_do(
     settings: &RunSettings,
     planned: usize,
     row: crate::domain::RunRecord,
@@ -670,7 +675,7 @@ fn nothing_to_do(
 /// process kept, clearing its provider errors). Returns its id, what it
 /// already spent (which counts against its budget) and the test cases whose
 /// judge failed before (judged again).
-async fn open_run(
+pub(super) async fn open_run(
     ctx: &RunContext,
     settings: &RunSettings,
     resume: Option<i64>,

@@ -4,6 +4,8 @@
 //! hand results to one writer (`worker.rs`, `writer.rs`).
 
 mod batch;
+mod batch_api;
+mod batch_collect;
 mod budget;
 mod cache;
 mod complete;
@@ -19,6 +21,10 @@ mod worker;
 mod writer;
 
 pub use batch::{RunContext, RunSummary, run_batch};
+pub use batch_api::{
+    BatchApi, DEFAULT_BATCH_SIZE, MAX_ROUNDS as BATCH_MAX_ROUNDS, POLL_FIRST, POLL_MAX,
+    run_batch_api,
+};
 pub use dry_run::{DryRunSummary, dry_run};
 pub use plan::plan;
 pub use progress::{Progress, ProgressMode};

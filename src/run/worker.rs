@@ -99,6 +99,55 @@ impl Worker {
     }
 }
 
+/// A test case ready to be asked: its result skeleton, composed prompt
+/// and request body.
+pub(super) struct Prepared {
+    pub(super) r: Box<NewResult>,
+    pub(super) prompt: String,
+    pub(super) body: String,
+}
+
+/// The result of a request that ended in `e` (not a stop): blocked or
+/// refused with what the provider said, else a provider error.
+pub(super) fn failed(mut r: Box<NewResult>, prompt: String, e: &ProviderError) -> Box<NewResult> {
+    r.prompt = prompt;
+    r.passed = false;
+    // The one place that classes a failure decides the kind (a block, a
+    // refusal, or a provider error).
+    r.error_kind = Some(match e.class() {
+        FailureClass::Answered(kind) => kind,
+        _ => ErrorKind::Provider,
+    });
+    if let ProviderError::Blocked { block, .. } = e {
+        r.error = Some(block.message.clone());
+        r.block = Some((**block).clone());
+    } else {
+        r.error = Some(e.to_string());
+        (r.error_type, r.provider_code) = (e.meta().error_type, e.meta().provider_code);
+    }
+    r
+}
+
+/// A judged result's verdict from its judgements, one per rubric in the
+/// scenario's order: passed when every criterion passed and none failed.
+pub(super) fn conclude(r: &mut NewResult) {
+    let mut all_passed = true;
+    let mut judge_error = None;
+    for j in &r.judgements {
+        all_passed &= j.passed == Some(true);
+        if let Some(e) = &j.error {
+            judge_error.get_or_insert_with(|| format!("{}: {e}", j.criterion));
+        }
+    }
+    r.matched = Some(all_passed);
+    r.passed = all_passed && judge_error.is_none();
+    r.evaluation_details = json!({"criteria": r.judgements.iter().map(|j| json!({"criterion": j.criterion, "verdict": j.verdict, "passed": j.passed, "justification": j.justification, "error": j.error})).collect::<Vec<_>>()});
+    if let Some(e) = judge_error {
+        r.error_kind = Some(ErrorKind::Judge);
+        r.error = Some(e);
+    }
+}
+
 /// One worker's view of the run.
 pub(super) struct Worker {
     pub(super) benchmark: Arc<Benchmark>,
@@ -117,13 +166,45 @@ impl Worker {
     /// model, parse, and check; a judged reply comes back for
     /// [`Worker::judge_all`].
     pub(super) async fn ask(&self, idx: CaseIndex, repeat: i64) -> Asked {
+        let Prepared {
+            mut r,
+            prompt,
+            body,
+        } = self.prepare(idx, repeat);
+        let m = &self.settings.model;
+        let api = self.client.api_of(m);
+        let completion = match self.cached(&r.request_hash).await {
+            Some(c) => c,
+            None => match self.client.chat_json(&m.id, body).await {
+                Ok(mut c) => {
+                    crate::openrouter::price_reply(&mut c, m, api);
+                    c
+                }
+                Err(e) => {
+                    return Asked::Done(match e.class() {
+                        FailureClass::KeyRefused | FailureClass::OutOfCredits => {
+                            Outcome::Fatal(Arc::new(e))
+                        }
+                        // The budget or a stop refused it: no result, resumable.
+                        FailureClass::NotSent => Outcome::Aborted,
+                        _ => Outcome::Stored(failed(r, prompt, &e)),
+                    });
+                }
+            },
+        };
+        r.prompt = prompt;
+        self.answer(idx, r, completion)
+    }
+
+    /// A test case's result skeleton, its composed prompt and the request
+    /// body (serialised once: hashed here, sent as is, alone or in a batch).
+    pub(super) fn prepare(&self, idx: CaseIndex, repeat: i64) -> Prepared {
         let case = idx.resolve(&self.benchmark);
         let s = case.scenario;
         let prompt = compose::compose(&case);
         let prompt_hash = sha256_hex(&[prompt.as_bytes()]);
         let m = &self.settings.model;
         let api = self.client.api_of(m);
-        // The body is serialised once: hashed here, sent as is.
         let body = ChatRequest {
             model: m,
             prompt: &prompt,
@@ -136,7 +217,7 @@ impl Worker {
         let request_hash = sha256_hex_pieces(&[&body.key_parts(), &[&repeat.to_le_bytes()]]);
         let body = body.wire;
         let base = case.base_severity();
-        let mut r = NewResult {
+        let r = NewResult {
             run_id: self.run_id,
             test_code: case.code(),
             repeat_index: repeat,
@@ -147,72 +228,62 @@ impl Worker {
                 .map(|u| self.ids.user_contexts[&u.full_code]),
             perturbation_id: self.ids.perturbations[&case.perturbation.full_code],
             prompt_hash,
-            request_hash: request_hash.clone(),
+            request_hash,
             base_severity: base,
             difficulty: case.condition.difficulty,
             attempts: 0,
             evaluation_details: json!({}),
             ..Default::default()
         };
+        Prepared {
+            r: Box::new(r),
+            prompt,
+            body,
+        }
+    }
 
-        let cached = match &self.cache {
-            Some(f) if f.may_have_reply(&request_hash) => {
-                self.store.cached_reply(&request_hash).await.ok().flatten()
+    /// A reply stored for the identical request, as a completion that cost
+    /// nothing now; None with `--no-cache` or when there is none.
+    pub(super) async fn cached(&self, request_hash: &str) -> Option<Completion> {
+        let c = match &self.cache {
+            Some(f) if f.may_have_reply(request_hash) => {
+                self.store.cached_reply(request_hash).await.ok().flatten()
             }
             _ => None,
-        };
-        let completion = match cached {
-            Some(c) => Completion {
-                generation_id: c.generation_id,
-                content: c.response,
-                finish_reason: c.finish_reason,
-                provider: c.provider,
-                served_model: c.served_model,
-                prompt_tokens: 0,
-                completion_tokens: 0,
-                reasoning_tokens: 0,
-                cached_prompt_tokens: 0,
-                cost_usd: 0.0,
-                reported_cost_usd: None,
-                upstream_cost_usd: None,
-                attempts: 0,
-                latency_ms: 0,
-                byok_cost_usd: 0.0,
-                empty_because: None,
-            },
-            None => match self.client.chat_json(&m.id, body).await {
-                Ok(mut c) => {
-                    crate::openrouter::price_reply(&mut c, m, api);
-                    c
-                }
-                Err(e) => {
-                    r.prompt = prompt;
-                    r.passed = false;
-                    let kind = match e.class() {
-                        FailureClass::KeyRefused | FailureClass::OutOfCredits => {
-                            return Asked::Done(Outcome::Fatal(Arc::new(e)));
-                        }
-                        // The budget or a stop refused it: no result, resumable.
-                        FailureClass::NotSent => return Asked::Done(Outcome::Aborted),
-                        FailureClass::Answered(kind) => kind,
-                        FailureClass::Failed | FailureClass::Config => ErrorKind::Provider,
-                    };
-                    r.error_kind = Some(kind);
-                    match e {
-                        ProviderError::Blocked { block, .. } => {
-                            r.error = Some(block.message.clone());
-                            r.block = Some(*block);
-                        }
-                        e => {
-                            r.error = Some(e.to_string());
-                            (r.error_type, r.provider_code) =
-                                (e.meta().error_type, e.meta().provider_code);
-                        }
-                    }
-                    return Asked::Done(Outcome::Stored(Box::new(r)));
-                }
-            },
-        };
+        }?;
+        Some(Completion {
+            generation_id: c.generation_id,
+            content: c.response,
+            finish_reason: c.finish_reason,
+            provider: c.provider,
+            served_model: c.served_model,
+            prompt_tokens: 0,
+            completion_tokens: 0,
+            reasoning_tokens: 0,
+            cached_prompt_tokens: 0,
+            cost_usd: 0.0,
+            reported_cost_usd: None,
+            upstream_cost_usd: None,
+            attempts: 0,
+            latency_ms: 0,
+            byok_cost_usd: 0.0,
+            empty_because: None,
+        })
+    }
+
+    /// The rest of a test case once its reply is in (sent alone, in a
+    /// batch, or from the cache): a content filter's stop, the parse and
+    /// the check; a judged reply comes back for the judge. `r.prompt`
+    /// holds the composed prompt.
+    pub(super) fn answer(
+        &self,
+        idx: CaseIndex,
+        mut r: Box<NewResult>,
+        completion: Completion,
+    ) -> Asked {
+        let case = idx.resolve(&self.benchmark);
+        let s = case.scenario;
+        let prompt = std::mem::take(&mut r.prompt);
         r.cached = completion.attempts == 0;
         r.response = Some(completion.content.clone());
         r.finish_reason = completion.finish_reason.clone();
@@ -248,7 +319,7 @@ impl Worker {
             r.error_kind = Some(block.error_kind());
             r.block = Some(block);
             r.prompt = prompt;
-            return Asked::Done(Outcome::Stored(Box::new(r)));
+            return Asked::Done(Outcome::Stored(r));
         }
 
         // Parse and validate a structured reply; a free-text reply is taken as is.
@@ -268,7 +339,7 @@ impl Worker {
                 r.error_kind = Some(ErrorKind::Format);
                 r.error = Some(e.0);
                 r.prompt = prompt;
-                return Asked::Done(Outcome::Stored(Box::new(r)));
+                return Asked::Done(Outcome::Stored(r));
             }
         };
         let text = reply::reply_text(&completion.content, parsed.as_ref()).to_string();
@@ -292,10 +363,10 @@ impl Worker {
             }
         } else if s.evaluation.is_judged() {
             r.prompt = prompt;
-            return Asked::Judge(Box::new(r), text);
+            return Asked::Judge(r, text);
         }
         r.prompt = prompt;
-        Asked::Done(Outcome::Stored(Box::new(r)))
+        Asked::Done(Outcome::Stored(r))
     }
 
     /// The judge's part of a test case: every criterion of its scenario.
@@ -308,31 +379,16 @@ impl Worker {
         let s = idx.resolve(&self.benchmark).scenario;
         let judge_model = self.settings.judge_model.clone().unwrap_or_default();
         let (prompt, repeat) = (std::mem::take(&mut r.prompt), r.repeat_index);
-        {
-            let mut all_passed = true;
-            let mut judge_error = None;
-            for rubric in &s.rubrics {
-                let j = match self
-                    .judge_rubric(&judge_model, rubric, &prompt, &text, repeat)
-                    .await
-                {
-                    Ok(j) => j,
-                    Err(fatal) => return Outcome::Fatal(Arc::new(fatal)),
-                };
-                all_passed &= j.passed == Some(true);
-                if let Some(e) = &j.error {
-                    judge_error.get_or_insert_with(|| format!("{}: {e}", rubric.code));
-                }
-                r.judgements.push(j);
-            }
-            r.matched = Some(all_passed);
-            r.passed = all_passed && judge_error.is_none();
-            r.evaluation_details = json!({"criteria": r.judgements.iter().map(|j| json!({"criterion": j.criterion, "verdict": j.verdict, "passed": j.passed, "justification": j.justification, "error": j.error})).collect::<Vec<_>>()});
-            if let Some(e) = judge_error {
-                r.error_kind = Some(ErrorKind::Judge);
-                r.error = Some(e);
+        for rubric in &s.rubrics {
+            match self
+                .judge_rubric(&judge_model, rubric, &prompt, &text, repeat)
+                .await
+            {
+                Ok(j) => r.judgements.push(j),
+                Err(fatal) => return Outcome::Fatal(Arc::new(fatal)),
             }
         }
+        conclude(&mut r);
         r.prompt = prompt;
         Outcome::Stored(r)
     }

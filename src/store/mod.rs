@@ -15,6 +15,7 @@ use std::time::Duration;
 use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
+mod batches;
 mod compare;
 mod kinds;
 mod plans;
@@ -28,6 +29,7 @@ mod seed;
 mod served;
 mod totals;
 
+pub use batches::{BatchItem, BatchRow, ItemOutcome};
 pub use plans::ReadPlan;
 pub use reads::{Detail, Spend, Which};
 pub use results::{CachedReply, request_key};

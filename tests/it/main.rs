@@ -3,6 +3,7 @@
 //! concept; what they share is in `support`.
 
 mod author_shapes;
+mod batch_api;
 mod batch_models;
 mod bench_smoke;
 mod bounded;

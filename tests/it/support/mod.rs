@@ -6,6 +6,7 @@
 //! the database it writes are in [`child`]; the scored run that `report`,
 //! `costs` and `export` read is in [`scored_run`].
 
+pub mod batches;
 pub mod child;
 pub mod mock;
 pub mod scored_run;

@@ -1,0 +1,903 @@
+//! `run-batch --batch-api` (issue 33): one run per model through
+//! OpenRouter's Batch API, durable across kills and days.
+//!
+//! A round submits every pending request, one batch per model and JSON
+//! schema (at most `batch_size` requests each); before each POST the
+//! intent (which test cases, which batch key) is recorded, and on the 202
+//! the batch id. Batches are then polled, each on its own backoff with
+//! jitter, until they end; a completed batch's results are read as a
+//! stream (batch_collect.rs). What failed goes out again in the next round,
+//! a bounded number of rounds; judge requests go out the same way once the
+//! replies are in. A resume polls every recorded batch and submits only
+//! what no live batch holds. Ctrl-C (and `--detach`) leave the batches
+//! running at OpenRouter; `--resume` collects them.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize};
+use std::time::Duration;
+
+use rand::Rng;
+use tokio::time::Instant;
+
+use super::batch::{heartbeat, nothing_to_do, open_run};
+use super::batch_collect::{CaseKey, Collect, ItemRef, JudgeKey, JudgeReq};
+use super::complete;
+use super::shared::Shared;
+use super::worker::Worker;
+use crate::domain::RunStatus;
+use crate::openrouter::{ProviderError, ResultItem, batch_body};
+use crate::run::RunContext;
+use crate::run::RunControl;
+use crate::run::RunSettings;
+use crate::run::RunSummary;
+use crate::run::plan;
+use crate::store::{BatchItem, BatchRow};
+
+/// How a `--batch-api` run submits and polls.
+#[derive(Debug, Clone)]
+pub struct BatchApi {
+    /// Requests per batch, at most.
+    pub batch_size: usize,
+    /// Submit, record, and return without waiting for results.
+    pub detach: bool,
+    /// The first wait between two polls of a batch, and the longest.
+    pub poll_first: Duration,
+    pub poll_max: Duration,
+    /// Times a request goes out before its failure is stored.
+    pub max_rounds: u32,
+    /// Per model: the estimate per test case (high end, at the batch
+    /// discount) that a batch in flight counts against --max-cost.
+    pub per_case_usd: HashMap<String, f64>,
+}
+
+/// Default `--batch-size`: a body of a few megabytes with typical prompts,
+/// far under any request size limit, yet few batches for a full run.
+pub const DEFAULT_BATCH_SIZE: usize = 1000;
+/// The largest batch body posted: a batch is cut earlier when its
+/// requests would pass this.
+const MAX_BODY_BYTES: usize = 64 << 20;
+/// Polls start a few seconds apart and grow to minutes.
+pub const POLL_FIRST: Duration = Duration::from_secs(5);
+pub const POLL_MAX: Duration = Duration::from_secs(300);
+/// Rounds a request may go out in (a batch that expires, an item error).
+pub const MAX_ROUNDS: u32 = 4;
+/// Results read ahead of the writer, at most.
+const READ_AHEAD: usize = 256;
+
+/// A batch at OpenRouter this process polls.
+struct Live {
+    row: i64,
+    remote: String,
+    model: String,
+    items: HashMap<String, ItemRef>,
+    next: Instant,
+    wait: Duration,
+    estimate: f64,
+    counts: [i64; 3],
+}
+
+/// Runs (or resumes) one model's run through the Batch API.
+pub async fn run_batch_api(
+    ctx: &RunContext,
+    settings: &RunSettings,
+    resume: Option<i64>,
+    control: &RunControl,
+    api: &BatchApi,
+) -> crate::Result<RunSummary> {
+    let b = &ctx.benchmark;
+    let work = plan(b, settings)?;
+    let planned = work.len();
+    if let Some(id) = resume
+        && ctx
+            .store
+            .run_batches(id)
+            .await?
+            .iter()
+            .all(|r| !r.is_live())
+        && let Some(row) =
+            complete::resume_has_nothing_to_do(&ctx.store, id, planned, control.retry_blocked)
+                .await?
+    {
+        return Ok(nothing_to_do(settings, planned, row));
+    }
+    let opening = control.batch.opening.lock().await;
+    let (run_id, spent_before, redo) = open_run(
+        ctx,
+        settings,
+        resume,
+        "batch",
+        planned,
+        control.retry_blocked,
+    )
+    .await?;
+    drop(opening);
+    let stored = ctx.store.stored_cases(run_id).await?;
+    let held = ctx.store.held_cases(run_id).await?;
+    let progress = control
+        .batch
+        .progress
+        .add(run_id, &settings.model.id, planned, stored.len());
+    let cache = control
+        .batch
+        .cache
+        .get_or_try_init(|| async {
+            if settings.no_cache {
+                return Ok::<_, crate::Error>(None);
+            }
+            let (replies, judgements) = ctx.store.request_keys().await?;
+            Ok(Some(Arc::new(super::cache::CacheFilter {
+                replies: std::sync::RwLock::new(replies),
+                judgements: std::sync::RwLock::new(judgements),
+            })))
+        })
+        .await?
+        .clone();
+    let worker = Worker {
+        benchmark: ctx.benchmark.clone(),
+        ids: ctx.ids.clone(),
+        client: ctx.client.clone(),
+        validators: ctx.validators.clone(),
+        store: ctx.store.clone(),
+        settings: settings.clone(),
+        run_id,
+        cache,
+    };
+    let cases: HashMap<CaseKey, _> = work
+        .iter()
+        .map(|&(c, r)| ((c.resolve(b).code(), i64::from(r)), c))
+        .collect();
+    let mut col = Collect::new(
+        worker,
+        ctx.store.clone(),
+        control.batch.clone(),
+        progress.clone(),
+        cases,
+        redo,
+        stored,
+        api.max_rounds.max(1),
+        spent_before,
+    );
+    col.pending = work
+        .iter()
+        .map(|&(c, r)| (c.resolve(b).code(), i64::from(r)))
+        .filter(|k| !col.stored.contains(k) && !held.contains(k))
+        .collect();
+    // Cases with a judge error before are among them (not stored): judged
+    // again from their stored reply, which the cache answers.
+
+    let stop = control.batch.abort.child_token();
+    let shared = Arc::new(Shared {
+        batch: control.batch.clone(),
+        next: AtomicUsize::new(0),
+        provider_errors_in_a_row: AtomicUsize::new(0),
+        spend: Default::default(),
+        unknown_charges: Default::default(),
+        write_blocked: AtomicBool::new(false),
+        stop_reason: std::sync::Mutex::new(None),
+        stop: stop.clone(),
+    });
+    let beat = tokio::spawn(heartbeat(
+        ctx.store.clone(),
+        run_id,
+        stop.clone(),
+        shared.clone(),
+    ));
+    let mut live = recorded(ctx, run_id, &mut col).await?;
+    let outcome = drive(
+        ctx, settings, control, api, run_id, &mut col, &mut live, &shared,
+    )
+    .await;
+    beat.abort();
+    col.flush().await?;
+    progress.set_spend(col.spent);
+    progress.finish();
+    // What the batches in flight were counted at is released.
+    release(control, live.iter().map(|l| l.estimate).sum());
+    let stop_reason = shared
+        .stop_reason
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone()
+        .or_else(|| {
+            control
+                .batch
+                .stop_reason()
+                .map(|r| (format!("stopped with the batch: {r}"), None))
+        });
+    let resume_cmd = format!("helmbench run-batch --resume {run_id}");
+    let all_done = ctx.store.count_results(run_id).await? >= planned as i64;
+    let (status, message, fatal) = match (outcome?, stop_reason, control.interrupt.signal()) {
+        (_, Some((msg, fatal)), _) => (
+            RunStatus::Interrupted,
+            Some(with_batches(&msg, live.len(), &resume_cmd)),
+            fatal,
+        ),
+        (_, None, Some(signal)) => (
+            RunStatus::Interrupted,
+            Some(with_batches(
+                &format!("cancelled by {signal}"),
+                live.len(),
+                &resume_cmd,
+            )),
+            None,
+        ),
+        (Ended::Detached, None, None) => (
+            RunStatus::Interrupted,
+            Some(format!(
+                "detached: {} batch{} submitted to OpenRouter; collect the results with `{resume_cmd}` (results are kept 30 days)",
+                live.len(),
+                if live.len() == 1 { "" } else { "es" }
+            )),
+            None,
+        ),
+        (Ended::Done, None, None) if all_done => (RunStatus::Completed, None, None),
+        (Ended::Done, None, None) => (
+            RunStatus::Interrupted,
+            Some(with_batches(
+                "not every test case finished",
+                live.len(),
+                &resume_cmd,
+            )),
+            None,
+        ),
+    };
+    ctx.store
+        .finish_run(run_id, status, message.as_deref())
+        .await?;
+    let row = ctx.store.run(run_id).await?;
+    Ok(RunSummary {
+        run_id,
+        model: settings.model.id.clone(),
+        status,
+        planned,
+        stored: row.test_cases as usize,
+        passed: row.passed as usize,
+        provider_errors: row.provider_errors as usize,
+        judge_errors: row.judge_errors as usize,
+        cost_usd: row.cost_usd + row.judge_cost_usd,
+        unknown_cost_calls: row.unknown_cost_calls,
+        max_cost_usd: row.max_cost_usd,
+        message,
+        fatal,
+    })
+}
+
+/// `msg`, and what is still at OpenRouter with the command that collects it.
+fn with_batches(msg: &str, live: usize, resume_cmd: &str) -> String {
+    if live == 0 {
+        return format!("{msg}; `{resume_cmd}` finishes it");
+    }
+    format!(
+        "{msg}; {live} batch{} still running at OpenRouter (left running, not cancelled): collect with `{resume_cmd}`",
+        if live == 1 { "" } else { "es" }
+    )
+}
+
+enum Ended {
+    Done,
+    Detached,
+}
+
+/// The batches an earlier process of this run recorded: an intent whose
+/// 202 never came is abandoned (its requests go out again); submitted and
+/// completed ones are polled (a completed one is read again).
+async fn recorded(ctx: &RunContext, run_id: i64, col: &mut Collect) -> crate::Result<Vec<Live>> {
+    let rows: Vec<BatchRow> = ctx.store.run_batches(run_id).await?;
+    let mut live = Vec::new();
+    // Judge requests that a live batch holds are not sent again.
+    for row in rows.iter().filter(|r| r.is_live() && r.phase == "judge") {
+        for it in ctx.store.batch_items(row.id).await? {
+            if let Some(key) = judge_key(col, &it) {
+                col.held_judge.insert(key);
+            }
+        }
+    }
+    // Model batches first: a judge's results need their case's reply.
+    let mut ordered: Vec<&BatchRow> = rows.iter().collect();
+    ordered.sort_by_key(|r| (r.phase != "model", r.id));
+    for row in ordered {
+        match (row.state.as_str(), &row.remote_id) {
+            ("intent", _) => {
+                ctx.store
+                    .record_batch_closed(
+                        row.id,
+                        "abandoned",
+                        "the process stopped before OpenRouter's answer was recorded",
+                    )
+                    .await?;
+            }
+            ("submitted" | "completed", Some(remote)) => {
+                let mut items = HashMap::new();
+                for it in ctx.store.batch_items(row.id).await? {
+                    let what = if row.phase == "model" {
+                        Some(ItemRef::Model((it.test_code.clone(), it.repeat_index)))
+                    } else {
+                        judge_key(col, &it).map(ItemRef::Judge)
+                    };
+                    if let Some(w) = what {
+                        items.insert(it.custom_id, w);
+                    }
+                }
+                col.expect(row.id, items.len());
+                live.push(Live {
+                    row: row.id,
+                    remote: remote.clone(),
+                    model: row.model.clone(),
+                    items,
+                    next: Instant::now(),
+                    wait: Duration::ZERO,
+                    estimate: if row.state == "submitted" {
+                        row.estimate_usd
+                    } else {
+                        0.0
+                    },
+                    counts: [row.total, row.completed, row.failed],
+                });
+            }
+            _ => {}
+        }
+    }
+    Ok(live)
+}
+
+/// A recorded judge item's request key.
+fn judge_key(col: &Collect, it: &BatchItem) -> Option<JudgeKey> {
+    let case = (it.test_code.clone(), it.repeat_index);
+    let idx = col.cases.get(&case)?;
+    let rubric = idx
+        .resolve(&col.worker.benchmark)
+        .scenario
+        .rubrics
+        .iter()
+        .position(|r| Some(&r.code) == it.criterion.as_ref())?;
+    Some((case, rubric, it.judge_model.clone()?))
+}
+
+/// Submits, polls and reads until nothing is pending or in flight, or the
+/// run stops (the batches stay running at OpenRouter).
+#[allow(clippy::too_many_arguments)]
+async fn drive(
+    ctx: &RunContext,
+    settings: &RunSettings,
+    control: &RunControl,
+    api: &BatchApi,
+    run_id: i64,
+    col: &mut Collect,
+    live: &mut Vec<Live>,
+    shared: &Shared,
+) -> crate::Result<Ended> {
+    let mut round: i64 = 0;
+    let interrupt = control.interrupt.token.clone();
+    let mut last_report = std::time::Instant::now();
+    loop {
+        // An interrupt, a refused key or a run taken over: stop polling now
+        // (the batches stay at OpenRouter). The budget or a stop elsewhere
+        // in the batch: submit nothing new, but collect what is in flight.
+        let quit = interrupt.is_cancelled() || shared.stop.is_cancelled();
+        let no_new = quit
+            || control.batch.stop.is_cancelled()
+            || shared
+                .stop_reason
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_some();
+        if !no_new {
+            submit_models(
+                ctx, settings, control, api, run_id, round, col, live, shared,
+            )
+            .await?;
+            col.judge_from_cache().await;
+            submit_judges(ctx, control, api, run_id, round, col, live, shared).await?;
+            round += 1;
+        }
+        col.flush().await?;
+        if api.detach && !live.is_empty() {
+            return Ok(Ended::Detached);
+        }
+        let nothing_to_send = col.pending.is_empty() && col.judge_pending.is_empty();
+        if quit || live.is_empty() && (no_new || nothing_to_send) {
+            return Ok(Ended::Done);
+        }
+        if live.is_empty() {
+            // Requests put back by a refused POST go out in the next round.
+            continue;
+        }
+        let next = live
+            .iter()
+            .map(|l| l.next)
+            .min()
+            .unwrap_or_else(Instant::now);
+        tokio::select! {
+            _ = tokio::time::sleep_until(next) => {}
+            _ = interrupt.cancelled() => return Ok(Ended::Done),
+            _ = control.batch.abort.cancelled() => return Ok(Ended::Done),
+        }
+        let now = Instant::now();
+        let mut i = 0;
+        while i < live.len() {
+            if live[i].next > now {
+                i += 1;
+                continue;
+            }
+            if poll_one(ctx, control, api, col, &mut live[i], shared).await? {
+                let l = live.swap_remove(i);
+                release(control, l.estimate);
+            } else {
+                i += 1;
+            }
+        }
+        if !ctx.quiet && last_report.elapsed() >= Duration::from_secs(10) || live.is_empty() {
+            last_report = std::time::Instant::now();
+            report(ctx, settings, run_id, col, live);
+        }
+    }
+}
+
+/// One progress line: the batches in flight and their request counts.
+fn report(ctx: &RunContext, settings: &RunSettings, run_id: i64, col: &Collect, live: &[Live]) {
+    let sum = |k: usize| live.iter().map(|l| l.counts[k]).sum::<i64>();
+    let line = format!(
+        "batch API: run {run_id} {}: {} batch{} in flight, requests {}/{} done, {} failed; {} waiting for the judge; ${:.4} spent",
+        settings.model.id,
+        live.len(),
+        if live.len() == 1 { "" } else { "es" },
+        sum(1),
+        sum(0),
+        sum(2),
+        col.awaiting_judge(),
+        col.spent
+    );
+    tracing::info!("{line}");
+    if !ctx.quiet && col.batch.progress.mode != super::ProgressMode::Off {
+        eprintln!("{line}");
+    }
+}
+
+/// Polls one batch; true once it ended and was read.
+async fn poll_one(
+    ctx: &RunContext,
+    control: &RunControl,
+    api: &BatchApi,
+    col: &mut Collect,
+    l: &mut Live,
+    shared: &Shared,
+) -> crate::Result<bool> {
+    l.wait = next_wait(l.wait, api);
+    l.next = Instant::now() + l.wait;
+    let polled = match ctx.client.poll_batch(&l.remote).await {
+        Ok(p) => p,
+        Err(e) if e.is_fatal_for_run() => {
+            stop_for(control, shared, &l.model, &e);
+            return Ok(false);
+        }
+        // Gone (past OpenRouter's 30 days, or never there): what it held
+        // goes out again.
+        Err(e @ ProviderError::Rejected { status: 404, .. }) => {
+            let why = format!("batch {} is not at OpenRouter: {e}", l.remote);
+            ctx.store.record_batch_closed(l.row, "ended", &why).await?;
+            col.requeue(l.items.values().cloned(), &why);
+            return Ok(true);
+        }
+        Err(e) => {
+            tracing::warn!(batch = %l.remote, error = %e, "batch poll failed; polled again later");
+            return Ok(false);
+        }
+    };
+    let st = &polled.status;
+    l.counts = [st.counts.total, st.counts.completed, st.counts.failed];
+    let completed = st.status == "completed";
+    ctx.store
+        .record_batch_status(
+            l.row,
+            &st.status,
+            l.counts,
+            completed.then(|| st.usage.as_ref().and_then(|u| u.cost_usd())),
+        )
+        .await?;
+    if !st.is_terminal() {
+        return Ok(false);
+    }
+    match polled.results {
+        Some(results) if completed => {
+            let (tx, mut rx) = tokio::sync::mpsc::channel::<ResultItem>(READ_AHEAD);
+            let reader = tokio::spawn(results.read(tx));
+            let mut seen = HashSet::new();
+            while let Some(item) = rx.recv().await {
+                if let Some(what) = l.items.get(&item.custom_id).cloned() {
+                    seen.insert(item.custom_id.clone());
+                    col.item(l.row, &what, item);
+                }
+                // Deterministic verdicts are written as they are read.
+                if col_ready(col) >= super::writer::WRITE_BATCH {
+                    col.flush().await?;
+                }
+            }
+            let read = reader
+                .await
+                .map_err(|e| crate::Error::tool(format!("batch reader: {e}")))?;
+            if let Err(e) = read {
+                // Not all of it could be read: polled (and read) again later.
+                tracing::warn!(batch = %l.remote, error = %e, "batch results not read; read again later");
+                col.flush().await?;
+                return Ok(false);
+            }
+            // A request the results do not mention goes out again.
+            let missing: Vec<ItemRef> = l
+                .items
+                .iter()
+                .filter(|(id, _)| !seen.contains(*id))
+                .map(|(_, w)| w.clone())
+                .collect();
+            col.requeue(missing, "not in the completed batch's results");
+            col.batch_read(l.row);
+            col.flush().await?;
+        }
+        _ => {
+            // Failed, expired, cancelled (or completed without results):
+            // nothing of it is scored; its requests go out again.
+            let why = format!(
+                "batch {} ended {}{}",
+                l.remote,
+                st.status,
+                st.error
+                    .as_deref()
+                    .map(|e| format!(": {e}"))
+                    .unwrap_or_default()
+            );
+            ctx.store.record_batch_closed(l.row, "ended", &why).await?;
+            col.requeue(l.items.values().cloned(), &why);
+        }
+    }
+    Ok(true)
+}
+
+fn col_ready(col: &Collect) -> usize {
+    col.ready_len()
+}
+
+/// The wait before the next poll: a few seconds at first, half as much
+/// again each time up to minutes, with ±20 % jitter so that many batches
+/// do not poll in step.
+fn next_wait(last: Duration, api: &BatchApi) -> Duration {
+    let base = if last.is_zero() {
+        api.poll_first
+    } else {
+        last.mul_f64(1.5).min(api.poll_max)
+    };
+    let jitter = rand::rng().random_range(0.8..=1.2);
+    base.mul_f64(jitter).min(api.poll_max.mul_f64(1.2))
+}
+
+/// Gives back what a batch in flight was counted at against the budget.
+fn release(control: &RunControl, usd: f64) {
+    let mut l = control
+        .batch
+        .ledger
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    l.reserved = (l.reserved - usd).max(0.0);
+}
+
+/// Counts a batch about to go out against the budget; Err when it could
+/// cross `--max-cost`.
+fn reserve(control: &RunControl, usd: f64) -> Result<(), String> {
+    let mut l = control
+        .batch
+        .ledger
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if let Some(max) = control.batch.max_cost {
+        let spent = control.batch.spend();
+        if spent + l.reserved + usd > max {
+            return Err(format!(
+                "budget reached: ${spent:.4} spent and ${:.4} estimated for the batches in flight; a batch estimated at ${usd:.4} could cross the batch's --max-cost ${max} (not submitted)",
+                l.reserved
+            ));
+        }
+    }
+    l.reserved += usd;
+    Ok(())
+}
+
+fn stop_for(control: &RunControl, shared: &Shared, model: &str, e: &ProviderError) {
+    // A refused key stops every run of the batch, and is the command's error.
+    let refused_key = match e {
+        ProviderError::Unauthorized { message } => Some(Arc::new(ProviderError::Unauthorized {
+            message: message.clone(),
+        })),
+        _ => None,
+    };
+    let fatal = refused_key.is_some();
+    shared.set_stop(e.to_string(), refused_key);
+    control.batch.stop_all(format!("{model}: {e}"), fatal);
+    shared.stop.cancel();
+}
+
+/// One batch to post: its key, model, and requests (custom id, body, what).
+struct Outgoing {
+    phase: &'static str,
+    model: String,
+    key: String,
+    items: Vec<(String, String, ItemRef, Option<String>)>,
+}
+
+/// Every pending model request, one batch per schema and size cap.
+#[allow(clippy::too_many_arguments)]
+async fn submit_models(
+    ctx: &RunContext,
+    settings: &RunSettings,
+    control: &RunControl,
+    api: &BatchApi,
+    run_id: i64,
+    round: i64,
+    col: &mut Collect,
+    live: &mut Vec<Live>,
+    shared: &Shared,
+) -> crate::Result<()> {
+    let pending = std::mem::take(&mut col.pending);
+    let mut groups: Vec<Outgoing> = Vec::new();
+    for key in pending {
+        let Some(p) = col.prepare_or_cached(&key).await else {
+            continue;
+        };
+        let idx = col.cases[&key];
+        let schema = idx
+            .resolve(&ctx.benchmark)
+            .scenario
+            .response_format
+            .as_ref()
+            .map_or_else(
+                || "text".to_string(),
+                |f| {
+                    format!(
+                        "schema-{}",
+                        &crate::benchmark::sha256_hex(&[f.to_string().as_bytes()])[..16]
+                    )
+                },
+            );
+        let what = ItemRef::Model(key);
+        let custom_id = Collect::custom_id(&what, None);
+        let g = match groups.iter_mut().find(|g| g.key == schema) {
+            Some(g) => g,
+            None => {
+                groups.push(Outgoing {
+                    phase: "model",
+                    model: settings.model.id.clone(),
+                    key: schema,
+                    items: Vec::new(),
+                });
+                groups.last_mut().expect("pushed")
+            }
+        };
+        g.items.push((custom_id, p.body, what, None));
+    }
+    let per = api
+        .per_case_usd
+        .get(&settings.model.id)
+        .copied()
+        .unwrap_or(0.0);
+    for g in groups {
+        post_all(ctx, control, api, run_id, round, col, live, shared, g, per).await?;
+    }
+    Ok(())
+}
+
+/// Every pending judge request, one batch per judge and rubric schema.
+#[allow(clippy::too_many_arguments)]
+async fn submit_judges(
+    ctx: &RunContext,
+    control: &RunControl,
+    api: &BatchApi,
+    run_id: i64,
+    round: i64,
+    col: &mut Collect,
+    live: &mut Vec<Live>,
+    shared: &Shared,
+) -> crate::Result<()> {
+    let pending = std::mem::take(&mut col.judge_pending);
+    let mut groups: Vec<Outgoing> = Vec::new();
+    let mut reqs: Vec<JudgeReq> = Vec::new();
+    for req in pending {
+        let what = ItemRef::Judge(req.key.clone());
+        let custom_id = Collect::custom_id(&what, Some(&req.j.criterion));
+        let judge = req.key.2.clone();
+        let g = match groups
+            .iter_mut()
+            .find(|g| g.model == judge && g.key == req.schema_key)
+        {
+            Some(g) => g,
+            None => {
+                groups.push(Outgoing {
+                    phase: "judge",
+                    model: judge.clone(),
+                    key: req.schema_key.clone(),
+                    items: Vec::new(),
+                });
+                groups.last_mut().expect("pushed")
+            }
+        };
+        g.items.push((
+            custom_id,
+            req.body.clone(),
+            what,
+            Some(req.j.criterion.clone()),
+        ));
+        reqs.push(req);
+    }
+    for req in reqs {
+        col.judge_out.insert(req.key.clone(), req);
+    }
+    for g in groups {
+        post_all(ctx, control, api, run_id, round, col, live, shared, g, 0.0).await?;
+    }
+    Ok(())
+}
+
+/// Posts one group as batches of at most `batch_size` requests (and
+/// [`MAX_BODY_BYTES`]): intent recorded first, the id on the 202.
+#[allow(clippy::too_many_arguments)]
+async fn post_all(
+    ctx: &RunContext,
+    control: &RunControl,
+    api: &BatchApi,
+    run_id: i64,
+    round: i64,
+    col: &mut Collect,
+    live: &mut Vec<Live>,
+    shared: &Shared,
+    g: Outgoing,
+    per_item_usd: f64,
+) -> crate::Result<()> {
+    let mut rest = g.items;
+    while !rest.is_empty() {
+        let mut n = 0;
+        let mut bytes = 0;
+        while n < rest.len() && n < api.batch_size.max(1) {
+            bytes += rest[n].1.len() + rest[n].0.len() + 32;
+            if n > 0 && bytes > MAX_BODY_BYTES {
+                break;
+            }
+            n += 1;
+        }
+        let chunk: Vec<_> = rest.drain(..n).collect();
+        let stopped = shared.stop.is_cancelled() || control.batch.stop.is_cancelled();
+        let estimate = per_item_usd * chunk.len() as f64;
+        let refused = if stopped {
+            Some("the run stopped".to_string())
+        } else {
+            reserve(control, estimate).err()
+        };
+        if let Some(why) = refused {
+            if !stopped {
+                shared.set_stop(why.clone(), None);
+                control.batch.stop_all(why, false);
+            }
+            // Not sent: pending for a resume.
+            give_back(col, chunk.into_iter().chain(rest.drain(..)));
+            return Ok(());
+        }
+        let items: Vec<BatchItem> = chunk
+            .iter()
+            .map(|(custom_id, _, what, criterion)| {
+                let (case, judge) = match what {
+                    ItemRef::Model(k) => (k.clone(), None),
+                    ItemRef::Judge((k, _, j)) => (k.clone(), Some(j.clone())),
+                };
+                BatchItem {
+                    custom_id: custom_id.clone(),
+                    test_code: case.0,
+                    repeat_index: case.1,
+                    criterion: criterion.clone(),
+                    judge_model: judge,
+                }
+            })
+            .collect();
+        let row = ctx
+            .store
+            .record_batch_intent(run_id, g.phase, &g.model, &g.key, round, estimate, &items)
+            .await?;
+        let body = batch_body(
+            &g.model,
+            chunk
+                .iter()
+                .map(|(id, body, _, _)| (id.as_str(), body.as_str())),
+        );
+        match ctx.client.create_batch(body).await {
+            Ok(status) => {
+                ctx.store
+                    .record_batch_submitted(row, &status.id, &status.status)
+                    .await?;
+                col.expect(row, chunk.len());
+                tracing::info!(batch = %status.id, model = %g.model, requests = chunk.len(), "batch submitted");
+                live.push(Live {
+                    row,
+                    remote: status.id,
+                    model: g.model.clone(),
+                    items: chunk
+                        .into_iter()
+                        .map(|(id, _, what, _)| (id, what))
+                        .collect(),
+                    next: Instant::now(),
+                    wait: Duration::ZERO,
+                    estimate,
+                    counts: [
+                        status.counts.total,
+                        status.counts.completed,
+                        status.counts.failed,
+                    ],
+                });
+                // The first poll after the first wait.
+                if let Some(l) = live.last_mut() {
+                    l.wait = next_wait(Duration::ZERO, api);
+                    l.next = Instant::now() + l.wait;
+                }
+            }
+            Err(e) => {
+                release(control, estimate);
+                let state = if matches!(e, ProviderError::Exhausted { .. }) {
+                    "abandoned"
+                } else {
+                    "refused"
+                };
+                ctx.store
+                    .record_batch_closed(row, state, &e.to_string())
+                    .await?;
+                if e.is_fatal_for_run() {
+                    stop_for(control, shared, &g.model, &e);
+                    give_back(col, chunk.into_iter().chain(rest.drain(..)));
+                    return Ok(());
+                }
+                tracing::warn!(model = %g.model, error = %e, "batch not accepted; its requests go out again");
+                col.requeue(
+                    chunk.into_iter().map(|(_, _, w, _)| w),
+                    &format!("batch not accepted: {e}"),
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Requests that were never posted go back where they came from.
+fn give_back(
+    col: &mut Collect,
+    items: impl Iterator<Item = (String, String, ItemRef, Option<String>)>,
+) {
+    for (_, _, what, _) in items {
+        match what {
+            ItemRef::Model(k) => col.pending.push(k),
+            ItemRef::Judge(k) => {
+                if let Some(req) = col.judge_out.remove(&k) {
+                    col.judge_pending.push(req);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn polls_start_at_the_first_wait_grow_by_half_and_stop_at_the_longest() {
+        let api = BatchApi {
+            batch_size: 10,
+            detach: false,
+            poll_first: Duration::from_secs(5),
+            poll_max: Duration::from_secs(300),
+            max_rounds: MAX_ROUNDS,
+            per_case_usd: HashMap::new(),
+        };
+        let first = next_wait(Duration::ZERO, &api);
+        assert!((4.0..=6.0).contains(&first.as_secs_f64()), "{first:?}");
+        let second = next_wait(Duration::from_secs(10), &api);
+        assert!((12.0..=18.0).contains(&second.as_secs_f64()), "{second:?}");
+        // Never past the longest wait plus its jitter, however long the last.
+        for _ in 0..100 {
+            let w = next_wait(Duration::from_secs(10_000), &api);
+            assert!((240.0..=360.0).contains(&w.as_secs_f64()), "{w:?}");
+        }
+    }
+}

@@ -1,0 +1,278 @@
+//! OpenRouter Batch API bookkeeping (issue 33): the batches a run submits
+//! and the test cases each holds. The intent is written before the POST,
+//! the batch id on the 202, status and counts on every poll, and what each
+//! item became once its results are read: a resume after a kill polls what
+//! is recorded and submits only what no live batch holds.
+
+use std::collections::HashSet;
+
+use serde::Serialize;
+
+use super::{Store, StoreError};
+
+/// A batch as recorded.
+#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
+pub struct BatchRow {
+    pub id: i64,
+    pub run_id: i64,
+    /// `model` or `judge`.
+    pub phase: String,
+    pub model: String,
+    pub batch_key: String,
+    pub round: i64,
+    /// intent, submitted, completed, collected, ended, refused, abandoned.
+    pub state: String,
+    /// OpenRouter's batch id, once the 202 arrived.
+    pub remote_id: Option<String>,
+    /// OpenRouter's status at the last poll.
+    pub remote_status: Option<String>,
+    pub total: i64,
+    pub completed: i64,
+    pub failed: i64,
+    pub cost_usd: Option<f64>,
+    pub estimate_usd: f64,
+    pub message: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+impl BatchRow {
+    /// Submitted and not yet ended at OpenRouter, or completed with results
+    /// not all read: its items must not be submitted again.
+    pub fn is_live(&self) -> bool {
+        matches!(self.state.as_str(), "submitted" | "completed")
+    }
+}
+
+/// One request of a batch.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, sqlx::FromRow)]
+pub struct BatchItem {
+    pub custom_id: String,
+    pub test_code: String,
+    pub repeat_index: i64,
+    pub criterion: Option<String>,
+    pub judge_model: Option<String>,
+}
+
+/// What one read item became, and what it cost.
+#[derive(Debug, Clone)]
+pub struct ItemOutcome {
+    pub custom_id: String,
+    /// `answered`, `blocked` or `failed`.
+    pub outcome: &'static str,
+    pub cost_usd: Option<f64>,
+    pub apportioned: bool,
+}
+
+const BATCH_COLUMNS: &str = "id, run_id, phase, model, batch_key, round, state, remote_id, remote_status, total, completed, failed, cost_usd, estimate_usd, message, created_at, updated_at";
+const NOW: &str = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')";
+
+impl Store {
+    /// Records a batch about to be posted, with its items, in one
+    /// transaction: the intent that a resume finds if the process dies
+    /// before the 202 is recorded.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn record_batch_intent(
+        &self,
+        run_id: i64,
+        phase: &str,
+        model: &str,
+        batch_key: &str,
+        round: i64,
+        estimate_usd: f64,
+        items: &[BatchItem],
+    ) -> Result<i64, StoreError> {
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let id: i64 = sqlx::query_scalar(
+            "INSERT INTO api_batch (run_id, phase, model, batch_key, round, state, total, estimate_usd)
+             VALUES (?, ?, ?, ?, ?, 'intent', ?, ?) RETURNING id",
+        )
+        .bind(run_id)
+        .bind(phase)
+        .bind(model)
+        .bind(batch_key)
+        .bind(round)
+        .bind(items.len() as i64)
+        .bind(estimate_usd)
+        .fetch_one(&mut *tx)
+        .await?;
+        for it in items {
+            sqlx::query(
+                "INSERT INTO api_batch_item (batch_id, custom_id, test_code, repeat_index, criterion, judge_model)
+                 VALUES (?, ?, ?, ?, ?, ?)",
+            )
+            .bind(id)
+            .bind(&it.custom_id)
+            .bind(&it.test_code)
+            .bind(it.repeat_index)
+            .bind(&it.criterion)
+            .bind(&it.judge_model)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(id)
+    }
+
+    /// The 202 arrived: the batch's id and first status.
+    pub async fn record_batch_submitted(
+        &self,
+        id: i64,
+        remote_id: &str,
+        status: &str,
+    ) -> Result<(), StoreError> {
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "UPDATE api_batch SET state = 'submitted', remote_id = ?, remote_status = ?, updated_at = {NOW} WHERE id = ?"
+        )))
+        .bind(remote_id)
+        .bind(status)
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// The batch will hold nothing: its POST was refused, it ended without
+    /// results, or its 202 never came. `state` is `refused`, `ended` or
+    /// `abandoned`; its items go out again.
+    pub async fn record_batch_closed(
+        &self,
+        id: i64,
+        state: &str,
+        message: &str,
+    ) -> Result<(), StoreError> {
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "UPDATE api_batch SET state = ?, message = ?, updated_at = {NOW} WHERE id = ?"
+        )))
+        .bind(state)
+        .bind(message)
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// What a poll saw: the status and counts; `completed` (with its
+    /// `usage.cost`) once the batch completed, its results still to read.
+    pub async fn record_batch_status(
+        &self,
+        id: i64,
+        status: &str,
+        counts: [i64; 3],
+        completed: Option<Option<f64>>,
+    ) -> Result<(), StoreError> {
+        let (state_sql, cost) = match completed {
+            Some(cost) => ("'completed'", cost),
+            None => ("state", None),
+        };
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "UPDATE api_batch SET state = {state_sql}, remote_status = ?, total = ?, completed = ?, failed = ?,
+               cost_usd = COALESCE(?, cost_usd), updated_at = {NOW} WHERE id = ?"
+        )))
+        .bind(status)
+        .bind(counts[0])
+        .bind(counts[1])
+        .bind(counts[2])
+        .bind(cost)
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Records what items of a batch became (written with or after their
+    /// results, never before).
+    pub async fn record_batch_items(
+        &self,
+        id: i64,
+        outcomes: &[ItemOutcome],
+    ) -> Result<(), StoreError> {
+        if outcomes.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        for o in outcomes {
+            sqlx::query(
+                "UPDATE api_batch_item SET outcome = ?, cost_usd = ?, cost_apportioned = ?
+                 WHERE batch_id = ? AND custom_id = ?",
+            )
+            .bind(o.outcome)
+            .bind(o.cost_usd.filter(|c| c.is_finite()))
+            .bind(o.apportioned)
+            .bind(id)
+            .bind(&o.custom_id)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Every result of a completed batch is read and stored.
+    pub async fn record_batch_collected(&self, id: i64) -> Result<(), StoreError> {
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "UPDATE api_batch SET state = 'collected', updated_at = {NOW} WHERE id = ?"
+        )))
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// The batches of a run, oldest first.
+    pub async fn run_batches(&self, run_id: i64) -> Result<Vec<BatchRow>, StoreError> {
+        Ok(sqlx::query_as::<_, BatchRow>(sqlx::AssertSqlSafe(format!(
+            "SELECT {BATCH_COLUMNS} FROM api_batch WHERE run_id = ? ORDER BY id"
+        )))
+        .bind(run_id)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// Every recorded batch (for `runs`), by run then age.
+    pub async fn all_batches(&self) -> Result<Vec<BatchRow>, StoreError> {
+        Ok(sqlx::query_as::<_, BatchRow>(sqlx::AssertSqlSafe(format!(
+            "SELECT {BATCH_COLUMNS} FROM api_batch ORDER BY run_id, id"
+        )))
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// The items of a batch.
+    pub async fn batch_items(&self, id: i64) -> Result<Vec<BatchItem>, StoreError> {
+        Ok(sqlx::query_as::<_, BatchItem>(
+            "SELECT custom_id, test_code, repeat_index, criterion, judge_model FROM api_batch_item
+             WHERE batch_id = ? ORDER BY rowid",
+        )
+        .bind(id)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// (test code, repeat) pairs of a run's model requests that a live
+    /// batch holds and has not answered yet.
+    pub async fn held_cases(&self, run_id: i64) -> Result<HashSet<(String, i64)>, StoreError> {
+        let rows: Vec<(String, i64)> = sqlx::query_as(
+            "SELECT i.test_code, i.repeat_index FROM api_batch_item i JOIN api_batch b ON b.id = i.batch_id
+             WHERE b.run_id = ? AND b.phase = 'model' AND b.state IN ('submitted', 'completed') AND i.outcome IS NULL",
+        )
+        .bind(run_id)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.into_iter().collect())
+    }
+
+    /// Sum of every batch's `usage.cost` in a run, and the estimates of
+    /// its batches still in flight.
+    pub async fn batch_spend(&self, run_id: i64) -> Result<(f64, f64), StoreError> {
+        let (cost, in_flight): (f64, f64) = sqlx::query_as(
+            "SELECT COALESCE(SUM(cost_usd), 0.0),
+                    COALESCE(SUM(CASE WHEN state IN ('intent', 'submitted') THEN estimate_usd ELSE 0 END), 0.0)
+             FROM api_batch WHERE run_id = ?",
+        )
+        .bind(run_id)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok((cost, in_flight))
+    }
+}
