@@ -127,17 +127,25 @@ pub(super) async fn preflight(
         }
         scale(&mut priced.estimate.cost_usd);
     }
-    // Per model: the high end per test case (its judging included), what a
-    // batch in flight is counted at against --max-cost.
+    // Per model: the high end of one test case's model request and of one
+    // judge request (at the discount): what a model batch and a judge batch
+    // in flight are counted at against --max-cost.
+    let judge_price = priced.estimate.judge_price;
     let per_case = priced
         .estimate
         .models
         .iter()
         .map(|m| {
-            (
-                m.model.clone(),
-                m.cost_usd.map(|[_, hi]| hi / m.requests.max(1) as f64),
-            )
+            let judge = m
+                .judge_cost_high(judge_price)
+                .map(|j| j * discount.unwrap_or(1.0));
+            PerRequest {
+                model: m.model.clone(),
+                model_usd: m
+                    .cost_usd
+                    .map(|[_, hi]| (hi - judge.unwrap_or(0.0)).max(0.0) / m.requests.max(1) as f64),
+                judge_usd: judge.map(|j| j / m.judge_requests[1].max(1) as f64),
+            }
         })
         .collect();
     let refusals = refusals(&priced, sel.selection.max_cost, &entries(b, models));
@@ -183,11 +191,20 @@ pub(super) async fn preflight(
     Ok(Preflighted { per_case, probes })
 }
 
+/// One model's estimated high end per request (None: not priced).
+pub(super) struct PerRequest {
+    pub(super) model: String,
+    /// One test case's model request.
+    pub(super) model_usd: Option<f64>,
+    /// One judge request for this model's replies.
+    pub(super) judge_usd: Option<f64>,
+}
+
 /// What a passed preflight hands the run: per model, the high end of one
 /// test case's cost (what a Batch API batch in flight counts against
 /// `--max-cost`), and what the structured-output probes cost.
 pub(super) struct Preflighted {
-    pub(super) per_case: Vec<(String, Option<f64>)>,
+    pub(super) per_case: Vec<PerRequest>,
     pub(super) probes: Vec<crate::run::PreflightCharge>,
 }
 

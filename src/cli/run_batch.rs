@@ -274,8 +274,12 @@ pub(super) fn execute(s: &Settings, call_args: &CallArgs, args: &Batch) -> Resul
             poll_max: s.batch_poll.unwrap_or(run::POLL_MAX),
             max_rounds: run::BATCH_MAX_ROUNDS,
             per_case_usd: per_case
-                .into_iter()
-                .filter_map(|(m, c)| c.map(|c| (m, c)))
+                .iter()
+                .filter_map(|p| p.model_usd.map(|c| (p.model.clone(), c)))
+                .collect(),
+            per_judge_request_usd: per_case
+                .iter()
+                .filter_map(|p| p.judge_usd.map(|c| (p.model.clone(), c)))
                 .collect(),
         };
         let mut batch = run::BatchShared::new(budget, spent_before);

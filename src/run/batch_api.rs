@@ -46,9 +46,13 @@ pub struct BatchApi {
     pub poll_max: Duration,
     /// Times a request goes out before its failure is stored.
     pub max_rounds: u32,
-    /// Per model: the estimate per test case (high end, at the batch
-    /// discount) that a batch in flight counts against --max-cost.
+    /// Per model: the estimate of one test case's model request (high end,
+    /// at the batch discount) that a model batch in flight counts against
+    /// --max-cost.
     pub per_case_usd: HashMap<String, f64>,
+    /// Per model: the estimate of one judge request for its replies, what a
+    /// judge batch in flight counts.
+    pub per_judge_request_usd: HashMap<String, f64>,
 }
 
 /// Default `--batch-size`: a body of a few megabytes with typical prompts,
@@ -388,7 +392,10 @@ async fn drive(
             )
             .await?;
             col.judge_from_cache().await;
-            submit_judges(ctx, control, api, run_id, round, col, live, shared).await?;
+            submit_judges(
+                ctx, settings, control, api, run_id, round, col, live, shared,
+            )
+            .await?;
             round += 1;
         }
         col.flush().await?;
@@ -687,6 +694,7 @@ async fn submit_models(
 #[allow(clippy::too_many_arguments)]
 async fn submit_judges(
     ctx: &RunContext,
+    settings: &RunSettings,
     control: &RunControl,
     api: &BatchApi,
     run_id: i64,
@@ -728,8 +736,13 @@ async fn submit_judges(
     for req in reqs {
         col.judge_out.insert(req.key.clone(), req);
     }
+    let per = api
+        .per_judge_request_usd
+        .get(&settings.model.id)
+        .copied()
+        .unwrap_or(0.0);
     for g in groups {
-        post_all(ctx, control, api, run_id, round, col, live, shared, g, 0.0).await?;
+        post_all(ctx, control, api, run_id, round, col, live, shared, g, per).await?;
     }
     Ok(())
 }
@@ -889,6 +902,7 @@ mod tests {
             poll_max: Duration::from_secs(300),
             max_rounds: MAX_ROUNDS,
             per_case_usd: HashMap::new(),
+            per_judge_request_usd: HashMap::new(),
         };
         let first = next_wait(Duration::ZERO, &api);
         assert!((4.0..=6.0).contains(&first.as_secs_f64()), "{first:?}");

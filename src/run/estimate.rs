@@ -49,7 +49,7 @@ pub struct Prices {
 
 impl Prices {
     /// USD per completion token at the low (0) or high (1) end.
-    fn completion_at(&self, end: usize) -> f64 {
+    pub fn completion_at(&self, end: usize) -> f64 {
         if end == 0 {
             self.completion
         } else {
@@ -111,6 +111,23 @@ pub struct ModelEstimate {
     pub price: Option<Prices>,
     /// Model and judge together, USD; None when a price is missing.
     pub cost_usd: Option<[f64; 2]>,
+}
+
+impl ModelEstimate {
+    /// The judge's part of the high end (every judge request, retries
+    /// included) at `judge_price`; 0 without judge requests, None when the
+    /// judge has no price.
+    pub fn judge_cost_high(&self, judge_price: Option<Prices>) -> Option<f64> {
+        if self.judge_requests[1] == 0 {
+            return Some(0.0);
+        }
+        let j = judge_price?;
+        Some(
+            self.judge_prompt_tokens[1] as f64 * j.prompt
+                + self.judge_completion_tokens[1] as f64 * j.completion_at(1)
+                + self.judge_requests[1] as f64 * j.request,
+        )
+    }
 }
 
 /// The whole batch.

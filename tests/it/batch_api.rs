@@ -488,3 +488,47 @@ fn detach_without_the_batch_api_is_a_usage_error() {
         stderr(&out)
     );
 }
+
+/// A judge batch in flight counts against `--max-cost` too: its estimate
+/// (one judge request's high end at the discount, per request) is recorded
+/// and reserved like a model batch's, and the model batch no longer carries
+/// the judging in its own estimate.
+#[tokio::test(flavor = "multi_thread")]
+async fn judge_batches_in_flight_are_counted_against_the_budget() {
+    let (server, _mock) = batch_server(Opts::default()).await;
+    let b = bench(1, "");
+    let out = run(
+        &b,
+        &server,
+        &[
+            FAST,
+            "run-batch",
+            "--scenario",
+            "P3-B1-S1",
+            "--batch-api",
+            "--max-cost",
+            "5",
+            "--yes",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let pool = open_db(&b).await;
+    let estimate = |phase: &'static str| {
+        let pool = pool.clone();
+        async move {
+            sqlx::query_scalar::<_, f64>(
+                "SELECT COALESCE(SUM(estimate_usd), 0.0) FROM api_batch WHERE phase = ?",
+            )
+            .bind(phase)
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+        }
+    };
+    let (model, judge) = (estimate("model").await, estimate("judge").await);
+    assert!(judge > 0.0, "the judge batch was counted: {judge}");
+    // One judge request (at most 400 completion tokens, and a prompt that
+    // carries the reply it judges) is under the model's case (up to 2,000
+    // completion tokens at $2/M).
+    assert!(model > judge, "model {model} vs judge {judge}");
+}
