@@ -93,28 +93,37 @@ pub async fn read_capped(
     if let Some(n) = resp.content_length().filter(|n| *n > limit) {
         return Err(too_large(format!("of {n} bytes is over")));
     }
-    let mut buf: Vec<u8> = Vec::new();
+    // The chunks are kept as they arrive and joined once, at the end: a
+    // buffer grown by doubling is copied at each step and for a moment
+    // holds the old and the new copy, 1.5 times the limit per request for
+    // a body at the limit (471 MiB of RSS at 16 endless bodies in flight,
+    // bench/faults.sh). A body cut at the limit is never joined, so the
+    // bodies in flight hold at most the limit each.
+    let mut chunks: Vec<bytes::Bytes> = Vec::new();
+    let mut total: usize = 0;
     loop {
         match resp.chunk().await {
             Ok(Some(chunk)) => {
-                let need = buf.len() + chunk.len();
-                if need as u64 > limit {
+                total += chunk.len();
+                if total as u64 > limit {
                     return Err(too_large("is over".into()));
                 }
-                // Grown by doubling, but never past the limit: a body near
-                // the limit takes the limit, not twice it (the README's
-                // memory bound is the limit times the requests in flight).
-                if need > buf.capacity() {
-                    let cap = (buf.capacity() * 2).max(need).max(8 * 1024);
-                    let cap = cap.min(usize::try_from(limit).unwrap_or(usize::MAX));
-                    buf.reserve_exact(cap - buf.len());
-                }
-                buf.extend_from_slice(&chunk);
+                chunks.push(chunk);
             }
             Ok(None) => break,
             Err(e) => return Err(transport_failure(&e)),
         }
     }
+    let buf: Vec<u8> = match chunks.len() {
+        1 => Vec::from(chunks.pop().expect("one chunk")),
+        _ => {
+            let mut buf = Vec::with_capacity(total);
+            for c in chunks.drain(..) {
+                buf.extend_from_slice(&c);
+            }
+            buf
+        }
+    };
     Ok(match String::from_utf8(buf) {
         Ok(s) => s,
         Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
