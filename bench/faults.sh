@@ -138,4 +138,5 @@ OPENROUTER_API_KEY=bench-not-a-key OPENROUTER_BASE_URL=$MOCK /usr/bin/time -f "%
 echo
 echo "| endless bodies, concurrency 16, 16 MiB limit | peak RSS | promise |"
 echo "|---|---|---|"
-echo "| 64 requests, each body 1 GiB | $(awk '{printf "%.0f MiB", $1/1024}' "$OUT/rss.txt") | bodies at most 256 MiB |"
+# GNU time writes "Command exited with non-zero status N" first when it did.
+echo "| 64 requests, each body 1 GiB | $(tail -1 "$OUT/rss.txt" | awk '{printf "%.0f MiB", $1/1024}') | bodies at most 256 MiB |"
