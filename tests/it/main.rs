@@ -46,3 +46,4 @@ mod store;
 mod support;
 mod terminal;
 mod totals;
+mod view;
