@@ -21,7 +21,12 @@ pub struct ViewArgs {
     pub port: u16,
     /// Access token every request must carry (at least 16 letters, digits,
     /// - or _). Prefer the environment: a flag shows in the process list.
-    #[arg(long, env = "HELMBENCH_VIEW_TOKEN", hide_env_values = true, value_name = "T")]
+    #[arg(
+        long,
+        env = "HELMBENCH_VIEW_TOKEN",
+        hide_env_values = true,
+        value_name = "T"
+    )]
     pub token: Option<String>,
     /// Open the URL in the desktop's browser.
     #[arg(long)]

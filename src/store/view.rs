@@ -35,7 +35,7 @@ impl CellStatus {
         }
     }
 
-    fn of(passed: bool, error_kind: Option<&str>) -> CellStatus {
+    pub(super) fn of(passed: bool, error_kind: Option<&str>) -> CellStatus {
         match error_kind {
             Some("blocked" | "refused") => CellStatus::Blocked,
             Some("provider" | "judge") => CellStatus::Error,
@@ -370,10 +370,12 @@ impl Store {
             .collect())
     }
 
-    /// How many rows pass `filter` (shown above the matrix).
-    pub async fn view_row_count(&self, filter: &ResultFilter) -> Result<i64, StoreError> {
+    /// How many rows pass `filter` (shown above the matrix), counting at
+    /// most `cap` (a count of every row of a huge run would cost what the
+    /// page is meant to save).
+    pub async fn view_row_count(&self, filter: &ResultFilter, cap: i64) -> Result<i64, StoreError> {
         let mut q = Sql::new("SELECT COUNT(*) FROM (SELECT DISTINCT r.test_code, r.repeat_index ");
-        q.push(FROM).filter(filter).push(")");
+        q.push(FROM).filter(filter).push(" LIMIT ?)").bind(cap);
         Ok(sqlx::query_with(sqlx::AssertSqlSafe(q.text), q.args)
             .fetch_one(&self.pool)
             .await?
@@ -403,7 +405,10 @@ impl Store {
             q
         };
         let mut out = [None, None];
-        for (i, dir) in [Direction::Before, Direction::After].into_iter().enumerate() {
+        for (i, dir) in [Direction::Before, Direction::After]
+            .into_iter()
+            .enumerate()
+        {
             let q = one(dir);
             out[i] = sqlx::query_scalar_with(sqlx::AssertSqlSafe(q.text), q.args)
                 .fetch_optional(&self.pool)

@@ -47,7 +47,7 @@ fn why(d: &CaseDetail) -> String {
                 .unwrap_or_default()
         );
     }
-    let mut out = format!("{kind}");
+    let mut out = kind.to_string();
     if let Some(field) = details.get("field").and_then(Value::as_str) {
         out.push_str(&format!(" on field `{field}`"));
     }
@@ -170,7 +170,7 @@ pub async fn case_page(
                     tr.vote[j.vote] {
                         td { (inline(&j.criterion)) }
                         td { (inline(&j.judge_model)) @if j.vote { br; small { "panel vote" } } }
-                        td { (inline(&crate::review::verdict_class(j.verdict.as_deref().and_then(|v| serde_json::from_str(v).ok()).as_ref())))
+                        td { (inline(&crate::review::verdict_class(j.verdict.as_deref().and_then(|v| serde_json::from_str::<Value>(v).ok()).as_ref())))
                              @match j.passed { Some(true) => " (pass)", Some(false) => " (fail)", None => "" } }
                         td { @if let Some(t) = j.justification.as_deref().or(j.error.as_deref()) { div.just dir="auto" { bdi { (t) } } } }
                         td.num { (j.prompt_tokens) " / " (j.completion_tokens) }

@@ -42,9 +42,9 @@ async fn pick(app: &App, q: &CompareQuery) -> Result<Vec<RunRow>, PageError> {
     };
     let mut runs = Vec::new();
     for id in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let id: i64 = id
-            .parse()
-            .map_err(|_| PageError::bad_request(format!("runs={list:?}: {id:?} is not a run id")))?;
+        let id: i64 = id.parse().map_err(|_| {
+            PageError::bad_request(format!("runs={list:?}: {id:?} is not a run id"))
+        })?;
         if !runs.iter().any(|r: &RunRow| r.run_id == id) {
             runs.push(app.store.run(id).await?);
         }

@@ -69,13 +69,12 @@ pub fn label_panel(
 ) -> Markup {
     let crits = criteria(judgements);
     let mine = |c: &str| {
-        session.reviewer.as_deref().is_some_and(|r| {
-            labels
-                .iter()
-                .any(|l| l.criterion == c && l.rater == r)
-        })
+        session
+            .reviewer
+            .as_deref()
+            .is_some_and(|r| labels.iter().any(|l| l.criterion == c && l.rater == r))
     };
-    let focus = crits.iter().find(|c| !mine(c)).copied();
+    let focus = crits.iter().copied().find(|&c| !mine(c));
     html! {
         section.label-panel #label {
             h2 { "Your label" }
@@ -87,9 +86,9 @@ pub fn label_panel(
             } @else {
                 p.note { "Keys: " kbd { "p" } " pass, " kbd { "f" } " fail, " kbd { "s" } " skip, "
                          kbd { "j" } "/" kbd { "→" } " next, " kbd { "k" } "/" kbd { "←" } " previous." }
-                @for c in &crits {
-                    @let focused = focus == Some(*c);
-                    @let judge = judgements.iter().find(|j| !j.vote && j.criterion == *c);
+                @for &c in &crits {
+                    @let focused = focus == Some(c);
+                    @let judge = judgements.iter().find(|j| !j.vote && j.criterion == c);
                     form.label method="post" action="/label" data-focus=[focused.then_some("1")] {
                         (csrf(session))
                         input type="hidden" name="result_id" value=(d.result_id);
@@ -170,7 +169,7 @@ pub fn verdict_of(rubric: &Rubric, choice: &str) -> Result<(Value, bool), String
             .map(|v| (Value::String((*v).clone()), false))
             .ok_or_else(|| format!("rubric {} has no failing option", rubric.code)),
         (ResponseType::Single, c) if c.starts_with("opt:") => {
-            let o = &c[4..];
+            let o = c.trim_start_matches("opt:");
             rubric
                 .options
                 .iter()
@@ -192,7 +191,12 @@ pub fn verdict_of(rubric: &Rubric, choice: &str) -> Result<(Value, bool), String
             true,
         )),
         (ResponseType::Multi, "fail") => Ok((
-            Value::Array(failing.iter().map(|o| Value::String((*o).clone())).collect()),
+            Value::Array(
+                failing
+                    .iter()
+                    .map(|o| Value::String((*o).clone()))
+                    .collect(),
+            ),
             rubric.pass_values.is_empty(),
         )),
         (_, other) => Err(format!(
@@ -205,7 +209,10 @@ pub fn verdict_of(rubric: &Rubric, choice: &str) -> Result<(Value, bool), String
 fn see_other(to: &str) -> Response {
     (
         StatusCode::SEE_OTHER,
-        [(header::LOCATION, HeaderValue::from_str(to).unwrap_or(HeaderValue::from_static("/")))],
+        [(
+            header::LOCATION,
+            HeaderValue::from_str(to).unwrap_or_else(|_| HeaderValue::from_static("/")),
+        )],
     )
         .into_response()
 }
@@ -222,7 +229,9 @@ pub async fn post_label(
         .unwrap_or("")
         .to_string();
     if reviewer.is_empty() {
-        return Err(PageError::bad_request("a label needs a reviewer name (the Reviewer field)"));
+        return Err(PageError::bad_request(
+            "a label needs a reviewer name (the Reviewer field)",
+        ));
     }
     if reviewer.chars().count() > MAX_REVIEWER || reviewer.chars().any(char::is_control) {
         return Err(PageError::bad_request(format!(
@@ -231,7 +240,9 @@ pub async fn post_label(
     }
     let note = Some(form.note.trim()).filter(|n| !n.is_empty());
     if note.is_some_and(|n| n.chars().count() > MAX_NOTE) {
-        return Err(PageError::bad_request(format!("the reason must be at most {MAX_NOTE} characters")));
+        return Err(PageError::bad_request(format!(
+            "the reason must be at most {MAX_NOTE} characters"
+        )));
     }
     let d = app.store.case_detail(form.result_id).await?;
     let Some(rubric) = app.rubric(&d.scenario, &form.criterion) else {
@@ -242,23 +253,34 @@ pub async fn post_label(
     };
     let (verdict, passed) = verdict_of(rubric, &form.choice).map_err(PageError::bad_request)?;
     app.store
-        .store_view_label(form.result_id, &form.criterion, &reviewer, &verdict, passed, note)
+        .store_view_label(
+            form.result_id,
+            &form.criterion,
+            &reviewer,
+            &verdict,
+            passed,
+            note,
+        )
         .await?;
     app.count_label(&session.id);
     // Every criterion of the case labelled by this reviewer: on to the next case.
     let judgements = app.store.case_judgements(form.result_id).await?;
     let labels = app.store.case_labels(form.result_id).await?;
-    let done = criteria(&judgements)
-        .iter()
-        .all(|c| labels.iter().any(|l| l.criterion == *c && l.rater == reviewer));
+    let done = criteria(&judgements).iter().all(|c| {
+        labels
+            .iter()
+            .any(|l| l.criterion == *c && l.rater == reviewer)
+    });
     let here = local_path(&form.here).unwrap_or("/");
     let to = match form.next.as_deref().and_then(local_path) {
         Some(next) if done => next,
         _ => here,
     };
     let mut res = see_other(&format!("{to}#label"));
-    res.headers_mut()
-        .append(header::SET_COOKIE, set_cookie(REVIEWER_COOKIE, &hex(reviewer.as_bytes())));
+    res.headers_mut().append(
+        header::SET_COOKIE,
+        set_cookie(REVIEWER_COOKIE, &hex(reviewer.as_bytes())),
+    );
     Ok(res)
 }
 

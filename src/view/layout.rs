@@ -14,7 +14,6 @@ pub enum Nav {
     Runs,
     Results,
     Compare,
-    None,
 }
 
 /// The hidden field every form sends back.
@@ -99,15 +98,6 @@ pub fn text_block(label: &str, text: &str, collapsed: bool) -> Markup {
 /// A cell status as a word and a class (colour is never the only cue).
 pub fn status_badge(s: CellStatus) -> Markup {
     html! { span class={ "badge " (s.as_str()) } { (s.as_str()) } }
-}
-
-/// A short excerpt of a text, on one line.
-pub fn excerpt(text: &str, max: usize) -> String {
-    let one_line: String = text
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    crate::domain::excerpt(&one_line, max)
 }
 
 /// A string value shown inline (a model id, a code): isolated.

@@ -21,6 +21,9 @@ use crate::store::{Cell, Direction, DownloadRow, ResultFilter, RowKey, RunRow, S
 /// Rows per page.
 pub const PAGE_ROWS: i64 = 50;
 
+/// Matching rows counted at most (past it the page says "more than").
+const COUNT_CAP: i64 = 10_000;
+
 /// The query string of every results view (the matrix, a case's neighbours,
 /// the downloads): filters, search and the page's keyset position.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -73,9 +76,10 @@ impl FilterQuery {
     fn severity(v: &Option<String>, name: &str) -> Result<Option<f64>, PageError> {
         given(v)
             .map(|s| {
-                s.parse::<f64>().ok().filter(|x| x.is_finite()).ok_or_else(|| {
-                    PageError::bad_request(format!("{name}={s:?} is not a number"))
-                })
+                s.parse::<f64>()
+                    .ok()
+                    .filter(|x| x.is_finite())
+                    .ok_or_else(|| PageError::bad_request(format!("{name}={s:?} is not a number")))
             })
             .transpose()
     }
@@ -121,7 +125,11 @@ impl FilterQuery {
         }
         let all = app.store.runs().await?;
         if let Some(model) = given(&self.model) {
-            return Ok(all.into_iter().filter(|r| r.model == model).take(1).collect());
+            return Ok(all
+                .into_iter()
+                .filter(|r| r.model == model)
+                .take(1)
+                .collect());
         }
         match select_runs(&app.store, &Target::LatestPerModel).await {
             Ok(runs) => Ok(runs),
@@ -211,7 +219,7 @@ pub async fn results_page(
         Some((Direction::Before, _)) => (true, more),
     };
     let cells = app.store.view_cells(&filter.runs, &keys).await?;
-    let total = app.store.view_row_count(&filter).await?;
+    let total = app.store.view_row_count(&filter, COUNT_CAP + 1).await?;
     let link = q.link();
     let cell_of = |run: i64, k: &RowKey| -> Option<&Cell> {
         cells.iter().find(|c| {
@@ -232,7 +240,7 @@ pub async fn results_page(
         h1 { "Results" }
         (filter_form(&q, &runs))
         p.note {
-            (total) " test case(s) match in "
+            @if total > COUNT_CAP { "More than " (COUNT_CAP) } @else { (total) } " test case(s) match in "
             @for (i, r) in runs.iter().enumerate() {
                 @if i > 0 { ", " }
                 a href={ "/runs/" (r.run_id) } { "run " (r.run_id) } " (" (inline(&r.model)) ")"
@@ -324,11 +332,7 @@ const CSV_HEADER: &str = "result_id,run_id,model,test_code,repeat_index,scenario
 
 /// `GET /results.csv` and `/results.jsonl`: every result of the filtered
 /// view (all pages), streamed as it is read.
-pub async fn download(
-    app: Arc<App>,
-    q: FilterQuery,
-    jsonl: bool,
-) -> Result<Response, PageError> {
+pub async fn download(app: Arc<App>, q: FilterQuery, jsonl: bool) -> Result<Response, PageError> {
     let runs = q.runs(&app).await?;
     let filter = q.filter(&runs)?;
     let (tx, rx) = tokio::sync::mpsc::channel(64);
@@ -337,19 +341,28 @@ pub async fn download(
     let header_line = (!jsonl).then(|| bytes::Bytes::from_static(CSV_HEADER.as_bytes()));
     let rows = futures_util::stream::unfold(rx, move |mut rx| async move {
         let row = rx.recv().await?;
-        let chunk = row.map_err(std::io::Error::other).and_then(|row| {
-            Ok(bytes::Bytes::from(if jsonl {
-                let mut line = serde_json::to_vec(&row).map_err(std::io::Error::other)?;
-                line.push(b'\n');
-                line
-            } else {
-                csv_line(&row)
-            }))
-        });
+        let chunk = row
+            .map_err(|e| {
+                // The response is already under way: the error can only end it.
+                tracing::error!(error = %e, "view: download stopped");
+                std::io::Error::other(e)
+            })
+            .and_then(|row| {
+                Ok(bytes::Bytes::from(if jsonl {
+                    let mut line = serde_json::to_vec(&row).map_err(std::io::Error::other)?;
+                    line.push(b'\n');
+                    line
+                } else {
+                    csv_line(&row)
+                }))
+            });
         Some((chunk, rx))
     });
     let head = futures_util::stream::iter(header_line.map(Ok::<_, std::io::Error>));
-    let body = Body::from_stream(futures_util::StreamExt::chain(head, rows));
+    // Fused: the body (with compression) may poll once more after the end.
+    let body = Body::from_stream(futures_util::StreamExt::fuse(
+        futures_util::StreamExt::chain(head, rows),
+    ));
     let (kind, name) = if jsonl {
         ("application/x-ndjson", "results.jsonl")
     } else {

@@ -57,7 +57,9 @@ impl RunLine {
 
 /// `GET /api/runs`: the rows as JSON, for the page's poll.
 pub async fn runs_json(State(app): State<Arc<App>>) -> Result<Json<Vec<RunLine>>, PageError> {
-    Ok(Json(app.store.runs().await?.iter().map(RunLine::of).collect()))
+    Ok(Json(
+        app.store.runs().await?.iter().map(RunLine::of).collect(),
+    ))
 }
 
 /// `GET /`.
@@ -76,7 +78,7 @@ pub async fn runs_page(
                 "Open a run for its scores and the judge's agreement with your labels, or its failed cases directly. "
                 "A running run's row updates while it runs."
             }
-            table#runs data-poll="/api/runs" {
+            table id="runs" data-poll="/api/runs" {
                 thead { tr {
                     th { "Run" } th { "Model" } th { "Kind" } th { "Status" } th { "Progress" }
                     th { "Passed" } th { "Failed" } th { "Errors" } th { "Blocked / refused" }

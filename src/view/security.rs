@@ -118,7 +118,10 @@ fn refuse(status: StatusCode, why: &str) -> Response {
 }
 
 fn add_headers(h: &mut HeaderMap) {
-    h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CSP),
+    );
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     h.insert(
         header::X_CONTENT_TYPE_OPTIONS,
@@ -290,11 +293,20 @@ mod tests {
     fn same_origin_needs_origin_or_referer_of_this_host() {
         let mut h = HeaderMap::new();
         assert!(!same_origin(&h, "127.0.0.1:1"));
-        h.insert(header::REFERER, HeaderValue::from_static("http://127.0.0.1:1/case/3"));
+        h.insert(
+            header::REFERER,
+            HeaderValue::from_static("http://127.0.0.1:1/case/3"),
+        );
         assert!(same_origin(&h, "127.0.0.1:1"));
-        h.insert(header::ORIGIN, HeaderValue::from_static("http://evil.example"));
+        h.insert(
+            header::ORIGIN,
+            HeaderValue::from_static("http://evil.example"),
+        );
         assert!(!same_origin(&h, "127.0.0.1:1"));
-        h.insert(header::ORIGIN, HeaderValue::from_static("http://127.0.0.1:1"));
+        h.insert(
+            header::ORIGIN,
+            HeaderValue::from_static("http://127.0.0.1:1"),
+        );
         assert!(same_origin(&h, "127.0.0.1:1"));
     }
 }

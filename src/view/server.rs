@@ -8,13 +8,12 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
 
 use axum::Router;
-use axum::extract::{Extension, State};
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use tower_http::compression::CompressionLayer;
 
-use super::security::{Session, guard};
+use super::security::guard;
 use super::state::{App, PageError};
 use super::{case, compare, label, results, run, runs};
 use crate::benchmark::{Benchmark, ScoringConfig};
@@ -72,7 +71,12 @@ fn router(app: Arc<App>) -> Router {
         )
         .route(
             "/assets/view.js",
-            get(|| async { ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8")], JS) }),
+            get(|| async {
+                (
+                    [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
+                    JS,
+                )
+            }),
         )
         .fallback(not_found)
         .layer(CompressionLayer::new())
@@ -80,10 +84,7 @@ fn router(app: Arc<App>) -> Router {
         .with_state(app)
 }
 
-async fn not_found(
-    State(_): State<Arc<App>>,
-    Extension(_): Extension<Session>,
-) -> impl IntoResponse {
+async fn not_found() -> impl IntoResponse {
     PageError::new(StatusCode::NOT_FOUND, "no such page")
 }
 
@@ -113,7 +114,10 @@ pub async fn serve(cfg: ViewConfig) -> Result<()> {
         .filter(|t| !t.is_empty())
         .map(str::to_string);
     if let Some(t) = &given
-        && (t.len() < 16 || !t.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'))
+        && (t.len() < 16
+            || !t
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'))
     {
         return Err(Error::Usage(
             "--token must be at least 16 characters of letters, digits, - or _ (it travels in a URL and a cookie)".into(),
@@ -151,7 +155,11 @@ pub async fn serve(cfg: ViewConfig) -> Result<()> {
     let link = url(ip, port, token.as_deref());
     {
         let mut out = std::io::stdout().lock();
-        writeln!(out, "helmbench view: serving {} at {link}", cfg.database_url)?;
+        writeln!(
+            out,
+            "helmbench view: serving {} at {link}",
+            cfg.database_url
+        )?;
         if !loopback {
             writeln!(
                 out,
@@ -201,7 +209,10 @@ mod tests {
         assert!(!parse_host("0.0.0.0").unwrap().is_loopback());
         assert!(parse_host("example.org").is_err());
         let wildcard = parse_host("0.0.0.0").unwrap();
-        assert_eq!(url(wildcard, 8750, Some("t")), "http://127.0.0.1:8750/?token=t");
+        assert_eq!(
+            url(wildcard, 8750, Some("t")),
+            "http://127.0.0.1:8750/?token=t"
+        );
         assert_eq!(url(parse_host("::1").unwrap(), 1, None), "http://[::1]:1/");
     }
 }

@@ -47,3 +47,4 @@ mod support;
 mod terminal;
 mod totals;
 mod view;
+mod view_browser;
