@@ -17,7 +17,7 @@ pub mod routing;
 pub mod terminal;
 pub mod text;
 
-pub use format::{coverage, escape, p_value, pct, usd};
+pub use format::{coverage, p_value, pct, pct_ci, pct_range, points, points_ci, usd};
 pub use model::{
     CostReport, CriterionSummary, CriterionVerdict, FailedCase, FlagSummary, JudgeCost, ModelCost,
     ModelReport, QualityExample, QualitySummary, RunCost, ScenarioCost, ScoringUsed, Spend, Target,
