@@ -8,7 +8,7 @@ use maud::{Markup, html};
 
 use super::calibration::{InterRater, ReviewSections};
 use super::format::pct;
-use super::html::parts::model_label;
+use super::html::parts::{header, model_label};
 use super::model::ModelReport;
 use crate::scoring::agreement::Confusion;
 
@@ -235,7 +235,8 @@ pub fn write_text(o: &mut dyn Write, s: &ReviewSections) -> io::Result<()> {
 /// section (nothing without labels or a panel).
 pub fn html(models: &[ModelReport]) -> Markup {
     // Each section once, in the order first met, with every run's rows.
-    let mut tables: Vec<(Section, Vec<(&ModelReport, Vec<String>)>)> = Vec::new();
+    type Rows<'a> = Vec<(&'a ModelReport, Vec<String>)>;
+    let mut tables: Vec<(Section, Rows)> = Vec::new();
     for m in models {
         for mut sec in sections(&m.review) {
             let rows = std::mem::take(&mut sec.rows).into_iter().map(|r| (m, r));
@@ -249,7 +250,7 @@ pub fn html(models: &[ModelReport]) -> Markup {
         @for (sec, rows) in &tables {
             h2 { (heading(&sec.title)) }
             table data-table=(sec.id) {
-                tr { th { "Model" } @for h in sec.header { th { (h) } } }
+                (header(&[&["Model"][..], sec.header].concat()))
                 @for (m, cells) in rows {
                     tr {
                         td { (model_label(m)) }

@@ -13,7 +13,8 @@ use serde::Deserialize;
 use super::layout::{Nav, inline, page};
 use super::security::Session;
 use super::state::{App, PageError};
-use crate::report::{Target, p_value, pct, select_runs};
+use crate::report::html::compare::leaderboard;
+use crate::report::{Target, p_value, pct, points, points_ci, select_runs};
 use crate::scoring::compare::{DEFAULT_RESAMPLES, DEFAULT_SEED, Options};
 use crate::store::RunRow;
 
@@ -21,17 +22,6 @@ use crate::store::RunRow;
 pub struct CompareQuery {
     /// Run ids, comma-separated; default: the latest completed batch of every model.
     pub runs: Option<String>,
-}
-
-fn diff(v: Option<f64>) -> String {
-    v.map_or_else(|| "n/a".into(), |d| format!("{:+.1} pts", d * 100.0))
-}
-
-fn interval(ci: Option<[f64; 2]>) -> String {
-    ci.map_or_else(
-        || "n/a".into(),
-        |[lo, hi]| format!("{:+.1} to {:+.1}", lo * 100.0, hi * 100.0),
-    )
 }
 
 async fn pick(app: &App, q: &CompareQuery) -> Result<Vec<RunRow>, PageError> {
@@ -100,37 +90,24 @@ pub async fn compare_page(
         @for n in &c.method.notes { p.note { (n) } }
         @for r in &c.excluded_runs { p.note { "Run " (r.run_id) " (" (inline(&r.model)) ") " (r.reason) ": left out." } }
         h2 { "Leaderboard" }
-        table data-table="leaderboard" {
-            tr { th { "Rank" } th { "Model" } th { "Run" } th { "Score" } th { "95 % CI" } th { "Rank 95 % CI" } th { "P(first)" } }
-            @for s in &c.leaderboard {
-                tr {
-                    td.num { (s.rank) }
-                    td { (inline(&s.label)) }
-                    td.num { a href={ "/runs/" (s.run_id) } { (s.run_id) } }
-                    td.num { (pct(s.score)) }
-                    td.num { (s.ci.map_or_else(|| "n/a".into(), |[lo, hi]| format!("{:.1}–{:.1} %", lo * 100.0, hi * 100.0))) }
-                    td.num { (s.rank_ci[0]) "–" (s.rank_ci[1]) }
-                    td.num { (pct(Some(s.first))) }
-                }
-            }
-        }
+        (leaderboard(c, |run_id| html! { a href={ "/runs/" (run_id) } { (run_id) } }))
         h2 { "Pairs" }
         @for p in &c.pairs {
             section.pair {
                 h3 { (inline(&p.a)) " vs " (inline(&p.b)) }
                 p { strong { (p.verdict) } @if let Some(r) = &p.reason { " (" (r) ")" } }
                 table data-table="pair" {
-                    tr { th { "Behaviour" } th { "A" } th { "B" } th { "A − B" } th { "95 % CI" } th { "A only / B only" } th { "p" } th { "p (Holm)" } th { "Verdict" } }
+                    tr { th { "Behaviour" } th { "A" } th { "B" } th { "A − B (points)" } th { "95 % CI" } th { "A only / B only" } th { "p" } th { "p (Holm)" } th { "Verdict" } }
                     tr.overall {
                         td { "all" } td.num { } td.num { }
-                        td.num { (diff(p.difference)) } td.num { (interval(p.ci)) }
+                        td.num { (points(p.difference)) } td.num { (points_ci(p.ci)) }
                         td.num { (p.a_only) " / " (p.b_only) } td.num { (p_value(p.p)) } td.num { "—" } td { (p.verdict) }
                     }
                     @for b in &p.behaviours {
                         tr {
                             td { (inline(&app.behaviour_label(&b.code))) }
                             td.num { (pct(b.a_score)) } td.num { (pct(b.b_score)) }
-                            td.num { (diff(b.difference)) } td.num { (interval(b.ci)) }
+                            td.num { (points(b.difference)) } td.num { (points_ci(b.ci)) }
                             td.num { (b.a_only) " / " (b.b_only) }
                             td.num { (p_value(b.p)) } td.num { (p_value(b.p_holm)) }
                             td { (b.verdict) }

@@ -3,9 +3,13 @@
 //! keeps hostile text inert and bidi-isolated, status badges, numbers.
 //! Everything goes through maud, which escapes every value it prints.
 
-use maud::{DOCTYPE, Markup, html};
+use maud::{Markup, html};
 
 use super::security::Session;
+/// A string value shown inline (a model id, a code): isolated, as on
+/// every helmbench page.
+pub use crate::report::html::parts::inline;
+use crate::report::html::parts::shell;
 use crate::store::CellStatus;
 
 /// Which page is open (marked in the navigation).
@@ -23,42 +27,37 @@ pub fn csrf(session: &Session) -> Markup {
 
 /// A whole page.
 pub fn page(title: &str, session: &Session, nav: Nav, back: &str, body: Markup) -> Markup {
-    html! {
-        (DOCTYPE)
-        html lang="en" {
-            head {
-                meta charset="utf-8";
-                meta name="viewport" content="width=device-width, initial-scale=1";
-                meta name="referrer" content="same-origin";
-                title { (title) " · helmbench view" }
-                link rel="stylesheet" href="/assets/view.css";
-                script src="/assets/view.js" defer {}
+    // Style and script from the binary, never inline: the CSP allows no
+    // inline script.
+    let head = html! {
+        meta name="referrer" content="same-origin";
+        link rel="stylesheet" href="/assets/view.css";
+        script src="/assets/view.js" defer {}
+    };
+    let body = html! {
+        header.top {
+            a.brand href="/" { "helmbench view" }
+            nav {
+                a href="/" aria-current=[(nav == Nav::Runs).then_some("page")] { "Runs" }
+                a href="/results" aria-current=[(nav == Nav::Results).then_some("page")] { "Results" }
+                a href="/compare" aria-current=[(nav == Nav::Compare).then_some("page")] { "Compare" }
             }
-            body {
-                header.top {
-                    a.brand href="/" { "helmbench view" }
-                    nav {
-                        a href="/" aria-current=[(nav == Nav::Runs).then_some("page")] { "Runs" }
-                        a href="/results" aria-current=[(nav == Nav::Results).then_some("page")] { "Results" }
-                        a href="/compare" aria-current=[(nav == Nav::Compare).then_some("page")] { "Compare" }
-                    }
-                    form.inline method="post" action="/prefs" {
-                        (csrf(session))
-                        input type="hidden" name="back" value=(back);
-                        @if session.collapse {
-                            button name="action" value="expand" title="Show prompt and reply texts open" { "Texts: collapsed" }
-                        } @else {
-                            button name="action" value="collapse" title="Keep prompt and reply texts collapsed until clicked" { "Texts: shown" }
-                        }
-                    }
+            form.inline method="post" action="/prefs" {
+                (csrf(session))
+                input type="hidden" name="back" value=(back);
+                @if session.collapse {
+                    button name="action" value="expand" title="Show prompt and reply texts open" { "Texts: collapsed" }
+                } @else {
+                    button name="action" value="collapse" title="Keep prompt and reply texts collapsed until clicked" { "Texts: shown" }
                 }
-                @if !session.note_seen {
-                    (content_note(session, back))
-                }
-                main { (body) }
             }
         }
-    }
+        @if !session.note_seen {
+            (content_note(session, back))
+        }
+        main { (body) }
+    };
+    shell(&format!("{title} · helmbench view"), head, body)
 }
 
 /// The note shown until dismissed: what the texts are about, and that a
@@ -98,9 +97,4 @@ pub fn text_block(label: &str, text: &str, collapsed: bool) -> Markup {
 /// A cell status as a word and a class (colour is never the only cue).
 pub fn status_badge(s: CellStatus) -> Markup {
     html! { span class={ "badge " (s.as_str()) } { (s.as_str()) } }
-}
-
-/// A string value shown inline (a model id, a code): isolated.
-pub fn inline(text: &str) -> Markup {
-    html! { bdi { (text) } }
 }

@@ -13,7 +13,8 @@ use super::layout::{Nav, inline, page};
 use super::security::Session;
 use super::state::{App, PageError};
 use crate::report::calibration::{CriterionCalibration, review_sections};
-use crate::report::{ModelReport, coverage, pct, usd};
+use crate::report::html::parts::{band_chip, pct_cell};
+use crate::report::{ModelReport, coverage, pct, pct_ci, usd};
 
 /// The report of run `run_id`, exactly as `report --run-id` builds it.
 pub async fn build_report(app: &App, run_id: i64) -> Result<ModelReport, PageError> {
@@ -27,13 +28,6 @@ pub async fn build_report(app: &App, run_id: i64) -> Result<ModelReport, PageErr
     report.review = review_sections(&app.store, run_id, &report.analysis, &scoring, false).await?;
     report.behaviour_names = app.behaviour_names.clone();
     Ok(report)
-}
-
-fn interval(ci: Option<[f64; 2]>) -> String {
-    ci.map_or_else(
-        || "n/a".into(),
-        |[lo, hi]| format!("{:.1}–{:.1} %", lo * 100.0, hi * 100.0),
-    )
 }
 
 fn num(v: Option<f64>) -> String {
@@ -87,9 +81,9 @@ pub async fn run_page(
             tr {
                 td.num data-value="score" { (pct(a.score)) }
                 td.num.breach[!a.floor_breaches.is_empty()] { (pct(a.capped_score)) }
-                td.num { (interval(a.score_ci)) }
-                td.num { (pct(a.sensitivity)) }
-                td.num { (pct(a.specificity)) }
+                td.num { (pct_ci(a.score_ci)) }
+                (pct_cell(a.sensitivity))
+                (pct_cell(a.specificity))
                 td.num { (a.passed) " / " (a.scored) }
                 td.num { (a.format_failures) }
                 td.num { (a.judge_errors) }
@@ -112,7 +106,7 @@ pub async fn run_page(
         table data-table="pillars" {
             tr { th { "Pillar" } th { "Score" } th { "Weight" } th { "Behaviours" } }
             @for p in &a.pillars {
-                tr { td { (inline(&p.code)) } td.num { (pct(p.score)) } td.num { (p.weight) }
+                tr { td { (inline(&p.code)) } (pct_cell(p.score)) td.num { (p.weight) }
                      td { (p.behaviours.join(", ")) } }
             }
         }
@@ -123,11 +117,15 @@ pub async fn run_page(
             @for b in &a.behaviours {
                 tr.breach[b.below_floor] {
                     td { (inline(&r.behaviour_label(&b.code))) }
-                    td.num { (pct(b.score)) }
+                    @match b.score {
+                        // The band in words on its colour, as in the report's heat-maps.
+                        Some(score) => td.num { (band_chip(score)) " " (pct(Some(score))) },
+                        None => (pct_cell(None)),
+                    }
                     td.num { (b.weight) }
                     td.num { (b.passed) " / " (b.scored) " / " (b.tests) }
-                    td.num { (pct(b.sensitivity)) }
-                    td.num { (pct(b.specificity)) }
+                    (pct_cell(b.sensitivity))
+                    (pct_cell(b.specificity))
                     td.num { @if let Some(f) = b.floor { (pct(Some(f))) @if b.below_floor { " breached" } } @else { "—" } }
                     td { a href={ "/results?runs=" (run_id) "&status=failed&behaviour=" (b.code) } { "failed" } }
                 }

@@ -20,7 +20,14 @@ use crate::benchmark::{Benchmark, ScoringConfig};
 use crate::store::Store;
 use crate::{Error, Result};
 
-const CSS: &str = include_str!("assets/view.css");
+/// The shared page style, then the view's own.
+static CSS: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    [
+        crate::report::html::parts::BASE_CSS,
+        include_str!("assets/view.css"),
+    ]
+    .concat()
+});
 const JS: &str = include_str!("assets/view.js");
 
 /// What `helmbench view` serves, resolved by the command line.
@@ -67,7 +74,12 @@ fn router(app: Arc<App>) -> Router {
         .route("/prefs", post(label::post_prefs))
         .route(
             "/assets/view.css",
-            get(|| async { ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], CSS) }),
+            get(|| async {
+                (
+                    [(header::CONTENT_TYPE, "text/css; charset=utf-8")],
+                    CSS.as_str(),
+                )
+            }),
         )
         .route(
             "/assets/view.js",

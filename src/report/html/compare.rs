@@ -5,7 +5,7 @@
 
 use maud::{Markup, html};
 
-use super::parts::{at, document, inline};
+use super::parts::{at, document, header, inline};
 use crate::report::compare::summary;
 use crate::report::format::{p_value, pct, pct_ci, points, points_ci};
 use crate::scoring::compare::{ALPHA, Comparison, MIN_DISCORDANT, Pair};
@@ -39,8 +39,7 @@ pub fn render(c: &Comparison) -> String {
 pub fn leaderboard(c: &Comparison, run: impl Fn(i64) -> Markup) -> Markup {
     html! {
         table data-table="leaderboard" {
-            tr { th { "Rank" } th { "Model" } th { "Run" } th { "Score" } th { "95 % CI" }
-                 th { "Rank 95 % range" } th { "Ranked first" } }
+            (header(&["Rank", "Model", "Run", "Score", "95 % CI", "Rank 95 % range", "Ranked first"]))
             @for s in &c.leaderboard {
                 tr {
                     td.num { (s.rank) }
@@ -69,8 +68,8 @@ fn verdict_cell(verdict: &str, reason: Option<&str>) -> Markup {
 fn verdicts(c: &Comparison) -> Markup {
     html! {
         table data-table="pairs" {
-            tr { th { "A" } th { "B" } th { "Behaviour" } th { "A − B" } th { "95 % CI" }
-                 th { "A only / B only" } th { "p" } th { "p (Holm)" } th { "Verdict" } }
+            (header(&["A", "B", "Behaviour", "A − B", "95 % CI", "A only / B only", "p", "p (Holm)",
+                "Verdict"]))
             @for p in &c.pairs {
                 tr {
                     td { (inline(&p.a)) }
@@ -116,7 +115,7 @@ fn left_out(c: &Comparison) -> Markup {
         }
         @if !c.excluded_test_cases.is_empty() {
             table data-table="excluded-test-cases" {
-                tr { th { "Test case" } th { "Why" } }
+                (header(&["Test case", "Why"]))
                 @for e in &c.excluded_test_cases {
                     tr { td.code { (e.test_code) } td { (e.reasons.join("; ")) } }
                 }

@@ -36,26 +36,37 @@ pub fn colour(index: usize) -> &'static str {
     PALETTE[index % PALETTE.len()]
 }
 
-/// A self-contained page (`report --format html`, `compare --format
-/// html`): its style inline, no script, nothing fetched from anywhere.
-pub fn document(title: &str, body: Markup) -> Markup {
+/// Every page's frame: the doctype, the language, the character set, a
+/// viewport for phones, the title; `head` and `body` fill the rest.
+pub fn shell(title: &str, head: Markup, body: Markup) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
             head {
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
-                meta name="generator" content={ "helmbench " (env!("CARGO_PKG_VERSION")) };
                 title { (title) }
-                // Style sheets are constants of this file, not data.
-                style { (PreEscaped(BASE_CSS)) (PreEscaped(PAGE_CSS)) }
+                (head)
             }
-            body {
-                h1 { (title) }
-                (body)
-            }
+            body { (body) }
         }
     }
+}
+
+/// A self-contained page (`report --format html`, `compare --format
+/// html`): its style inline, no script, nothing fetched from anywhere.
+pub fn document(title: &str, body: Markup) -> Markup {
+    let head = html! {
+        meta name="generator" content={ "helmbench " (env!("CARGO_PKG_VERSION")) };
+        // Style sheets are constants of this file, not data.
+        style { (PreEscaped(BASE_CSS)) (PreEscaped(PAGE_CSS)) }
+    };
+    shell(title, head, html! { h1 { (title) } (body) })
+}
+
+/// A header row.
+pub fn header(cells: &[&str]) -> Markup {
+    html! { tr { @for h in cells { th { (h) } } } }
 }
 
 /// A chart coordinate as the charts print it: one decimal.

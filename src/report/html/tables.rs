@@ -8,7 +8,7 @@ use maud::{Markup, html};
 use super::charts;
 use super::order::{behaviour_codes, find_behaviour, key_cmp, union_sorted};
 use super::parts::{
-    Band, absent_cell, band_legend, heat, inline, model_label, num_cell, pct_cell, swatch,
+    Band, absent_cell, band_legend, header, heat, inline, model_label, num_cell, pct_cell, swatch,
 };
 use crate::report::format::{pct, pct_range, usd};
 use crate::report::model::{ModelReport, QualitySummary};
@@ -43,13 +43,9 @@ pub fn scores(models: &[ModelReport]) -> Markup {
     html! {
         h2 { "Scores" }
         table data-table="scores" {
-            tr {
-                @for h in ["Model", "Run", "Status", "Score", "Capped score", "95 % CI", "Sensitivity",
-                    "Specificity", "Consistency", "Scored / tests", "Passed", "Format failures",
-                    "Judge errors", "Provider errors", "Cost (USD)", "Judge cost (USD)"] {
-                    th { (h) }
-                }
-            }
+            (header(&["Model", "Run", "Status", "Score", "Capped score", "95 % CI", "Sensitivity",
+                "Specificity", "Consistency", "Scored / tests", "Passed", "Format failures",
+                "Judge errors", "Provider errors", "Cost (USD)", "Judge cost (USD)"]))
             @for (i, m) in models.iter().enumerate() {
                 @let a = &m.analysis;
                 tr {
@@ -91,7 +87,7 @@ pub fn floors(models: &[ModelReport]) -> Markup {
     html! {
         h2 { "Safety floor breaches" }
         table data-table="floors" {
-            tr { th { "Model" } th { "Behaviour" } th { "Floor" } th { "Score" } }
+            (header(&["Model", "Behaviour", "Floor", "Score"]))
             @for (m, b) in &breaches {
                 tr.breach {
                     td { (model_label(m)) }
@@ -150,7 +146,9 @@ pub fn breakdowns(models: &[ModelReport]) -> Markup {
                             td { (behaviour_cell(models, code)) }
                             td { (key) }
                             @for m in models {
-                                (heat_cell(find_behaviour(m, code).and_then(|b| pick(b).iter().find(|x| x.key == key))))
+                                @let cell = find_behaviour(m, code)
+                                    .and_then(|b| pick(b).iter().find(|x| x.key == key));
+                                (heat_cell(cell))
                             }
                         }
                     }
@@ -203,7 +201,10 @@ fn heat_cell(cell: Option<&Breakdown>) -> Markup {
                 td.num data-heat="score" data-band=(band) style={ "background:" (heat(score)) }
                     title="score = 1 − cost / max cost; a miss costs its severity times (1 − difficulty / 10)" {
                     span.band { (band) } " " (pct(Some(score))) " "
-                    small { "(cost " (format!("{:.1}", x.actual_cost)) " of " (format!("{:.1}", x.max_cost)) "; " (passed) ")" }
+                    small {
+                        "(cost " (format!("{:.1}", x.actual_cost)) " of " (format!("{:.1}", x.max_cost))
+                        "; " (passed) ")"
+                    }
                 }
             }
         }
@@ -231,8 +232,7 @@ pub fn monotonic(models: &[ModelReport]) -> Markup {
             "condition and user context (first repeat only)."
         }
         table data-table="monotonic" {
-            tr { th { "Model" } th { "Scenario" } th { "Condition" } th { "User context" }
-                 th { "Caught (base)" } th { "Missed (base)" } }
+            (header(&["Model", "Scenario", "Condition", "User context", "Caught (base)", "Missed (base)"]))
             @for m in models {
                 @for f in &m.analysis.non_monotonic {
                     tr {
@@ -265,8 +265,7 @@ pub fn criteria(models: &[ModelReport]) -> Markup {
     html! {
         h2 { "Judged criteria" }
         table data-table="criteria" {
-            tr { th { "Model" } th { "Scenario" } th { "Criterion" } th { "Evaluations" } th { "Passed" }
-                 th { "Failed" } th { "Judge errors" } }
+            (header(&["Model", "Scenario", "Criterion", "Evaluations", "Passed", "Failed", "Judge errors"]))
             @for m in models {
                 @for c in &m.criteria {
                     tr {
@@ -350,8 +349,7 @@ pub fn quality(models: &[ModelReport]) -> Markup {
             }
             h3 { "Worst flagged replies" }
             table data-table="quality_examples" {
-                tr { th { "Model" } th { "Red flag" } th { "Test case" } th { "Base" } th { "Safety" }
-                     th { "Empathy" } th { "Overall" } th { "Excerpt" } }
+                (header(&["Model", "Red flag", "Test case", "Base", "Safety", "Empathy", "Overall", "Excerpt"]))
                 @for (m, f, e) in &examples {
                     tr {
                         td { (model_label(m)) }
@@ -383,8 +381,7 @@ pub fn failures(models: &[ModelReport]) -> Markup {
     html! {
         h2 { "Failed test cases" }
         table data-table="failures" {
-            tr { th { "Model" } th { "Test case" } th { "Base" } th { "Difficulty" } th { "Error" }
-                 th { "Criteria" } th { "Reply excerpt" } }
+            (header(&["Model", "Test case", "Base", "Difficulty", "Error", "Criteria", "Reply excerpt"]))
             @for m in models {
                 @for f in m.failures.iter().flatten() {
                     tr {
