@@ -30,16 +30,7 @@ async fn pick(app: &App, q: &CompareQuery) -> Result<Vec<RunRow>, PageError> {
             .await
             .unwrap_or_default());
     };
-    let mut runs = Vec::new();
-    for id in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let id: i64 = id.parse().map_err(|_| {
-            PageError::bad_request(format!("runs={list:?}: {id:?} is not a run id"))
-        })?;
-        if !runs.iter().any(|r: &RunRow| r.run_id == id) {
-            runs.push(app.store.run(id).await?);
-        }
-    }
-    Ok(runs)
+    app.runs_named(list).await
 }
 
 /// `GET /compare`.

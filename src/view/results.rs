@@ -112,16 +112,7 @@ impl FilterQuery {
     /// of every model (or the newest run when none completed).
     pub async fn runs(&self, app: &App) -> Result<Vec<RunRow>, PageError> {
         if let Some(list) = given(&self.runs) {
-            let mut out = Vec::new();
-            for id in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-                let id: i64 = id.parse().map_err(|_| {
-                    PageError::bad_request(format!("runs={list:?}: {id:?} is not a run id"))
-                })?;
-                if !out.iter().any(|r: &RunRow| r.run_id == id) {
-                    out.push(app.store.run(id).await?);
-                }
-            }
-            return Ok(out);
+            return app.runs_named(&list).await;
         }
         let all = app.store.runs().await?;
         if let Some(model) = given(&self.model) {

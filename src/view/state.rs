@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use crate::benchmark::{Benchmark, Rubric, ScoringConfig};
-use crate::store::Store;
+use crate::store::{RunRow, Store};
 
 /// A page error: a status and a sentence for the person reading it.
 #[derive(Debug)]
@@ -113,6 +113,20 @@ impl App {
             Some(name) => format!("{code} {name}"),
             None => code.to_string(),
         }
+    }
+
+    /// The runs a `runs=3,5` parameter names, in its order, each once.
+    pub async fn runs_named(&self, list: &str) -> Result<Vec<RunRow>, PageError> {
+        let mut runs = Vec::new();
+        for id in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let id: i64 = id.parse().map_err(|_| {
+                PageError::bad_request(format!("runs={list:?}: {id:?} is not a run id"))
+            })?;
+            if !runs.iter().any(|r: &RunRow| r.run_id == id) {
+                runs.push(self.store.run(id).await?);
+            }
+        }
+        Ok(runs)
     }
 
     /// The session's sitting (zero labels before its first).
