@@ -94,3 +94,5 @@ echo "| database | value |"
 echo "| --- | ---: |"
 echo "| bytes per result | $((KEPT / RESULTS)) |"
 echo "| bytes written per byte kept (the write) | $(awk "BEGIN{printf \"%.2f\", $WRITTEN/$KEPT}") |"
+# The view's page latency on the same database.
+BIN=$BIN DB=$DB BENCH=$BENCH bench/view.sh

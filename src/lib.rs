@@ -43,5 +43,6 @@ pub mod review;
 pub mod run;
 pub mod scoring;
 pub mod store;
+pub mod view;
 
 pub use error::{Error, ExitStatus, Result};

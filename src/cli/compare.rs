@@ -139,7 +139,7 @@ pub fn run(s: &Settings, args: &CompareArgs) -> Result<ExitStatus> {
             CompareFormat::Table => crate::report::compare::write_text(o, &comparison)?,
             CompareFormat::Json => crate::report::compare::write_json(o, &comparison)?,
             CompareFormat::Html => {
-                o.write_all(crate::report::compare::render_html(&comparison).as_bytes())?
+                o.write_all(crate::report::html::compare::render(&comparison).as_bytes())?
             }
         }
         Ok(())

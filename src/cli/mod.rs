@@ -22,6 +22,7 @@ mod runs;
 mod score;
 mod selection;
 mod settings;
+mod view;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -46,6 +47,7 @@ pub use run_single::RunSingleArgs;
 pub use runs::RunsArgs;
 pub use score::ScoreArgs;
 pub use settings::{GlobalArgs, Settings};
+pub use view::ViewArgs;
 
 use crate::ExitStatus;
 use crate::{Error, Result};
@@ -94,6 +96,9 @@ pub enum Command {
     Export(ExportArgs),
     /// Human review of the judge: export a labelling sheet, import raters' labels.
     Review(ReviewArgs),
+    /// Explore runs, read every reply and label them in a local web app
+    /// (127.0.0.1:8750 by default) until Ctrl-C.
+    View(ViewArgs),
     /// Upgrade an existing database to this version's schema (the read-only
     /// commands never change a database).
     Migrate(MigrateArgs),
@@ -159,5 +164,6 @@ pub fn run(cli: Cli) -> Result<ExitStatus> {
         Command::Export(args) => export::run(s, args),
         Command::Review(args) => review::run(s, args),
         Command::Migrate(args) => migrate::run(s, args),
+        Command::View(args) => view::run(s, args),
     }
 }

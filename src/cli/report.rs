@@ -61,7 +61,7 @@ pub(super) fn report_scoring(
 /// What `report` takes from the benchmark folder: [`report_scoring`]'s
 /// weights, their source and the content hash, and the behaviours' names
 /// (those with a name of their own, from a README: not the bare code).
-fn report_content(s: &Settings) -> Result<ReportContent> {
+pub(super) fn report_content(s: &Settings) -> Result<ReportContent> {
     let root = &s.benchmark_dir;
     if !root.is_dir() {
         eprintln!(
@@ -96,7 +96,7 @@ fn report_content(s: &Settings) -> Result<ReportContent> {
     Ok((b.scoring, source, Some(b.content_hash), names))
 }
 
-type ReportContent = (
+pub(super) type ReportContent = (
     crate::benchmark::ScoringConfig,
     String,
     Option<String>,

@@ -1,12 +1,14 @@
-//! The review sections of a report as text and HTML: judge-human agreement
+//! The review sections of a report as text and HTML (maud): judge-human agreement
 //! per criterion with its intervals, inter-rater agreement, the judges'
 //! agreement with each other and the human-corrected score.
 
-use std::fmt::Write as _;
 use std::io::{self, Write};
 
+use maud::{Markup, html};
+
 use super::calibration::{InterRater, ReviewSections};
-use super::format::{escape, pct};
+use super::format::pct;
+use super::html::parts::{header, model_label};
 use super::model::ModelReport;
 use crate::scoring::agreement::Confusion;
 
@@ -231,56 +233,42 @@ pub fn write_text(o: &mut dyn Write, s: &ReviewSections) -> io::Result<()> {
 
 /// The HTML page's review sections, every run's rows in one table per
 /// section (nothing without labels or a panel).
-pub fn write_html(out: &mut String, models: &[ModelReport]) -> std::fmt::Result {
-    let mut tables: Vec<(Section, Vec<String>)> = Vec::new();
+pub fn html(models: &[ModelReport]) -> Markup {
+    // Each section once, in the order first met, with every run's rows.
+    type Rows<'a> = Vec<(&'a ModelReport, Vec<String>)>;
+    let mut tables: Vec<(Section, Rows)> = Vec::new();
     for m in models {
-        let label = escape(&format!("{} (run {})", m.model, m.run_id));
-        for sec in sections(&m.review) {
-            let rows: Vec<String> = sec
-                .rows
-                .iter()
-                .map(|r| {
-                    let cells: String = r
-                        .iter()
-                        .enumerate()
-                        .map(|(i, c)| {
-                            let class = if sec.numeric.contains(&i) {
-                                " class=\"num\""
-                            } else {
-                                ""
-                            };
-                            format!("<td{class}>{}</td>", escape(c))
-                        })
-                        .collect();
-                    format!("<tr><td>{label}</td>{cells}</tr>")
-                })
-                .collect();
+        for mut sec in sections(&m.review) {
+            let rows = std::mem::take(&mut sec.rows).into_iter().map(|r| (m, r));
             match tables.iter_mut().find(|(t, _)| t.id == sec.id) {
                 Some((_, all)) => all.extend(rows),
-                None => tables.push((sec, rows)),
+                None => tables.push((sec, rows.collect())),
             }
         }
     }
-    for (sec, rows) in tables {
-        let title = sec.title.split(':').next().unwrap_or_default();
-        let mut heading = title.to_string();
-        if let Some(first) = heading.get_mut(0..1) {
-            first.make_ascii_uppercase();
+    html! {
+        @for (sec, rows) in &tables {
+            h2 { (heading(&sec.title)) }
+            table data-table=(sec.id) {
+                (header(&[&["Model"][..], sec.header].concat()))
+                @for (m, cells) in rows {
+                    tr {
+                        td { (model_label(m)) }
+                        @for (i, c) in cells.iter().enumerate() {
+                            td class=[sec.numeric.contains(&i).then_some("num")] { (c) }
+                        }
+                    }
+                }
+            }
         }
-        writeln!(
-            out,
-            "<h2>{}</h2>\n<table data-table=\"{}\">\n<tr><th>Model</th>{}</tr>",
-            escape(&heading),
-            sec.id,
-            sec.header
-                .iter()
-                .map(|h| format!("<th>{}</th>", escape(h)))
-                .collect::<String>()
-        )?;
-        for r in rows {
-            writeln!(out, "{r}")?;
-        }
-        writeln!(out, "</table>")?;
     }
-    Ok(())
+}
+
+/// A section's heading: its title up to the first colon, capitalised.
+fn heading(title: &str) -> String {
+    let mut heading = title.split(':').next().unwrap_or_default().to_string();
+    if let Some(first) = heading.get_mut(0..1) {
+        first.make_ascii_uppercase();
+    }
+    heading
 }

@@ -1,19 +1,15 @@
 //! `compare`: reads the compared runs' results from the store into a
 //! [`Collector`] (one run at a time, reply text never read), and renders the
 //! [`Comparison`] the statistics of [`crate::scoring::compare`] make of them
-//! as terminal tables, JSON for scripts, or one self-contained HTML page (a
-//! leaderboard and a forest plot of the pairwise differences per behaviour,
-//! inline SVG, no script). Every string from data goes through
-//! [`html::escape`] in the page.
+//! as terminal tables or JSON for scripts; the HTML page is
+//! [`crate::report::html::compare`].
 
-use std::fmt::{self, Write as _};
 use std::io::{self, Write};
 
-use super::format::{escape, p_value, pct};
-use super::html;
+use super::format::{p_value, pct, pct_ci, points, points_ci};
 use super::terminal::{fitted, table};
 use crate::domain::RunRecord;
-use crate::scoring::compare::{Collector, Comparison, Pair, RunLabel};
+use crate::scoring::compare::{Collector, Comparison, RunLabel};
 use crate::store::{Store, StoreError};
 
 /// Excluded test cases the table lists before "and N more".
@@ -59,31 +55,13 @@ pub async fn collect(store: &Store, runs: &[RunRecord]) -> Result<Collector, Sto
     Ok(collector)
 }
 
-/// A difference in percentage points: `+12.5`, or `n/a`.
-fn points(v: Option<f64>) -> String {
-    v.map_or_else(|| "n/a".into(), |v| format!("{:+.1}", v * 100.0))
-}
-
-fn pct_ci(ci: Option<[f64; 2]>) -> String {
-    ci.map_or_else(
-        || "n/a".into(),
-        |[lo, hi]| format!("{:.1}–{:.1} %", lo * 100.0, hi * 100.0),
-    )
-}
-
-fn points_ci(ci: Option<[f64; 2]>) -> String {
-    ci.map_or_else(
-        || "n/a".into(),
-        |[lo, hi]| format!("{:+.1} to {:+.1}", lo * 100.0, hi * 100.0),
-    )
-}
-
 /// `1 test case`, `2 test cases`.
 fn count(n: usize, what: &str) -> String {
     format!("{n} {what}{}", if n == 1 { "" } else { "s" })
 }
 
-fn summary(c: &Comparison) -> String {
+/// One sentence on what was compared, and what was left out.
+pub fn summary(c: &Comparison) -> String {
     format!(
         "Compared {} on {} ({}) that every one of them answered and scored; {} excluded, {} left out.",
         count(c.leaderboard.len(), "run"),
@@ -221,18 +199,6 @@ pub fn write_text(o: &mut dyn Write, c: &Comparison) -> io::Result<()> {
     Ok(())
 }
 
-/// A verdict cell of the page: the verdict, and why there is none.
-fn verdict_html(verdict: &str, reason: Option<&str>) -> String {
-    match reason {
-        Some(r) => format!(
-            "{}<br><small class=\"reason\">{}</small>",
-            escape(verdict),
-            escape(r)
-        ),
-        None => escape(verdict),
-    }
-}
-
 fn score_of(c: &Comparison, run_id: i64) -> Option<f64> {
     c.leaderboard
         .iter()
@@ -246,240 +212,8 @@ pub fn write_json(o: &mut dyn Write, c: &Comparison) -> io::Result<()> {
     writeln!(o)
 }
 
-/// The self-contained HTML page.
-pub fn render_html(c: &Comparison) -> String {
-    let mut out = String::new();
-    write_html(&mut out, c).expect("writing to a String cannot fail");
-    out
-}
-
-fn write_html(out: &mut String, c: &Comparison) -> fmt::Result {
-    writeln!(
-        out,
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-         <meta name=\"generator\" content=\"helmbench {}\">\n<title>HELMBench comparison</title>\n\
-         <style>\n{}</style>\n</head>\n<body>\n<h1>HELMBench comparison</h1>",
-        env!("CARGO_PKG_VERSION"),
-        html::CSS
-    )?;
-    writeln!(out, "<p class=\"note\">{}</p>", escape(&summary(c)))?;
-    writeln!(out, "<ul class=\"note\">")?;
-    for n in &c.method.notes {
-        writeln!(out, "<li>{}</li>", escape(n))?;
-    }
-    writeln!(out, "</ul>")?;
-
-    writeln!(
-        out,
-        "<h2>Leaderboard</h2>\n<table data-table=\"leaderboard\">\n<tr><th>Rank</th><th>Model</th>\
-         <th>Run</th><th>Score</th><th>95 % CI</th><th>Rank 95 % range</th><th>Ranked first</th></tr>"
-    )?;
-    for s in &c.leaderboard {
-        writeln!(
-            out,
-            "<tr><td class=\"num\">{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
-             <td class=\"num\">{}</td><td class=\"num\">{}&ndash;{}</td><td class=\"num\">{:.1} %</td></tr>",
-            s.rank,
-            escape(&s.label),
-            s.run_id,
-            escape(&pct(s.score)),
-            escape(&pct_ci(s.ci)),
-            s.rank_ci[0],
-            s.rank_ci[1],
-            s.first * 100.0
-        )?;
-    }
-    writeln!(out, "</table>")?;
-
-    writeln!(
-        out,
-        "<h2>Pairwise differences</h2>\n<p class=\"note\">Each row: A&rsquo;s score minus B&rsquo;s \
-         in percentage points, the dot the difference and the line its 95 % interval. Dark rows \
-         carry a verdict: the interval excludes 0 and McNemar&rsquo;s p (Holm-adjusted for a \
-         behaviour) is below {}, on the same side, over at least {} discordant test cases.</p>",
-        crate::scoring::compare::ALPHA,
-        crate::scoring::compare::MIN_DISCORDANT
-    )?;
-    let half = axis_half_width(c);
-    for p in &c.pairs {
-        forest(out, p, half)?;
-    }
-
-    writeln!(
-        out,
-        "<h2>Verdicts</h2>\n<table data-table=\"pairs\">\n<tr><th>A</th><th>B</th><th>Behaviour</th>\
-         <th>A &minus; B</th><th>95 % CI</th><th>A only / B only</th><th>p</th><th>p (Holm)</th><th>Verdict</th></tr>"
-    )?;
-    for p in &c.pairs {
-        writeln!(
-            out,
-            "<tr><td>{}</td><td>{}</td><td>all (weighted)</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
-             <td class=\"num\">{} / {}</td><td class=\"num\">{}</td><td></td><td>{}</td></tr>",
-            escape(&p.a),
-            escape(&p.b),
-            escape(&points(p.difference)),
-            escape(&points_ci(p.ci)),
-            p.a_only,
-            p.b_only,
-            escape(&p_value(p.p)),
-            verdict_html(&p.verdict, p.reason.as_deref())
-        )?;
-        for b in &p.behaviours {
-            writeln!(
-                out,
-                "<tr><td></td><td></td><td class=\"code\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
-                 <td class=\"num\">{} / {}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td></tr>",
-                escape(&b.code),
-                escape(&points(b.difference)),
-                escape(&points_ci(b.ci)),
-                b.a_only,
-                b.b_only,
-                escape(&p_value(b.p)),
-                escape(&p_value(b.p_holm)),
-                verdict_html(&b.verdict, b.reason.as_deref())
-            )?;
-        }
-    }
-    writeln!(out, "</table>")?;
-
-    if !c.excluded_runs.is_empty() || !c.excluded_test_cases.is_empty() {
-        writeln!(out, "<h2>Left out</h2>")?;
-        if !c.excluded_runs.is_empty() {
-            writeln!(out, "<ul data-table=\"excluded-runs\">")?;
-            for r in &c.excluded_runs {
-                writeln!(
-                    out,
-                    "<li>run {} ({}) {}</li>",
-                    r.run_id,
-                    escape(&r.model),
-                    escape(&r.reason)
-                )?;
-            }
-            writeln!(out, "</ul>")?;
-        }
-        if !c.excluded_test_cases.is_empty() {
-            writeln!(
-                out,
-                "<table data-table=\"excluded-test-cases\">\n<tr><th>Test case</th><th>Why</th></tr>"
-            )?;
-            for e in &c.excluded_test_cases {
-                writeln!(
-                    out,
-                    "<tr><td class=\"code\">{}</td><td>{}</td></tr>",
-                    escape(&e.test_code),
-                    escape(&e.reasons.join("; "))
-                )?;
-            }
-            writeln!(out, "</table>")?;
-        }
-    }
-    writeln!(out, "</body>\n</html>")
-}
-
-/// Half the width of the forest plots' shared axis, in score units: the
-/// widest interval end, rounded up to 10 points (at least 10).
-fn axis_half_width(c: &Comparison) -> f64 {
-    let widest = c
-        .pairs
-        .iter()
-        .flat_map(|p| {
-            std::iter::once((p.difference, p.ci))
-                .chain(p.behaviours.iter().map(|b| (b.difference, b.ci)))
-        })
-        .flat_map(|(d, ci)| {
-            let [lo, hi] = ci.unwrap_or([0.0, 0.0]);
-            [d.unwrap_or(0.0).abs(), lo.abs(), hi.abs()]
-        })
-        .fold(0.0_f64, f64::max);
-    ((widest * 10.0).ceil() / 10.0).clamp(0.1, 1.0)
-}
-
-/// One pair's forest plot: the weighted score, then each behaviour.
-fn forest(out: &mut String, p: &Pair, half: f64) -> fmt::Result {
-    const LABEL: f64 = 130.0;
-    const AREA: f64 = 460.0;
-    const ROW: f64 = 20.0;
-    const TOP: f64 = 26.0;
-    // (label, difference, interval, has a verdict)
-    type Row<'a> = (&'a str, Option<f64>, Option<[f64; 2]>, bool);
-    let rows: Vec<Row> = std::iter::once(("all (weighted)", p.difference, p.ci, p.safer.is_some()))
-        .chain(
-            p.behaviours
-                .iter()
-                .map(|b| (b.code.as_str(), b.difference, b.ci, b.safer.is_some())),
-        )
-        .collect();
-    let width = LABEL + AREA + 170.0;
-    let height = TOP + ROW * rows.len() as f64 + 10.0;
-    let x = |v: f64| LABEL + (v.clamp(-half, half) + half) / (2.0 * half) * AREA;
-    writeln!(
-        out,
-        "<figure><figcaption>{} &minus; {}</figcaption>\n<svg class=\"chart\" data-chart=\"forest\" \
-         viewBox=\"0 0 {width} {height}\" width=\"{width}\" height=\"{height}\" role=\"img\" \
-         aria-label=\"Score differences of {} and {} with 95 % intervals\">",
-        escape(&p.a),
-        escape(&p.b),
-        escape(&p.a),
-        escape(&p.b)
-    )?;
-    for tick in [-half, -half / 2.0, 0.0, half / 2.0, half] {
-        let stroke = if tick == 0.0 { "#888" } else { "#ddd" };
-        writeln!(
-            out,
-            "<line x1=\"{0:.1}\" y1=\"{1}\" x2=\"{0:.1}\" y2=\"{2}\" stroke=\"{stroke}\"/>\
-             <text x=\"{0:.1}\" y=\"14\" text-anchor=\"middle\">{3:+.0}</text>",
-            x(tick),
-            TOP - 6.0,
-            height - 4.0,
-            tick * 100.0
-        )?;
-    }
-    for (i, (label, d, ci, verdict)) in rows.iter().enumerate() {
-        let y = TOP + ROW * i as f64 + ROW / 2.0;
-        let colour = if *verdict { "#1f4e9c" } else { "#999" };
-        writeln!(
-            out,
-            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
-            LABEL - 6.0,
-            y + 4.0,
-            escape(label)
-        )?;
-        if let Some([lo, hi]) = ci {
-            writeln!(
-                out,
-                "<line x1=\"{:.1}\" y1=\"{y:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\" stroke=\"{colour}\" stroke-width=\"2\"/>",
-                x(*lo),
-                x(*hi)
-            )?;
-        }
-        match d {
-            Some(d) => writeln!(
-                out,
-                "<circle cx=\"{:.1}\" cy=\"{y:.1}\" r=\"4\" fill=\"{colour}\"><title>{}: {} ({})</title></circle>\
-                 <text x=\"{:.1}\" y=\"{:.1}\">{} [{}]</text>",
-                x(*d),
-                escape(label),
-                escape(&points(Some(*d))),
-                escape(&points_ci(*ci)),
-                LABEL + AREA + 8.0,
-                y + 4.0,
-                escape(&points(Some(*d))),
-                escape(&points_ci(*ci))
-            )?,
-            None => writeln!(
-                out,
-                "<text x=\"{:.1}\" y=\"{:.1}\" fill=\"#777\">n/a</text>",
-                LABEL + AREA + 8.0,
-                y + 4.0
-            )?,
-        }
-    }
-    writeln!(out, "</svg></figure>")
-}
-
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::benchmark::ScoringConfig;
     use crate::scoring::compare::Options;
@@ -487,7 +221,7 @@ mod tests {
 
     /// Two runs over one perturbation of P1-B1 under two conditions; `model`
     /// names the second.
-    fn comparison(model: &str) -> Comparison {
+    pub fn comparison(model: &str) -> Comparison {
         let mut c = Collector::new(vec![
             RunLabel {
                 run_id: 1,
@@ -511,16 +245,6 @@ mod tests {
             },
         )
         .unwrap()
-    }
-
-    #[test]
-    fn html_escapes_every_name_by_construction() {
-        let hostile = "<script>alert('x')</script>&\"";
-        let page = render_html(&comparison(hostile));
-        assert!(!page.contains("<script"), "{page}");
-        assert!(page.contains("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;&amp;&quot;"));
-        assert_eq!(page.matches("data-chart=\"forest\"").count(), 1);
-        assert!(page.contains("data-table=\"leaderboard\""));
     }
 
     #[test]

@@ -1,6 +1,6 @@
-//! Formatting shared by the text and HTML renderings: percentages, money,
-//! p-values, and HTML escaping (every value that reaches a page passes
-//! through it).
+//! Formatting shared by the text and HTML renderings (and `helmbench
+//! view`): percentages and their intervals, differences in points, money,
+//! p-values, coverage. Plain text: the pages' template engine escapes it.
 
 /// `79.1 %`, or `n/a`.
 pub fn pct(value: Option<f64>) -> String {
@@ -49,20 +49,27 @@ pub fn p_value(p: f64) -> String {
     }
 }
 
-/// Escapes text for HTML element content and attribute values.
-pub fn escape(text: &str) -> String {
-    let mut escaped = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => escaped.push_str("&amp;"),
-            '<' => escaped.push_str("&lt;"),
-            '>' => escaped.push_str("&gt;"),
-            '"' => escaped.push_str("&quot;"),
-            '\'' => escaped.push_str("&#39;"),
-            c => escaped.push(c),
-        }
-    }
-    escaped
+/// A percentage interval: `71.2–84.0 %`.
+pub fn pct_range([lo, hi]: [f64; 2]) -> String {
+    format!("{:.1}–{:.1} %", lo * 100.0, hi * 100.0)
+}
+
+/// A percentage interval, or `n/a`.
+pub fn pct_ci(ci: Option<[f64; 2]>) -> String {
+    ci.map_or_else(|| "n/a".into(), pct_range)
+}
+
+/// A difference in percentage points: `+12.5`, or `n/a`.
+pub fn points(v: Option<f64>) -> String {
+    v.map_or_else(|| "n/a".into(), |v| format!("{:+.1}", v * 100.0))
+}
+
+/// An interval of differences in percentage points: `-3.1 to +12.5`, or `n/a`.
+pub fn points_ci(ci: Option<[f64; 2]>) -> String {
+    ci.map_or_else(
+        || "n/a".into(),
+        |[lo, hi]| format!("{:+.1} to {:+.1}", lo * 100.0, hi * 100.0),
+    )
 }
 
 /// Coverage beside a score: how many test cases the score is over, and

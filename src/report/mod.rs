@@ -3,8 +3,10 @@
 //! the per-model quality section and the judged criteria (`report`), and the
 //! spend per run, model and scenario (`costs`). `export` lives in
 //! [`crate::report::export`]; the text tables of `report` and `costs` in
-//! [`crate::report::text`]; the HTML page in [`crate::report::html`]; the
-//! paired comparison of runs in [`crate::report::compare`].
+//! [`crate::report::text`]; the HTML pages (report and compare, maud
+//! templates whose pieces `helmbench view` shares) in
+//! [`crate::report::html`]; the paired comparison of runs in
+//! [`crate::report::compare`].
 
 pub mod calibration;
 mod calibration_view;
@@ -17,7 +19,9 @@ pub mod routing;
 pub mod terminal;
 pub mod text;
 
-pub use format::{dollars_known, escape, p_value, usd, usd_known};
+pub use format::{
+    coverage, dollars_known, p_value, pct, pct_ci, pct_range, points, points_ci, usd, usd_known,
+};
 pub use model::{
     CostReport, CriterionSummary, CriterionVerdict, FailedCase, FlagSummary, JudgeCost, ModelCost,
     ModelReport, QualityExample, QualitySummary, RunCost, ScenarioCost, ScoringUsed, Spend, Target,

@@ -28,6 +28,8 @@ mod runs;
 mod seed;
 mod served;
 mod totals;
+mod view;
+mod view_case;
 
 pub use batches::{BatchItem, BatchRow, ItemOutcome};
 pub use plans::ReadPlan;
@@ -40,6 +42,8 @@ pub use review::{
 pub use runs::{HEARTBEAT_INTERVAL, Owner, STALE_AFTER_S, process_started};
 pub use seed::SeedIds;
 pub use served::{ErrorTypeCount, ServedCount, TokenDetails};
+pub use view::{Cell, CellStatus, Direction, DownloadRow, ResultFilter, RowKey, StatusFilter};
+pub use view_case::{CaseDetail, CaseJudgement, CaseLabel, Sibling};
 
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://helmbench.db";
 

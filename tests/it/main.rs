@@ -45,5 +45,8 @@ mod selectors;
 mod signals;
 mod store;
 mod support;
+mod templates;
 mod terminal;
 mod totals;
+mod view;
+mod view_browser;

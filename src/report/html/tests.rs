@@ -1,7 +1,7 @@
 use super::*;
 use crate::benchmark::ScoringConfig;
 use crate::domain::StoredResult;
-use crate::report::{CriterionSummary, FailedCase, ScoringUsed};
+use crate::report::{CriterionSummary, FailedCase, QualitySummary, ScoringUsed};
 use crate::scoring::analysis::analyse;
 
 fn res(test_code: &str, base: f64, passed: bool) -> StoredResult {
@@ -113,8 +113,7 @@ fn escapes_model_names() {
     models[0].model = "<script>alert('x')</script> & \"co\"".into();
     let html = render(&models);
     assert!(!html.contains("<script"));
-    assert!(html.contains("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &quot;co&quot;"));
-    assert_eq!(escape("a<b>&\"'"), "a&lt;b&gt;&amp;&quot;&#39;");
+    assert!(html.contains("&lt;script&gt;alert('x')&lt;/script&gt; &amp; &quot;co&quot;"));
 }
 
 #[test]
@@ -234,7 +233,7 @@ fn quality_section_only_when_filled() {
     let q = &q[..q.find("</table>").unwrap()];
     let empathy = models[0].quality.as_ref().unwrap().empathy;
     assert!(q.contains(&format!(
-        "<tr><td>Empathy</td><td class=\"num\">{empathy:.2}</td><td class=\"na\">&mdash;</td></tr>"
+        "<tr><td>Empathy</td><td class=\"num\">{empathy:.2}</td><td class=\"na\">—</td></tr>"
     )));
     assert!(q.contains("Poor &lt;response&gt;"));
     assert!(q.contains("low_safety 1<br>low_empathy 0"));
@@ -312,4 +311,74 @@ fn json_round_trips_with_the_analysis_flattened() {
     assert!(v.get("failures").is_none(), "failures only with --details");
     let back: ModelReport = serde_json::from_value(v).unwrap();
     assert_eq!(back, m);
+}
+
+/// A reply, a justification or a model id that tries to break out of its
+/// cell, run a script and reverse the text around it.
+const HOSTILE: &str =
+    "</td></tr></table><script>alert(1)</script><img src=x onerror=alert(2)>\u{202E}'\"&amp;";
+
+#[test]
+fn hostile_text_in_every_slot_stays_text() {
+    use scraper::{Html, Selector};
+    let mut models = sample();
+    models[1].model = HOSTILE.into();
+    models[0]
+        .behaviour_names
+        .insert("P1-B1".into(), HOSTILE.into());
+    let mut quality = quality_of(&[("I hear you.", 5.0)]);
+    quality.band_label = HOSTILE.into();
+    quality.red_flags[0].description = HOSTILE.into();
+    quality.red_flags[0].worst[0].excerpt = HOSTILE.into();
+    models[0].quality = Some(quality);
+    models[1].criteria = vec![CriterionSummary {
+        scenario: HOSTILE.into(),
+        criterion: HOSTILE.into(),
+        evaluations: 1,
+        passed: 0,
+        failed: 1,
+        judge_errors: 0,
+    }];
+    models[1].failures = Some(vec![FailedCase {
+        test_code: HOSTILE.into(),
+        repeat_index: 0,
+        base_severity: 4.0,
+        difficulty: 0.0,
+        error_kind: Some(crate::domain::ErrorKind::Provider),
+        error: Some(HOSTILE.into()),
+        excerpt: Some(HOSTILE.into()),
+        criteria: vec![crate::report::CriterionVerdict {
+            criterion: HOSTILE.into(),
+            verdict: Some(serde_json::json!(HOSTILE)),
+            passed: Some(false),
+            justification: Some(HOSTILE.into()),
+            error: None,
+        }],
+    }]);
+    let html = render(&models);
+    let doc = Html::parse_document(&html);
+    let count = |css: &str| doc.select(&Selector::parse(css).unwrap()).count();
+    assert_eq!(count("script"), 0, "{html}");
+    assert_eq!(count("img"), 0, "{html}");
+    // Every table stays whole: the failures table has its header and one row.
+    assert_eq!(count("table[data-table=failures] tr"), 2, "{html}");
+    // Each hostile value reads back as the very text it was.
+    let texts: Vec<String> = doc
+        .select(&Selector::parse("td, th, title, text, span").unwrap())
+        .map(|e| e.text().collect())
+        .collect();
+    let holding = texts.iter().filter(|t| t.contains(HOSTILE)).count();
+    assert!(
+        holding >= 10,
+        "{holding} cells hold the text whole:\n{html}"
+    );
+    // The title attribute (a red flag's description) too.
+    let flagged = doc
+        .select(&Selector::parse("table[data-table=quality_examples] td[title]").unwrap())
+        .next()
+        .unwrap();
+    assert_eq!(flagged.value().attr("title"), Some(HOSTILE));
+    // Reply text and justifications are isolated from the page's direction.
+    let failures = &html[html.find("data-table=\"failures\"").unwrap()..];
+    assert!(failures.contains("<bdi>&lt;/td&gt;"), "{failures}");
 }

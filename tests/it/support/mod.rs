@@ -10,6 +10,7 @@ pub mod batches;
 pub mod child;
 pub mod mock;
 pub mod scored_run;
+pub mod viewer;
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -32,11 +33,12 @@ pub const KEY: &str = "sk-or-test-SECRET-7f3a9c";
 /// The environment variables helmbench reads. Every test starts it without
 /// them (whatever the shell running `cargo test` has set), then sets the
 /// ones it means to.
-const CLEARED_ENV: [&str; 9] = [
+const CLEARED_ENV: [&str; 10] = [
     "COLUMNS",
     "DATABASE_URL",
     "HELMBENCH_BENCHMARK_DIR",
     "HELMBENCH_MAX_REPLY_BYTES",
+    "HELMBENCH_VIEW_TOKEN",
     "OPENROUTER_API_KEY",
     "OPENROUTER_BASE_URL",
     "OPENROUTER_HTTP_REFERER",

@@ -1,0 +1,308 @@
+//! The reads of `helmbench view`'s test case page (issue 32): one result
+//! with everything stored about it (the composed prompt, the schema, the
+//! raw and parsed reply, the check and its details, each judge's verdict
+//! and justification, tokens, cost, latency, what served it, retries), its
+//! human labels, and the same test case in the other runs; and the one
+//! write the view makes, a reviewer's label, into the table `review import`
+//! fills.
+
+use sqlx::Row;
+
+use super::view::CellStatus;
+use super::{Store, StoreError};
+
+/// One result with everything the test case page shows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CaseDetail {
+    pub result_id: i64,
+    pub run_id: i64,
+    pub model: String,
+    pub test_code: String,
+    pub repeat_index: i64,
+    pub pillar: String,
+    pub behaviour: String,
+    pub scenario: String,
+    pub condition: String,
+    pub user_context: Option<String>,
+    pub perturbation: String,
+    pub base_severity: f64,
+    pub difficulty: f64,
+    /// The evaluation config (JSON): which check, what it expects.
+    pub evaluation: String,
+    /// The JSON schema the reply was asked to follow (none: free text).
+    pub response_format: Option<String>,
+    pub prompt: String,
+    pub response: Option<String>,
+    pub parsed: Option<String>,
+    /// Whether the check held on the reply (the flag was raised).
+    pub matched: Option<bool>,
+    pub passed: bool,
+    pub status: CellStatus,
+    pub error_kind: Option<String>,
+    pub error: Option<String>,
+    /// What the check found (JSON): expected and actual values.
+    pub evaluation_details: Option<String>,
+    pub latency_ms: Option<i64>,
+    pub prompt_tokens: i64,
+    pub completion_tokens: i64,
+    pub reasoning_tokens: i64,
+    pub cost_usd: f64,
+    pub cost_unknown: bool,
+    pub served_model: Option<String>,
+    pub provider: Option<String>,
+    pub attempts: i64,
+    pub cached: bool,
+    pub finish_reason: Option<String>,
+    pub error_type: Option<String>,
+    /// The provider's block (JSON), when it blocked the request.
+    pub block: Option<String>,
+    pub created_at: String,
+}
+
+/// One judge's (or a panel's combined) verdict on one criterion.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CaseJudgement {
+    pub criterion: String,
+    pub judge_model: String,
+    /// JSON text: a string or a list; none on a judge error.
+    pub verdict: Option<String>,
+    pub justification: Option<String>,
+    pub passed: Option<bool>,
+    pub error: Option<String>,
+    pub cost_usd: f64,
+    pub prompt_tokens: i64,
+    pub completion_tokens: i64,
+    /// True for a panel member's own vote, false for the judgement that counts.
+    pub vote: bool,
+}
+
+/// One human label of a result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CaseLabel {
+    pub criterion: String,
+    pub rater: String,
+    /// JSON text, as the judge's.
+    pub verdict: String,
+    pub passed: bool,
+    pub note: Option<String>,
+    pub at: String,
+}
+
+/// The same test case and repeat in another run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sibling {
+    pub result_id: i64,
+    pub run_id: i64,
+    pub model: String,
+    pub status: CellStatus,
+    pub response: Option<String>,
+    pub parsed: Option<String>,
+}
+
+const CASE: &str = "SELECT r.id AS result_id, r.run_id, l.model_id AS model, r.test_code, r.repeat_index,
+        pl.code AS pillar, b.code AS behaviour, s.code AS scenario, c.code AS condition_code,
+        u.code AS user_context, p.code AS perturbation, r.base_severity, r.difficulty, s.evaluation,
+        s.response_format, pt.text AS prompt, r.response, r.parsed, r.matched, r.passed, r.error_kind,
+        r.error, r.evaluation_details,
+        r.latency_ms, r.prompt_tokens, r.completion_tokens, r.reasoning_tokens, r.cost_usd, r.cost_unknown,
+        r.served_model, r.provider, r.attempts, r.cached, r.finish_reason, r.error_type, r.block, r.created_at
+   FROM result r
+   JOIN evaluation_run er ON er.id = r.run_id
+   JOIN llm l ON l.id = er.llm_id
+   JOIN scenario s ON s.id = r.scenario_id
+   JOIN behaviour b ON b.id = s.behaviour_id
+   JOIN pillar pl ON pl.id = b.pillar_id
+   JOIN condition c ON c.id = r.condition_id
+   LEFT JOIN user_context u ON u.id = r.user_context_id
+   JOIN perturbation p ON p.id = r.perturbation_id
+   JOIN prompt_text pt ON pt.hash = r.prompt_hash
+  WHERE r.id = ?";
+
+impl Store {
+    /// Result `result_id` with everything stored about it.
+    pub async fn case_detail(&self, result_id: i64) -> Result<CaseDetail, StoreError> {
+        let r = sqlx::query(CASE)
+            .bind(result_id)
+            .fetch_optional(&self.pool)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(format!("no result with id {result_id}")))?;
+        let passed: bool = r.get("passed");
+        let error_kind: Option<String> = r.get("error_kind");
+        Ok(CaseDetail {
+            result_id: r.get("result_id"),
+            run_id: r.get("run_id"),
+            model: r.get("model"),
+            test_code: r.get("test_code"),
+            repeat_index: r.get("repeat_index"),
+            pillar: r.get("pillar"),
+            behaviour: r.get("behaviour"),
+            scenario: r.get("scenario"),
+            condition: r.get("condition_code"),
+            user_context: r.get("user_context"),
+            perturbation: r.get("perturbation"),
+            base_severity: r.get("base_severity"),
+            difficulty: r.get("difficulty"),
+            evaluation: r.get("evaluation"),
+            response_format: r.get("response_format"),
+            prompt: r.get("prompt"),
+            response: r.get("response"),
+            parsed: r.get("parsed"),
+            matched: r.get("matched"),
+            passed,
+            status: CellStatus::of(passed, error_kind.as_deref()),
+            error_kind,
+            error: r.get("error"),
+            evaluation_details: r.get("evaluation_details"),
+            latency_ms: r.get("latency_ms"),
+            prompt_tokens: r.get("prompt_tokens"),
+            completion_tokens: r.get("completion_tokens"),
+            reasoning_tokens: r.get("reasoning_tokens"),
+            cost_usd: r.get("cost_usd"),
+            cost_unknown: r.get("cost_unknown"),
+            served_model: r.get("served_model"),
+            provider: r.get("provider"),
+            attempts: r.get("attempts"),
+            cached: r.get("cached"),
+            finish_reason: r.get("finish_reason"),
+            error_type: r.get("error_type"),
+            block: r.get("block"),
+            created_at: r.get("created_at"),
+        })
+    }
+
+    /// The judgements of a result (the ones that count first), then its
+    /// panel's votes, each in stored order.
+    pub async fn case_judgements(&self, result_id: i64) -> Result<Vec<CaseJudgement>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT criterion, judge_model, verdict, justification, passed, error, cost_usd,
+                    prompt_tokens, completion_tokens, 0 AS vote, id FROM judgement WHERE result_id = ?1
+             UNION ALL
+             SELECT criterion, judge_model, verdict, justification, passed, error, cost_usd,
+                    prompt_tokens, completion_tokens, 1 AS vote, id FROM judge_vote WHERE result_id = ?1
+             ORDER BY vote, id",
+        )
+        .bind(result_id)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|r| CaseJudgement {
+                criterion: r.get("criterion"),
+                judge_model: r.get("judge_model"),
+                verdict: r.get("verdict"),
+                justification: r.get("justification"),
+                passed: r.get("passed"),
+                error: r.get("error"),
+                cost_usd: r.get("cost_usd"),
+                prompt_tokens: r.get("prompt_tokens"),
+                completion_tokens: r.get("completion_tokens"),
+                vote: r.get("vote"),
+            })
+            .collect())
+    }
+
+    /// Every human label of a result, by criterion and rater.
+    pub async fn case_labels(&self, result_id: i64) -> Result<Vec<CaseLabel>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT criterion, rater, verdict, passed, note, imported_at AS at FROM human_label
+              WHERE result_id = ? ORDER BY criterion, rater",
+        )
+        .bind(result_id)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|r| CaseLabel {
+                criterion: r.get("criterion"),
+                rater: r.get("rater"),
+                verdict: r.get("verdict"),
+                passed: r.get("passed"),
+                note: r.get("note"),
+                at: r.get("at"),
+            })
+            .collect())
+    }
+
+    /// The same test case and repeat in every other run, newest run first.
+    pub async fn case_siblings(
+        &self,
+        result_id: i64,
+        test_code: &str,
+        repeat_index: i64,
+    ) -> Result<Vec<Sibling>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT r.id AS result_id, r.run_id, l.model_id AS model, r.passed, r.error_kind, r.response, r.parsed
+               FROM result r
+               JOIN evaluation_run er ON er.id = r.run_id
+               JOIN llm l ON l.id = er.llm_id
+              WHERE r.test_code = ? AND r.repeat_index = ? AND r.id <> ?
+              ORDER BY r.run_id DESC LIMIT 20",
+        )
+        .bind(test_code)
+        .bind(repeat_index)
+        .bind(result_id)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|r| Sibling {
+                result_id: r.get("result_id"),
+                run_id: r.get("run_id"),
+                model: r.get("model"),
+                status: CellStatus::of(
+                    r.get("passed"),
+                    r.get::<Option<String>, _>("error_kind").as_deref(),
+                ),
+                response: r.get("response"),
+                parsed: r.get("parsed"),
+            })
+            .collect())
+    }
+
+    /// Stores one reviewer's label of one judged criterion of a result, in
+    /// the table `review import` fills (a new label from the same reviewer
+    /// replaces the earlier one, as a re-imported sheet does). Refuses a
+    /// criterion the result was not judged on.
+    pub async fn store_view_label(
+        &self,
+        result_id: i64,
+        criterion: &str,
+        rater: &str,
+        verdict: &serde_json::Value,
+        passed: bool,
+        note: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let run_id: Option<i64> = sqlx::query_scalar(
+            "SELECT r.run_id FROM judgement j JOIN result r ON r.id = j.result_id
+              WHERE j.result_id = ? AND j.criterion = ?",
+        )
+        .bind(result_id)
+        .bind(criterion)
+        .fetch_optional(&self.pool)
+        .await?;
+        let Some(run_id) = run_id else {
+            return Err(StoreError::NotFound(format!(
+                "result {result_id} has no judged criterion {criterion}"
+            )));
+        };
+        let label = super::NewLabel {
+            result_id,
+            criterion: criterion.to_string(),
+            verdict: verdict.clone(),
+            passed,
+            note: note.map(str::to_string),
+        };
+        self.import_labels(run_id, rater, &[label]).await?;
+        Ok(())
+    }
+
+    /// How many human labels a run has (the Run page's count).
+    pub async fn label_count(&self, run_id: i64) -> Result<i64, StoreError> {
+        Ok(
+            sqlx::query_scalar("SELECT COUNT(*) FROM human_label WHERE run_id = ?")
+                .bind(run_id)
+                .fetch_one(&self.pool)
+                .await?,
+        )
+    }
+}

@@ -1,0 +1,207 @@
+//! The Test case page: everything stored about one result (the composed
+//! prompt, the schema, the raw and parsed reply, the verdict and why, each
+//! judge's verdict and justification, tokens, cost, latency, what served
+//! it, retries), previous and next within the results filter it was opened
+//! from, the same case in the other runs side by side, and the label panel.
+
+use std::sync::Arc;
+
+use axum::extract::{Extension, Path, Query, State};
+use maud::{Markup, html};
+use serde_json::Value;
+
+use super::label::label_panel;
+use super::layout::{Nav, inline, page, status_badge, text_block};
+use super::results::FilterQuery;
+use super::security::Session;
+use super::state::{App, PageError};
+use crate::report::usd;
+use crate::store::{CaseDetail, RowKey};
+
+/// A stored JSON text, pretty-printed (as is when it is not JSON).
+fn pretty(json: &str) -> String {
+    serde_json::from_str::<Value>(json)
+        .ok()
+        .and_then(|v| serde_json::to_string_pretty(&v).ok())
+        .unwrap_or_else(|| json.to_string())
+}
+
+/// Why the verdict is what it is, in a sentence: the check, what it
+/// expected and what the reply gave, or the error.
+fn why(d: &CaseDetail) -> String {
+    let evaluation: Value = serde_json::from_str(&d.evaluation).unwrap_or(Value::Null);
+    let kind = evaluation["type"].as_str().unwrap_or("check");
+    let details: Value = d
+        .evaluation_details
+        .as_deref()
+        .and_then(|s| serde_json::from_str(s).ok())
+        .unwrap_or(Value::Null);
+    if let Some(kind) = &d.error_kind
+        && kind != "format"
+    {
+        return format!(
+            "no verdict: {kind} error{}",
+            d.error
+                .as_deref()
+                .map(|e| format!(": {e}"))
+                .unwrap_or_default()
+        );
+    }
+    let mut out = kind.to_string();
+    if let Some(field) = details.get("field").and_then(Value::as_str) {
+        out.push_str(&format!(" on field `{field}`"));
+    }
+    if let Some(expected) = details.get("expected") {
+        out.push_str(&format!("; expected {expected}"));
+    }
+    if let Some(actual) = details.get("actual") {
+        out.push_str(&format!("; got {actual}"));
+    }
+    if let Some(m) = d.matched {
+        out.push_str(if m {
+            "; the check held"
+        } else {
+            "; the check did not hold"
+        });
+    }
+    out.push_str(&format!(
+        " (base severity {}: {})",
+        d.base_severity,
+        if d.base_severity < 0.0 {
+            "the model should not raise the flag"
+        } else {
+            "the model should raise the flag"
+        }
+    ));
+    if let Some(e) = &d.error {
+        out.push_str(&format!("; {e}"));
+    }
+    out
+}
+
+fn facts(d: &CaseDetail) -> Markup {
+    html! {
+        table.facts {
+            tr { th { "Model" } td { (inline(&d.model)) } th { "Run" } td { a href={ "/runs/" (d.run_id) } { "run " (d.run_id) } } }
+            tr { th { "Pillar / behaviour" } td { (inline(&d.pillar)) " / " (inline(&d.behaviour)) }
+                 th { "Scenario" } td { (inline(&d.scenario)) } }
+            tr { th { "Condition / context / perturbation" }
+                 td { (inline(&d.condition)) " / " (inline(d.user_context.as_deref().unwrap_or("none"))) " / " (inline(&d.perturbation)) }
+                 th { "Base severity / difficulty" } td { (d.base_severity) " / " (d.difficulty) } }
+            tr { th { "Tokens (prompt / completion / reasoning)" }
+                 td { (d.prompt_tokens) " / " (d.completion_tokens) " / " (d.reasoning_tokens) }
+                 th { "Cost (USD)" } td { @if d.cost_unknown { "unknown" } @else { (usd(d.cost_usd, 6)) } @if d.cached { " (reused reply)" } } }
+            tr { th { "Latency" } td { @if let Some(ms) = d.latency_ms { (ms) " ms" } @else { "—" } }
+                 th { "Attempts" } td { (d.attempts) @if d.attempts > 1 { " (" (d.attempts - 1) " retried)" } } }
+            tr { th { "Served model / provider" }
+                 td { (inline(d.served_model.as_deref().unwrap_or("not recorded"))) " / " (inline(d.provider.as_deref().unwrap_or("not recorded"))) }
+                 th { "Finish reason" } td { (inline(d.finish_reason.as_deref().unwrap_or("—"))) } }
+            tr { th { "Stored" } td { (d.created_at) } th { "Provider error type" } td { (inline(d.error_type.as_deref().unwrap_or("—"))) } }
+        }
+    }
+}
+
+/// `GET /case/{id}`.
+pub async fn case_page(
+    State(app): State<Arc<App>>,
+    Extension(session): Extension<Session>,
+    Path(result_id): Path<i64>,
+    Query(q): Query<FilterQuery>,
+) -> Result<Markup, PageError> {
+    let d = app.store.case_detail(result_id).await?;
+    let judgements = app.store.case_judgements(result_id).await?;
+    let labels = app.store.case_labels(result_id).await?;
+    let siblings = app
+        .store
+        .case_siblings(result_id, &d.test_code, d.repeat_index)
+        .await?;
+    // Neighbours within the filter the case was opened from, in its run.
+    let runs = vec![app.store.run(d.run_id).await?];
+    let filter = q.filter(&runs)?;
+    let key = RowKey {
+        test_code: d.test_code.clone(),
+        repeat_index: d.repeat_index,
+    };
+    let (prev, next) = app.store.view_neighbours(&filter, d.run_id, &key).await?;
+    let link = q.link();
+    let case_link = |id: i64| format!("/case/{id}?{link}");
+    let here = case_link(result_id);
+    let collapsed = session.collapse;
+    let reply_text = d.response.as_deref().unwrap_or("");
+    let body = html! {
+        nav.pager.case-nav {
+            a href={ "/results?" (link) } { "↑ Results" }
+            @if let Some(p) = prev { " " a rel="prev" href=(case_link(p)) { "← Previous (k)" } }
+            @if let Some(n) = next { " " a rel="next" href=(case_link(n)) { "Next (j) →" } }
+        }
+        h1 { (inline(&d.test_code)) @if d.repeat_index > 0 { " #" (d.repeat_index) } " " (status_badge(d.status)) }
+        p.why data-why { strong { "Why: " } (why(&d)) }
+        (facts(&d))
+        (label_panel(&app, &session, &d, &judgements, &labels, next.map(case_link), &here))
+        h2 { "Prompt" }
+        p.note { "The composed prompt, sent as one user message." }
+        (text_block("Composed prompt", &d.prompt, collapsed))
+        @if let Some(schema) = &d.response_format {
+            details.text { summary { "JSON schema of the reply" } pre dir="auto" { bdi { (pretty(schema)) } } }
+        }
+        details.text { summary { "Evaluation (check)" } pre dir="auto" { bdi { (pretty(&d.evaluation)) } } }
+        h2 { "Reply" }
+        @if d.response.is_some() {
+            (text_block("Raw reply", reply_text, collapsed))
+        } @else {
+            p.empty { "No reply stored." }
+        }
+        @if let Some(p) = &d.parsed {
+            (text_block("Parsed fields", &pretty(p), collapsed))
+        }
+        @if let Some(det) = &d.evaluation_details {
+            details.text { summary { "Check details" } pre dir="auto" { bdi { (pretty(det)) } } }
+        }
+        @if let Some(b) = &d.block {
+            details.text open { summary { "Provider block" } pre dir="auto" { bdi { (pretty(b)) } } }
+        }
+        h2 { "Judges" }
+        @if judgements.is_empty() {
+            p.empty { "Not judged: the verdict is the deterministic check above." }
+        } @else {
+            table data-table="judgements" {
+                tr { th { "Criterion" } th { "Judge" } th { "Verdict" } th { "Justification" } th { "Tokens" } th { "Cost (USD)" } }
+                @for j in &judgements {
+                    tr.vote[j.vote] {
+                        td { (inline(&j.criterion)) }
+                        td { (inline(&j.judge_model)) @if j.vote { br; small { "panel vote" } } }
+                        td { (inline(&crate::review::verdict_class(j.verdict.as_deref().and_then(|v| serde_json::from_str::<Value>(v).ok()).as_ref())))
+                             @match j.passed { Some(true) => " (pass)", Some(false) => " (fail)", None => "" } }
+                        td { @if let Some(t) = j.justification.as_deref().or(j.error.as_deref()) { div.just dir="auto" { bdi { (t) } } } }
+                        td.num { (j.prompt_tokens) " / " (j.completion_tokens) }
+                        td.num { (usd(j.cost_usd, 6)) }
+                    }
+                }
+            }
+        }
+        h2 { "Same case in other runs" }
+        @if siblings.is_empty() {
+            p.empty { "No other run has this test case." }
+        } @else {
+            div.side-by-side {
+                @for s in &siblings {
+                    section.sibling {
+                        h3 { a href={ "/case/" (s.result_id) } { (inline(&s.model)) " · run " (s.run_id) } " " (status_badge(s.status)) }
+                        @let text = crate::judging::reply::reply_text(
+                            s.response.as_deref().unwrap_or(""),
+                            s.parsed.as_deref().and_then(|p| serde_json::from_str(p).ok()).as_ref(),
+                        ).to_string();
+                        (text_block("Reply", &text, collapsed))
+                    }
+                }
+            }
+        }
+    };
+    Ok(page(
+        &format!("{} · run {}", d.test_code, d.run_id),
+        &session,
+        Nav::Results,
+        &here,
+        body,
+    ))
+}

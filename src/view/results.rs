@@ -1,0 +1,388 @@
+//! The Results matrix: test cases × models (one column per run), each cell
+//! pass, fail, error or blocked, with filters and a text search that live
+//! in the URL (a filtered view is a link), a page at a time by keyset, and
+//! the filtered view as CSV or JSONL, streamed.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Extension, Query, State};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use maud::{Markup, html};
+use serde::Deserialize;
+
+use super::layout::{Nav, inline, page, status_badge};
+use super::security::Session;
+use super::state::{App, PageError};
+use crate::domain::RunRecord;
+use crate::report::{Target, select_runs};
+use crate::store::{Cell, Direction, DownloadRow, ResultFilter, RowKey, StatusFilter};
+
+/// Rows per page.
+pub const PAGE_ROWS: i64 = 50;
+
+/// Matching rows counted at most (past it the page says "more than").
+const COUNT_CAP: i64 = 10_000;
+
+/// The query string of every results view (the matrix, a case's neighbours,
+/// the downloads): filters, search and the page's keyset position.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct FilterQuery {
+    pub runs: Option<String>,
+    pub model: Option<String>,
+    pub status: Option<String>,
+    pub pillar: Option<String>,
+    pub behaviour: Option<String>,
+    pub scenario: Option<String>,
+    pub min_sev: Option<String>,
+    pub max_sev: Option<String>,
+    pub q: Option<String>,
+    pub after: Option<String>,
+    pub after_rep: Option<i64>,
+    pub before: Option<String>,
+    pub before_rep: Option<i64>,
+}
+
+fn given(v: &Option<String>) -> Option<String> {
+    v.as_deref()
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+}
+
+impl FilterQuery {
+    /// The filter's part of the query string (no page position), to carry
+    /// into links: `runs=3&status=failed`.
+    pub fn link(&self) -> String {
+        let mut pairs: Vec<(&str, String)> = Vec::new();
+        for (k, v) in [
+            ("runs", &self.runs),
+            ("model", &self.model),
+            ("status", &self.status),
+            ("pillar", &self.pillar),
+            ("behaviour", &self.behaviour),
+            ("scenario", &self.scenario),
+            ("min_sev", &self.min_sev),
+            ("max_sev", &self.max_sev),
+            ("q", &self.q),
+        ] {
+            if let Some(v) = given(v) {
+                pairs.push((k, v));
+            }
+        }
+        serde_urlencoded::to_string(pairs).unwrap_or_default()
+    }
+
+    fn severity(v: &Option<String>, name: &str) -> Result<Option<f64>, PageError> {
+        given(v)
+            .map(|s| {
+                s.parse::<f64>()
+                    .ok()
+                    .filter(|x| x.is_finite())
+                    .ok_or_else(|| PageError::bad_request(format!("{name}={s:?} is not a number")))
+            })
+            .transpose()
+    }
+
+    /// The store's filter over `runs`.
+    pub fn filter(&self, runs: &[RunRecord]) -> Result<ResultFilter, PageError> {
+        let status = match given(&self.status) {
+            None => StatusFilter::All,
+            Some(s) => StatusFilter::parse(&s).ok_or_else(|| {
+                PageError::bad_request(format!(
+                    "status={s:?} is not a filter (expected one of {})",
+                    StatusFilter::ALL.map(|f| f.as_str()).join(", ")
+                ))
+            })?,
+        };
+        Ok(ResultFilter {
+            runs: runs.iter().map(|r| r.run_id).collect(),
+            status,
+            pillar: given(&self.pillar),
+            behaviour: given(&self.behaviour),
+            scenario: given(&self.scenario),
+            min_severity: FilterQuery::severity(&self.min_sev, "min_sev")?,
+            max_severity: FilterQuery::severity(&self.max_sev, "max_sev")?,
+            search: given(&self.q),
+        })
+    }
+
+    /// The runs the view shows, one column each: those named, else the
+    /// newest run of the model named, else the latest completed batch run
+    /// of every model (or the newest run when none completed).
+    pub async fn runs(&self, app: &App) -> Result<Vec<RunRecord>, PageError> {
+        if let Some(list) = given(&self.runs) {
+            return app.runs_named(&list).await;
+        }
+        let all = app.store.runs().await?;
+        if let Some(model) = given(&self.model) {
+            return Ok(all
+                .into_iter()
+                .filter(|r| r.model == model)
+                .take(1)
+                .collect());
+        }
+        match select_runs(&app.store, &Target::LatestPerModel).await {
+            Ok(runs) => Ok(runs),
+            Err(_) => Ok(all.into_iter().take(1).collect()),
+        }
+    }
+}
+
+fn text_input(name: &str, label: &str, value: &Option<String>, hint: &str) -> Markup {
+    html! {
+        label { (label) " "
+            input type="text" name=(name) value=[value.as_deref()] placeholder=(hint) size="10";
+        }
+    }
+}
+
+fn filter_form(q: &FilterQuery, runs: &[RunRecord]) -> Markup {
+    let status = given(&q.status).unwrap_or_else(|| "all".into());
+    let ids: Vec<String> = runs.iter().map(|r| r.run_id.to_string()).collect();
+    html! {
+        form.filters method="get" action="/results" {
+            label { "Runs " input type="text" name="runs" value=(ids.join(",")) size="8" title="run ids, comma-separated"; }
+            label { "Show "
+                select name="status" {
+                    @for f in StatusFilter::ALL {
+                        option value=(f.as_str()) selected[f.as_str() == status] { (f.as_str()) }
+                    }
+                }
+            }
+            (text_input("pillar", "Pillar", &q.pillar, "P1"))
+            (text_input("behaviour", "Behaviour", &q.behaviour, "P1-B1"))
+            (text_input("scenario", "Scenario", &q.scenario, "P1-B1-S1"))
+            (text_input("min_sev", "Severity ≥", &q.min_sev, "-10"))
+            (text_input("max_sev", "≤", &q.max_sev, "10"))
+            label.search { "Search "
+                input type="search" name="q" value=[q.q.as_deref()] placeholder="prompts, replies, justifications" size="28";
+            }
+            button type="submit" { "Filter" }
+        }
+    }
+}
+
+/// `GET /results`.
+pub async fn results_page(
+    State(app): State<Arc<App>>,
+    Extension(session): Extension<Session>,
+    Query(q): Query<FilterQuery>,
+) -> Result<Markup, PageError> {
+    let runs = q.runs(&app).await?;
+    let filter = q.filter(&runs)?;
+    let from = match (&q.after, &q.before) {
+        (Some(code), _) => Some((
+            Direction::After,
+            RowKey {
+                test_code: code.clone(),
+                repeat_index: q.after_rep.unwrap_or(0),
+            },
+        )),
+        (None, Some(code)) => Some((
+            Direction::Before,
+            RowKey {
+                test_code: code.clone(),
+                repeat_index: q.before_rep.unwrap_or(0),
+            },
+        )),
+        _ => None,
+    };
+    // One row more than a page tells whether there is a next page.
+    let mut keys = app
+        .store
+        .view_rows(&filter, from.as_ref().map(|(d, k)| (*d, k)), PAGE_ROWS + 1)
+        .await?;
+    let more = keys.len() as i64 > PAGE_ROWS;
+    if more {
+        match from {
+            Some((Direction::Before, _)) => {
+                keys.remove(0);
+            }
+            _ => {
+                keys.pop();
+            }
+        }
+    }
+    let (has_next, has_prev) = match from {
+        None => (more, false),
+        Some((Direction::After, _)) => (more, true),
+        Some((Direction::Before, _)) => (true, more),
+    };
+    let cells = app.store.view_cells(&filter.runs, &keys).await?;
+    let total = app.store.view_row_count(&filter, COUNT_CAP + 1).await?;
+    let link = q.link();
+    let cell_of = |run: i64, k: &RowKey| -> Option<&Cell> {
+        cells.iter().find(|c| {
+            c.run_id == run && c.test_code == k.test_code && c.repeat_index == k.repeat_index
+        })
+    };
+    let page_link = |dir: &str, k: &RowKey| {
+        let mut pairs = vec![(dir.to_string(), k.test_code.clone())];
+        pairs.push((format!("{dir}_rep"), k.repeat_index.to_string()));
+        let extra = serde_urlencoded::to_string(pairs).unwrap_or_default();
+        if link.is_empty() {
+            format!("/results?{extra}")
+        } else {
+            format!("/results?{link}&{extra}")
+        }
+    };
+    let body = html! {
+        h1 { "Results" }
+        (filter_form(&q, &runs))
+        p.note {
+            @if total > COUNT_CAP { "More than " (COUNT_CAP) } @else { (total) } " test case(s) match in "
+            @for (i, r) in runs.iter().enumerate() {
+                @if i > 0 { ", " }
+                a href={ "/runs/" (r.run_id) } { "run " (r.run_id) } " (" (inline(&r.model)) ")"
+            }
+            ". Download this view: "
+            a href={ "/results.csv?" (link) } download { "CSV" } " · "
+            a href={ "/results.jsonl?" (link) } download { "JSONL" }
+        }
+        @if keys.is_empty() {
+            p.empty { "No test case matches this filter." }
+        } @else {
+            table.matrix data-table="matrix" {
+                thead { tr {
+                    th { "Test case" } th { "Base severity" }
+                    @for r in &runs { th { (inline(&r.model)) br; small { "run " (r.run_id) } } }
+                } }
+                tbody {
+                    @for k in &keys {
+                        @let sev = runs.iter().find_map(|r| cell_of(r.run_id, k)).map(|c| c.base_severity);
+                        tr {
+                            td.code { (inline(&k.test_code)) @if k.repeat_index > 0 { " #" (k.repeat_index) } }
+                            td.num { @if let Some(s) = sev { (s) } }
+                            @for r in &runs {
+                                @match cell_of(r.run_id, k) {
+                                    Some(c) => td class={ "cell " (c.status.as_str()) } {
+                                        a href={ "/case/" (c.result_id) "?" (link) } data-result=(c.result_id) {
+                                            (status_badge(c.status))
+                                            @if c.labels > 0 { " " span.labelled title="has human labels" { "✓ labelled" } }
+                                        }
+                                    },
+                                    None => td.cell.none { "—" },
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            nav.pager {
+                a href={ "/results?" (link) } { "First" }
+                @if has_prev { " " a rel="prev" href=(page_link("before", &keys[0])) { "← Previous" } }
+                @if has_next { " " a rel="next" href=(page_link("after", &keys[keys.len() - 1])) { "Next →" } }
+            }
+        }
+    };
+    let back = if link.is_empty() {
+        "/results".to_string()
+    } else {
+        format!("/results?{link}")
+    };
+    Ok(page("Results", &session, Nav::Results, &back, body))
+}
+
+/// A text cell a spreadsheet would read as a formula, kept as text.
+fn as_text(s: &str) -> String {
+    if s.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+        format!("'{s}")
+    } else {
+        s.to_string()
+    }
+}
+
+fn csv_line(row: &DownloadRow) -> Vec<u8> {
+    let mut w = csv::WriterBuilder::new()
+        .has_headers(false)
+        .from_writer(Vec::new());
+    let fields = [
+        row.result_id.to_string(),
+        row.run_id.to_string(),
+        as_text(&row.model),
+        row.test_code.clone(),
+        row.repeat_index.to_string(),
+        row.scenario.clone(),
+        row.behaviour.clone(),
+        row.status.as_str().to_string(),
+        row.base_severity.to_string(),
+        row.difficulty.to_string(),
+        row.error_kind.clone().unwrap_or_default(),
+        as_text(row.error.as_deref().unwrap_or("")),
+        as_text(row.response.as_deref().unwrap_or("")),
+        as_text(&row.judgements),
+        row.human_labels.to_string(),
+    ];
+    // Writing to a Vec cannot fail.
+    let _ = w.write_record(&fields);
+    w.into_inner().unwrap_or_default()
+}
+
+const CSV_HEADER: &str = "result_id,run_id,model,test_code,repeat_index,scenario,behaviour,status,base_severity,difficulty,error_kind,error,response,judgements,human_labels\n";
+
+/// `GET /results.csv` and `/results.jsonl`: every result of the filtered
+/// view (all pages), streamed as it is read.
+pub async fn download(app: Arc<App>, q: FilterQuery, jsonl: bool) -> Result<Response, PageError> {
+    let runs = q.runs(&app).await?;
+    let filter = q.filter(&runs)?;
+    let (tx, rx) = tokio::sync::mpsc::channel(64);
+    let reader = app.clone();
+    tokio::spawn(async move { reader.store.stream_view_rows(&filter, tx).await });
+    let header_line = (!jsonl).then(|| bytes::Bytes::from_static(CSV_HEADER.as_bytes()));
+    let rows = futures_util::stream::unfold(rx, move |mut rx| async move {
+        let row = rx.recv().await?;
+        let chunk = row
+            .map_err(|e| {
+                // The response is already under way: the error can only end it.
+                tracing::error!(error = %e, "view: download stopped");
+                std::io::Error::other(e)
+            })
+            .and_then(|row| {
+                Ok(bytes::Bytes::from(if jsonl {
+                    let mut line = serde_json::to_vec(&row).map_err(std::io::Error::other)?;
+                    line.push(b'\n');
+                    line
+                } else {
+                    csv_line(&row)
+                }))
+            });
+        Some((chunk, rx))
+    });
+    let head = futures_util::stream::iter(header_line.map(Ok::<_, std::io::Error>));
+    // Fused: the body (with compression) may poll once more after the end.
+    let body = Body::from_stream(futures_util::StreamExt::fuse(
+        futures_util::StreamExt::chain(head, rows),
+    ));
+    let (kind, name) = if jsonl {
+        ("application/x-ndjson", "results.jsonl")
+    } else {
+        ("text/csv; charset=utf-8", "results.csv")
+    };
+    Ok((
+        [
+            (header::CONTENT_TYPE, kind.to_string()),
+            (
+                header::CONTENT_DISPOSITION,
+                format!("attachment; filename=\"{name}\""),
+            ),
+        ],
+        body,
+    )
+        .into_response())
+}
+
+pub async fn download_csv(
+    State(app): State<Arc<App>>,
+    Query(q): Query<FilterQuery>,
+) -> Result<Response, PageError> {
+    download(app, q, false).await
+}
+
+pub async fn download_jsonl(
+    State(app): State<Arc<App>>,
+    Query(q): Query<FilterQuery>,
+) -> Result<Response, PageError> {
+    download(app, q, true).await
+}

@@ -1,0 +1,163 @@
+//! The Run page: one run's scores per model, pillar and behaviour with
+//! intervals, coverage and cost, and the judge's agreement with the human
+//! labels so far. The numbers are `report`'s own: the page builds the same
+//! [`crate::report::ModelReport`] (and its calibration section) that
+//! `report --format json` prints, and only renders it.
+
+use std::sync::Arc;
+
+use axum::extract::{Extension, Path, State};
+use maud::{Markup, html};
+
+use super::layout::{Nav, inline, page};
+use super::security::Session;
+use super::state::{App, PageError};
+use crate::report::calibration::{CriterionCalibration, review_sections};
+use crate::report::html::parts::{band_chip, pct_cell};
+use crate::report::{ModelReport, coverage, pct, pct_ci, usd};
+
+/// The report of run `run_id`, exactly as `report --run-id` builds it.
+pub async fn build_report(app: &App, run_id: i64) -> Result<ModelReport, PageError> {
+    let run = app.store.run(run_id).await?;
+    let scoring = crate::benchmark::ScoringConfig {
+        blocked_as: run.blocked_as(),
+        ..app.scoring.clone()
+    };
+    let mut report =
+        crate::report::model_report(&app.store, &run, &scoring, &app.scoring_source, false).await?;
+    report.review = review_sections(&app.store, run_id, &report.analysis, &scoring, false).await?;
+    report.behaviour_names = app.behaviour_names.clone();
+    Ok(report)
+}
+
+fn num(v: Option<f64>) -> String {
+    v.map_or_else(|| "n/a".into(), |k| format!("{k:.2}"))
+}
+
+fn calibration_row(c: &CriterionCalibration, overall: bool) -> Markup {
+    html! {
+        tr.overall[overall] {
+            td { (inline(&c.scenario)) }
+            td { (inline(&c.criterion)) }
+            td.num { (c.items) }
+            td.num { (pct(c.raw_agreement)) }
+            td.num { (c.kappa.map_or_else(|| c.kappa_undefined.clone().unwrap_or_else(|| "undefined".into()), |k| format!("{k:.2}"))) }
+            td.num { (c.kappa_ci.map_or_else(|| "n/a".into(), |[lo, hi]| format!("{lo:.2}–{hi:.2}"))) }
+            td { @if let Some(f) = &c.flag { span.flag { (f) } } }
+        }
+    }
+}
+
+/// `GET /runs/{id}`.
+pub async fn run_page(
+    State(app): State<Arc<App>>,
+    Extension(session): Extension<Session>,
+    Path(run_id): Path<i64>,
+) -> Result<Markup, PageError> {
+    let r = build_report(&app, run_id).await?;
+    let labels = app.store.label_count(run_id).await?;
+    let a = &r.analysis;
+    let results = |status: &str| format!("/results?runs={run_id}&status={status}");
+    let body = html! {
+        h1 { "Run " (r.run_id) ": " (inline(&r.model)) }
+        p.note {
+            (r.kind) " run, " span class={ "badge " (r.status.as_str()) } { (r.status.as_str()) }
+            ", started " (r.started_at)
+            @if let Some(c) = &r.completed_at { ", completed " (c) }
+            ". Weights and floors: " (r.scoring.source) "."
+        }
+        nav.actions {
+            a.button href=(results("failed")) { "Failed cases" }
+            a.button href=(results("all")) { "All results" }
+            a.button href=(results("unlabelled")) { "Unlabelled" }
+            a.button href=(results("human-vs-judge")) { "Human ≠ judge" }
+            a.button href=(results("errors")) { "Errors" }
+        }
+        h2 { "Score" }
+        table data-table="scores" {
+            tr { th { "Score" } th { "Capped score" } th { "95 % CI" } th { "Sensitivity" } th { "Specificity" }
+                 th { "Passed / scored" } th { "Format failures" } th { "Judge errors" } th { "Provider errors" }
+                 th { "Cost (USD)" } th { "Judge cost (USD)" } }
+            tr {
+                td.num data-value="score" { (pct(a.score)) }
+                td.num.breach[!a.floor_breaches.is_empty()] { (pct(a.capped_score)) }
+                td.num { (pct_ci(a.score_ci)) }
+                (pct_cell(a.sensitivity))
+                (pct_cell(a.specificity))
+                td.num { (a.passed) " / " (a.scored) }
+                td.num { (a.format_failures) }
+                td.num { (a.judge_errors) }
+                td.num { (a.provider_errors) }
+                td.num { (usd(r.cost_usd, 4)) }
+                td.num { (usd(r.judge_cost_usd, 4)) }
+            }
+        }
+        p.note.coverage { "Coverage: " (coverage(a.tests, a.scored, a.blocked, a.refused, a.blocked_as)) "." }
+        @if !a.floor_breaches.is_empty() {
+            p.breach {
+                "Safety floor breached: "
+                @for (i, b) in a.floor_breaches.iter().enumerate() {
+                    @if i > 0 { ", " }
+                    (inline(&b.behaviour)) " " (pct(Some(b.score))) " < " (pct(Some(b.floor)))
+                }
+            }
+        }
+        h2 { "Pillars" }
+        table data-table="pillars" {
+            tr { th { "Pillar" } th { "Score" } th { "Weight" } th { "Behaviours" } }
+            @for p in &a.pillars {
+                tr { td { (inline(&p.code)) } (pct_cell(p.score)) td.num { (p.weight) }
+                     td { (p.behaviours.join(", ")) } }
+            }
+        }
+        h2 { "Behaviours" }
+        table data-table="behaviours" {
+            tr { th { "Behaviour" } th { "Score" } th { "Weight" } th { "Passed / scored / tests" }
+                 th { "Sensitivity" } th { "Specificity" } th { "Floor" } th { "Failed cases" } }
+            @for b in &a.behaviours {
+                tr.breach[b.below_floor] {
+                    td { (inline(&r.behaviour_label(&b.code))) }
+                    @match b.score {
+                        // The band in words on its colour, as in the report's heat-maps.
+                        Some(score) => td.num { (band_chip(score)) " " (pct(Some(score))) },
+                        None => (pct_cell(None)),
+                    }
+                    td.num { (b.weight) }
+                    td.num { (b.passed) " / " (b.scored) " / " (b.tests) }
+                    (pct_cell(b.sensitivity))
+                    (pct_cell(b.specificity))
+                    td.num { @if let Some(f) = b.floor { (pct(Some(f))) @if b.below_floor { " breached" } } @else { "—" } }
+                    td { a href={ "/results?runs=" (run_id) "&status=failed&behaviour=" (b.code) } { "failed" } }
+                }
+            }
+        }
+        h2 { "Judge agreement with human labels" }
+        @match &r.review.calibration {
+            None => p.empty data-labels=(labels) {
+                "No human labels yet. Label judged cases from "
+                a href=(results("unlabelled")) { "the unlabelled ones" }
+                " or " a href=(results("failed")) { "the failed ones" } "; the agreement shows here at once."
+            },
+            Some(c) => {
+                p.note data-labels=(labels) {
+                    (c.labels) " label(s) of " (c.labelled_items) " item(s) by " (c.raters.join(", "))
+                    ". Cohen's kappa with a " (c.bootstrap.resamples) "-resample bootstrap interval; below "
+                    (num(Some(c.reliable_kappa))) " the judge is flagged."
+                }
+                table data-table="calibration" {
+                    tr { th { "Scenario" } th { "Criterion" } th { "Items" } th { "Raw agreement" } th { "Kappa" }
+                         th { "95 % CI" } th { "Flag" } }
+                    @for cr in &c.criteria { (calibration_row(cr, false)) }
+                    (calibration_row(&c.overall, true))
+                }
+            }
+        }
+    };
+    Ok(page(
+        &format!("Run {run_id}"),
+        &session,
+        Nav::Runs,
+        &format!("/runs/{run_id}"),
+        body,
+    ))
+}
