@@ -318,14 +318,13 @@ async fn sqlite_schema(pool: &SqlitePool) -> Schema {
         t.foreign_keys = by_id.into_values().collect();
         tables.insert(name, t);
     }
-    let triggers = sqlx::query_as(
-        "SELECT name, tbl_name FROM sqlite_master WHERE type = 'trigger'",
-    )
-    .fetch_all(pool)
-    .await
-    .unwrap()
-    .into_iter()
-    .collect();
+    let triggers =
+        sqlx::query_as("SELECT name, tbl_name FROM sqlite_master WHERE type = 'trigger'")
+            .fetch_all(pool)
+            .await
+            .unwrap()
+            .into_iter()
+            .collect();
     Schema { tables, triggers }
 }
 
@@ -501,7 +500,13 @@ fn both_backends_have_the_same_migration_history() {
     assert_eq!(sqlite, history(&POSTGRES));
     let files = std::fs::read_dir(repo_root().join("migrations"))
         .unwrap()
-        .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "sql"))
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "sql")
+        })
         .count();
     assert_eq!(sqlite.len(), files);
     let unique: BTreeSet<i64> = sqlite.iter().map(|(v, _)| *v).collect();
