@@ -28,6 +28,7 @@ mod openai_compat;
 mod ownership;
 mod paid_replies;
 mod pipes;
+mod postgres;
 mod preflight;
 mod provider;
 mod provider_faults;
