@@ -417,6 +417,20 @@ async fn finish(
             None,
         ),
     };
+    record_end(ctx, settings, run_id, planned, status, message, fatal).await
+}
+
+/// Records how the run ended and reads back its summary (the synchronous
+/// run and the Batch API's end the same way).
+pub(super) async fn record_end(
+    ctx: &RunContext,
+    settings: &RunSettings,
+    run_id: i64,
+    planned: usize,
+    status: RunStatus,
+    message: Option<String>,
+    fatal: Option<Arc<ProviderError>>,
+) -> crate::Result<RunSummary> {
     ctx.store
         .finish_run(run_id, status, message.as_deref())
         .await?;

@@ -246,25 +246,7 @@ pub async fn run_batch_api(
             None,
         ),
     };
-    ctx.store
-        .finish_run(run_id, status, message.as_deref())
-        .await?;
-    let row = ctx.store.run(run_id).await?;
-    Ok(RunSummary {
-        run_id,
-        model: settings.model.id.clone(),
-        status,
-        planned,
-        stored: row.test_cases as usize,
-        passed: row.passed as usize,
-        provider_errors: row.provider_errors as usize,
-        judge_errors: row.judge_errors as usize,
-        cost_usd: row.cost_usd + row.judge_cost_usd,
-        unknown_cost_calls: row.unknown_cost_calls,
-        max_cost_usd: row.max_cost_usd,
-        message,
-        fatal,
-    })
+    super::batch::record_end(ctx, settings, run_id, planned, status, message, fatal).await
 }
 
 /// `msg`, and what is still at OpenRouter with the command that collects it.

@@ -307,39 +307,43 @@ fn a_dry_run_without_a_key_needs_no_network() {
     assert!(stdout(&out).contains("dry run"), "{}", stdout(&out));
 }
 
+/// `estimate --format json`'s first model with the catalog's `pricing`
+/// given `key: value` on top of the mock's prices (nothing more when None).
+async fn estimate_priced(key: &str, value: Option<&'static str>) -> Value {
+    let b = bench();
+    b.file(
+        "models.yml",
+        "models:\n  - id: test/model\n    max_tokens: 800\n",
+    );
+    let mut entry = crate::support::mock::catalog_entry("test/model", true);
+    if let Some(v) = value {
+        entry["pricing"][key] = json!(v);
+    }
+    let server = wiremock::MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::path("/models"))
+        .respond_with(wiremock::ResponseTemplate::new(200).set_body_json(json!({"data": [entry]})))
+        .mount(&server)
+        .await;
+    let out = b
+        .cmd()
+        .env("OPENROUTER_BASE_URL", server.uri())
+        .args(["estimate", "--all-scenarios", "--format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    out_json(&out)["estimate"]["models"][0].clone()
+}
+
+fn cost_range(m: &Value) -> [f64; 2] {
+    let c = &m["cost_usd"];
+    [c[0].as_f64().unwrap(), c[1].as_f64().unwrap()]
+}
+
 /// A per-request price (`pricing.request`) is added once per request.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_per_request_price_is_counted_per_request() {
-    let cost_with = |request: Option<&'static str>| async move {
-        let b = bench();
-        b.file(
-            "models.yml",
-            "models:\n  - id: test/model\n    max_tokens: 800\n",
-        );
-        let mut entry = crate::support::mock::catalog_entry("test/model", true);
-        if let Some(r) = request {
-            entry["pricing"]["request"] = json!(r);
-        }
-        let server = wiremock::MockServer::start().await;
-        wiremock::Mock::given(wiremock::matchers::path("/models"))
-            .respond_with(
-                wiremock::ResponseTemplate::new(200).set_body_json(json!({"data": [entry]})),
-            )
-            .mount(&server)
-            .await;
-        let out = b
-            .cmd()
-            .env("OPENROUTER_BASE_URL", server.uri())
-            .args(["estimate", "--all-scenarios", "--format", "json"])
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-        let v = out_json(&out);
-        let c = v["estimate"]["models"][0]["cost_usd"].clone();
-        [c[0].as_f64().unwrap(), c[1].as_f64().unwrap()]
-    };
-    let without = cost_with(None).await;
-    let with = cost_with(Some("0.01")).await;
+    let without = cost_range(&estimate_priced("request", None).await);
+    let with = cost_range(&estimate_priced("request", Some("0.01")).await);
     // Two test cases: two requests at 0.01 each, on both ends.
     for i in 0..2 {
         assert!(
@@ -355,42 +359,11 @@ async fn a_per_request_price_is_counted_per_request() {
 /// reasoning or none.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_internal_reasoning_price_raises_the_high_end() {
-    let cost_with = |reasoning: Option<&'static str>| async move {
-        let b = bench();
-        b.file(
-            "models.yml",
-            "models:\n  - id: test/model\n    max_tokens: 800\n",
-        );
-        let mut entry = crate::support::mock::catalog_entry("test/model", true);
-        if let Some(r) = reasoning {
-            entry["pricing"]["internal_reasoning"] = json!(r);
-        }
-        let server = wiremock::MockServer::start().await;
-        wiremock::Mock::given(wiremock::matchers::path("/models"))
-            .respond_with(
-                wiremock::ResponseTemplate::new(200).set_body_json(json!({"data": [entry]})),
-            )
-            .mount(&server)
-            .await;
-        let out = b
-            .cmd()
-            .env("OPENROUTER_BASE_URL", server.uri())
-            .args(["estimate", "--all-scenarios", "--format", "json"])
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-        let v = out_json(&out);
-        let m = &v["estimate"]["models"][0];
-        let c = &m["cost_usd"];
-        let t = &m["completion_tokens"];
-        (
-            [c[0].as_f64().unwrap(), c[1].as_f64().unwrap()],
-            t[1].as_f64().unwrap(),
-        )
-    };
-    let (without, _) = cost_with(None).await;
+    let without = cost_range(&estimate_priced("internal_reasoning", None).await);
     // $10 per million reasoning tokens against the completion's $2.
-    let (with, high_tokens) = cost_with(Some("0.00001")).await;
+    let m = estimate_priced("internal_reasoning", Some("0.00001")).await;
+    let with = cost_range(&m);
+    let high_tokens = m["completion_tokens"][1].as_f64().unwrap();
     assert!((with[0] - without[0]).abs() < 1e-12, "{with:?} {without:?}");
     let expected = high_tokens * (0.00001 - crate::support::mock::MOCK_COMPLETION_PRICE);
     // The JSON's token count is rounded up: within one token's price.

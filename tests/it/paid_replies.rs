@@ -145,15 +145,22 @@ async fn a_cost_too_large_for_a_number_is_kept_as_unknown_and_not_retried() {
     assert_eq!(run_row(&b, 1)["test_cases"], 2);
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_reply_cut_at_the_size_limit_is_a_charge_of_unknown_amount() {
+/// A 2 MiB reply (cut at a 1 MiB limit), optionally naming its generation.
+fn oversized_reply(generation: Option<&str>) -> ResponseTemplate {
     let mut big = triage_reply(json!(0.001));
     big["padding"] = json!("y".repeat(2 * 1024 * 1024));
-    let (server, calls) = fixed_reply_server(ResponseTemplate::new(200).set_body_json(big)).await;
-    let b = bench();
-    let out = run(
-        &b,
-        &server,
+    let t = ResponseTemplate::new(200).set_body_json(big);
+    match generation {
+        Some(id) => t.insert_header("x-generation-id", id),
+        None => t,
+    }
+}
+
+/// `run-batch` with two attempts per request and a 1 MiB reply limit.
+fn run_capped(b: &Bench, server: &wiremock::MockServer) -> std::process::Output {
+    run(
+        b,
+        server,
         &[
             "run-batch",
             "--all-scenarios",
@@ -162,7 +169,14 @@ async fn a_reply_cut_at_the_size_limit_is_a_charge_of_unknown_amount() {
             "--max-reply-bytes",
             "1048576",
         ],
-    );
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reply_cut_at_the_size_limit_is_a_charge_of_unknown_amount() {
+    let (server, calls) = fixed_reply_server(oversized_reply(None)).await;
+    let b = bench();
+    let out = run_capped(&b, &server);
     assert_no_panic(&out);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert_eq!(calls.load(Ordering::SeqCst), 4);
@@ -212,14 +226,7 @@ fn stdout_of(out: &std::process::Output) -> String {
 async fn an_abandoned_reply_with_a_generation_id_is_counted_from_generation() {
     use wiremock::Mock;
     use wiremock::matchers::{method, path, query_param};
-    let mut big = triage_reply(json!(0.001));
-    big["padding"] = json!("y".repeat(2 * 1024 * 1024));
-    let (server, calls) = fixed_reply_server(
-        ResponseTemplate::new(200)
-            .set_body_json(big)
-            .insert_header("x-generation-id", "gen-cut-1"),
-    )
-    .await;
+    let (server, calls) = fixed_reply_server(oversized_reply(Some("gen-cut-1"))).await;
     Mock::given(method("GET"))
         .and(path("/generation"))
         .and(query_param("id", "gen-cut-1"))
@@ -230,18 +237,7 @@ async fn an_abandoned_reply_with_a_generation_id_is_counted_from_generation() {
         .mount(&server)
         .await;
     let b = bench();
-    let out = run(
-        &b,
-        &server,
-        &[
-            "run-batch",
-            "--all-scenarios",
-            "--max-attempts",
-            "2",
-            "--max-reply-bytes",
-            "1048576",
-        ],
-    );
+    let out = run_capped(&b, &server);
     assert_no_panic(&out);
     assert_eq!(calls.load(Ordering::SeqCst), 4);
     let costs = out_json(&read(&b, &["costs", "--format", "json"]));

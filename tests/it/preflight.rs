@@ -33,10 +33,17 @@ async fn catalog() -> MockServer {
         entry("test/model", &all),
         entry("judge/model", &all),
     ]});
+    mount_failing(&server, data).await;
+    server
+}
+
+/// Mounts `GET /models` answering `models`, a `/key` without a limit, and
+/// a chat endpoint that answers 500 (any request sent shows in the log).
+async fn mount_failing(server: &MockServer, models: serde_json::Value) {
     Mock::given(method("GET"))
         .and(path("/models"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(data))
-        .mount(&server)
+        .respond_with(ResponseTemplate::new(200).set_body_json(models))
+        .mount(server)
         .await;
     Mock::given(method("GET"))
         .and(path("/key"))
@@ -45,14 +52,13 @@ async fn catalog() -> MockServer {
                 json!({"data": {"limit": null, "limit_remaining": null, "usage": 0}}),
             ),
         )
-        .mount(&server)
+        .mount(server)
         .await;
     Mock::given(method("POST"))
         .and(path("/chat/completions"))
         .respond_with(ResponseTemplate::new(500))
-        .mount(&server)
+        .mount(server)
         .await;
-    server
 }
 
 fn bench(models_yml: &str) -> Bench {
@@ -164,25 +170,7 @@ async fn a_resume_refuses_a_parameter_the_model_no_longer_takes() {
     let data = json!({"data": [{"id": "plain/model",
         "pricing": {"prompt": "0.000001", "completion": "0.000002"},
         "supported_parameters": ["max_tokens", "temperature", "seed", "response_format", "structured_outputs"]}]});
-    Mock::given(method("GET"))
-        .and(path("/models"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(data))
-        .mount(&then)
-        .await;
-    Mock::given(method("GET"))
-        .and(path("/key"))
-        .respond_with(
-            ResponseTemplate::new(200).set_body_json(
-                json!({"data": {"limit": null, "limit_remaining": null, "usage": 0}}),
-            ),
-        )
-        .mount(&then)
-        .await;
-    Mock::given(method("POST"))
-        .and(path("/chat/completions"))
-        .respond_with(ResponseTemplate::new(500))
-        .mount(&then)
-        .await;
+    mount_failing(&then, data).await;
     let first = online(&b, KEY, &then.uri())
         .args(["run-batch", "--all-scenarios", "--max-attempts", "1"])
         .output()
