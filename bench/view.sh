@@ -16,10 +16,13 @@ BENCH=${BENCH:-$OUT/bench}
 command -v curl >/dev/null || { echo "view: curl is missing" >&2; exit 2; }
 
 LOG=$OUT/view.log
+# A log left by an earlier run would be read before this server truncates it.
+rm -f "$LOG"
 "$BIN" -q --benchmark-dir "$BENCH" --database-url "$DB" view --port 0 >"$LOG" 2>&1 &
 VIEW_PID=$!
 trap 'kill $VIEW_PID 2>/dev/null || true' EXIT
-for _ in $(seq 200); do grep -q ' at http' "$LOG" && break; sleep 0.05; done
+# Up to 60 s: a loaded machine (a CI run beside it) starts it slowly.
+for _ in $(seq 1200); do grep -q ' at http' "$LOG" 2>/dev/null && break; sleep 0.05; done
 URL=$(sed -n 's/.* at \(http[^ ]*\).*/\1/p' "$LOG" | head -1)
 URL=${URL%/}
 [[ -n $URL ]] || { echo "view: the server printed no URL:" >&2; cat "$LOG" >&2; exit 1; }
@@ -34,7 +37,7 @@ WORD=$(curl -sf "$URL/case/$ID" | grep -o '[A-Za-z]\{6,\}' | sed -n 40p)
 timed() {
     for _ in 1 2 3 4 5; do
         curl -s -o /dev/null -w '%{time_total}\n' "$URL$1"
-    done | sort -n | awk '{t[NR]=$1*1000} END {printf "%.0f %.0f", t[3], t[5]}'
+    done | sort -n | awk '{t[NR]=$1*1000} END {printf "%.0f %.0f\n", t[3], t[5]}'
 }
 RESULTS=$(sqlite3 "$DB" 'SELECT COUNT(*) FROM result' 2>/dev/null || echo "?")
 echo
