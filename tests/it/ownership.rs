@@ -151,14 +151,29 @@ async fn a_stopped_owner_with_a_stale_heartbeat_is_never_taken_over() {
     let (child, pool) = spawn_until_stored(&b, &server.uri(), &args, 3).await;
     // Continued and killed however the test ends.
     let owner = Stopped(child);
-    signal(owner.0.id(), "-STOP");
     // Stopped for an hour (Ctrl-Z and a lunch break): the heartbeat is old.
-    sqlx::query(
-        "UPDATE evaluation_run SET heartbeat_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-1 hour')",
-    )
-    .execute(&pool)
-    .await
-    .unwrap();
+    // A stop that lands inside the owner's write transaction holds the
+    // database's write lock for as long as it is stopped (as a real Ctrl-Z
+    // would): continue it a moment and stop it again until it is stopped
+    // outside one, which the write below proves.
+    let mut tries = 0;
+    loop {
+        signal(owner.0.id(), "-STOP");
+        let aged = sqlx::query(
+            "UPDATE evaluation_run SET heartbeat_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-1 hour')",
+        )
+        .execute(&pool)
+        .await;
+        match aged {
+            Ok(_) => break,
+            Err(e) if tries < 20 && e.to_string().contains("locked") => {
+                tries += 1;
+                signal(owner.0.id(), "-CONT");
+                tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
     assert_resume_refused(&b, owner.0.id()).await;
     assert_eq!(run_row(&b, 1)["status"], "running");
 }
