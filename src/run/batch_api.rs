@@ -626,40 +626,32 @@ async fn submit_models(
 ) -> crate::Result<()> {
     let pending = std::mem::take(&mut col.pending);
     let mut groups: Vec<Outgoing> = Vec::new();
+    let mut schemas: HashMap<String, String> = HashMap::new();
     for key in pending {
         let Some(p) = col.prepare_or_cached(&key).await else {
             continue;
         };
-        let idx = col.cases[&key];
-        let schema = idx
-            .resolve(&ctx.benchmark)
-            .scenario
-            .response_format
-            .as_ref()
-            .map_or_else(
-                || "text".to_string(),
-                |f| {
-                    format!(
-                        "schema-{}",
-                        &crate::benchmark::sha256_hex(&[f.to_string().as_bytes()])[..16]
-                    )
-                },
-            );
+        let scenario = col.cases[&key].resolve(&ctx.benchmark).scenario;
+        // One hash per scenario, not per test case: its schema is the same.
+        let schema = schemas
+            .entry(scenario.code.clone())
+            .or_insert_with(|| {
+                scenario.response_format.as_ref().map_or_else(
+                    || "text".to_string(),
+                    |f| {
+                        format!(
+                            "schema-{}",
+                            &crate::benchmark::sha256_hex(&[f.to_string().as_bytes()])[..16]
+                        )
+                    },
+                )
+            })
+            .clone();
         let what = ItemRef::Model(key);
         let custom_id = Collect::custom_id(&what, None);
-        let g = match groups.iter_mut().find(|g| g.key == schema) {
-            Some(g) => g,
-            None => {
-                groups.push(Outgoing {
-                    phase: "model",
-                    model: settings.model.id.clone(),
-                    key: schema,
-                    items: Vec::new(),
-                });
-                groups.last_mut().expect("pushed")
-            }
-        };
-        g.items.push((custom_id, p.body, what, None));
+        group_for(&mut groups, "model", &settings.model.id, &schema)
+            .items
+            .push((custom_id, p.body, what, None));
     }
     let per = api
         .per_case_usd
@@ -670,6 +662,27 @@ async fn submit_models(
         post_all(ctx, control, api, run_id, round, col, live, shared, g, per).await?;
     }
     Ok(())
+}
+
+/// The group of `groups` for `model` and `key`, added when there is none.
+fn group_for<'a>(
+    groups: &'a mut Vec<Outgoing>,
+    phase: &'static str,
+    model: &str,
+    key: &str,
+) -> &'a mut Outgoing {
+    match groups.iter().position(|g| g.model == model && g.key == key) {
+        Some(i) => &mut groups[i],
+        None => {
+            groups.push(Outgoing {
+                phase,
+                model: model.to_string(),
+                key: key.to_string(),
+                items: Vec::new(),
+            });
+            groups.last_mut().expect("pushed")
+        }
+    }
 }
 
 /// Every pending judge request, one batch per judge and rubric schema.
@@ -691,28 +704,14 @@ async fn submit_judges(
     for req in pending {
         let what = ItemRef::Judge(req.key.clone());
         let custom_id = Collect::custom_id(&what, Some(&req.j.criterion));
-        let judge = req.key.2.clone();
-        let g = match groups
-            .iter_mut()
-            .find(|g| g.model == judge && g.key == req.schema_key)
-        {
-            Some(g) => g,
-            None => {
-                groups.push(Outgoing {
-                    phase: "judge",
-                    model: judge.clone(),
-                    key: req.schema_key.clone(),
-                    items: Vec::new(),
-                });
-                groups.last_mut().expect("pushed")
-            }
-        };
-        g.items.push((
-            custom_id,
-            req.body.clone(),
-            what,
-            Some(req.j.criterion.clone()),
-        ));
+        group_for(&mut groups, "judge", &req.key.2, &req.schema_key)
+            .items
+            .push((
+                custom_id,
+                req.body.clone(),
+                what,
+                Some(req.j.criterion.clone()),
+            ));
         reqs.push(req);
     }
     for req in reqs {
