@@ -25,7 +25,7 @@ pub fn run(s: &Settings, args: &RunsArgs) -> Result<ExitStatus> {
         Ok::<_, Error>((rows, routing, reuse, batches))
     })?;
     // A run's Batch API batches (issue 33), oldest first.
-    let batches_of = |id: i64| -> Vec<&crate::store::BatchRow> {
+    let batches_of = |id: i64| -> Vec<&crate::domain::BatchRow> {
         batches.iter().filter(|b| b.run_id == id).collect()
     };
     let reused = |id: i64| reuse.get(&id).copied().unwrap_or_default();

@@ -6,6 +6,7 @@
 //! (benchmark, content, openrouter, judging, scoring, store, run, report,
 //! cli) can all name these types without importing each other.
 
+pub mod batch;
 pub mod block;
 pub mod kinds;
 pub mod model;
@@ -14,6 +15,7 @@ pub mod result;
 pub mod run;
 pub mod text;
 
+pub use batch::{BatchItem, BatchRow, ItemOutcome};
 pub use block::{Block, BlockKind, BlockedAs};
 pub use kinds::{ErrorKind, RunStatus};
 pub use model::{

@@ -25,14 +25,13 @@ use super::batch_collect::{CaseKey, Collect, ItemRef, JudgeKey, JudgeReq};
 use super::complete;
 use super::shared::Shared;
 use super::worker::Worker;
-use crate::domain::RunStatus;
+use crate::domain::{BatchItem, BatchRow, RunStatus};
 use crate::openrouter::{ProviderError, ResultItem, batch_body};
 use crate::run::RunContext;
 use crate::run::RunControl;
 use crate::run::RunSettings;
 use crate::run::RunSummary;
 use crate::run::plan;
-use crate::store::{BatchItem, BatchRow};
 
 /// How a `--batch-api` run submits and polls.
 #[derive(Debug, Clone)]

@@ -15,10 +15,10 @@ use super::settings::BatchShared;
 use super::worker::{Asked, Outcome, Prepared, Worker, conclude, failed};
 use crate::benchmark::cases::CaseIndex;
 use crate::benchmark::sha256_hex_pieces;
-use crate::domain::{DiscardedCharge, NewJudgement, NewResult, ServedBy};
+use crate::domain::{DiscardedCharge, ItemOutcome, NewJudgement, NewResult, ServedBy};
 use crate::judging::{judge, panel};
 use crate::openrouter::{ChatRequest, ItemReply, ResultItem};
-use crate::store::{ItemOutcome, Store};
+use crate::store::Store;
 
 /// A test case: its code and repeat.
 pub(super) type CaseKey = (String, i64);

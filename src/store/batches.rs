@@ -6,63 +6,36 @@
 
 use std::collections::HashSet;
 
-use serde::Serialize;
-
+use super::decode::from_columns;
 use super::{Store, StoreError};
+use crate::domain::{BatchItem, BatchRow, ItemOutcome};
 
-/// A batch as recorded.
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
-pub struct BatchRow {
-    pub id: i64,
-    pub run_id: i64,
-    /// `model` or `judge`.
-    pub phase: String,
-    pub model: String,
-    pub batch_key: String,
-    pub round: i64,
-    /// intent, submitted, completed, collected, ended, refused, abandoned.
-    pub state: String,
-    /// OpenRouter's batch id, once the 202 arrived.
-    pub remote_id: Option<String>,
-    /// OpenRouter's status at the last poll.
-    pub remote_status: Option<String>,
-    pub total: i64,
-    pub completed: i64,
-    pub failed: i64,
-    pub cost_usd: Option<f64>,
-    pub estimate_usd: f64,
-    pub message: Option<String>,
-    pub created_at: String,
-    pub updated_at: String,
-}
-
-impl BatchRow {
-    /// Submitted and not yet ended at OpenRouter, or completed with results
-    /// not all read: its items must not be submitted again.
-    pub fn is_live(&self) -> bool {
-        matches!(self.state.as_str(), "submitted" | "completed")
-    }
-}
-
-/// One request of a batch.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, sqlx::FromRow)]
-pub struct BatchItem {
-    pub custom_id: String,
-    pub test_code: String,
-    pub repeat_index: i64,
-    pub criterion: Option<String>,
-    pub judge_model: Option<String>,
-}
-
-/// What one read item became, and what it cost.
-#[derive(Debug, Clone)]
-pub struct ItemOutcome {
-    pub custom_id: String,
-    /// `answered`, `blocked` or `failed`.
-    pub outcome: &'static str,
-    pub cost_usd: Option<f64>,
-    pub apportioned: bool,
-}
+from_columns!(BatchRow {
+    id,
+    run_id,
+    phase,
+    model,
+    batch_key,
+    round,
+    state,
+    remote_id,
+    remote_status,
+    total,
+    completed,
+    failed,
+    cost_usd,
+    estimate_usd,
+    message,
+    created_at,
+    updated_at,
+});
+from_columns!(BatchItem {
+    custom_id,
+    test_code,
+    repeat_index,
+    criterion,
+    judge_model,
+});
 
 const BATCH_COLUMNS: &str = "id, run_id, phase, model, batch_key, round, state, remote_id, remote_status, total, completed, failed, cost_usd, estimate_usd, message, created_at, updated_at";
 const NOW: &str = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')";

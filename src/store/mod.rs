@@ -17,6 +17,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 
 mod batches;
 mod compare;
+mod decode;
 mod kinds;
 mod plans;
 mod pseudonym;
@@ -31,7 +32,6 @@ mod totals;
 mod view;
 mod view_case;
 
-pub use batches::{BatchItem, BatchRow, ItemOutcome};
 pub use plans::ReadPlan;
 pub use reads::{Detail, Spend, Which};
 pub use results::{CachedReply, request_key};
