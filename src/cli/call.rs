@@ -183,7 +183,7 @@ pub(super) fn report_summaries(
 }
 
 /// Replies each run reused from the cache, by run id.
-pub(super) type Reused = std::collections::BTreeMap<i64, crate::store::Reuse>;
+pub(super) type Reused = std::collections::BTreeMap<i64, crate::domain::Reuse>;
 
 /// What the runs of `summaries` reused from the cache (read before the
 /// store is closed; a failed read only loses the line that says so).
@@ -199,7 +199,7 @@ pub(super) async fn reused(store: &crate::store::Store, summaries: &[run::RunSum
 }
 
 /// `reused 12 cached replies (first paid $0.0120; not paid again)`.
-pub(super) fn reuse_line(r: &crate::store::Reuse) -> String {
+pub(super) fn reuse_line(r: &crate::domain::Reuse) -> String {
     format!(
         "reused {} cached repl{} (first paid ${}; not paid again)",
         r.replies,

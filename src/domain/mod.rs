@@ -13,6 +13,7 @@ pub mod model;
 pub mod quality;
 pub mod result;
 pub mod run;
+pub mod spend;
 pub mod text;
 
 pub use batch::{BatchItem, BatchRow, ItemOutcome};
@@ -23,7 +24,9 @@ pub use model::{
 };
 pub use quality::{Band, QualityScores};
 pub use result::{
-    DiscardedCharge, JudgementRecord, NewJudgement, NewResult, ResultRecord, ServedBy, StoredResult,
+    CriterionCount, DiscardedCharge, JudgementRecord, NewJudgement, NewResult, ResultRecord,
+    ServedBy, StoredResult,
 };
 pub use run::RunRecord;
+pub use spend::{DiscardedSpendRow, JudgeSpendRow, Reuse, ScenarioSpendRow, Spend};
 pub use text::excerpt;

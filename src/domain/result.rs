@@ -252,6 +252,17 @@ pub struct JudgementRecord {
     pub served: ServedBy,
 }
 
+/// Verdict counts of one judged criterion of one scenario.
+#[derive(Debug, Clone)]
+pub struct CriterionCount {
+    pub scenario: String,
+    pub criterion: String,
+    pub evaluations: i64,
+    pub passed: i64,
+    pub failed: i64,
+    pub judge_errors: i64,
+}
+
 /// A stored result as read back: the one read model of the `result` table
 /// that `export` (a JSONL line as serialised here, or a CSV row),
 /// `run-single` and the report use; scoring keeps its [`StoredResult`].

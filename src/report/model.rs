@@ -577,7 +577,7 @@ pub async fn model_report(
 // costs
 // ---------------------------------------------------------------------------
 
-pub use crate::store::Spend;
+pub use crate::domain::Spend;
 
 // The sums come from the store; what follows from them is derived here.
 impl Spend {

@@ -33,12 +33,9 @@ mod view;
 mod view_case;
 
 pub use plans::ReadPlan;
-pub use reads::{Detail, Spend, Which};
+pub use reads::{Detail, Which};
 pub use results::{CachedReply, request_key};
-pub use reuse::Reuse;
-pub use review::{
-    Imported, JudgeSpendRow, LabelRow, LabelledJudgement, NewLabel, ReviewItem, VoteRow,
-};
+pub use review::{Imported, LabelRow, LabelledJudgement, NewLabel, ReviewItem, VoteRow};
 pub use runs::{HEARTBEAT_INTERVAL, Owner, STALE_AFTER_S, process_started};
 pub use seed::SeedIds;
 pub use served::{ErrorTypeCount, ServedCount, TokenDetails};

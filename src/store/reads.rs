@@ -2,14 +2,17 @@
 //! typed rows. Nothing outside the store runs SQL of its own.
 
 use futures_util::{Stream, TryStreamExt};
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
 
+use super::decode::from_columns;
 use super::runs::{OwnedRun, run_sql, runs_query};
 use super::{Store, StoreError};
-use crate::domain::{JudgementRecord, ResultRecord, RunRecord, ServedBy, StoredResult};
+use crate::domain::{
+    CriterionCount, DiscardedSpendRow, JudgementRecord, ResultRecord, RunRecord, ScenarioSpendRow,
+    ServedBy, Spend, StoredResult,
+};
 
 /// A JSON text column as a value; `None` when empty or unreadable.
 pub(super) fn json_col(row: &SqliteRow, col: &str) -> Result<Option<Value>, sqlx::Error> {
@@ -202,92 +205,48 @@ fn result_record(row: &SqliteRow) -> Result<ResultRecord, StoreError> {
     })
 }
 
-/// Verdict counts of one judged criterion of one scenario.
-#[derive(Debug, Clone, sqlx::FromRow)]
-pub struct CriterionCount {
-    pub scenario: String,
-    pub criterion: String,
-    pub evaluations: i64,
-    pub passed: i64,
-    pub failed: i64,
-    pub judge_errors: i64,
-}
+from_columns!(CriterionCount {
+    scenario,
+    criterion,
+    evaluations,
+    passed,
+    failed,
+    judge_errors,
+});
+// The columns of the kept totals; the report derives the rest.
+from_columns!(Spend {
+    test_cases,
+    cost_usd,
+    judge_cost_usd,
+    byok_upstream_usd,
+    upstream_cost_usd,
+    prompt_tokens,
+    completion_tokens,
+    judge_calls,
+    judge_prompt_tokens,
+    judge_completion_tokens,
+    cached_replies,
+    cached_judgements,
+    unknown_cost_replies,
+    unknown_cost_judgements,
+    ..Spend::default()
+});
+from_columns!(DiscardedSpendRow {
+    run_id,
+    scenario,
+    call,
+    cost_usd,
+    unknown_attempts,
+});
 
-/// Spend of a set of results, from the provider-reported costs. Read from
-/// the kept totals; the fields marked `sqlx(default)` are derived by the
-/// report.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, sqlx::FromRow)]
-pub struct Spend {
-    pub test_cases: i64,
-    /// Model calls.
-    pub cost_usd: f64,
-    /// Judge calls.
-    pub judge_cost_usd: f64,
-    /// Model + judge, all that was billed: OpenRouter's fees plus, with
-    /// bring-your-own-key, what the providers billed the key.
-    #[sqlx(default)]
-    pub total_cost_usd: f64,
-    /// OpenRouter's own figure (`usage.cost`) for model + judge: the whole
-    /// price, or only its fee with bring-your-own-key.
-    #[serde(default)]
-    #[sqlx(default)]
-    pub fee_usd: f64,
-    /// With bring-your-own-key: what the providers billed the key for
-    /// model + judge (`upstream_inference_cost` of replies marked
-    /// `is_byok`); 0 otherwise.
-    #[serde(default)]
-    pub byok_upstream_usd: f64,
-    /// The part of `cost_usd` + `judge_cost_usd` charged for replies that
-    /// were retried or not kept (empty content, no choices, an error inside
-    /// a 200 with a cost, a judge-error result judged again).
-    #[serde(default)]
-    #[sqlx(default)]
-    pub discarded_cost_usd: f64,
-    /// With bring-your-own-key: the upstream provider's cost; `None` when no
-    /// reply reported one.
-    pub upstream_cost_usd: Option<f64>,
-    pub prompt_tokens: i64,
-    pub completion_tokens: i64,
-    pub judge_calls: i64,
-    pub judge_prompt_tokens: i64,
-    pub judge_completion_tokens: i64,
-    /// Replies reused from an identical earlier request, at no cost.
-    pub cached_replies: i64,
-    pub cached_judgements: i64,
-    /// Model replies and judge calls whose provider-reported cost was not a
-    /// usable number: unknown, and left out of the sums above.
-    pub unknown_cost_replies: i64,
-    pub unknown_cost_judgements: i64,
-    /// Attempts charged an amount nobody knows that left no result (cut at
-    /// the size limit, abandoned on a timeout): not in the sums above.
-    #[serde(default)]
-    #[sqlx(default)]
-    pub unknown_charges: i64,
-    /// `total_cost_usd / test_cases`; `None` without test cases.
-    #[sqlx(default)]
-    pub mean_cost_per_test_case: Option<f64>,
-}
-
-/// What one scenario of one run spent, summed over its results (the
-/// derived totals are left to the report).
-#[derive(Debug, Clone, sqlx::FromRow)]
-pub struct ScenarioSpendRow {
-    pub run_id: i64,
-    pub scenario: String,
-    #[sqlx(flatten)]
-    pub spend: Spend,
-}
-
-/// Discarded charges of one run, scenario (`""` when none) and call.
-#[derive(Debug, Clone, sqlx::FromRow)]
-pub struct DiscardedSpendRow {
-    pub run_id: i64,
-    pub scenario: String,
-    /// `model` or `judge`.
-    pub call: String,
-    pub cost_usd: f64,
-    /// Attempts charged an unknown amount.
-    pub unknown_attempts: i64,
+impl sqlx::FromRow<'_, SqliteRow> for ScenarioSpendRow {
+    fn from_row(row: &SqliteRow) -> Result<Self, sqlx::Error> {
+        Ok(ScenarioSpendRow {
+            run_id: row.try_get("run_id")?,
+            scenario: row.try_get("scenario")?,
+            spend: Spend::from_row(row)?,
+        })
+    }
 }
 
 impl Store {

@@ -4,17 +4,14 @@
 
 use std::collections::BTreeMap;
 
+use super::decode::from_columns;
 use super::{Store, StoreError};
+use crate::domain::Reuse;
 
-/// Replies one run reused from the cache, and what they first cost.
-#[derive(Debug, Clone, Copy, Default, PartialEq, sqlx::FromRow)]
-pub struct Reuse {
-    pub replies: i64,
-    /// The provider-reported cost of the paid replies they copy (fee plus
-    /// BYOK upstream, as budgets count); 0 for replies whose first answer
-    /// had an unknown cost.
-    pub original_cost_usd: f64,
-}
+from_columns!(Reuse {
+    replies,
+    original_cost_usd
+});
 
 impl Store {
     /// [`Reuse`] of every run with a reused reply, by run id (`run_id`:

@@ -5,8 +5,20 @@
 use serde_json::Value;
 use sqlx::Row;
 
+use super::decode::from_columns;
 use super::reads::json_col;
 use super::{Store, StoreError};
+use crate::domain::JudgeSpendRow;
+
+from_columns!(JudgeSpendRow {
+    run_id,
+    judge_model,
+    calls,
+    cost_usd,
+    prompt_tokens,
+    completion_tokens,
+    cached,
+});
 
 /// One judged criterion of one result, as a labelling sheet shows it.
 #[derive(Debug, Clone)]
@@ -204,18 +216,6 @@ pub struct VoteRow {
     pub criterion: String,
     pub judge_model: String,
     pub verdict: Option<Value>,
-}
-
-/// What one judge cost a run.
-#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
-pub struct JudgeSpendRow {
-    pub run_id: i64,
-    pub judge_model: String,
-    pub calls: i64,
-    pub cost_usd: f64,
-    pub prompt_tokens: i64,
-    pub completion_tokens: i64,
-    pub cached: i64,
 }
 
 impl Store {
