@@ -8,16 +8,20 @@
 
 pub mod batch;
 pub mod block;
+pub mod cache;
 pub mod kinds;
 pub mod model;
 pub mod quality;
 pub mod result;
 pub mod run;
+pub mod seed;
+pub mod served;
 pub mod spend;
 pub mod text;
 
 pub use batch::{BatchItem, BatchRow, ItemOutcome};
 pub use block::{Block, BlockKind, BlockedAs};
+pub use cache::{CachedReply, request_key};
 pub use kinds::{ErrorKind, RunStatus};
 pub use model::{
     Api, ModelEntry, Price, ProviderPreferences, Reasoning, deserialize_judges, same_model,
@@ -28,5 +32,7 @@ pub use result::{
     ServedBy, StoredResult,
 };
 pub use run::RunRecord;
+pub use seed::SeedIds;
+pub use served::{ErrorTypeCount, ServedCount, TokenDetails};
 pub use spend::{DiscardedSpendRow, JudgeSpendRow, Reuse, ScenarioSpendRow, Spend};
 pub use text::excerpt;

@@ -15,7 +15,7 @@ use super::complete;
 use super::shared::Shared;
 use crate::benchmark::Benchmark;
 use crate::benchmark::cases::CaseIndex;
-use crate::domain::{ErrorKind, NewResult, RunStatus};
+use crate::domain::{ErrorKind, NewResult, RunStatus, SeedIds};
 use crate::openrouter::{CallLog, Client, FailureClass, ProviderError};
 use crate::run::RunControl;
 use crate::run::RunSettings;
@@ -27,7 +27,7 @@ use crate::run::writer::ToWrite;
 use crate::run::writer::WRITE_BATCH;
 use crate::run::writer::WRITE_BUSY;
 use crate::run::writer::WRITE_RETRY;
-use crate::store::{SeedIds, Store};
+use crate::store::Store;
 
 /// Provider errors in a row (after retries) that stop a run: a spent key
 /// limit or a model with no endpoints fails every request the same way, and

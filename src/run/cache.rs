@@ -4,8 +4,7 @@
 use std::collections::HashSet;
 use std::sync::RwLock;
 
-use crate::domain::NewResult;
-use crate::store::request_key;
+use crate::domain::{NewResult, request_key};
 
 /// Which requests may have a reusable answer in the database: the keys of
 /// every stored request hash, loaded when the run starts and extended as

@@ -10,12 +10,12 @@ use super::cache::CacheFilter;
 use crate::benchmark::cases::CaseIndex;
 use crate::benchmark::{Benchmark, Rubric, compose, sha256_hex, sha256_hex_pieces};
 use crate::domain::{
-    Block, BlockKind, DiscardedCharge, ErrorKind, NewJudgement, NewResult, ServedBy,
+    Block, BlockKind, DiscardedCharge, ErrorKind, NewJudgement, NewResult, SeedIds, ServedBy,
 };
 use crate::judging::{checks, judge, panel, reply};
 use crate::openrouter::{CallLog, ChatRequest, Client, Completion, FailureClass, ProviderError};
 use crate::run::RunSettings;
-use crate::store::{SeedIds, Store};
+use crate::store::Store;
 
 /// The reason of a discarded charge whose amount nobody knows.
 pub(super) const UNKNOWN_CHARGE: &str = "charged an unknown amount: attempts retried after their reply was cut at the size limit or abandoned on a timeout (generation not found), or whose cost is not a usable number";

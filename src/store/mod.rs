@@ -34,11 +34,8 @@ mod view_case;
 
 pub use plans::ReadPlan;
 pub use reads::{Detail, Which};
-pub use results::{CachedReply, request_key};
 pub use review::{Imported, LabelRow, LabelledJudgement, NewLabel, ReviewItem, VoteRow};
 pub use runs::{HEARTBEAT_INTERVAL, Owner, STALE_AFTER_S, process_started};
-pub use seed::SeedIds;
-pub use served::{ErrorTypeCount, ServedCount, TokenDetails};
 pub use view::{Cell, CellStatus, Direction, DownloadRow, ResultFilter, RowKey, StatusFilter};
 pub use view_case::{CaseDetail, CaseJudgement, CaseLabel, Sibling};
 

@@ -12,22 +12,21 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sqlx::Row;
 
+use super::decode::from_columns;
 use super::{Store, StoreError, connect_options, totals};
 
-use crate::domain::{DiscardedCharge, NewJudgement, NewResult};
+use crate::domain::{CachedReply, DiscardedCharge, NewJudgement, NewResult, request_key};
 
-/// A reply already paid for, reusable for an identical request.
-#[derive(Debug, Clone, sqlx::FromRow)]
-pub struct CachedReply {
-    pub response: String,
-    pub finish_reason: Option<String>,
-    pub generation_id: Option<String>,
-    pub prompt_tokens: i64,
-    pub completion_tokens: i64,
-    /// Who served it: a reused reply keeps its model and provider.
-    pub served_model: Option<String>,
-    pub provider: Option<String>,
-}
+from_columns!(CachedReply {
+    response,
+    finish_reason,
+    generation_id,
+    prompt_tokens,
+    completion_tokens,
+    served_model,
+    provider,
+});
+
 impl Store {
     /// (test code, repeat) pairs of a run that are done: stored, and not
     /// with a judge error (a resume judges those again, see
@@ -427,13 +426,6 @@ async fn retire_judge_error(
             .await?;
     }
     Ok(())
-}
-
-/// A 64-bit key of a request hash (FNV-1a), for [`Store::request_keys`].
-pub fn request_key(hash: &str) -> u64 {
-    hash.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
 }
 
 /// Rows per multi-row INSERT, at most: well under SQLite's 32,766 bound

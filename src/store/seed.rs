@@ -9,17 +9,7 @@ use sqlx::Row;
 
 use super::{Store, StoreError};
 use crate::benchmark::{Benchmark, Component, ComponentKind, Scenario};
-
-/// Ids of the seeded rows of one benchmark, by code.
-#[derive(Debug, Clone, Default)]
-pub struct SeedIds {
-    pub benchmark_id: i64,
-    pub scenarios: HashMap<String, i64>,
-    /// By full code (`P1-B1-S1-C1`).
-    pub conditions: HashMap<String, i64>,
-    pub user_contexts: HashMap<String, i64>,
-    pub perturbations: HashMap<String, i64>,
-}
+use crate::domain::SeedIds;
 
 impl Store {
     /// Writes the benchmark's content rows, adding a version only where a

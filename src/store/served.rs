@@ -5,39 +5,30 @@
 
 use sqlx::Row;
 
+use super::decode::from_columns;
 use super::{Store, StoreError};
+use crate::domain::{ErrorTypeCount, ServedCount, TokenDetails};
 
-/// Replies of one run (or its judge) served by one model and provider.
-#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
-pub struct ServedCount {
-    pub run_id: i64,
-    /// `model` or `judge`.
-    pub call: String,
-    /// The model the request asked for.
-    pub requested: String,
-    /// None for replies stored before served models were recorded.
-    pub served_model: Option<String>,
-    pub provider: Option<String>,
-    pub replies: i64,
-}
-
-/// Provider errors of one run with one `error_type` (None: not given).
-#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
-pub struct ErrorTypeCount {
-    pub run_id: i64,
-    pub error_type: Option<String>,
-    pub results: i64,
-}
-
-/// Reasoning and cached prompt tokens of one run, model and judge apart.
-#[derive(Debug, Clone, Default, PartialEq, sqlx::FromRow)]
-pub struct TokenDetails {
-    pub run_id: i64,
-    pub reasoning_tokens: i64,
-    pub cached_prompt_tokens: i64,
-    pub judge_reasoning_tokens: i64,
-    pub judge_cached_prompt_tokens: i64,
-}
+from_columns!(ServedCount {
+    run_id,
+    call,
+    requested,
+    served_model,
+    provider,
+    replies,
+});
+from_columns!(ErrorTypeCount {
+    run_id,
+    error_type,
+    results,
+});
+from_columns!(TokenDetails {
+    run_id,
+    reasoning_tokens,
+    cached_prompt_tokens,
+    judge_reasoning_tokens,
+    judge_cached_prompt_tokens,
+});
 
 impl Store {
     /// Served model and provider counts, for one run or every run.
