@@ -13,6 +13,7 @@ pub mod kinds;
 pub mod model;
 pub mod quality;
 pub mod result;
+pub mod review;
 pub mod run;
 pub mod seed;
 pub mod served;
@@ -31,6 +32,7 @@ pub use result::{
     CriterionCount, DiscardedCharge, JudgementRecord, NewJudgement, NewResult, ResultRecord,
     ServedBy, StoredResult,
 };
+pub use review::{Imported, LabelRow, LabelledJudgement, NewLabel, ReviewItem, VoteRow};
 pub use run::RunRecord;
 pub use seed::SeedIds;
 pub use served::{ErrorTypeCount, ServedCount, TokenDetails};

@@ -16,14 +16,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::benchmark::ScoringConfig;
 use crate::benchmark::codes::natural_cmp;
-use crate::domain::ErrorKind;
+use crate::domain::{ErrorKind, LabelRow, LabelledJudgement, VoteRow};
 use crate::review::verdict_class;
 use crate::scoring::agreement::{
     Agreement, BOOTSTRAP_SEED, Confusion, cohen_kappa, cohen_kappa_interval, confusion,
     fleiss_kappa, krippendorff_alpha, majority,
 };
 use crate::scoring::analysis;
-use crate::store::{Detail, LabelRow, LabelledJudgement, Store, StoreError, VoteRow, Which};
+use crate::store::{Detail, Store, StoreError, Which};
 
 /// Below this kappa the judge is flagged as not reliable on a criterion
 /// (Landis and Koch's "substantial" starts at 0.61; 0.6 is the usual bar).

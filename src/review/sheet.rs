@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::benchmark::{Benchmark, ResponseType, Rubric, sha256_hex};
-use crate::store::{NewLabel, ReviewItem};
+use crate::domain::{NewLabel, ReviewItem};
 
 /// How a sample keeps every group represented.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -34,7 +34,6 @@ mod view_case;
 
 pub use plans::ReadPlan;
 pub use reads::{Detail, Which};
-pub use review::{Imported, LabelRow, LabelledJudgement, NewLabel, ReviewItem, VoteRow};
 pub use runs::{HEARTBEAT_INTERVAL, Owner, STALE_AFTER_S, process_started};
 pub use view::{Cell, CellStatus, Direction, DownloadRow, ResultFilter, RowKey, StatusFilter};
 pub use view_case::{CaseDetail, CaseJudgement, CaseLabel, Sibling};

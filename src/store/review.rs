@@ -2,13 +2,14 @@
 //! the human labels `review import` stores (one transaction per sheet), and
 //! the labels the report's judge calibration and `report --human` read.
 
-use serde_json::Value;
 use sqlx::Row;
 
 use super::decode::from_columns;
 use super::reads::json_col;
 use super::{Store, StoreError};
-use crate::domain::JudgeSpendRow;
+use crate::domain::{
+    Imported, JudgeSpendRow, LabelRow, LabelledJudgement, NewLabel, ReviewItem, VoteRow,
+};
 
 from_columns!(JudgeSpendRow {
     run_id,
@@ -19,54 +20,6 @@ from_columns!(JudgeSpendRow {
     completion_tokens,
     cached,
 });
-
-/// One judged criterion of one result, as a labelling sheet shows it.
-#[derive(Debug, Clone)]
-pub struct ReviewItem {
-    pub result_id: i64,
-    pub test_code: String,
-    pub repeat_index: i64,
-    pub behaviour: String,
-    pub scenario: String,
-    pub criterion: String,
-    pub judge_model: String,
-    /// The judge's verdict (a string or a list); `None` for a judge error.
-    pub judge_verdict: Option<Value>,
-    pub judge_passed: Option<bool>,
-    /// The composed prompt the model (and the judge) saw.
-    pub prompt: String,
-    pub response: Option<String>,
-    pub parsed: Option<String>,
-}
-
-/// One label to store.
-#[derive(Debug, Clone, PartialEq)]
-pub struct NewLabel {
-    pub result_id: i64,
-    pub criterion: String,
-    pub verdict: Value,
-    pub passed: bool,
-    pub note: Option<String>,
-}
-
-/// One stored label.
-#[derive(Debug, Clone, PartialEq)]
-pub struct LabelRow {
-    pub result_id: i64,
-    pub criterion: String,
-    pub rater: String,
-    pub verdict: Value,
-    pub passed: bool,
-}
-
-/// What one import changed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Imported {
-    /// Labels written (new or replacing).
-    pub stored: usize,
-    /// Of those, labels that replaced the same rater's earlier label.
-    pub replaced: usize,
-}
 
 impl Store {
     /// Every judged criterion of a run's replies, in stored order (results
@@ -169,20 +122,7 @@ impl Store {
             })
             .collect()
     }
-}
 
-/// One judgement of a result that has human labels.
-#[derive(Debug, Clone, PartialEq)]
-pub struct LabelledJudgement {
-    pub result_id: i64,
-    pub scenario: String,
-    pub criterion: String,
-    pub judge_model: String,
-    pub verdict: Option<Value>,
-    pub passed: Option<bool>,
-}
-
-impl Store {
     /// Every judgement of a run's results that carry at least one human
     /// label (all their criteria, labelled or not), in stored order.
     pub async fn labelled_judgements(
@@ -206,19 +146,7 @@ impl Store {
             })
             .collect()
     }
-}
 
-/// One judge's verdict on one criterion of one result: a panel's vote.
-#[derive(Debug, Clone, PartialEq)]
-pub struct VoteRow {
-    pub result_id: i64,
-    pub scenario: String,
-    pub criterion: String,
-    pub judge_model: String,
-    pub verdict: Option<Value>,
-}
-
-impl Store {
     /// Every vote of a run's panels, in stored order (none for a run with one judge).
     pub async fn votes(&self, run_id: i64) -> Result<Vec<VoteRow>, StoreError> {
         let rows = sqlx::query(VOTES)

@@ -285,7 +285,7 @@ impl Store {
                 "result {result_id} has no judged criterion {criterion}"
             )));
         };
-        let label = super::NewLabel {
+        let label = crate::domain::NewLabel {
             result_id,
             criterion: criterion.to_string(),
             verdict: verdict.clone(),
