@@ -14,8 +14,9 @@ use crate::benchmark::cases;
 use crate::benchmark::cases::Selector;
 use crate::benchmark::compose;
 use crate::domain::ResultRecord;
+use crate::domain::{Detail, Which};
 use crate::domain::{ErrorKind, RunStatus};
-use crate::store::{Detail, Store, Which};
+use crate::store::Store;
 use crate::{Error, Result, run};
 
 #[derive(Debug, Args)]

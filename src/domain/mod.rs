@@ -1,10 +1,15 @@
 //! The domain's shared values, used by every other module and using none of
 //! them: models and their request settings, the stored words (run status,
 //! error kind), results and judgements as written and as read, the keyword
-//! quality scores of a reply, and how text is shown in one line. A leaf:
-//! nothing here imports another module of the crate, so the layers above
-//! (benchmark, content, openrouter, judging, scoring, store, run, report,
-//! cli) can all name these types without importing each other.
+//! quality scores of a reply, and how text is shown in one line; and every
+//! record the store reads or writes for others: what runs cost and what
+//! served them, human labels, the Batch API's batches, the reply cache, a
+//! seeded benchmark's ids, what a read of results selects, and what the
+//! viewer shows. A leaf: nothing here imports another module of the crate
+//! (nor a database crate: the store maps its rows to these types), so the
+//! layers above (benchmark, content, openrouter, judging, scoring, store,
+//! run, report, review, view, cli) can all name these types without
+//! importing each other.
 
 pub mod batch;
 pub mod block;
@@ -12,6 +17,7 @@ pub mod cache;
 pub mod kinds;
 pub mod model;
 pub mod quality;
+pub mod query;
 pub mod result;
 pub mod review;
 pub mod run;
@@ -19,6 +25,7 @@ pub mod seed;
 pub mod served;
 pub mod spend;
 pub mod text;
+pub mod view;
 
 pub use batch::{BatchItem, BatchRow, ItemOutcome};
 pub use block::{Block, BlockKind, BlockedAs};
@@ -28,6 +35,7 @@ pub use model::{
     Api, ModelEntry, Price, ProviderPreferences, Reasoning, deserialize_judges, same_model,
 };
 pub use quality::{Band, QualityScores};
+pub use query::{Detail, Direction, ResultFilter, RowKey, StatusFilter, Which};
 pub use result::{
     CriterionCount, DiscardedCharge, JudgementRecord, NewJudgement, NewResult, ResultRecord,
     ServedBy, StoredResult,
@@ -38,3 +46,4 @@ pub use seed::SeedIds;
 pub use served::{ErrorTypeCount, ServedCount, TokenDetails};
 pub use spend::{DiscardedSpendRow, JudgeSpendRow, Reuse, ScenarioSpendRow, Spend};
 pub use text::excerpt;
+pub use view::{CaseDetail, CaseJudgement, CaseLabel, Cell, CellStatus, DownloadRow, Sibling};

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::benchmark::ScoringConfig;
 use crate::benchmark::codes::natural_cmp;
+use crate::domain::{Detail, Which};
 use crate::domain::{ErrorKind, LabelRow, LabelledJudgement, VoteRow};
 use crate::review::verdict_class;
 use crate::scoring::agreement::{
@@ -23,7 +24,7 @@ use crate::scoring::agreement::{
     fleiss_kappa, krippendorff_alpha, majority,
 };
 use crate::scoring::analysis;
-use crate::store::{Detail, Store, StoreError, Which};
+use crate::store::{Store, StoreError};
 
 /// Below this kappa the judge is flagged as not reliable on a criterion
 /// (Landis and Koch's "substantial" starts at 0.61; 0.6 is the usual bar).

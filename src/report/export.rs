@@ -7,8 +7,9 @@ use std::io::Write;
 use futures_util::TryStreamExt;
 use serde_json::Value;
 
+use crate::domain::{Detail, Which};
 use crate::domain::{JudgementRecord, QualityScores, ResultRecord};
-use crate::store::{Detail, Store, StoreError, Which};
+use crate::store::{Store, StoreError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ExportError {

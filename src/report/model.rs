@@ -14,10 +14,11 @@ use crate::benchmark::ScoringConfig;
 use crate::benchmark::codes::natural_cmp;
 use crate::domain::RunRecord;
 use crate::domain::{Band, QualityScores, ResultRecord};
+use crate::domain::{Detail, Which};
 use crate::domain::{ErrorKind, RunStatus};
 use crate::scoring::analysis::{self, Analysis};
 use crate::scoring::quality::{self, RedFlag};
-use crate::store::{Detail, Store, StoreError, Which};
+use crate::store::{Store, StoreError};
 
 /// One run as the report shows it; also the JSON object `report` prints for
 /// one run (the analysis is flattened into it, so `score`, `behaviours` and

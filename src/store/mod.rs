@@ -33,10 +33,7 @@ mod view;
 mod view_case;
 
 pub use plans::ReadPlan;
-pub use reads::{Detail, Which};
 pub use runs::{HEARTBEAT_INTERVAL, Owner, STALE_AFTER_S, process_started};
-pub use view::{Cell, CellStatus, Direction, DownloadRow, ResultFilter, RowKey, StatusFilter};
-pub use view_case::{CaseDetail, CaseJudgement, CaseLabel, Sibling};
 
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://helmbench.db";
 

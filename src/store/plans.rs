@@ -7,6 +7,7 @@
 use sqlx::Row;
 
 use super::{Store, StoreError, compare, reads, reuse, review, runs, served};
+use crate::domain::Which;
 
 /// The tables whose full scan grows with every result ever stored, and
 /// the aliases the store's statements give them (a plan names the alias).
@@ -36,10 +37,10 @@ impl Store {
             ("costs: tokens", served::token_details_sql(true)),
             ("costs: judges", review::judge_spend_sql(true)),
             ("runs / costs: cache reuse", reuse::reuse_sql(true)),
-            ("report: results", reads::results_sql(reads::Which::Run(0))),
+            ("report: results", reads::results_sql(Which::Run(0))),
             (
                 "report: failed results",
-                reads::results_sql(reads::Which::FailedOf(0)),
+                reads::results_sql(Which::FailedOf(0)),
             ),
             ("report: criteria", reads::CRITERION_COUNTS.into()),
             ("report: scoring", compare::SCORING_RESULTS.into()),
@@ -49,7 +50,7 @@ impl Store {
                 review::LABELLED_JUDGEMENTS.into(),
             ),
             ("report: votes", review::VOTES.into()),
-            ("export", reads::results_sql(reads::Which::Run(0))),
+            ("export", reads::results_sql(Which::Run(0))),
         ];
         let mut out = Vec::with_capacity(statements.len());
         for (name, sql) in statements {

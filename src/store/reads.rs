@@ -10,8 +10,8 @@ use super::decode::from_columns;
 use super::runs::{OwnedRun, run_sql, runs_query};
 use super::{Store, StoreError};
 use crate::domain::{
-    CriterionCount, DiscardedSpendRow, JudgementRecord, ResultRecord, RunRecord, ScenarioSpendRow,
-    ServedBy, Spend, StoredResult,
+    CriterionCount, Detail, DiscardedSpendRow, JudgementRecord, ResultRecord, RunRecord,
+    ScenarioSpendRow, ServedBy, Spend, StoredResult, Which,
 };
 
 /// A JSON text column as a value; `None` when empty or unreadable.
@@ -19,26 +19,6 @@ pub(super) fn json_col(row: &SqliteRow, col: &str) -> Result<Option<Value>, sqlx
     Ok(row
         .try_get::<Option<String>, _>(col)?
         .and_then(|s| serde_json::from_str(&s).ok()))
-}
-
-/// Which stored results a [`Store::results`] read returns, in stored order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Which {
-    /// Every result of every run.
-    Every,
-    /// Every result of one run.
-    Run(i64),
-    /// The results of one run that did not pass.
-    FailedOf(i64),
-}
-
-/// What a [`Store::results`] read carries beyond the result itself.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Detail {
-    /// Each result's judgements (and so its judge cost).
-    pub judgements: bool,
-    /// Each result's composed prompt.
-    pub prompts: bool,
 }
 
 impl Store {

@@ -11,88 +11,15 @@ use sqlx::Row;
 use sqlx::sqlite::SqliteArguments;
 
 use super::{Store, StoreError};
+use crate::domain::{Cell, CellStatus, Direction, DownloadRow, ResultFilter, RowKey, StatusFilter};
 
-/// What a cell of the matrix shows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum CellStatus {
-    Pass,
-    /// The verdict failed (a wrong answer, or a reply outside the schema).
-    Fail,
-    /// No verdict: the provider or the judge failed.
-    Error,
-    /// The provider blocked the request or the model refused through an error.
-    Blocked,
+/// The SQL condition of a status filter on result `r`: kept with the
+/// store's other SQL, out of the domain's type.
+trait StatusSql {
+    fn sql(self) -> Option<&'static str>;
 }
 
-impl CellStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CellStatus::Pass => "pass",
-            CellStatus::Fail => "fail",
-            CellStatus::Error => "error",
-            CellStatus::Blocked => "blocked",
-        }
-    }
-
-    pub(super) fn of(passed: bool, error_kind: Option<&str>) -> CellStatus {
-        match error_kind {
-            Some("blocked" | "refused") => CellStatus::Blocked,
-            Some("provider" | "judge") => CellStatus::Error,
-            _ if passed => CellStatus::Pass,
-            _ => CellStatus::Fail,
-        }
-    }
-}
-
-/// Which results a filter keeps by verdict and review state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum StatusFilter {
-    #[default]
-    All,
-    Passed,
-    Failed,
-    Errors,
-    Blocked,
-    /// A panel's judges gave different verdicts on a criterion.
-    JudgesDisagree,
-    /// A human label's pass/fail differs from the judge's.
-    HumanVsJudge,
-    /// Judged, and no human label yet.
-    Unlabelled,
-}
-
-impl StatusFilter {
-    pub const ALL: [StatusFilter; 8] = [
-        StatusFilter::All,
-        StatusFilter::Failed,
-        StatusFilter::Passed,
-        StatusFilter::Errors,
-        StatusFilter::Blocked,
-        StatusFilter::JudgesDisagree,
-        StatusFilter::HumanVsJudge,
-        StatusFilter::Unlabelled,
-    ];
-
-    /// The word in the URL.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StatusFilter::All => "all",
-            StatusFilter::Passed => "passed",
-            StatusFilter::Failed => "failed",
-            StatusFilter::Errors => "errors",
-            StatusFilter::Blocked => "blocked",
-            StatusFilter::JudgesDisagree => "disagree",
-            StatusFilter::HumanVsJudge => "human-vs-judge",
-            StatusFilter::Unlabelled => "unlabelled",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<StatusFilter> {
-        StatusFilter::ALL.into_iter().find(|f| f.as_str() == s)
-    }
-
-    /// The condition on result `r`, or none.
+impl StatusSql for StatusFilter {
     fn sql(self) -> Option<&'static str> {
         Some(match self {
             StatusFilter::All => return None,
@@ -119,71 +46,6 @@ impl StatusFilter {
             }
         })
     }
-}
-
-/// A results filter: the runs (columns), then conditions every kept row's
-/// result meets in at least one of them.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ResultFilter {
-    pub runs: Vec<i64>,
-    pub status: StatusFilter,
-    /// Codes: `P1`, `P1-B1`, `P1-B1-S1`.
-    pub pillar: Option<String>,
-    pub behaviour: Option<String>,
-    pub scenario: Option<String>,
-    pub min_severity: Option<f64>,
-    pub max_severity: Option<f64>,
-    /// Words searched in the composed prompt, the reply and the judges'
-    /// justifications (case-insensitive for ASCII, as SQLite's LIKE is).
-    pub search: Option<String>,
-}
-
-/// A row key: test case and repeat.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct RowKey {
-    pub test_code: String,
-    pub repeat_index: i64,
-}
-
-/// Which way a keyset page reads from its key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Direction {
-    After,
-    Before,
-}
-
-/// One cell: one result of one run.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct Cell {
-    pub result_id: i64,
-    pub run_id: i64,
-    pub test_code: String,
-    pub repeat_index: i64,
-    pub status: CellStatus,
-    pub base_severity: f64,
-    /// Human labels of this result (any rater, any criterion).
-    pub labels: i64,
-}
-
-/// One matching result, as a download lists it.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct DownloadRow {
-    pub result_id: i64,
-    pub run_id: i64,
-    pub model: String,
-    pub test_code: String,
-    pub repeat_index: i64,
-    pub scenario: String,
-    pub behaviour: String,
-    pub status: CellStatus,
-    pub base_severity: f64,
-    pub difficulty: f64,
-    pub error_kind: Option<String>,
-    pub error: Option<String>,
-    pub response: Option<String>,
-    /// Every criterion's judge verdict and justification, `criterion: verdict: why`, one a line.
-    pub judgements: String,
-    pub human_labels: i64,
 }
 
 /// `%text%` for LIKE, with `%`, `_` and the escape itself taken literally.
@@ -486,22 +348,5 @@ mod tests {
     #[test]
     fn like_patterns_take_wildcards_literally() {
         assert_eq!(like_pattern("50%_off\\"), "%50\\%\\_off\\\\%");
-    }
-
-    #[test]
-    fn statuses_round_trip_through_the_url_word() {
-        for f in StatusFilter::ALL {
-            assert_eq!(StatusFilter::parse(f.as_str()), Some(f));
-        }
-        assert_eq!(StatusFilter::parse("nope"), None);
-    }
-
-    #[test]
-    fn cell_status_of_each_error_kind() {
-        assert_eq!(CellStatus::of(true, None), CellStatus::Pass);
-        assert_eq!(CellStatus::of(false, None), CellStatus::Fail);
-        assert_eq!(CellStatus::of(false, Some("format")), CellStatus::Fail);
-        assert_eq!(CellStatus::of(false, Some("judge")), CellStatus::Error);
-        assert_eq!(CellStatus::of(false, Some("refused")), CellStatus::Blocked);
     }
 }

@@ -8,96 +8,8 @@
 
 use sqlx::Row;
 
-use super::view::CellStatus;
 use super::{Store, StoreError};
-
-/// One result with everything the test case page shows.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CaseDetail {
-    pub result_id: i64,
-    pub run_id: i64,
-    pub model: String,
-    pub test_code: String,
-    pub repeat_index: i64,
-    pub pillar: String,
-    pub behaviour: String,
-    pub scenario: String,
-    pub condition: String,
-    pub user_context: Option<String>,
-    pub perturbation: String,
-    pub base_severity: f64,
-    pub difficulty: f64,
-    /// The evaluation config (JSON): which check, what it expects.
-    pub evaluation: String,
-    /// The JSON schema the reply was asked to follow (none: free text).
-    pub response_format: Option<String>,
-    pub prompt: String,
-    pub response: Option<String>,
-    pub parsed: Option<String>,
-    /// Whether the check held on the reply (the flag was raised).
-    pub matched: Option<bool>,
-    pub passed: bool,
-    pub status: CellStatus,
-    pub error_kind: Option<String>,
-    pub error: Option<String>,
-    /// What the check found (JSON): expected and actual values.
-    pub evaluation_details: Option<String>,
-    pub latency_ms: Option<i64>,
-    pub prompt_tokens: i64,
-    pub completion_tokens: i64,
-    pub reasoning_tokens: i64,
-    pub cost_usd: f64,
-    pub cost_unknown: bool,
-    pub served_model: Option<String>,
-    pub provider: Option<String>,
-    pub attempts: i64,
-    pub cached: bool,
-    pub finish_reason: Option<String>,
-    pub error_type: Option<String>,
-    /// The provider's block (JSON), when it blocked the request.
-    pub block: Option<String>,
-    pub created_at: String,
-}
-
-/// One judge's (or a panel's combined) verdict on one criterion.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CaseJudgement {
-    pub criterion: String,
-    pub judge_model: String,
-    /// JSON text: a string or a list; none on a judge error.
-    pub verdict: Option<String>,
-    pub justification: Option<String>,
-    pub passed: Option<bool>,
-    pub error: Option<String>,
-    pub cost_usd: f64,
-    pub prompt_tokens: i64,
-    pub completion_tokens: i64,
-    /// True for a panel member's own vote, false for the judgement that counts.
-    pub vote: bool,
-}
-
-/// One human label of a result.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CaseLabel {
-    pub criterion: String,
-    pub rater: String,
-    /// JSON text, as the judge's.
-    pub verdict: String,
-    pub passed: bool,
-    pub note: Option<String>,
-    pub at: String,
-}
-
-/// The same test case and repeat in another run.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Sibling {
-    pub result_id: i64,
-    pub run_id: i64,
-    pub model: String,
-    pub status: CellStatus,
-    pub response: Option<String>,
-    pub parsed: Option<String>,
-}
+use crate::domain::{CaseDetail, CaseJudgement, CaseLabel, CellStatus, NewLabel, Sibling};
 
 const CASE: &str = "SELECT r.id AS result_id, r.run_id, l.model_id AS model, r.test_code, r.repeat_index,
         pl.code AS pillar, b.code AS behaviour, s.code AS scenario, c.code AS condition_code,
@@ -285,7 +197,7 @@ impl Store {
                 "result {result_id} has no judged criterion {criterion}"
             )));
         };
-        let label = crate::domain::NewLabel {
+        let label = NewLabel {
             result_id,
             criterion: criterion.to_string(),
             verdict: verdict.clone(),

@@ -15,8 +15,8 @@ use super::layout::{Nav, inline, page, status_badge, text_block};
 use super::results::FilterQuery;
 use super::security::Session;
 use super::state::{App, PageError};
+use crate::domain::{CaseDetail, RowKey};
 use crate::report::usd;
-use crate::store::{CaseDetail, RowKey};
 
 /// A stored JSON text, pretty-printed (as is when it is not JSON).
 fn pretty(json: &str) -> String {

@@ -19,7 +19,7 @@ use super::layout::{csrf, inline};
 use super::security::{COLLAPSE_COOKIE, NOTE_COOKIE, REVIEWER_COOKIE, Session, hex, set_cookie};
 use super::state::{App, PageError};
 use crate::benchmark::{ResponseType, Rubric};
-use crate::store::{CaseDetail, CaseJudgement, CaseLabel};
+use crate::domain::{CaseDetail, CaseJudgement, CaseLabel};
 
 /// After this many labels in a sitting, or this many minutes, the panel
 /// suggests a pause.

@@ -6,11 +6,11 @@
 use maud::{Markup, html};
 
 use super::security::Session;
+use crate::domain::CellStatus;
 /// A string value shown inline (a model id, a code): isolated, as on
 /// every helmbench page.
 pub use crate::report::html::parts::inline;
 use crate::report::html::parts::shell;
-use crate::store::CellStatus;
 
 /// Which page is open (marked in the navigation).
 #[derive(Clone, Copy, PartialEq, Eq)]

@@ -16,8 +16,8 @@ use super::layout::{Nav, inline, page, status_badge};
 use super::security::Session;
 use super::state::{App, PageError};
 use crate::domain::RunRecord;
+use crate::domain::{Cell, Direction, DownloadRow, ResultFilter, RowKey, StatusFilter};
 use crate::report::{Target, select_runs};
-use crate::store::{Cell, Direction, DownloadRow, ResultFilter, RowKey, StatusFilter};
 
 /// Rows per page.
 pub const PAGE_ROWS: i64 = 50;
