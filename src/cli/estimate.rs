@@ -56,7 +56,7 @@ pub fn run(s: &Settings, args: &EstimateArgs) -> Result<ExitStatus> {
         // Stored replies refine the completion estimate; an absent or
         // older database only means there are none.
         let url = s.database_url.clone();
-        let store = if crate::store::database_exists(&url) {
+        let store = if Store::database_exists(&url) {
             Store::open_read_only(&url).await.ok()
         } else {
             None

@@ -230,7 +230,7 @@ impl Settings {
     /// is a usage error naming the path, never an empty new file.
     pub fn existing_database(&self) -> Result<&str> {
         let url = &self.database_url;
-        if !crate::store::database_exists(url) {
+        if !Store::database_exists(url) {
             return Err(Error::usage(format!(
                 "no database at {url} yet (run `helmbench run-batch` first, or pass --database-url)"
             )));

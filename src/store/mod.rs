@@ -33,7 +33,8 @@ mod view;
 mod view_case;
 
 pub use plans::ReadPlan;
-pub use runs::{HEARTBEAT_INTERVAL, Owner, STALE_AFTER_S, process_started};
+pub use runs::HEARTBEAT_INTERVAL;
+use runs::Owner;
 
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://helmbench.db";
 
@@ -584,14 +585,16 @@ fn describe_sqlx(e: &sqlx::Error) -> String {
     }
 }
 
-/// Whether a path-like URL points to an existing file (for read-only commands).
-pub fn database_exists(url: &str) -> bool {
-    let path = url
-        .strip_prefix("sqlite://")
-        .or_else(|| url.strip_prefix("sqlite:"))
-        .unwrap_or(url);
-    let path = path.split('?').next().unwrap_or(path);
-    path == ":memory:" || Path::new(path).exists()
+impl Store {
+    /// Whether a path-like URL points to an existing file (for read-only commands).
+    pub fn database_exists(url: &str) -> bool {
+        let path = url
+            .strip_prefix("sqlite://")
+            .or_else(|| url.strip_prefix("sqlite:"))
+            .unwrap_or(url);
+        let path = path.split('?').next().unwrap_or(path);
+        path == ":memory:" || Path::new(path).exists()
+    }
 }
 
 #[cfg(test)]
