@@ -34,7 +34,7 @@ mod view_case;
 
 pub use plans::ReadPlan;
 pub use runs::HEARTBEAT_INTERVAL;
-use runs::Owner;
+pub(crate) use runs::Owner;
 
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://helmbench.db";
 

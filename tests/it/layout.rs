@@ -1,8 +1,10 @@
 //! The layout guard: no import cycle between the top-level modules of
-//! `src/`, no circle of files inside any of them, and no source file over
-//! 1,000 lines. Read from the source text (comments, strings and
-//! `#[cfg(test)]` code left out), so a new `use` that points back up fails
-//! here with the path that closes the circle.
+//! `src/`, no circle of files inside any of them, no source file over
+//! 1,000 lines, a domain that uses no crate but serde, and a store that
+//! hands others only domain types (outside it, only `Store`, `StoreError`
+//! and its constants are named). Read from the source text (comments,
+//! strings and `#[cfg(test)]` code left out), so a new `use` that points
+//! back up fails here with the path that closes the circle.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -213,63 +215,65 @@ pub(crate) fn is_ident(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '_'
 }
 
+/// Parses one path or `use` group starting at `s` (after `prefix`) into
+/// `out`, as lists of segments; returns the bytes read.
+fn parse_tree(s: &str, prefix: &[String], out: &mut Vec<Vec<String>>) -> usize {
+    let mut segs = prefix.to_vec();
+    let mut i = 0;
+    let b = s.as_bytes();
+    loop {
+        while i < b.len() && (b[i] as char).is_whitespace() {
+            i += 1;
+        }
+        if i < b.len() && b[i] == b'{' {
+            i += 1;
+            loop {
+                while i < b.len() && (b[i] as char).is_whitespace() {
+                    i += 1;
+                }
+                if i >= b.len() {
+                    return i;
+                }
+                if b[i] == b'}' {
+                    return i + 1;
+                }
+                if b[i] == b',' {
+                    i += 1;
+                    continue;
+                }
+                let n = parse_tree(&s[i..], &segs, out);
+                if n == 0 {
+                    i += 1;
+                }
+                i += n;
+            }
+        }
+        let start = i;
+        while i < b.len() && (is_ident(b[i] as char) || b[i] == b'*') {
+            i += 1;
+        }
+        if i == start {
+            out.push(segs);
+            return i;
+        }
+        segs.push(s[start..i].to_string());
+        let mut j = i;
+        while j < b.len() && (b[j] as char).is_whitespace() {
+            j += 1;
+        }
+        if s[j..].starts_with("::") {
+            i = j + 2;
+        } else {
+            out.push(segs);
+            return i;
+        }
+    }
+}
+
 /// Every path the code names from `crate::`, `super::` or `self::`, with
 /// `use` groups expanded (`crate::{a::B, c}` gives `crate::a::B` and
 /// `crate::c`), as lists of segments starting with that keyword.
 fn paths_in(code: &str) -> Vec<Vec<String>> {
-    fn parse_tree(s: &str, prefix: &[String], out: &mut Vec<Vec<String>>) -> usize {
-        // Parses one path or group starting at `s`; returns bytes read.
-        let mut segs = prefix.to_vec();
-        let mut i = 0;
-        let b = s.as_bytes();
-        loop {
-            while i < b.len() && (b[i] as char).is_whitespace() {
-                i += 1;
-            }
-            if i < b.len() && b[i] == b'{' {
-                i += 1;
-                loop {
-                    while i < b.len() && (b[i] as char).is_whitespace() {
-                        i += 1;
-                    }
-                    if i >= b.len() {
-                        return i;
-                    }
-                    if b[i] == b'}' {
-                        return i + 1;
-                    }
-                    if b[i] == b',' {
-                        i += 1;
-                        continue;
-                    }
-                    let n = parse_tree(&s[i..], &segs, out);
-                    if n == 0 {
-                        i += 1;
-                    }
-                    i += n;
-                }
-            }
-            let start = i;
-            while i < b.len() && (is_ident(b[i] as char) || b[i] == b'*') {
-                i += 1;
-            }
-            if i == start {
-                out.push(segs);
-                return i;
-            }
-            segs.push(s[start..i].to_string());
-            let mut j = i;
-            while j < b.len() && (b[j] as char).is_whitespace() {
-                j += 1;
-            }
-            if s[j..].starts_with("::") {
-                i = j + 2;
-            } else {
-                out.push(segs);
-                return i;
-            }
-        }
-    }
     let mut out = Vec::new();
     for kw in ["crate::", "super::", "self::"] {
         let mut from = 0;
@@ -670,4 +674,136 @@ fn the_store_reads_no_column_by_position() {
         ["1:", "2:", "3:", "5:"],
         "{hits:?}"
     );
+}
+
+/// What `code` names through a module called `store` that only the store
+/// may name: every path from `store::` on (`crate::store::X`,
+/// `super::store::X`, or `store::X` after a `use crate::store`), with `use`
+/// groups expanded, whose next name is not the handle (`Store`), its error
+/// (`StoreError`) or a constant (`DEFAULT_DATABASE_URL`); and the store
+/// renamed (`crate::store as db`), which would hide the rest.
+fn store_names_refused(code: &str) -> Vec<String> {
+    let allowed = |name: &str| {
+        matches!(name, "Store" | "StoreError")
+            || (name.starts_with(|c: char| c.is_ascii_uppercase())
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_'))
+    };
+    let mut found = Vec::new();
+    let mut from = 0;
+    while let Some(k) = code[from..].find("store") {
+        let at = from + k;
+        from = at + "store".len();
+        if at > 0 && is_ident(code[..at].chars().next_back().unwrap()) {
+            continue;
+        }
+        let rest = &code[from..];
+        if let Some(path) = rest.strip_prefix("::") {
+            let mut paths = Vec::new();
+            parse_tree(path, &["store".to_string()], &mut paths);
+            found.extend(
+                paths
+                    .into_iter()
+                    .filter(|p| !p.get(1).is_some_and(|name| allowed(name)))
+                    .map(|p| p.join("::")),
+            );
+        } else if code[..at].ends_with("::") && rest.trim_start().starts_with("as ") {
+            found.push("store as".to_string());
+        }
+    }
+    found
+}
+
+/// The store owns the SQL and maps rows to the domain's types; it defines
+/// no type for others. Outside `src/store`, a path through it names only
+/// `Store`, `StoreError` or a constant: a record the store reads or writes
+/// for another module lives in `src/domain`.
+#[test]
+fn outside_the_store_a_path_through_it_names_only_its_handle_error_and_constants() {
+    let c = Crate::new();
+    let found: Vec<String> = c
+        .files
+        .iter()
+        .filter(|f| f.module.first().is_none_or(|m| m != "store"))
+        .flat_map(|f| {
+            store_names_refused(&f.code)
+                .into_iter()
+                .map(|p| format!("src/{}.rs: {p}", f.module.join("/")))
+        })
+        .collect();
+    assert!(
+        found.is_empty(),
+        "move these types to src/domain (the store maps its rows to them):\n{}",
+        found.join("\n")
+    );
+    // The guard itself: each way of naming a store type is found; the
+    // handle, its error and constants, comments, strings, test code and
+    // other names ending in `store` are not.
+    let planted = strip_test_items(&strip_comments_and_strings(
+        "use crate::store::{Store, Spend, runs::Owner};\nuse crate::store;\nuse super::store as db;\n\
+         fn f() { store::Reuse::default(); crate::store::StoreError::NotFound(m); }\n\
+         const U: &str = crate::store::DEFAULT_DATABASE_URL;\nlet s = super::store::Store::open(u);\n\
+         // crate::store::Hidden\nlet q = \"store::Quoted\";\nmy_store::Thing::new();\nrestore::x();\n\
+         #[cfg(test)]\nmod tests { use crate::store::Detail; }\n",
+    ));
+    assert_eq!(
+        store_names_refused(&planted),
+        [
+            "store::Spend",
+            "store::runs::Owner",
+            "store as",
+            "store::Reuse::default"
+        ]
+    );
+}
+
+/// The domain is a leaf among crates too: besides the standard library it
+/// uses serde and serde_json, never a dependency that would tie it to a
+/// database, the network or the terminal (`sqlx`, `reqwest`, `tokio`...).
+#[test]
+fn the_domain_uses_no_crate_but_serde() {
+    let manifest =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml")).unwrap();
+    let dependencies: Vec<String> = manifest
+        .split("\n[")
+        .find(|section| section.starts_with("dependencies]"))
+        .expect("a [dependencies] section")
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            l.split_once('=')
+                .map(|(name, _)| name.trim().replace('-', "_"))
+        })
+        .filter(|name| !name.is_empty() && !name.starts_with('#'))
+        .collect();
+    assert!(dependencies.iter().any(|d| d == "sqlx"), "{dependencies:?}");
+    let names_crate = |code: &str, name: &str| {
+        let pat = format!("{name}::");
+        code.match_indices(&pat).any(|(at, _)| {
+            !code[..at]
+                .chars()
+                .next_back()
+                .is_some_and(|c| is_ident(c) || c == ':')
+        })
+    };
+    let c = Crate::new();
+    let found: Vec<String> = c
+        .files
+        .iter()
+        .filter(|f| f.module.first().is_some_and(|m| m == "domain"))
+        .flat_map(|f| {
+            dependencies
+                .iter()
+                .filter(|d| !matches!(d.as_str(), "serde" | "serde_json"))
+                .filter(|d| names_crate(&f.code, d))
+                .map(|d| format!("src/{}.rs uses {d}", f.module.join("/")))
+        })
+        .collect();
+    assert!(found.is_empty(), "{}", found.join("\n"));
+    // The guard itself: a planted `sqlx::` is found, `serde::` and a path
+    // ending in `sqlx` are not.
+    let planted = "use serde::Serialize;\nimpl sqlx::FromRow for X {}\nlet a = my_sqlx::y();";
+    assert!(names_crate(planted, "sqlx") && !names_crate(planted, "serde_json"));
+    assert!(!names_crate("let a = my_sqlx::y(); b::sqlx::z();", "sqlx"));
 }
