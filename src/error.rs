@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use crate::content::ContentErrors;
+use crate::openrouter::catalog::CatalogError;
 use crate::openrouter::{FailureClass, ProviderError};
 
 #[derive(Debug, thiserror::Error)]
@@ -121,6 +122,18 @@ impl Error {
         }
     }
 
+    /// A failure of the tool described by `message`, caused by `source`
+    /// (kept for callers that look).
+    pub fn tool_caused_by<E>(message: String, source: E) -> Error
+    where
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        Error::Tool {
+            message,
+            source: Some(Box::new(source)),
+        }
+    }
+
     /// A failure of the tool caused by `source` (kept, for `-v` and for
     /// callers that look), or a quiet stop when the cause, at any depth,
     /// is a reader that went away (`helmbench export | head`).
@@ -170,6 +183,20 @@ impl From<ProviderError> for Error {
         match e.class() {
             FailureClass::Config => Error::usage_caused_by(e.to_string(), e),
             _ => Error::Provider(Arc::new(e)),
+        }
+    }
+}
+
+impl From<CatalogError> for Error {
+    /// A catalog client that cannot be set up (a bad base URL or key, no
+    /// HTTP client) is bad usage, refused before anything is asked; a
+    /// catalog that cannot be read is a failure of the tool.
+    fn from(e: CatalogError) -> Self {
+        match e {
+            CatalogError::Config(_) | CatalogError::Client(_) => {
+                Error::usage_caused_by(e.to_string(), e)
+            }
+            _ => Error::caused_by(e),
         }
     }
 }
@@ -285,6 +312,82 @@ mod tests {
                 .or_else(|| source.downcast_ref::<ProviderError>());
             assert_eq!(kept.map(ProviderError::class), Some(class), "{message}");
         }
+    }
+
+    /// Where a failure is found through another error, the message stays
+    /// word for word what it was and the error that caused it is kept.
+    #[test]
+    fn errors_found_through_another_keep_their_words_and_their_cause() {
+        use std::io;
+        // Whether `e`'s causes, at any depth, hold an error of type `T`.
+        fn caused_by<T: std::error::Error + 'static>(
+            e: &(dyn std::error::Error + 'static),
+        ) -> bool {
+            let mut cur = e.source();
+            while let Some(s) = cur {
+                if s.is::<T>() {
+                    return true;
+                }
+                cur = s.source();
+            }
+            false
+        }
+        let not_json = || serde_json::from_str::<serde_json::Value>("{").unwrap_err();
+
+        // The provider's client: a local error, bad usage (2).
+        let spool = io::Error::from(io::ErrorKind::PermissionDenied);
+        let words = format!("invalid client configuration: cannot spool a batch: {spool}");
+        let e = ProviderError::ConfigCaused {
+            what: "cannot spool a batch",
+            source: Box::new(spool),
+        };
+        assert_eq!(e.to_string(), words);
+        assert_eq!((e.class(), e.kind()), (FailureClass::Config, "config"));
+        let err = Error::from(e);
+        assert_eq!((err.to_string(), err.exit_status().code()), (words, 2));
+        assert!(caused_by::<io::Error>(&err));
+
+        // The catalog: a client that cannot be built is bad usage (2), an
+        // answer that is not JSON a failure (1).
+        let builder = reqwest::Client::builder()
+            .user_agent("bad\nagent")
+            .build()
+            .unwrap_err();
+        let words = format!("invalid configuration: cannot build HTTP client: {builder}");
+        let err = Error::from(CatalogError::Client(builder));
+        assert_eq!((err.to_string(), err.exit_status().code()), (words, 2));
+        assert!(caused_by::<reqwest::Error>(&err));
+        let json = not_json();
+        let words = format!("https://openrouter.ai/api/v1/models did not answer JSON: {json}");
+        let e = CatalogError::NotJson {
+            url: "https://openrouter.ai/api/v1/models".into(),
+            source: json,
+        };
+        assert_eq!(e.to_string(), words);
+        let err = Error::from(e);
+        assert_eq!((err.to_string(), err.exit_status().code()), (words, 1));
+        assert!(caused_by::<serde_json::Error>(&err));
+        let err = Error::from(CatalogError::Config("no key".into()));
+        assert_eq!(err.exit_status().code(), 2);
+
+        // Stored content this version cannot read: a database failure (1).
+        let json = not_json();
+        let words = format!(
+            "database: database content is inconsistent: a human label's verdict is not JSON: {json}"
+        );
+        let err = Error::from(crate::store::StoreError::Integrity {
+            message: format!("a human label's verdict is not JSON: {json}"),
+            source: Some(Box::new(json)),
+        });
+        assert_eq!((err.to_string(), err.exit_status().code()), (words, 1));
+        assert!(caused_by::<serde_json::Error>(&err));
+
+        // A failure of the tool with its own words and a cause (1).
+        let json = not_json();
+        let words = format!("run 3 has unreadable settings: {json}");
+        let err = Error::tool_caused_by(words.clone(), json);
+        assert_eq!((err.to_string(), err.exit_status().code()), (words, 1));
+        assert!(caused_by::<serde_json::Error>(&err));
     }
 
     #[test]

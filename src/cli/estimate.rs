@@ -305,8 +305,7 @@ async fn probe(
 /// The catalog client of these settings: the base URL and the key when
 /// there is one.
 fn catalog_client(s: &Settings) -> Result<CatalogClient> {
-    CatalogClient::new(&s.base_url, s.api_key(), CATALOG_TIMEOUT)
-        .map_err(|e| Error::usage_caused_by(e.to_string(), e))
+    CatalogClient::new(&s.base_url, s.api_key(), CATALOG_TIMEOUT).map_err(Error::from)
 }
 
 async fn price(

@@ -412,8 +412,9 @@ async fn resumed_runs(ctx: &run::RunContext, args: &Batch) -> Result<Planned> {
     let mut budget: Option<f64> = None;
     for &id in &args.resume {
         let row = ctx.store.run(id).await?;
-        let mut settings: run::RunSettings = serde_json::from_str(&row.settings)
-            .map_err(|e| Error::tool(format!("run {id} has unreadable settings: {e}")))?;
+        let mut settings: run::RunSettings = serde_json::from_str(&row.settings).map_err(|e| {
+            Error::tool_caused_by(format!("run {id} has unreadable settings: {e}"), e)
+        })?;
         if row.status == crate::domain::RunStatus::Completed
             && row.test_cases >= row.planned_test_cases
             && row.provider_errors == 0

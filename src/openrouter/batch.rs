@@ -288,13 +288,19 @@ impl Client {
         let redact = self.redact.clone();
         tokio::task::spawn_blocking(move || scan(spool, redact))
             .await
-            .map_err(|e| ProviderError::Config(format!("batch reader failed: {e}")))?
+            .map_err(|e| ProviderError::ConfigCaused {
+                what: "batch reader failed",
+                source: Box::new(e),
+            })?
     }
 }
 
 /// Streams a body to a fresh temp file.
 async fn spool_body(mut resp: reqwest::Response) -> Result<Spool, ProviderError> {
-    let io = |e: std::io::Error| ProviderError::Config(format!("cannot spool a batch: {e}"));
+    let io = |e: std::io::Error| ProviderError::ConfigCaused {
+        what: "cannot spool a batch",
+        source: Box::new(e),
+    };
     let path = std::env::temp_dir().join(format!(
         "helmbench-batch-{}-{:016x}.json",
         std::process::id(),
@@ -470,7 +476,10 @@ impl BatchResults {
     ) -> Result<(), ProviderError> {
         tokio::task::spawn_blocking(move || self.read_blocking(&tx))
             .await
-            .map_err(|e| ProviderError::Config(format!("batch reader failed: {e}")))?
+            .map_err(|e| ProviderError::ConfigCaused {
+                what: "batch reader failed",
+                source: Box::new(e),
+            })?
     }
 
     fn read_blocking(

@@ -161,8 +161,18 @@ pub enum CatalogError {
     Status { url: String, status: u16 },
     #[error("{0}")]
     Unreadable(String),
+    /// The answer at `url` is not JSON: the parser's error is the source.
+    #[error("{url} did not answer JSON: {source}")]
+    NotJson {
+        url: String,
+        #[source]
+        source: serde_json::Error,
+    },
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// The HTTP client cannot be built: reqwest's error is the source.
+    #[error("invalid configuration: cannot build HTTP client: {0}")]
+    Client(#[source] reqwest::Error),
 }
 
 /// Reads the catalog and the key's limit. Holds the key only inside a
@@ -196,7 +206,7 @@ impl CatalogClient {
         let http = super::http::builder(headers)
             .timeout(timeout)
             .build()
-            .map_err(|e| CatalogError::Config(format!("cannot build HTTP client: {e}")))?;
+            .map_err(CatalogError::Client)?;
         Ok(CatalogClient {
             http,
             base,
@@ -231,8 +241,7 @@ impl CatalogClient {
         let text = super::http::read_capped(resp, CATALOG_MAX_BYTES)
             .await
             .map_err(|f| CatalogError::Unreadable(format!("{shown}: {}", f.reason)))?;
-        serde_json::from_str(&text)
-            .map_err(|e| CatalogError::Unreadable(format!("{shown} did not answer JSON: {e}")))
+        serde_json::from_str(&text).map_err(|source| CatalogError::NotJson { url: shown, source })
     }
 
     /// `GET {base}/models`.

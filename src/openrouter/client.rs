@@ -86,7 +86,10 @@ impl Client {
             .connect_timeout(cfg.request_timeout.min(Duration::from_secs(30)))
             .tcp_keepalive(Duration::from_secs(60))
             .build()
-            .map_err(|e| ProviderError::Config(format!("cannot build HTTP client: {e}")))?;
+            .map_err(|e| ProviderError::ConfigCaused {
+                what: "cannot build HTTP client",
+                source: Box::new(e),
+            })?;
 
         let parse = |path: &str| {
             reqwest::Url::parse(&format!("{base}/{path}")).map_err(|_| {

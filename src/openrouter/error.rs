@@ -78,6 +78,15 @@ pub enum ProviderError {
     },
     #[error("invalid client configuration: {0}")]
     Config(String),
+    /// A bad configuration found through a local error, kept as the source
+    /// (the HTTP client cannot be built, a batch cannot be spooled to a
+    /// file or read back).
+    #[error("invalid client configuration: {what}: {source}")]
+    ConfigCaused {
+        what: &'static str,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync + 'static>,
+    },
     /// Not sent: the caller's [`SpendGate`](super::SpendGate) refused the
     /// attempt (the budget is reached, or the run stopped sending).
     #[error("not sent: {0}")]
@@ -120,7 +129,7 @@ impl ProviderError {
             ProviderError::Rejected { .. } | ProviderError::Exhausted { .. } => {
                 FailureClass::Failed
             }
-            ProviderError::Config(_) => FailureClass::Config,
+            ProviderError::Config(_) | ProviderError::ConfigCaused { .. } => FailureClass::Config,
         }
     }
 
@@ -150,7 +159,7 @@ impl ProviderError {
             ProviderError::Rejected { .. } => "rejected",
             ProviderError::Exhausted { .. } => "exhausted",
             ProviderError::Blocked { .. } => "blocked",
-            ProviderError::Config(_) => "config",
+            ProviderError::Config(_) | ProviderError::ConfigCaused { .. } => "config",
             ProviderError::NotSent(_) => "not_sent",
         }
     }

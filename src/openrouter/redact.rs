@@ -137,6 +137,9 @@ impl Redactor {
                 }),
             },
             ProviderError::Config(m) => ProviderError::Config(self.scrub(&m)),
+            // A local error (the client builder, a temp file, the reader
+            // task): no request or reply text reaches it.
+            e @ ProviderError::ConfigCaused { .. } => e,
             ProviderError::NotSent(m) => ProviderError::NotSent(m),
         }
     }

@@ -44,7 +44,10 @@ pub async fn collect(store: &Store, runs: &[RunRecord]) -> Result<Collector, Sto
             .pop_front()
             .expect("one read per run")
             .await
-            .map_err(|e| StoreError::Integrity(format!("reading run {}: {e}", runs[i].run_id)))??;
+            .map_err(|e| StoreError::Integrity {
+                message: format!("reading run {}: {e}", runs[i].run_id),
+                source: Some(Box::new(e)),
+            })??;
         if let Some(next) = runs.get(i + READ_AHEAD) {
             pending.push_back(read(next.run_id));
         }

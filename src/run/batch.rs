@@ -61,7 +61,10 @@ impl RunContext {
         for s in &benchmark.scenarios {
             if let Some(schema) = s.schema() {
                 let v = jsonschema::validator_for(schema).map_err(|e| {
-                    crate::Error::tool(format!("{}: schema does not compile: {e}", s.code))
+                    crate::Error::tool_caused_by(
+                        format!("{}: schema does not compile: {e}", s.code),
+                        e,
+                    )
                 })?;
                 validators.insert(s.code.clone(), v);
             }

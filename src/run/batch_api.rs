@@ -503,7 +503,7 @@ async fn poll_one(
             }
             let read = reader
                 .await
-                .map_err(|e| crate::Error::tool(format!("batch reader: {e}")))?;
+                .map_err(|e| crate::Error::tool_caused_by(format!("batch reader: {e}"), e))?;
             if let Err(e) = read {
                 // Not all of it could be read: polled (and read) again later.
                 tracing::warn!(batch = %l.remote, error = %e, "batch results not read; read again later");

@@ -53,10 +53,11 @@ impl Store {
         let Some(packed) = packed else {
             return Ok(Vec::new());
         };
-        let rows: Vec<Packed> = serde_json::from_str(&packed).map_err(|e| {
-            StoreError::Integrity(format!(
+        let rows: Vec<Packed> = serde_json::from_str(&packed).map_err(|e| StoreError::Integrity {
+            message: format!(
                 "the results of run {run_id}, as SQLite packs them, are not the JSON expected: {e}"
-            ))
+            ),
+            source: Some(Box::new(e)),
         })?;
         Ok(rows
             .into_iter()

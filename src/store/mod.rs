@@ -76,8 +76,14 @@ pub enum StoreError {
     Query(#[from] sqlx::Error),
     #[error("{0}")]
     NotFound(String),
-    #[error("database content is inconsistent: {0}")]
-    Integrity(String),
+    /// Stored content is not what this version wrote or expects, with the
+    /// error that found it when there is one.
+    #[error("database content is inconsistent: {message}")]
+    Integrity {
+        message: String,
+        #[source]
+        source: Option<crate::error::BoxError>,
+    },
     /// Another live process is running the run.
     #[error("{0}")]
     Busy(String),

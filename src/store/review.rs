@@ -114,8 +114,9 @@ impl Store {
                     result_id: r.try_get("result_id")?,
                     criterion: r.try_get("criterion")?,
                     rater: r.try_get("rater")?,
-                    verdict: serde_json::from_str(&verdict).map_err(|e| {
-                        StoreError::Integrity(format!("a human label's verdict is not JSON: {e}"))
+                    verdict: serde_json::from_str(&verdict).map_err(|e| StoreError::Integrity {
+                        message: format!("a human label's verdict is not JSON: {e}"),
+                        source: Some(Box::new(e)),
                     })?,
                     passed: r.try_get("passed")?,
                 })

@@ -158,11 +158,14 @@ async fn upsert_components(
         }
     }
     if ids.len() != rows.len() {
-        return Err(StoreError::Integrity(format!(
-            "stored {} of {} {kind:?} rows (a full code repeated?)",
-            ids.len(),
-            rows.len()
-        )));
+        return Err(StoreError::Integrity {
+            message: format!(
+                "stored {} of {} {kind:?} rows (a full code repeated?)",
+                ids.len(),
+                rows.len()
+            ),
+            source: None,
+        });
     }
     Ok(ids)
 }
