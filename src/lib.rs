@@ -26,8 +26,9 @@
 //!   test cases, selectors and prompt composition.
 //! - [`run`] plans and runs batches (and the dry-run); [`openrouter`] is the
 //!   HTTP client; [`judging`] turns a reply into a verdict.
-//! - [`store`] owns every SQL statement; [`scoring`] and [`report`] read
-//!   what it returns.
+//! - [`store`] owns every SQL statement and maps its rows to the types of
+//!   [`domain`] (the leaf every module shares); [`scoring`] and [`report`]
+//!   read what it returns.
 //! - [`cli`] turns arguments into validated values and calls the rest;
 //!   [`error`] maps every failure to an [`ExitStatus`].
 
