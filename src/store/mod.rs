@@ -692,5 +692,16 @@ mod tests {
             .await
             .unwrap();
         assert!(busy >= 1000);
+        // .cargo/config.toml builds the bundled SQLite without allocation
+        // statistics (their global mutex serialised the row worker and the
+        // reader of every long read).
+        let options: Vec<String> = sqlx::query_scalar("PRAGMA compile_options")
+            .fetch_all(&store.pool)
+            .await
+            .unwrap();
+        assert!(
+            options.iter().any(|o| o == "DEFAULT_MEMSTATUS=0"),
+            "{options:?}"
+        );
     }
 }
