@@ -104,6 +104,7 @@ async fn show_single(store: &Store, run_id: i64, format: DataFormat) -> Result<(
     let detail = Detail {
         judgements: true,
         prompts: true,
+        replies: true,
     };
     let rows: Vec<ResultRecord> = store
         .results(Which::Run(run_id), detail)

@@ -23,6 +23,9 @@ pub struct Detail {
     pub judgements: bool,
     /// Each result's composed prompt.
     pub prompts: bool,
+    /// Each result's reply: `response`, `parsed` and `error` (left out, they
+    /// are most of a row's bytes: a report reads only scores).
+    pub replies: bool,
 }
 
 /// Which results a filter keeps by verdict and review state.

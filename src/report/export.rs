@@ -195,6 +195,7 @@ pub async fn export(
     let detail = Detail {
         judgements: true,
         prompts: with_prompts,
+        replies: true,
     };
     let mut rows = store.results(which, detail);
     let mut count = 0u64;

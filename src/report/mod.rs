@@ -15,6 +15,7 @@ pub mod export;
 mod format;
 pub mod html;
 mod model;
+mod quality;
 pub mod routing;
 pub mod terminal;
 pub mod text;
@@ -23,7 +24,8 @@ pub use format::{
     coverage, dollars_known, p_value, pct, pct_ci, pct_range, points, points_ci, usd, usd_known,
 };
 pub use model::{
-    CostReport, CriterionSummary, CriterionVerdict, FailedCase, FlagSummary, JudgeCost, ModelCost,
-    ModelReport, QualityExample, QualitySummary, RunCost, ScenarioCost, ScoringUsed, Spend, Target,
-    costs, criteria, excerpt, failures, model_report, scored_results, select_runs,
+    CostReport, CriterionSummary, CriterionVerdict, FailedCase, JudgeCost, ModelCost, ModelReport,
+    RunCost, ScenarioCost, ScoringUsed, Spend, Target, costs, criteria, failures, model_report,
+    scored_results, select_runs,
 };
+pub use quality::{FlagSummary, QualityExample, QualitySummary, excerpt};

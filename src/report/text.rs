@@ -5,7 +5,8 @@ use std::fmt::Display;
 use std::io::{self, Write};
 
 use super::format::{coverage, pct, usd as usd_places, usd_known};
-use super::model::{CostReport, ModelReport, QualitySummary, Spend};
+use super::model::{CostReport, ModelReport, Spend};
+use super::quality::QualitySummary;
 
 use super::terminal::fitted;
 pub(crate) use super::terminal::table;

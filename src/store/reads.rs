@@ -75,7 +75,8 @@ impl Store {
     ) -> impl Stream<Item = Result<ResultRecord, StoreError>> + '_ {
         let mut q = sqlx::query(sqlx::AssertSqlSafe(results_sql(which)))
             .bind(detail.judgements)
-            .bind(detail.prompts);
+            .bind(detail.prompts)
+            .bind(detail.replies);
         if let Which::Run(id) | Which::FailedOf(id) = which {
             q = q.bind(id);
         }
@@ -85,13 +86,48 @@ impl Store {
     }
 }
 
+impl Store {
+    /// The stored results with these ids (a handful: the examples a report
+    /// quotes), in id order, with what `detail` asks for.
+    pub async fn results_by_id(
+        &self,
+        ids: &[i64],
+        detail: Detail,
+    ) -> Result<Vec<ResultRecord>, StoreError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        // ?1-?3 are the detail flags; the ids follow as ?4, ?5, ...
+        let list: Vec<String> = (0..ids.len()).map(|i| format!("?{}", i + 4)).collect();
+        let sql = format!(
+            "{RESULTS_QUERY} WHERE r.id IN ({}) ORDER BY r.id",
+            list.join(", ")
+        );
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(detail.judgements)
+            .bind(detail.prompts)
+            .bind(detail.replies);
+        for id in ids {
+            q = q.bind(*id);
+        }
+        q.fetch_all(&self.pool)
+            .await?
+            .iter()
+            .map(result_record)
+            .collect()
+    }
+}
+
 /// The columns of a [`ResultRecord`], each named as its field. The
 /// judgements come as one JSON array per result (in stored order, decoded
 /// by key), so each result stays one row of the stream; they and the prompt
-/// are read only when asked (`?1`, `?2`: SQLite skips an unused `CASE` arm).
+/// are read only when asked (`?1`, `?2`, and the reply `?3`: SQLite skips an
+/// unused `CASE` arm).
 const RESULTS_QUERY: &str = "SELECT r.id, r.run_id, l.model_id AS model, r.test_code, r.repeat_index,
     b.code AS behaviour, s.code AS scenario, c.code AS condition, u.code AS user_context, p.code AS perturbation,
-    r.base_severity, r.difficulty, r.passed, r.matched, r.error_kind, r.error, r.response, r.parsed,
+    r.base_severity, r.difficulty, r.passed, r.matched, r.error_kind,
+    CASE WHEN ?3 THEN r.error END AS error, CASE WHEN ?3 THEN r.response END AS response,
+    CASE WHEN ?3 THEN r.parsed END AS parsed,
     r.prompt_tokens, r.completion_tokens, r.cost_usd, r.upstream_cost_usd, r.latency_ms, r.attempts, r.cached,
     r.finish_reason, r.generation_id, r.created_at,
     CASE WHEN ?1 THEN (SELECT json_group_array(json_object('criterion', j.criterion, 'judge_model', j.judge_model,
@@ -120,9 +156,9 @@ const RESULTS_QUERY: &str = "SELECT r.id, r.run_id, l.model_id AS model, r.test_
 pub(super) fn results_sql(which: Which) -> String {
     match which {
         Which::Every => format!("{RESULTS_QUERY} ORDER BY r.id"),
-        Which::Run(_) => format!("{RESULTS_QUERY} WHERE r.run_id = ?3 ORDER BY r.id"),
+        Which::Run(_) => format!("{RESULTS_QUERY} WHERE r.run_id = ?4 ORDER BY r.id"),
         Which::FailedOf(_) => {
-            format!("{RESULTS_QUERY} WHERE r.run_id = ?3 AND r.passed = 0 ORDER BY r.id")
+            format!("{RESULTS_QUERY} WHERE r.run_id = ?4 AND r.passed = 0 ORDER BY r.id")
         }
     }
 }

@@ -8,7 +8,8 @@ use maud::{Markup, html};
 use super::order::{behaviour_codes, find_behaviour};
 use super::parts::{at, colour};
 use crate::report::format::pct;
-use crate::report::model::{ModelReport, QualitySummary};
+use crate::report::model::ModelReport;
+use crate::report::quality::QualitySummary;
 
 /// One horizontal bar per model per behaviour, with floors drawn as dashed lines.
 pub fn behaviours(models: &[ModelReport]) -> Markup {

@@ -11,7 +11,8 @@ use super::parts::{
     Band, absent_cell, band_legend, header, heat, inline, model_label, num_cell, pct_cell, swatch,
 };
 use crate::report::format::{pct, pct_range, usd};
-use crate::report::model::{ModelReport, QualitySummary};
+use crate::report::model::ModelReport;
+use crate::report::quality::QualitySummary;
 use crate::scoring::analysis::{BehaviourScore, Breakdown};
 
 /// A header row: the first columns, then a column per model.
