@@ -211,7 +211,11 @@ impl QualityCollector {
     /// The results whose reply texts [`QualityCollector::finish`] needs:
     /// the few kept as examples.
     pub(super) fn kept_ids(&self) -> Vec<i64> {
-        let mut ids: Vec<i64> = self.worst.iter().flat_map(|w| w.0.iter().map(|c| c.result_id)).collect();
+        let mut ids: Vec<i64> = self
+            .worst
+            .iter()
+            .flat_map(|w| w.0.iter().map(|c| c.result_id))
+            .collect();
         ids.sort_unstable();
         ids.dedup();
         ids
@@ -311,7 +315,13 @@ mod tests {
     }
 
     /// Adds a scored reply; its text is kept in `texts` under a fresh id.
-    fn add(c: &mut QualityCollector, texts: &mut HashMap<i64, String>, code: &str, base: f64, text: &str) {
+    fn add(
+        c: &mut QualityCollector,
+        texts: &mut HashMap<i64, String>,
+        code: &str,
+        base: f64,
+        text: &str,
+    ) {
         let id = texts.len() as i64 + 1;
         texts.insert(id, text.to_string());
         c.add(id, code, 0, base, Some(quality::score(text)));
@@ -406,7 +416,11 @@ mod tests {
                 result_id: i as i64,
             });
         }
-        let codes: Vec<String> = w.examples(&HashMap::new()).into_iter().map(|e| e.test_code).collect();
+        let codes: Vec<String> = w
+            .examples(&HashMap::new())
+            .into_iter()
+            .map(|e| e.test_code)
+            .collect();
         // 0.5 (PT4), then the two 1.0s in natural order (PT2 before PT6).
         assert_eq!(
             codes,

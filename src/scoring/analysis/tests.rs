@@ -621,7 +621,10 @@ fn the_bootstrap_through_distinct_entries_is_bit_for_bit_the_plain_one() {
             }
         }
     }
-    rs.push(with_error(res("P1-B1-S9-C1-PT1", 5.0, 0.0, false), "format"));
+    rs.push(with_error(
+        res("P1-B1-S9-C1-PT1", 5.0, 0.0, false),
+        "format",
+    ));
     let scoring = config(&[("P1-B1", 3.0), ("P2-B2", 0.5)], &[]);
     for seed in [42, 7, 2026] {
         let got = bootstrap_ci(&rs, &scoring, 300, seed).unwrap();
