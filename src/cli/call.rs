@@ -73,6 +73,7 @@ impl CallArgs {
             write_wait: std::time::Duration::from_secs(self.write_wait_secs),
             batch: std::sync::Arc::new(run::BatchShared::new(None, 0.0)),
             pause_before_finish: s.pause_before_finish,
+            log_age: s.log_age.unwrap_or(run::LOG_AGE),
             retry_blocked: false,
         }
     }

@@ -85,6 +85,11 @@ pub struct GlobalArgs {
     /// bookkeeping, so a crash test can kill it exactly there.
     #[arg(long, global = true, hide = true, value_name = "MS")]
     pub test_pause_before_finish_ms: Option<u64>,
+    /// Test hook: the longest a logged result waits for its database
+    /// transaction (0: committed as it arrives), for tests that watch the
+    /// database while a run runs.
+    #[arg(long, global = true, hide = true, value_name = "MS")]
+    pub test_log_age_ms: Option<u64>,
     /// Test hook: poll batches of `--batch-api` every MS milliseconds
     /// (no backoff), so tests take milliseconds, not minutes.
     #[arg(long, global = true, hide = true, value_name = "MS")]
@@ -118,6 +123,8 @@ pub struct Settings {
     pub columns: Option<u16>,
     pub retry_base: Option<Duration>,
     pub pause_before_finish: Option<Duration>,
+    /// Test hook: see [`GlobalArgs::test_log_age_ms`].
+    pub log_age: Option<Duration>,
     /// `--batch-api`'s poll interval, fixed (a test hook).
     pub batch_poll: Option<Duration>,
 }
@@ -166,6 +173,7 @@ impl Settings {
             }),
             retry_base: g.test_retry_base_ms.map(Duration::from_millis),
             pause_before_finish: g.test_pause_before_finish_ms.map(Duration::from_millis),
+            log_age: g.test_log_age_ms.map(Duration::from_millis),
             batch_poll: g.test_batch_poll_ms.map(Duration::from_millis),
         }
     }

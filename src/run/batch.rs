@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::cache::CacheFilter;
 use super::complete;
+use super::log::{self, ResultLog};
 use super::shared::Shared;
 use crate::benchmark::Benchmark;
 use crate::benchmark::cases::CaseIndex;
@@ -311,6 +312,9 @@ pub async fn run_batch(
         stored: 0,
         blocked_since: None,
         retry_at: None,
+        log: open_log(&ctx.store, run_id).await?,
+        log_age: control.log_age,
+        oldest: None,
     };
     let collector = tokio::spawn(writer.run(rx));
     let unwritten = match collector.await {
@@ -692,6 +696,24 @@ pub(super) fn nothing_to_do(
 /// process kept, clearing its provider errors). Returns its id, what it
 /// already spent (which counts against its budget) and the test cases whose
 /// judge failed before (judged again).
+/// The run's result log (see `log.rs`), started after anything a killed
+/// process left in it was written (`open_run`); `None` for an in-memory
+/// database, or when the file cannot be made (results are then committed
+/// one worker's reply at a time, as before the log).
+async fn open_log(store: &Store, run_id: i64) -> crate::Result<Option<ResultLog>> {
+    let Some(path) = store.log_path(run_id) else {
+        return Ok(None);
+    };
+    let after = store.log_mark(run_id).await?;
+    match ResultLog::create(path.clone(), after) {
+        Ok(log) => Ok(Some(log)),
+        Err(e) => {
+            tracing::warn!(error = %e, path = %path.display(), "no result log; each result is committed before its worker goes on");
+            Ok(None)
+        }
+    }
+}
+
 pub(super) async fn open_run(
     ctx: &RunContext,
     settings: &RunSettings,
@@ -705,7 +727,7 @@ pub(super) async fn open_run(
         Some(id) => {
             // Claimed first: provider errors are cleared only by the owner.
             ctx.store.claim_run(id, settings.max_cost).await?;
-            let kept = ctx.store.write_pending(id).await?;
+            let kept = log::write_kept(&ctx.store, id).await?;
             if kept > 0 {
                 tracing::info!(
                     run_id = id,

@@ -33,4 +33,5 @@ fn finished(store: &Store, row: &RunRecord, planned: usize, retry_blocked: bool)
         && row.judge_errors == 0
         && !(retry_blocked && row.blocked + row.refused > 0)
         && !store.pending_path(row.run_id).is_some_and(|p| p.exists())
+        && !store.log_path(row.run_id).is_some_and(|p| p.exists())
 }

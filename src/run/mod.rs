@@ -11,6 +11,7 @@ mod cache;
 mod complete;
 mod dry_run;
 pub mod estimate;
+mod log;
 mod plan;
 pub mod preflight;
 mod progress;
@@ -26,11 +27,12 @@ pub use batch_api::{
     run_batch_api,
 };
 pub use dry_run::{DryRunSummary, dry_run};
+pub use log::write_kept;
 pub use plan::plan;
 pub use progress::{Progress, ProgressMode};
 pub use settings::{
-    BatchShared, DEFAULT_GRACE, DEFAULT_WRITE_WAIT, Interrupt, MAX_CONCURRENCY, PreflightCharge,
-    RunControl, RunSettings, Selection,
+    BatchShared, DEFAULT_GRACE, DEFAULT_WRITE_WAIT, Interrupt, LOG_AGE, MAX_CONCURRENCY,
+    PreflightCharge, RunControl, RunSettings, Selection,
 };
 pub use signal::interrupt_handler;
 

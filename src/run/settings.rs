@@ -121,6 +121,10 @@ impl Interrupt {
     }
 }
 
+/// Longest a result, once in the run's result log, waits for its database
+/// transaction (what `runs` and `helmbench view` lag behind a running run).
+pub const LOG_AGE: Duration = Duration::from_secs(2);
+
 /// How a run is stopped from outside and how long it waits.
 #[derive(Debug, Clone)]
 pub struct RunControl {
@@ -135,6 +139,9 @@ pub struct RunControl {
     /// Test hook: hold the run between its last result write and its
     /// bookkeeping, so a crash test can kill it exactly there.
     pub pause_before_finish: Option<Duration>,
+    /// The longest a logged result waits for its database transaction
+    /// ([`crate::run::LOG_AGE`]; a test hook sets it to 0).
+    pub log_age: Duration,
     /// A resume asks blocked and refused test cases again (they are kept,
     /// not asked again, by default: the answer would be the same).
     pub retry_blocked: bool,
@@ -297,6 +304,7 @@ impl Default for RunControl {
             grace: DEFAULT_GRACE,
             write_wait: DEFAULT_WRITE_WAIT,
             pause_before_finish: None,
+            log_age: LOG_AGE,
             retry_blocked: false,
             batch: Arc::new(BatchShared::new(None, 0.0)),
         }

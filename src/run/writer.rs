@@ -12,19 +12,28 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::cache::CacheFilter;
+use super::log::ResultLog;
 use super::shared::Shared;
 use crate::domain::{DiscardedCharge, NewResult};
 use crate::store::Store;
 
-/// How results reach the database: whatever arrived while the previous
-/// transaction was being committed is written in the next one (at most
-/// this many a transaction), at once. Each worker waits until its result
-/// is committed before it takes the next test case, so a SIGKILL or a
-/// crash loses at most one paid reply per worker: `--concurrency` (twice
-/// that with a judge, whose workers judge while others ask the model).
-/// Under load, transactions grow on their own (each commit rewrites the
-/// same index pages, so larger ones cost the writer less per result).
+/// How results reach the database. Each worker waits until its result is
+/// safe before it takes the next test case, so a SIGKILL or a crash loses
+/// at most one paid reply per worker: `--concurrency` (twice that with a
+/// judge, whose workers judge while others ask the model). Safe means
+/// appended to the run's result log (`log.rs`); the database then takes
+/// results in transactions of up to [`LOG_BATCH`], or every
+/// [`LOG_AGE`](super::settings::LOG_AGE),
+/// since each commit rewrites index pages all over the request-hash index
+/// and fewer, larger commits write far fewer bytes. Without a log (an
+/// in-memory database, or a log that cannot be written), safe means
+/// committed: whatever arrived while the previous transaction was being
+/// committed is written in the next one, at once. Results are taken from
+/// the queue this many at a time.
 pub(super) const WRITE_BATCH: usize = 256;
+/// Most results one transaction holds when they are logged first.
+pub(super) const LOG_BATCH: usize = 4096;
+
 /// While the database cannot be written, how often the writer looks at
 /// the clock to retry.
 pub(super) const WRITE_INTERVAL: Duration = Duration::from_millis(25);
@@ -90,6 +99,13 @@ pub(super) struct Collector {
     pub(super) blocked_since: Option<tokio::time::Instant>,
     /// While blocked, the next write is tried at this time, not every tick.
     pub(super) retry_at: Option<tokio::time::Instant>,
+    /// The run's result log; `None`: each result is committed before its
+    /// worker goes on.
+    pub(super) log: Option<ResultLog>,
+    /// The longest a logged result waits for its transaction.
+    pub(super) log_age: Duration,
+    /// When the oldest result of `batch` arrived.
+    pub(super) oldest: Option<tokio::time::Instant>,
 }
 
 impl Collector {
@@ -101,7 +117,7 @@ impl Collector {
         loop {
             tokio::select! {
                 // Each worker has at most one result here or queued.
-                n = rx.recv_many(&mut inbox, WRITE_BATCH.saturating_sub(self.batch.len()).max(1)) => {
+                n = rx.recv_many(&mut inbox, WRITE_BATCH) => {
                     if n == 0 {
                         break;
                     }
@@ -109,21 +125,36 @@ impl Collector {
                         match item {
                             ToWrite::Result(r, ack) => {
                                 self.progress.record(&r, self.shared.spend());
+                                let logged = self.log_with(|log| log.append_result(&r));
                                 self.batch.push(*r);
-                                self.acks.push(ack);
+                                if logged {
+                                    let _ = ack.send(());
+                                } else {
+                                    self.acks.push(ack);
+                                }
                             }
-                            ToWrite::Charges(c) => self.loose.extend(c),
+                            ToWrite::Charges(c) => {
+                                self.log_with(|log| log.append_charges(&c));
+                                self.loose.extend(c);
+                            }
                         }
                     }
+                    self.oldest.get_or_insert_with(tokio::time::Instant::now);
                     self.progress.redraw(false);
                     self.shared.batch.progress.redraw_total(false);
-                    // Written at once: the workers wait for it.
-                    if self.blocked_since.is_none() {
+                    // Without a log the workers wait for the commit: at once.
+                    let due = self.log.is_none()
+                        || self.batch.len() >= LOG_BATCH
+                        || self.log_age.is_zero();
+                    if due && self.blocked_since.is_none() {
                         self.flush().await;
                     }
                 },
                 _ = tick.tick() => {
-                    if self.retry_at.is_none_or(|t| t <= tokio::time::Instant::now()) {
+                    let now = tokio::time::Instant::now();
+                    let due = self.log.is_none()
+                        || self.oldest.is_some_and(|t| now.duration_since(t) >= self.log_age);
+                    if due && self.retry_at.is_none_or(|t| t <= now) {
                         self.flush().await;
                     }
                 },
@@ -140,6 +171,9 @@ impl Collector {
         }
         if self.blocked_since.is_none() {
             tracing::debug!(stored = self.stored, "results written");
+            if let Some(log) = self.log.take() {
+                self.remove_log(log);
+            }
             return None;
         }
         let results = self.batch.len();
@@ -147,6 +181,16 @@ impl Collector {
             .store
             .keep_pending(self.run_id, &self.batch, &self.loose)
             .map_err(|e| e.to_string());
+        // Kept in the pending file: the log's copy goes. Not kept: the log
+        // still holds them for the next --resume.
+        let kept_in = match (kept_in, self.log.take()) {
+            (Ok(p), Some(log)) => {
+                self.remove_log(log);
+                Ok(p)
+            }
+            (Err(_), Some(log)) => Ok(log.path().to_path_buf()),
+            (k, None) => k,
+        };
         Some(Unwritten {
             written: self.stored,
             results,
@@ -158,9 +202,16 @@ impl Collector {
         if self.batch.is_empty() && self.loose.is_empty() {
             return;
         }
-        match self.store.write_results(&self.batch, &self.loose).await {
+        let mark = self.log.as_ref().map(|log| (self.run_id, log.seq()));
+        match self
+            .store
+            .write_logged(&self.batch, &self.loose, mark)
+            .await
+        {
             Ok(n) => {
                 self.stored += n;
+                self.oldest = None;
+                self.log_with(ResultLog::committed);
                 if let Some(cache) = &self.cache {
                     cache.note(&self.batch);
                 }
@@ -194,6 +245,34 @@ impl Collector {
                 }
                 self.retry_at = Some(tokio::time::Instant::now() + WRITE_RETRY);
             }
+        }
+    }
+
+    /// Does `f` to the log; false without one. A log that cannot be written
+    /// (disk full) is given up: from then on each result is committed
+    /// before its worker goes on, as without a log.
+    fn log_with(&mut self, f: impl FnOnce(&mut ResultLog) -> std::io::Result<()>) -> bool {
+        let Some(log) = self.log.as_mut() else {
+            return false;
+        };
+        match f(log) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(error = %e, path = %log.path().display(), "the result log cannot be written; each result is now committed before its worker goes on");
+                // Results it held that are not committed yet are still in
+                // the batch, written by the next commit.
+                if let Some(log) = self.log.take() {
+                    self.remove_log(log);
+                }
+                false
+            }
+        }
+    }
+
+    fn remove_log(&self, log: ResultLog) {
+        let path = log.path().display().to_string();
+        if let Err(e) = log.remove() {
+            tracing::warn!(error = %e, path, "the result log could not be removed");
         }
     }
 }

@@ -174,7 +174,30 @@ impl Store {
         results: &[NewResult],
         charges: &[DiscardedCharge],
     ) -> Result<usize, StoreError> {
+        self.write_logged(results, charges, None).await
+    }
+
+    /// [`Store::write_results`] of records taken from a run's result log:
+    /// `mark` (run id, sequence number of the last record written) is kept
+    /// in the same transaction, so a replay of that log after a crash skips
+    /// what is already here ([`Store::log_mark`]).
+    pub async fn write_logged(
+        &self,
+        results: &[NewResult],
+        charges: &[DiscardedCharge],
+        mark: Option<(i64, i64)>,
+    ) -> Result<usize, StoreError> {
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        if let Some((run_id, seq)) = mark {
+            sqlx::query(
+                "INSERT INTO result_log_mark (run_id, seq) VALUES (?1, ?2)
+                 ON CONFLICT (run_id) DO UPDATE SET seq = MAX(seq, excluded.seq)",
+            )
+            .bind(run_id)
+            .bind(seq)
+            .execute(&mut *tx)
+            .await?;
+        }
         for r in results.iter().filter(|r| r.replaces) {
             retire_judge_error(&mut tx, r).await?;
         }
@@ -305,6 +328,25 @@ impl Store {
             "{}.run-{run_id}.pending.jsonl",
             file.display()
         )))
+    }
+
+    /// The write-ahead log of `run_id`'s results (see `run/log.rs`): beside
+    /// the database. None for `:memory:`.
+    pub fn log_path(&self, run_id: i64) -> Option<PathBuf> {
+        let pending = self.pending_path(run_id)?;
+        Some(pending.with_extension("").with_extension("log"))
+    }
+
+    /// The sequence number of the last record of `run_id`'s result log
+    /// that the database holds (0: none).
+    pub async fn log_mark(&self, run_id: i64) -> Result<i64, StoreError> {
+        Ok(
+            sqlx::query_scalar("SELECT seq FROM result_log_mark WHERE run_id = ?")
+                .bind(run_id)
+                .fetch_optional(&self.pool)
+                .await?
+                .unwrap_or(0),
+        )
     }
 
     /// Appends results (and loose charges) that could not be written to

@@ -21,8 +21,12 @@ use crate::support::{
 /// request in flight (see runner::WRITE_QUEUE and WRITE_BATCH).
 const PENDING_BOUND: usize = 1024 + 256;
 
-fn locked_run_args<'a>(concurrency: &'a str, write_wait: &'a str) -> [&'a str; 6] {
+/// The run's arguments; each result is committed as it arrives (not in a
+/// transaction every 2 s), as these tests watch the database during the run.
+fn locked_run_args<'a>(concurrency: &'a str, write_wait: &'a str) -> [&'a str; 8] {
     [
+        "--test-log-age-ms",
+        "0",
         "run-batch",
         "--all-scenarios",
         "--concurrency",

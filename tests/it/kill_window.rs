@@ -1,13 +1,20 @@
 //! The kill -9 window: at any instant at most one paid reply per worker is
-//! not yet stored (a worker takes its next test case once its reply is
-//! committed), so a SIGKILL at any point, at a high concurrency or during
-//! another program's database lock, leaves the provider's calls minus the
-//! stored results at most `--concurrency`.
+//! not yet kept (a worker takes its next test case once its reply is in the
+//! run's result log), so a SIGKILL at any point, at a high concurrency or
+//! during another program's database lock, leaves the provider's calls
+//! minus the results stored at most `--concurrency`, once what the killed
+//! process kept is written (the first thing `--resume` does,
+//! `helmbench::run::write_kept`). Writing it twice, as when a process dies
+//! between a commit and emptying its log, stores nothing twice.
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use helmbench::run::write_kept;
+use helmbench::store::Store;
+
 use crate::support::child::{connect, count, open_db, spawn, wait_until};
+use crate::support::db_path;
 use crate::support::grid_bench;
 use crate::support::mock::counting_server;
 
@@ -34,9 +41,11 @@ async fn kill_after(after: i64, extra_ms: u64, lock: bool) -> (usize, i64) {
         &[],
     );
     let pool = open_db(&b).await;
-    wait_until(60, &format!("{after} results"), || {
-        let pool = pool.clone();
-        async move { count(&pool, "SELECT COUNT(*) FROM result").await >= after }
+    // The database takes results every few seconds now: the mock's count
+    // says how far the run is.
+    wait_until(60, &format!("{after} calls"), || {
+        let n = mock.total.load(Ordering::SeqCst) as i64;
+        async move { n >= after }
     })
     .await;
     let locker = connect(&b).await.unwrap();
@@ -57,6 +66,10 @@ async fn kill_after(after: i64, extra_ms: u64, lock: bool) -> (usize, i64) {
     // Requests that reached the mock before the kill are all answered.
     tokio::time::sleep(Duration::from_millis(200)).await;
     let calls = mock.total.load(Ordering::SeqCst);
+    let store = Store::open(&db_path(&b).display().to_string())
+        .await
+        .unwrap();
+    write_kept(&store, 1).await.unwrap();
     let stored = count(&pool, "SELECT COUNT(*) FROM result").await;
     (calls, stored)
 }
@@ -83,4 +96,56 @@ async fn a_sigkill_during_a_database_lock_loses_at_most_one_reply_per_worker() {
             "killed during a lock after {after} results: {calls} calls paid, {stored} stored"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_log_written_twice_stores_nothing_twice() {
+    // A process that dies after a commit but before it empties its log
+    // leaves records the database already holds: written again, they are
+    // skipped by the mark the commit kept.
+    let (server, mock) = counting_server(2, &[]).await;
+    let b = grid_bench(40, 50);
+    let mut child = spawn(
+        &b,
+        &server.uri(),
+        &[
+            "run-batch",
+            "--all-scenarios",
+            "--concurrency",
+            "8",
+            "--fixed-concurrency",
+        ],
+        &[],
+    );
+    let pool = open_db(&b).await;
+    wait_until(60, "300 calls", || {
+        let n = mock.total.load(Ordering::SeqCst);
+        async move { n >= 300 }
+    })
+    .await;
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let log = std::path::PathBuf::from(format!("{}.run-1.log", db_path(&b).display()));
+    assert!(log.exists(), "the killed process left its log");
+    let copy = log.with_extension("copy");
+    std::fs::copy(&log, &copy).unwrap();
+    let store = Store::open(&db_path(&b).display().to_string())
+        .await
+        .unwrap();
+    let before = count(&pool, "SELECT COUNT(*) FROM result").await;
+    let kept = write_kept(&store, 1).await.unwrap() as i64;
+    assert!(kept > 0, "the log held results the database did not");
+    assert!(!log.exists(), "the log is removed once written");
+    let after = count(&pool, "SELECT COUNT(*) FROM result").await;
+    assert_eq!(after, before + kept);
+    let totals =
+        "SELECT (SELECT COUNT(*) FROM result) || '/' || (SELECT COUNT(*) FROM discarded_charge)
+                  || '/' || (SELECT SUM(test_cases) FROM run_total)";
+    let once: String = sqlx::query_scalar(totals).fetch_one(&pool).await.unwrap();
+    // The same records again: nothing written, no charge or total counted twice.
+    std::fs::rename(&copy, &log).unwrap();
+    assert_eq!(write_kept(&store, 1).await.unwrap(), 0);
+    let twice: String = sqlx::query_scalar(totals).fetch_one(&pool).await.unwrap();
+    assert_eq!(once, twice);
+    assert!(!log.exists());
 }

@@ -147,7 +147,15 @@ async fn a_run_taken_over_elsewhere_stops_sending_and_leaves_the_row_alone() {
 async fn a_stopped_owner_with_a_stale_heartbeat_is_never_taken_over() {
     let (server, _) = counting_server(100, &[]).await;
     let b = grid_bench(2, 20);
-    let args = ["run-batch", "--all-scenarios", "--concurrency", "2"];
+    // Committed as they arrive: the test waits for stored results.
+    let args = [
+        "--test-log-age-ms",
+        "0",
+        "run-batch",
+        "--all-scenarios",
+        "--concurrency",
+        "2",
+    ];
     let (child, pool) = spawn_until_stored(&b, &server.uri(), &args, 3).await;
     // Continued and killed however the test ends.
     let owner = Stopped(child);

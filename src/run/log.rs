@@ -1,0 +1,211 @@
+//! A run's write-ahead log of results (issue 31). The kill -9 bound of
+//! issue 30 (a worker takes its next test case only once its paid reply is
+//! safe) used to be kept by committing every reply to the database before
+//! its worker went on: many small transactions, each rewriting the same
+//! index pages (14.7 bytes written for every byte kept). Now a reply is
+//! safe once it is appended to this log, one line of JSON, deflate-compressed
+//! and sync-flushed to the file after each record (a kill loses what the
+//! process holds, not what the kernel does), and the database takes the
+//! results in large transactions. Each transaction records the sequence
+//! number of the last record it holds (`Store::write_logged`); the log is
+//! emptied after each commit and removed when the run's writer ends.
+//! A process killed in between leaves the log; the next `--resume` of the
+//! run writes every record past the database's mark, then removes it.
+
+use std::fs::File;
+use std::io::{self, BufRead, Write};
+use std::path::{Path, PathBuf};
+
+use flate2::Compression;
+use flate2::write::DeflateEncoder;
+use serde::{Deserialize, Serialize};
+
+use crate::domain::{DiscardedCharge, NewResult};
+use crate::store::{Store, StoreError};
+
+/// One record: a result or the charges of a request that left none.
+#[derive(Deserialize)]
+struct Record {
+    seq: i64,
+    #[serde(flatten)]
+    item: Item,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "kind", content = "value", rename_all = "snake_case")]
+enum Item {
+    Result(Box<NewResult>),
+    Charges(Vec<DiscardedCharge>),
+}
+
+/// [`Record`] as written, borrowing what it holds (same JSON).
+#[derive(Serialize)]
+struct RecordRef<'a> {
+    seq: i64,
+    #[serde(flatten)]
+    item: ItemRef<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "kind", content = "value", rename_all = "snake_case")]
+enum ItemRef<'a> {
+    Result(&'a NewResult),
+    Charges(&'a [DiscardedCharge]),
+}
+
+/// The open log of one run, written by its writer only.
+pub(super) struct ResultLog {
+    path: PathBuf,
+    out: DeflateEncoder<File>,
+    /// The sequence number of the last record appended.
+    seq: i64,
+    /// Records appended since the log was last emptied.
+    records: usize,
+}
+
+impl ResultLog {
+    /// Starts an empty log at `path`, numbering records after `after` (the
+    /// database's mark for the run, so numbers never repeat).
+    pub(super) fn create(path: PathBuf, after: i64) -> io::Result<ResultLog> {
+        let file = File::create(&path)?;
+        Ok(ResultLog {
+            path,
+            out: DeflateEncoder::new(file, Compression::fast()),
+            seq: after,
+            records: 0,
+        })
+    }
+
+    pub(super) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The sequence number of the last record appended.
+    pub(super) fn seq(&self) -> i64 {
+        self.seq
+    }
+
+    /// Appends a result and hands it to the kernel before returning.
+    pub(super) fn append_result(&mut self, r: &NewResult) -> io::Result<()> {
+        self.append(ItemRef::Result(r))
+    }
+
+    /// Appends the charges of a request that left no result.
+    pub(super) fn append_charges(&mut self, c: &[DiscardedCharge]) -> io::Result<()> {
+        self.append(ItemRef::Charges(c))
+    }
+
+    fn append(&mut self, item: ItemRef<'_>) -> io::Result<()> {
+        let seq = self.seq + 1;
+        serde_json::to_writer(&mut self.out, &RecordRef { seq, item })?;
+        self.out.write_all(b"\n")?;
+        // A sync flush: every byte of the record reaches the file, and the
+        // compressor keeps its window, so records compress against the
+        // ones before them (composed prompts share most of their text).
+        self.out.flush()?;
+        self.seq = seq;
+        self.records += 1;
+        Ok(())
+    }
+
+    /// After a commit of every record appended so far: empties the file
+    /// (sequence numbers go on).
+    pub(super) fn committed(&mut self) -> io::Result<()> {
+        if self.records == 0 {
+            return Ok(());
+        }
+        let file = File::create(&self.path)?;
+        self.out = DeflateEncoder::new(file, Compression::fast());
+        self.records = 0;
+        Ok(())
+    }
+
+    /// The run's writer is done and every record is in the database (or
+    /// kept elsewhere): the log goes.
+    pub(super) fn remove(self) -> io::Result<()> {
+        drop(self.out);
+        match std::fs::remove_file(&self.path) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Reads a log's records. A record cut short by the kill (no newline, or
+/// compressed bytes that stop mid-block) ends the log: every record before
+/// it was flushed whole.
+fn read(path: &Path) -> io::Result<Vec<Record>> {
+    let file = File::open(path)?;
+    let mut reader = io::BufReader::new(flate2::read::DeflateDecoder::new(file));
+    let mut records = Vec::new();
+    let mut line = String::new();
+    loop {
+        line.clear();
+        match reader.read_line(&mut line) {
+            Ok(0) => break,
+            Ok(_) if line.ends_with('\n') => match serde_json::from_str::<Record>(&line) {
+                Ok(r) => records.push(r),
+                Err(e) => {
+                    tracing::warn!(error = %e, path = %path.display(), "unreadable logged result skipped")
+                }
+            },
+            // The last record, cut short.
+            Ok(_) | Err(_) => break,
+        }
+    }
+    Ok(records)
+}
+
+/// Writes what an earlier process kept for `run_id` (what `--resume` does
+/// first): the pending file of results it could not write, and the log a
+/// killed process left. Returns how many results they held.
+pub async fn write_kept(store: &Store, run_id: i64) -> Result<usize, StoreError> {
+    Ok(store.write_pending(run_id).await? + replay(store, run_id).await?)
+}
+
+/// Writes what a killed process left in `run_id`'s log (the records past
+/// the database's mark), then removes the log; returns how many results
+/// it held.
+async fn replay(store: &Store, run_id: i64) -> Result<usize, StoreError> {
+    let Some(path) = store.log_path(run_id) else {
+        return Ok(0);
+    };
+    let records = match read(&path) {
+        Ok(r) => r,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(log_error(&path, e)),
+    };
+    let mark = store.log_mark(run_id).await?;
+    let mut written = 0;
+    let (mut results, mut charges, mut last) = (Vec::new(), Vec::new(), mark);
+    for r in records.into_iter().filter(|r| r.seq > mark) {
+        last = last.max(r.seq);
+        match r.item {
+            Item::Result(x) => results.push(*x),
+            Item::Charges(c) => charges.extend(c),
+        }
+        if results.len() == 256 {
+            written += results.len();
+            store
+                .write_logged(&results, &charges, Some((run_id, last)))
+                .await?;
+            results.clear();
+            charges.clear();
+        }
+    }
+    if !results.is_empty() || !charges.is_empty() {
+        written += results.len();
+        store
+            .write_logged(&results, &charges, Some((run_id, last)))
+            .await?;
+    }
+    std::fs::remove_file(&path).map_err(|e| log_error(&path, e))?;
+    Ok(written)
+}
+
+fn log_error(path: &Path, source: io::Error) -> StoreError {
+    StoreError::Pending {
+        file: path.display().to_string(),
+        source,
+    }
+}
