@@ -32,7 +32,7 @@ use crate::store::Store;
 /// the queue this many at a time.
 pub(super) const WRITE_BATCH: usize = 256;
 /// Most results one transaction holds when they are logged first.
-pub(super) const LOG_BATCH: usize = 4096;
+pub(super) const LOG_BATCH: usize = 8192;
 
 /// While the database cannot be written, how often the writer looks at
 /// the clock to retry.

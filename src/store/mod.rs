@@ -152,10 +152,13 @@ fn connect_options(url: &str) -> Result<SqliteConnectOptions, StoreError> {
         // The request-hash indexes take inserts at random keys, so every
         // batch dirties pages all over them. A bigger page cache keeps them
         // in memory (reads per result fell from 31 KB to 6 KB) and rarer
-        // checkpoints copy each hot page from the WAL once, not many times.
-        // The WAL can grow to 32 MB between checkpoints; it is truncated
-        // back when the last connection closes.
-        .pragma("wal_autocheckpoint", "4000")
+        // checkpoints copy each hot page from the WAL once, not once per
+        // transaction: a checkpoint every 16,000 pages (128 MB of WAL)
+        // instead of 4,000 took bytes written per byte kept on 220,000
+        // results from 4.3 to 3.7 (results committed 4,096 at a time) and to
+        // 3.0 (8,192 at a time, run/writer.rs); BENCHMARKS.md, issue 31.
+        // The WAL is truncated back when the last connection closes.
+        .pragma("wal_autocheckpoint", "16000")
         .pragma("cache_size", "-8192")
         .row_buffer_size(ROW_CHANNEL))
 }
