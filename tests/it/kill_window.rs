@@ -20,26 +20,27 @@ use crate::support::mock::counting_server;
 
 const CONCURRENCY: usize = 32;
 
+/// The whole benchmark `b` at [`CONCURRENCY`], in a child process.
+fn start(b: &crate::support::Bench, uri: &str) -> std::process::Child {
+    let c = CONCURRENCY.to_string();
+    let args = [
+        "run-batch",
+        "--all-scenarios",
+        "--concurrency",
+        &c,
+        "--fixed-concurrency",
+    ];
+    spawn(b, uri, &args, &[])
+}
+
 /// Starts a 2,000-case run at [`CONCURRENCY`] against a mock answering in
-/// 2 ms, lets it store `after` results (and `lock` another program's write
-/// lock for 1 s first, when set), SIGKILLs it, and returns (calls the mock
-/// answered, results stored).
+/// 2 ms, lets the mock answer `after` calls (and `lock` another program's
+/// write lock for 1 s first, when set), SIGKILLs it, writes what it kept,
+/// and returns (calls the mock answered, results stored).
 async fn kill_after(after: i64, extra_ms: u64, lock: bool) -> (usize, i64) {
     let (server, mock) = counting_server(2, &[]).await;
     let b = grid_bench(40, 50);
-    let c = CONCURRENCY.to_string();
-    let mut child = spawn(
-        &b,
-        &server.uri(),
-        &[
-            "run-batch",
-            "--all-scenarios",
-            "--concurrency",
-            &c,
-            "--fixed-concurrency",
-        ],
-        &[],
-    );
+    let mut child = start(&b, &server.uri());
     let pool = open_db(&b).await;
     // The database takes results every few seconds now: the mock's count
     // says how far the run is.
@@ -105,18 +106,7 @@ async fn a_log_written_twice_stores_nothing_twice() {
     // skipped by the mark the commit kept.
     let (server, mock) = counting_server(2, &[]).await;
     let b = grid_bench(40, 50);
-    let mut child = spawn(
-        &b,
-        &server.uri(),
-        &[
-            "run-batch",
-            "--all-scenarios",
-            "--concurrency",
-            "8",
-            "--fixed-concurrency",
-        ],
-        &[],
-    );
+    let mut child = start(&b, &server.uri());
     let pool = open_db(&b).await;
     wait_until(60, "300 calls", || {
         let n = mock.total.load(Ordering::SeqCst);
