@@ -115,7 +115,7 @@ fn copy(s: &Settings, from: &str, to: &str) -> Result<ExitStatus> {
             eprintln!("nothing to copy: {rows} rows already there");
         } else {
             eprintln!(
-                "copied {written} rows into {shown_to}; {rows} rows in {} tables, counts match",
+                "wrote {written} rows into {shown_to}; {rows} rows in {} tables, counts match",
                 tables.len()
             );
         }

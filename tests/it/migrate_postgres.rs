@@ -370,6 +370,11 @@ async fn the_database_url_is_the_default_source_and_passwords_stay_hidden() {
     let lite = sqlite(&b).await;
     assert!(assert_same(&lite, &pg.pool).await > 0);
     lite.close().await;
+    // -q: no progress, no summary line; the table still on stdout.
+    let out = migrate(&b, &["-q", "--to", &to]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stderr(&out), "");
+    assert!(stdout(&out).contains("result"), "{}", stdout(&out));
 
     // A server that refuses the connection: the error hides it too.
     let bad = format!("postgres://postgres:hunter2-secret@127.0.0.1:9/{}", pg.name);
