@@ -100,7 +100,8 @@ pub enum Command {
     /// (127.0.0.1:8750 by default) until Ctrl-C.
     View(ViewArgs),
     /// Upgrade an existing database to this version's schema (the read-only
-    /// commands never change a database).
+    /// commands never change a database); with `--to postgres://…`, copy a
+    /// SQLite database into PostgreSQL instead.
     Migrate(MigrateArgs),
 }
 

@@ -14,6 +14,7 @@
 pub mod batch;
 pub mod block;
 pub mod cache;
+pub mod copy;
 pub mod kinds;
 pub mod model;
 pub mod quality;
@@ -30,6 +31,7 @@ pub mod view;
 pub use batch::{BatchItem, BatchRow, ItemOutcome};
 pub use block::{Block, BlockKind, BlockedAs};
 pub use cache::{CachedReply, request_key};
+pub use copy::{CopyStep, TableCopy, redact_password};
 pub use kinds::{ErrorKind, RunStatus};
 pub use model::{
     Api, ModelEntry, Price, ProviderPreferences, Reasoning, deserialize_judges, same_model,

@@ -17,6 +17,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 
 mod batches;
 mod compare;
+mod copy;
 mod decode;
 mod kinds;
 mod plans;
@@ -87,6 +88,10 @@ pub enum StoreError {
     /// Another live process is running the run.
     #[error("{0}")]
     Busy(String),
+    /// A database a copy cannot take as it is (`migrate --from … --to …`):
+    /// what is wrong and the fix.
+    #[error("{0}")]
+    Refused(String),
     /// Results kept in a file for the next run could not be written or read.
     #[error("results kept for the next run: {file}: {source}")]
     Pending {
@@ -118,7 +123,9 @@ impl StoreError {
 impl From<StoreError> for crate::Error {
     fn from(e: StoreError) -> Self {
         match e {
-            StoreError::NotFound(m) | StoreError::Busy(m) => crate::Error::usage(m),
+            StoreError::NotFound(m) | StoreError::Busy(m) | StoreError::Refused(m) => {
+                crate::Error::usage(m)
+            }
             other => crate::Error::Store(Box::new(other)),
         }
     }

@@ -23,6 +23,7 @@ mod judging;
 mod kill_window;
 mod layout;
 mod litellm;
+mod migrate_postgres;
 mod moderation;
 mod openai_compat;
 mod ownership;

@@ -77,7 +77,7 @@ fn start_own() -> Result<String, String> {
 
 /// The server's URL, or None (skipped, with a message) where there is no
 /// PostgreSQL outside CI.
-fn server() -> Option<String> {
+pub(crate) fn server() -> Option<String> {
     if let Ok(url) = std::env::var(URL_VAR)
         && !url.is_empty()
     {
@@ -101,16 +101,16 @@ fn server() -> Option<String> {
 }
 
 /// A new, empty database on the server, dropped when the test is done.
-struct TestDb {
+pub(crate) struct TestDb {
     admin: PgConnectOptions,
-    name: String,
-    pool: PgPool,
+    pub(crate) name: String,
+    pub(crate) pool: PgPool,
 }
 
 static NEXT: AtomicUsize = AtomicUsize::new(0);
 
 impl TestDb {
-    async fn create(url: &str) -> TestDb {
+    pub(crate) async fn create(url: &str) -> TestDb {
         let admin: PgConnectOptions = url.parse().expect("the PostgreSQL URL");
         let name = format!(
             "helmbench_t{}_{}_{}",
@@ -134,7 +134,7 @@ impl TestDb {
         TestDb { admin, name, pool }
     }
 
-    async fn remove(self) {
+    pub(crate) async fn remove(self) {
         self.pool.close().await;
         let mut c = self.admin.connect().await.unwrap();
         c.execute(sqlx::AssertSqlSafe(format!(
