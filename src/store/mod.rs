@@ -30,6 +30,8 @@ mod served;
 mod totals;
 mod view;
 mod view_case;
+mod view_run;
+mod view_search;
 
 pub use batches::{BatchItem, BatchRow, ItemOutcome};
 pub use plans::ReadPlan;
@@ -44,6 +46,7 @@ pub use seed::SeedIds;
 pub use served::{ErrorTypeCount, ServedCount, TokenDetails};
 pub use view::{Cell, CellStatus, Direction, DownloadRow, ResultFilter, RowKey, StatusFilter};
 pub use view_case::{CaseDetail, CaseJudgement, CaseLabel, Sibling};
+pub use view_search::{SearchProgress, search_index_file};
 
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://helmbench.db";
 

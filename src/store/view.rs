@@ -91,34 +91,6 @@ impl StatusFilter {
     pub fn parse(s: &str) -> Option<StatusFilter> {
         StatusFilter::ALL.into_iter().find(|f| f.as_str() == s)
     }
-
-    /// The condition on result `r`, or none.
-    fn sql(self) -> Option<&'static str> {
-        Some(match self {
-            StatusFilter::All => return None,
-            StatusFilter::Passed => "r.passed = 1 AND r.error_kind IS NULL",
-            StatusFilter::Failed => {
-                "r.passed = 0 AND (r.error_kind IS NULL OR r.error_kind = 'format')"
-            }
-            StatusFilter::Errors => "r.error_kind IN ('provider', 'judge')",
-            StatusFilter::Blocked => "r.error_kind IN ('blocked', 'refused')",
-            StatusFilter::JudgesDisagree => {
-                "EXISTS (SELECT 1 FROM judge_vote v1 JOIN judge_vote v2
-                          ON v2.result_id = v1.result_id AND v2.criterion = v1.criterion
-                         AND v2.id > v1.id AND COALESCE(v2.verdict, '') <> COALESCE(v1.verdict, '')
-                        WHERE v1.result_id = r.id)"
-            }
-            StatusFilter::HumanVsJudge => {
-                "EXISTS (SELECT 1 FROM human_label h JOIN judgement j
-                          ON j.result_id = h.result_id AND j.criterion = h.criterion
-                        WHERE h.result_id = r.id AND j.passed IS NOT h.passed)"
-            }
-            StatusFilter::Unlabelled => {
-                "EXISTS (SELECT 1 FROM judgement j WHERE j.result_id = r.id)
-                 AND NOT EXISTS (SELECT 1 FROM human_label h WHERE h.result_id = r.id)"
-            }
-        })
-    }
 }
 
 /// A results filter: the runs (columns), then conditions every kept row's
@@ -133,9 +105,14 @@ pub struct ResultFilter {
     pub scenario: Option<String>,
     pub min_severity: Option<f64>,
     pub max_severity: Option<f64>,
-    /// Words searched in the composed prompt, the reply and the judges'
-    /// justifications (case-insensitive for ASCII, as SQLite's LIKE is).
+    /// Text searched in the composed prompt, the reply and the judges'
+    /// justifications: through the search index, its words as a phrase;
+    /// by a scan, the text anywhere (case-insensitive for ASCII, as
+    /// SQLite's LIKE is).
     pub search: Option<String>,
+    /// The search reads the view's index (the handle has it attached:
+    /// [`Store::with_search_index`]); else every row is scanned.
+    pub search_index: bool,
 }
 
 /// A row key: test case and repeat.
@@ -200,11 +177,43 @@ fn like_pattern(s: &str) -> String {
     p
 }
 
-/// The joins every filtered read of results makes.
-const FROM: &str = "FROM result r
+/// What every filtered read of results reads: the result alone. Every
+/// condition of a filter is on a column of `result_view`'s index (run,
+/// test code, repeat, verdict, error kind, severity) or a probe of another
+/// table by result id, so a page reads that index in row order and never a
+/// result row it does not show (a result row holds the reply: reading
+/// 100,000 of them to find 50 cost 0.3-0.5 s).
+const FROM: &str = "FROM result r";
+
+/// With the scenario and behaviour codes (the downloads list them).
+const FROM_CODES: &str = "FROM result r
   JOIN scenario s ON s.id = r.scenario_id
-  JOIN behaviour b ON b.id = s.behaviour_id
-  JOIN pillar pl ON pl.id = b.pillar_id";
+  JOIN behaviour b ON b.id = s.behaviour_id";
+
+/// `[code-, code.)`: the test codes under a pillar, behaviour or scenario
+/// code. A test code is its scenario's code and more segments
+/// (`P1-B1-S1-C1-PT2`, SPEC §3), and a scenario's code starts with its
+/// behaviour's and pillar's; `.` is the byte after `-`.
+fn code_range(code: &str) -> (String, String) {
+    (format!("{code}-"), format!("{code}."))
+}
+
+/// The FTS5 query for a search text: its words as one phrase (in this
+/// order, any case and accents), the last one also as the start of a word
+/// when it has 3 characters or more (a search typed as far as `crisis
+/// lin` finds `crisis line`). None when the text has no word (only
+/// punctuation): then only the LIKE scan can answer. The text is one
+/// quoted FTS5 string, its quotes doubled: no FTS5 syntax from the person
+/// searching is ever read as syntax.
+pub(super) fn fts_phrase(text: &str) -> Option<String> {
+    let words: Vec<&str> = text
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .collect();
+    let last = words.last()?;
+    let prefix = if last.chars().count() >= 3 { " *" } else { "" };
+    Some(format!("\"{}\"{prefix}", words.join(" ")))
+}
 
 /// A statement under construction: fixed SQL fragments and bound values.
 struct Sql {
@@ -236,27 +245,68 @@ impl Sql {
         self
     }
 
-    /// ` AND r.run_id IN (?, ?)` and the filter's conditions.
-    fn filter(&mut self, f: &ResultFilter) -> &mut Sql {
-        self.push(" WHERE r.run_id IN (");
-        for (i, id) in f.runs.iter().enumerate() {
+    /// `(?, ?)`: the runs, bound.
+    fn run_list(&mut self, runs: &[i64]) -> &mut Sql {
+        self.push("(");
+        for (i, id) in runs.iter().enumerate() {
             self.push(if i == 0 { "?" } else { ", ?" }).bind(*id);
         }
-        if f.runs.is_empty() {
+        if runs.is_empty() {
             self.push("NULL");
         }
-        self.push(")");
-        if let Some(cond) = f.status.sql() {
-            self.push(" AND (").push(cond).push(")");
+        self.push(")")
+    }
+
+    /// ` WHERE r.run_id IN (?, ?)` and the filter's conditions.
+    fn filter(&mut self, f: &ResultFilter) -> &mut Sql {
+        self.push(" WHERE r.run_id IN ").run_list(&f.runs);
+        match f.status {
+            StatusFilter::All => {}
+            StatusFilter::Passed => {
+                self.push(" AND r.passed = 1 AND r.error_kind IS NULL");
+            }
+            StatusFilter::Failed => {
+                self.push(" AND r.passed = 0 AND (r.error_kind IS NULL OR r.error_kind = 'format')");
+            }
+            StatusFilter::Errors => {
+                self.push(" AND r.error_kind IN ('provider', 'judge')");
+            }
+            StatusFilter::Blocked => {
+                self.push(" AND r.error_kind IN ('blocked', 'refused')");
+            }
+            StatusFilter::JudgesDisagree => {
+                // A probe of the votes of each row's result (their unique
+                // key starts with the result id).
+                self.push(
+                    " AND EXISTS (SELECT 1 FROM judge_vote v1 JOIN judge_vote v2
+                                   ON v2.result_id = v1.result_id AND v2.criterion = v1.criterion
+                                  AND v2.id > v1.id AND COALESCE(v2.verdict, '') <> COALESCE(v1.verdict, '')
+                                 WHERE v1.result_id = r.id)",
+                );
+            }
+            StatusFilter::HumanVsJudge => {
+                // The runs' labels are few: listed once, then each row is
+                // looked up in that list.
+                self.push(
+                    " AND r.id IN (SELECT h.result_id FROM human_label h JOIN judgement j
+                                    ON j.result_id = h.result_id AND j.criterion = h.criterion
+                                 WHERE h.run_id IN ",
+                )
+                .run_list(&f.runs)
+                .push(" AND j.passed IS NOT h.passed)");
+            }
+            StatusFilter::Unlabelled => {
+                self.push(" AND EXISTS (SELECT 1 FROM judgement j WHERE j.result_id = r.id)
+                   AND r.id NOT IN (SELECT h.result_id FROM human_label h WHERE h.run_id IN ")
+                    .run_list(&f.runs)
+                    .push(")");
+            }
         }
-        if let Some(p) = &f.pillar {
-            self.push(" AND pl.code = ?").bind(p.clone());
-        }
-        if let Some(b) = &f.behaviour {
-            self.push(" AND b.code = ?").bind(b.clone());
-        }
-        if let Some(s) = &f.scenario {
-            self.push(" AND s.code = ?").bind(s.clone());
+        for code in [&f.pillar, &f.behaviour, &f.scenario].into_iter().flatten() {
+            let (lo, hi) = code_range(code);
+            self.push(" AND r.test_code >= ? AND r.test_code < ?")
+                .bind(lo)
+                .bind(hi);
         }
         if let Some(v) = f.min_severity {
             self.push(" AND r.base_severity >= ?").bind(v);
@@ -265,16 +315,45 @@ impl Sql {
             self.push(" AND r.base_severity <= ?").bind(v);
         }
         if let Some(q) = f.search.as_deref().map(str::trim).filter(|q| !q.is_empty()) {
-            let p = like_pattern(q);
-            self.push(
-                " AND (r.response LIKE ? ESCAPE '\\'
-                   OR EXISTS (SELECT 1 FROM prompt_text pt WHERE pt.hash = r.prompt_hash AND pt.text LIKE ? ESCAPE '\\')
-                   OR EXISTS (SELECT 1 FROM judgement j WHERE j.result_id = r.id AND j.justification LIKE ? ESCAPE '\\')
-                   OR EXISTS (SELECT 1 FROM judge_vote v WHERE v.result_id = r.id AND v.justification LIKE ? ESCAPE '\\'))",
-            );
-            for _ in 0..4 {
-                self.bind(p.clone());
+            match fts_phrase(q).filter(|_| f.search_index) {
+                Some(phrase) => {
+                    // The index answers for the results it holds; those
+                    // written since it last caught up are scanned. Each
+                    // match list is made once, and each row of the run,
+                    // read in order from an index, looked up in them
+                    // (`+r.id`: never fetch every match by id and sort them,
+                    // which a common word would make 200,000 row reads).
+                    self.push(
+                        " AND (+r.id IN (SELECT rowid FROM search.reply_text WHERE reply_text MATCH ?)
+                           OR (SELECT d.prompt FROM search.result_doc d WHERE d.id = r.id)
+                              IN (SELECT rowid FROM search.prompt_text WHERE prompt_text MATCH ?)
+                           OR (r.id > (SELECT last_id FROM search.search_state) AND ",
+                    )
+                    .bind(phrase.clone())
+                    .bind(phrase)
+                    .like(q)
+                    .push("))");
+                }
+                None => {
+                    self.push(" AND ").like(q);
+                }
             }
+        }
+        self
+    }
+
+    /// The text condition as a scan: `q` anywhere in the composed prompt,
+    /// the reply or a justification.
+    fn like(&mut self, q: &str) -> &mut Sql {
+        let p = like_pattern(q);
+        self.push(
+            "(r.response LIKE ? ESCAPE '\\'
+               OR EXISTS (SELECT 1 FROM prompt_text pt WHERE pt.hash = r.prompt_hash AND pt.text LIKE ? ESCAPE '\\')
+               OR EXISTS (SELECT 1 FROM judgement j WHERE j.result_id = r.id AND j.justification LIKE ? ESCAPE '\\')
+               OR EXISTS (SELECT 1 FROM judge_vote v WHERE v.result_id = r.id AND v.justification LIKE ? ESCAPE '\\'))",
+        );
+        for _ in 0..4 {
+            self.bind(p.clone());
         }
         self
     }
@@ -289,16 +368,64 @@ impl Sql {
     }
 }
 
+/// The results of `run` under the filter's codes, from `run_total`.
+fn totals_count(filter: &ResultFilter, run: i64) -> Sql {
+    let mut q = Sql::new(
+        "SELECT COALESCE(SUM(t.test_cases), 0) FROM run_total t
+           JOIN scenario s ON s.id = t.scenario_id WHERE t.run_id = ?",
+    );
+    q.bind(run);
+    for code in [&filter.pillar, &filter.behaviour, &filter.scenario]
+        .into_iter()
+        .flatten()
+    {
+        let (lo, hi) = code_range(code);
+        q.push(" AND (s.code = ? OR (s.code >= ? AND s.code < ?))")
+            .bind(code.clone())
+            .bind(lo)
+            .bind(hi);
+    }
+    q
+}
+
 impl Store {
     /// Up to `limit` row keys that pass `filter`, in test code order, after
-    /// (or before) `from`; always returned in ascending order.
+    /// (or before) `from`; always returned in ascending order. Each run is
+    /// read on its own (one range of an index, in row order) and the runs'
+    /// keys merged here: a row is kept when one of its results passes.
     pub async fn view_rows(
         &self,
         filter: &ResultFilter,
         from: Option<(Direction, &RowKey)>,
         limit: i64,
     ) -> Result<Vec<RowKey>, StoreError> {
-        let mut q = Sql::new("SELECT DISTINCT r.test_code, r.repeat_index ");
+        let mut keys = std::collections::BTreeSet::new();
+        for run in &filter.runs {
+            let one = ResultFilter {
+                runs: vec![*run],
+                ..filter.clone()
+            };
+            keys.extend(self.run_rows(&one, from, limit).await?);
+        }
+        let mut keys: Vec<RowKey> = keys.into_iter().collect();
+        let n = keys.len().min(usize::try_from(limit).unwrap_or(0));
+        Ok(match from {
+            Some((Direction::Before, _)) => keys.split_off(keys.len() - n),
+            _ => {
+                keys.truncate(n);
+                keys
+            }
+        })
+    }
+
+    /// [`Store::view_rows`] of a filter over one run.
+    async fn run_rows(
+        &self,
+        filter: &ResultFilter,
+        from: Option<(Direction, &RowKey)>,
+        limit: i64,
+    ) -> Result<Vec<RowKey>, StoreError> {
+        let mut q = Sql::new("SELECT r.test_code, r.repeat_index ");
         q.push(FROM).filter(filter);
         let descending = matches!(from, Some((Direction::Before, _)));
         match from {
@@ -373,17 +500,45 @@ impl Store {
             .collect())
     }
 
-    /// How many rows pass `filter` (shown above the matrix), counting at
-    /// most `cap` (a count of every row of a huge run would cost what the
-    /// page is meant to save).
-    pub async fn view_row_count(&self, filter: &ResultFilter, cap: i64) -> Result<i64, StoreError> {
-        let mut q =
-            Sql::new("SELECT COUNT(*) AS n FROM (SELECT DISTINCT r.test_code, r.repeat_index ");
-        q.push(FROM).filter(filter).push(" LIMIT ?)").bind(cap);
-        Ok(sqlx::query_with(sqlx::AssertSqlSafe(q.text), q.args)
-            .fetch_one(&self.pool)
-            .await?
-            .get("n"))
+    /// How many results of each run pass `filter`, counting at most `cap`
+    /// when one is given (past it, `cap + 1`).
+    ///
+    /// A filter on codes alone reads the totals kept per run and scenario
+    /// (a few rows); any other reads the run's range of `result_view`
+    /// (index entries only, about 40 bytes a result) with the probes its
+    /// conditions make.
+    pub async fn view_counts(
+        &self,
+        filter: &ResultFilter,
+        cap: Option<i64>,
+    ) -> Result<Vec<(i64, i64)>, StoreError> {
+        let mut out = Vec::with_capacity(filter.runs.len());
+        let by_totals = filter.status == StatusFilter::All
+            && filter.min_severity.is_none()
+            && filter.max_severity.is_none()
+            && filter.search.as_deref().is_none_or(|q| q.trim().is_empty());
+        for run in &filter.runs {
+            let q = if by_totals {
+                totals_count(filter, *run)
+            } else {
+                let one = ResultFilter {
+                    runs: vec![*run],
+                    ..filter.clone()
+                };
+                let mut q = Sql::new("SELECT COUNT(*) FROM (SELECT 1 ");
+                q.push(FROM).filter(&one);
+                if let Some(cap) = cap {
+                    q.push(" LIMIT ?").bind(cap + 1);
+                }
+                q.push(")");
+                q
+            };
+            let n: i64 = sqlx::query_scalar_with(sqlx::AssertSqlSafe(q.text), q.args)
+                .fetch_one(&self.pool)
+                .await?;
+            out.push((*run, n));
+        }
+        Ok(out)
     }
 
     /// The result of `run_id` at the row before and after `key` within `filter`.
@@ -438,7 +593,7 @@ impl Store {
                        FROM judgement j WHERE j.result_id = r.id) AS judgements,
                     (SELECT COUNT(*) FROM human_label h WHERE h.result_id = r.id) AS human_labels ",
         );
-        q.push(FROM)
+        q.push(FROM_CODES)
             .push(
                 " JOIN evaluation_run er ON er.id = r.run_id
                   JOIN llm l ON l.id = er.llm_id",
