@@ -324,9 +324,9 @@ impl Sql {
                     // (`+r.id`: never fetch every match by id and sort them,
                     // which a common word would make 200,000 row reads).
                     self.push(
-                        " AND (+r.id IN (SELECT rowid FROM search.reply_text WHERE reply_text MATCH ?)
+                        " AND (+r.id IN (SELECT rowid FROM search.reply_words WHERE reply_words MATCH ?)
                            OR (SELECT d.prompt FROM search.result_doc d WHERE d.id = r.id)
-                              IN (SELECT rowid FROM search.prompt_text WHERE prompt_text MATCH ?)
+                              IN (SELECT rowid FROM search.prompt_words WHERE prompt_words MATCH ?)
                            OR (r.id > (SELECT last_id FROM search.search_state) AND ",
                     )
                     .bind(phrase.clone())
@@ -631,6 +631,90 @@ impl Store {
                 return;
             }
         }
+    }
+}
+
+/// The tables a results page must never read whole, by the aliases the
+/// statements above give them.
+const LARGE: [&str; 10] = [
+    "r",
+    "result",
+    "j",
+    "judgement",
+    "v",
+    "v1",
+    "v2",
+    "judge_vote",
+    "h",
+    "human_label",
+];
+
+impl Store {
+    /// The plans (SQLite's `EXPLAIN QUERY PLAN` lines) of the statements a
+    /// results page of `filter` runs for its first run: the first page,
+    /// a next page, the count and a case's neighbours, with the values
+    /// bound; `scans` lists the lines that read a large table whole. The
+    /// statements are the ones the pages run, built by the same code.
+    pub async fn view_plans(
+        &self,
+        filter: &ResultFilter,
+    ) -> Result<Vec<super::ReadPlan>, StoreError> {
+        let run = filter.runs.first().copied().unwrap_or(0);
+        let one = ResultFilter {
+            runs: vec![run],
+            ..filter.clone()
+        };
+        let key = RowKey {
+            test_code: "P1-B1-S1-C1-PT1".into(),
+            repeat_index: 0,
+        };
+        let page = |from: Option<(Direction, &RowKey)>| {
+            let mut q = Sql::new("SELECT r.test_code, r.repeat_index ");
+            q.push(FROM).filter(&one);
+            if let Some((_, k)) = from {
+                q.key(">", k);
+            }
+            q.push(" ORDER BY r.test_code, r.repeat_index LIMIT ?").bind(51i64);
+            q
+        };
+        let mut count = Sql::new("SELECT COUNT(*) FROM (SELECT 1 ");
+        count.push(FROM).filter(&one).push(")");
+        let mut before = Sql::new("SELECT r.id ");
+        before
+            .push(FROM)
+            .filter(&one)
+            .key("<", &key)
+            .push(" ORDER BY r.test_code DESC, r.repeat_index DESC LIMIT 1");
+        let statements = [
+            ("first page", page(None)),
+            ("next page", page(Some((Direction::After, &key)))),
+            ("count", count),
+            ("previous case", before),
+        ];
+        let mut out = Vec::with_capacity(statements.len());
+        for (name, q) in statements {
+            let rows = sqlx::query_with(
+                sqlx::AssertSqlSafe(format!("EXPLAIN QUERY PLAN {}", q.text)),
+                q.args,
+            )
+            .fetch_all(&self.pool)
+            .await?;
+            let plan: Vec<String> = rows.iter().map(|r| r.get::<String, _>("detail")).collect();
+            let scans = plan
+                .iter()
+                .filter(|l| {
+                    let mut words = l.split_whitespace();
+                    words.next() == Some("SCAN") && words.next().is_some_and(|t| LARGE.contains(&t))
+                })
+                .cloned()
+                .collect();
+            out.push(super::ReadPlan {
+                name: name.to_string(),
+                plan,
+                scans,
+            });
+        }
+        Ok(out)
     }
 }
 

@@ -56,10 +56,10 @@ const SCHEMA: [&str; 5] = [
      )",
     "CREATE TABLE IF NOT EXISTS prompt_doc (id INTEGER PRIMARY KEY, hash TEXT NOT NULL UNIQUE)",
     "CREATE TABLE IF NOT EXISTS result_doc (id INTEGER PRIMARY KEY, prompt INTEGER NOT NULL)",
-    "CREATE VIRTUAL TABLE IF NOT EXISTS prompt_text USING fts5(
+    "CREATE VIRTUAL TABLE IF NOT EXISTS prompt_words USING fts5(
         text, content = '', contentless_delete = 1, tokenize = 'unicode61 remove_diacritics 2'
      )",
-    "CREATE VIRTUAL TABLE IF NOT EXISTS reply_text USING fts5(
+    "CREATE VIRTUAL TABLE IF NOT EXISTS reply_words USING fts5(
         reply, judges, content = '', contentless_delete = 1, tokenize = 'unicode61 remove_diacritics 2'
      )",
 ];
@@ -69,8 +69,8 @@ const TABLES: [&str; 5] = [
     "search_state",
     "prompt_doc",
     "result_doc",
-    "prompt_text",
-    "reply_text",
+    "prompt_words",
+    "reply_words",
 ];
 
 /// How far the index has come.
@@ -207,7 +207,7 @@ impl Store {
                 .fetch_one(&mut *tx)
                 .await?;
                 for sql in [
-                    "DELETE FROM search.reply_text WHERE rowid > ?",
+                    "DELETE FROM search.reply_words WHERE rowid > ?",
                     "DELETE FROM search.result_doc WHERE id > ?",
                 ] {
                     sqlx::query(sql).bind(last).execute(&mut *tx).await?;
@@ -276,13 +276,13 @@ const INDEX_CHUNK: [&str; 4] = [
      SELECT DISTINCT r.prompt_hash FROM main.result r
       WHERE r.id > ?1 AND r.id <= ?2 AND ?3 IS NOT NULL
         AND NOT EXISTS (SELECT 1 FROM search.prompt_doc p WHERE p.hash = r.prompt_hash)",
-    "INSERT INTO search.prompt_text (rowid, text)
+    "INSERT INTO search.prompt_words (rowid, text)
      SELECT p.id, pt.text FROM search.prompt_doc p JOIN main.prompt_text pt ON pt.hash = p.hash
       WHERE p.id > ?3 AND ?1 IS NOT NULL AND ?2 IS NOT NULL",
     "INSERT OR REPLACE INTO search.result_doc (id, prompt)
      SELECT r.id, p.id FROM main.result r JOIN search.prompt_doc p ON p.hash = r.prompt_hash
       WHERE r.id > ?1 AND r.id <= ?2 AND ?3 IS NOT NULL",
-    "INSERT INTO search.reply_text (rowid, reply, judges)
+    "INSERT INTO search.reply_words (rowid, reply, judges)
      SELECT r.id, r.response,
             concat_ws(char(10),
               (SELECT group_concat(j.justification, char(10)) FROM main.judgement j

@@ -127,7 +127,7 @@ fn scores(r: &ModelReport, run_id: i64) -> Markup {
                 (pct_cell(a.specificity))
                 td.num data-value="passed" { (a.passed) " / " (a.scored) }
                 td.num { (a.format_failures) }
-                td.num { (a.judge_errors) }
+                td.num data-value="judge-errors" { (a.judge_errors) }
                 td.num { (a.provider_errors) }
                 td.num { (usd(r.cost_usd, 4)) }
                 td.num { (usd(r.judge_cost_usd, 4)) }

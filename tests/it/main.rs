@@ -51,3 +51,4 @@ mod terminal;
 mod totals;
 mod view;
 mod view_browser;
+mod view_index;
