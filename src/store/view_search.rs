@@ -190,10 +190,7 @@ impl Store {
         let key: String = state.get("last_key");
         let mut moved = false;
         if last > 0 {
-            let now: Option<(String, String)> = sqlx::query_as(STAMP)
-                .bind(last)
-                .fetch_optional(&mut *tx)
-                .await?;
+            let now = stamp(&mut tx, last).await?;
             if now.as_ref() != Some(&(created.clone(), key)) {
                 // Gone or another result: keep the index up to the last
                 // result created before it (every one above was deleted,
@@ -238,11 +235,7 @@ impl Store {
             moved = true;
         }
         if moved {
-            let (created, key): (String, String) = sqlx::query_as(STAMP)
-                .bind(last)
-                .fetch_optional(&mut *tx)
-                .await?
-                .unwrap_or_default();
+            let (created, key) = stamp(&mut tx, last).await?.unwrap_or_default();
             sqlx::query(
                 "UPDATE search.search_state SET last_id = ?, last_created = ?, last_key = ? WHERE id = 1",
             )
@@ -293,6 +286,18 @@ const INDEX_CHUNK: [&str; 4] = [
       WHERE r.id > ?1 AND r.id <= ?2 AND ?3 IS NOT NULL",
 ];
 
-/// What identifies a result beyond its id: when it was written, and where.
-const STAMP: &str = "SELECT created_at, run_id || '/' || test_code || '/' || repeat_index
-                       FROM main.result WHERE id = ?";
+/// What identifies result `id` beyond its id: when it was written, and
+/// where (run, test code, repeat); none when there is no such result.
+async fn stamp(
+    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    id: i64,
+) -> Result<Option<(String, String)>, StoreError> {
+    let row = sqlx::query(
+        "SELECT created_at, run_id || '/' || test_code || '/' || repeat_index AS place
+           FROM main.result WHERE id = ?",
+    )
+    .bind(id)
+    .fetch_optional(&mut **tx)
+    .await?;
+    Ok(row.map(|r| (r.get("created_at"), r.get("place"))))
+}

@@ -6,13 +6,12 @@
 //! for it, and else says "computing" with the last report it has.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::{Notify, Semaphore};
 
-use super::run::build_report;
-use super::state::{App, PageError};
 use crate::report::ModelReport;
 
 /// How long a request waits for its report before the page says
@@ -61,17 +60,29 @@ impl Reports {
         self.runs.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The report of `run_id` for its current `state`.
-    pub async fn get(app: &Arc<App>, run_id: i64, state: String) -> Result<Shown, PageError> {
-        let reports = &app.reports;
+    /// The report of `run_id` for its current `state`, computed by
+    /// `compute` (on a blocking thread: scoring is seconds of CPU that must
+    /// not hold up the server's own threads) when it is not kept yet; the
+    /// error of that computation, once, as a sentence.
+    pub async fn get<F, Fut>(
+        self: &Arc<Self>,
+        run_id: i64,
+        state: String,
+        compute: F,
+    ) -> Result<Shown, String>
+    where
+        F: FnOnce() -> Fut + Send + 'static,
+        Fut: Future<Output = Result<ModelReport, String>> + 'static,
+    {
+        let mut compute = Some(compute);
         let deadline = tokio::time::Instant::now() + WAIT;
         loop {
             // Registered before looking, so an end in between still wakes it.
-            let notified = reports.done.notified();
+            let notified = self.done.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
             {
-                let mut runs = reports.lock();
+                let mut runs = self.lock();
                 let e = runs.entry(run_id).or_default();
                 if let Some((s, r)) = &e.latest
                     && *s == state
@@ -84,46 +95,48 @@ impl Reports {
                     let why = why.clone();
                     // The next request tries again.
                     e.failed = None;
-                    return Err(PageError::new(
-                        axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-                        why,
-                    ));
+                    return Err(why);
                 }
-                if e.computing.as_deref() != Some(state.as_str()) {
+                if e.computing.as_deref() != Some(state.as_str())
+                    && let Some(f) = compute.take()
+                {
                     e.computing = Some(state.clone());
-                    compute(app.clone(), run_id, state.clone());
+                    self.clone().spawn(run_id, state.clone(), f);
                 }
             }
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                let runs = reports.lock();
+                let runs = self.lock();
                 let latest = runs.get(&run_id).and_then(|e| e.latest.clone());
                 return Ok(Shown::Computing(latest.map(|(_, r)| r)));
             }
         }
     }
-}
 
-/// Computes the report of `run_id` on a blocking thread (its scoring is
-/// seconds of CPU that must not hold up the server's own threads) and keeps
-/// it for `state`.
-fn compute(app: Arc<App>, run_id: i64, state: String) {
-    let handle = tokio::runtime::Handle::current();
-    tokio::task::spawn_blocking(move || {
-        let result = handle.block_on(async {
-            let _turn = app.reports.one_at_a_time.acquire().await;
-            build_report(&app, run_id).await
+    /// Runs `compute` on a blocking thread, one at a time, and keeps what
+    /// it gives for `state`.
+    fn spawn<F, Fut>(self: Arc<Self>, run_id: i64, state: String, compute: F)
+    where
+        F: FnOnce() -> Fut + Send + 'static,
+        Fut: Future<Output = Result<ModelReport, String>> + 'static,
+    {
+        let handle = tokio::runtime::Handle::current();
+        tokio::task::spawn_blocking(move || {
+            let result = handle.block_on(async {
+                let _turn = self.one_at_a_time.acquire().await;
+                compute().await
+            });
+            {
+                let mut runs = self.lock();
+                let e = runs.entry(run_id).or_default();
+                if e.computing.as_deref() == Some(state.as_str()) {
+                    e.computing = None;
+                }
+                match result {
+                    Ok(r) => e.latest = Some((state, Arc::new(r))),
+                    Err(why) => e.failed = Some((state, why)),
+                }
+            }
+            self.done.notify_waiters();
         });
-        {
-            let mut runs = app.reports.lock();
-            let e = runs.entry(run_id).or_default();
-            if e.computing.as_deref() == Some(state.as_str()) {
-                e.computing = None;
-            }
-            match result {
-                Ok(r) => e.latest = Some((state, Arc::new(r))),
-                Err(err) => e.failed = Some((state, err.message)),
-            }
-        }
-        app.reports.done.notify_waiters();
-    });
+    }
 }

@@ -13,7 +13,7 @@ use axum::extract::{Extension, Path, State};
 use maud::{Markup, html};
 
 use super::layout::{Nav, inline, page, page_refreshing};
-use super::reports::{Reports, Shown};
+use super::reports::Shown;
 use super::security::Session;
 use super::state::{App, PageError};
 use crate::report::calibration::{Calibration, CriterionCalibration, calibration};
@@ -65,7 +65,16 @@ pub async fn run_page(
 ) -> Result<Markup, PageError> {
     let run = app.store.run(run_id).await?;
     let state = app.store.run_state(run_id).await?;
-    let shown = Reports::get(&app, run_id, state).await?;
+    let computing_app = app.clone();
+    let shown = app
+        .reports
+        .get(run_id, state, move || async move {
+            build_report(&computing_app, run_id)
+                .await
+                .map_err(|e| e.message)
+        })
+        .await
+        .map_err(|why| PageError::new(axum::http::StatusCode::INTERNAL_SERVER_ERROR, why))?;
     let calibrated = calibration(&app.store, run_id).await?;
     let labels = app.store.label_count(run_id).await?;
     let results = |status: &str| format!("/results?runs={run_id}&status={status}");

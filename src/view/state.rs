@@ -86,7 +86,7 @@ pub struct App {
     /// The search index kept in the background; none: searches scan.
     pub search: Option<Arc<SearchIndex>>,
     /// The Run page's reports, kept until their run changes.
-    pub reports: Reports,
+    pub reports: Arc<Reports>,
     pub scoring: ScoringConfig,
     /// Where the weights came from, as `report` says it.
     pub scoring_source: String,
