@@ -322,13 +322,17 @@ impl Sql {
                     // match list is made once, and each row of the run,
                     // read in order from an index, looked up in them
                     // (`+r.id`: never fetch every match by id and sort them,
-                    // which a common word would make 200,000 row reads).
+                    // which a common word would make 200,000 row reads). A
+                    // text in no prompt (asked once) skips looking up each
+                    // row's prompt.
                     self.push(
                         " AND (+r.id IN (SELECT rowid FROM search.reply_words WHERE reply_words MATCH ?)
-                           OR (SELECT d.prompt FROM search.result_doc d WHERE d.id = r.id)
-                              IN (SELECT rowid FROM search.prompt_words WHERE prompt_words MATCH ?)
+                           OR (EXISTS (SELECT 1 FROM search.prompt_words WHERE prompt_words MATCH ?)
+                               AND (SELECT d.prompt FROM search.result_doc d WHERE d.id = r.id)
+                                   IN (SELECT rowid FROM search.prompt_words WHERE prompt_words MATCH ?))
                            OR (r.id > (SELECT last_id FROM search.search_state) AND ",
                     )
+                    .bind(phrase.clone())
                     .bind(phrase.clone())
                     .bind(phrase)
                     .like(q)
@@ -512,31 +516,47 @@ impl Store {
         filter: &ResultFilter,
         cap: Option<i64>,
     ) -> Result<Vec<(i64, i64)>, StoreError> {
-        let mut out = Vec::with_capacity(filter.runs.len());
         let by_totals = filter.status == StatusFilter::All
             && filter.min_severity.is_none()
             && filter.max_severity.is_none()
             && filter.search.as_deref().is_none_or(|q| q.trim().is_empty());
-        for run in &filter.runs {
-            let q = if by_totals {
-                totals_count(filter, *run)
-            } else {
-                let one = ResultFilter {
-                    runs: vec![*run],
-                    ..filter.clone()
+        let mut out: Vec<(i64, i64)> = filter.runs.iter().map(|r| (*r, 0)).collect();
+        if by_totals || cap.is_some() {
+            for (run, n) in out.iter_mut() {
+                let q = if by_totals {
+                    totals_count(filter, *run)
+                } else {
+                    let one = ResultFilter {
+                        runs: vec![*run],
+                        ..filter.clone()
+                    };
+                    let mut q = Sql::new("SELECT COUNT(*) FROM (SELECT 1 ");
+                    q.push(FROM).filter(&one);
+                    if let Some(cap) = cap {
+                        q.push(" LIMIT ?").bind(cap + 1);
+                    }
+                    q.push(")");
+                    q
                 };
-                let mut q = Sql::new("SELECT COUNT(*) FROM (SELECT 1 ");
-                q.push(FROM).filter(&one);
-                if let Some(cap) = cap {
-                    q.push(" LIMIT ?").bind(cap + 1);
+                *n = sqlx::query_scalar_with(sqlx::AssertSqlSafe(q.text), q.args)
+                    .fetch_one(&self.pool)
+                    .await?;
+            }
+        } else {
+            // Every run in one statement: each run's range of the index in
+            // turn (already grouped by run), and a search's match lists made
+            // once, not once per run.
+            let mut q = Sql::new("SELECT r.run_id, COUNT(*) AS n ");
+            q.push(FROM).filter(filter).push(" GROUP BY r.run_id");
+            for row in sqlx::query_with(sqlx::AssertSqlSafe(q.text), q.args)
+                .fetch_all(&self.pool)
+                .await?
+            {
+                let run: i64 = row.get("run_id");
+                if let Some(slot) = out.iter_mut().find(|(r, _)| *r == run) {
+                    slot.1 = row.get("n");
                 }
-                q.push(")");
-                q
-            };
-            let n: i64 = sqlx::query_scalar_with(sqlx::AssertSqlSafe(q.text), q.args)
-                .fetch_one(&self.pool)
-                .await?;
-            out.push((*run, n));
+            }
         }
         Ok(out)
     }
@@ -677,8 +697,8 @@ impl Store {
             q.push(" ORDER BY r.test_code, r.repeat_index LIMIT ?").bind(51i64);
             q
         };
-        let mut count = Sql::new("SELECT COUNT(*) FROM (SELECT 1 ");
-        count.push(FROM).filter(&one).push(")");
+        let mut count = Sql::new("SELECT r.run_id, COUNT(*) AS n ");
+        count.push(FROM).filter(&one).push(" GROUP BY r.run_id");
         let mut before = Sql::new("SELECT r.id ");
         before
             .push(FROM)
