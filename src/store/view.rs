@@ -257,7 +257,9 @@ impl Sql {
         self.push(")")
     }
 
-    /// ` WHERE r.run_id IN (?, ?)` and the filter's conditions.
+    /// ` WHERE r.run_id IN (?, ?)` and the filter's conditions (the run
+    /// condition first and always: it is what lets SQLite use
+    /// `result_view`, see its migration).
     fn filter(&mut self, f: &ResultFilter) -> &mut Sql {
         self.push(" WHERE r.run_id IN ").run_list(&f.runs);
         match f.status {
