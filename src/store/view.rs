@@ -268,7 +268,9 @@ impl Sql {
                 self.push(" AND r.passed = 1 AND r.error_kind IS NULL");
             }
             StatusFilter::Failed => {
-                self.push(" AND r.passed = 0 AND (r.error_kind IS NULL OR r.error_kind = 'format')");
+                self.push(
+                    " AND r.passed = 0 AND (r.error_kind IS NULL OR r.error_kind = 'format')",
+                );
             }
             StatusFilter::Errors => {
                 self.push(" AND r.error_kind IN ('provider', 'judge')");
@@ -298,10 +300,12 @@ impl Sql {
                 .push(" AND j.passed IS NOT h.passed)");
             }
             StatusFilter::Unlabelled => {
-                self.push(" AND EXISTS (SELECT 1 FROM judgement j WHERE j.result_id = r.id)
-                   AND r.id NOT IN (SELECT h.result_id FROM human_label h WHERE h.run_id IN ")
-                    .run_list(&f.runs)
-                    .push(")");
+                self.push(
+                    " AND EXISTS (SELECT 1 FROM judgement j WHERE j.result_id = r.id)
+                   AND r.id NOT IN (SELECT h.result_id FROM human_label h WHERE h.run_id IN ",
+                )
+                .run_list(&f.runs)
+                .push(")");
             }
         }
         for code in [&f.pillar, &f.behaviour, &f.scenario].into_iter().flatten() {
@@ -696,7 +700,8 @@ impl Store {
             if let Some((_, k)) = from {
                 q.key(">", k);
             }
-            q.push(" ORDER BY r.test_code, r.repeat_index LIMIT ?").bind(51i64);
+            q.push(" ORDER BY r.test_code, r.repeat_index LIMIT ?")
+                .bind(51i64);
             q
         };
         let mut count = Sql::new("SELECT r.run_id, COUNT(*) AS n ");

@@ -28,6 +28,8 @@ impl Store {
         .bind(run_id)
         .fetch_optional(&self.pool)
         .await?;
-        state.ok_or_else(|| StoreError::NotFound(format!("no run with id {run_id} (see `helmbench runs`)")))
+        state.ok_or_else(|| {
+            StoreError::NotFound(format!("no run with id {run_id} (see `helmbench runs`)"))
+        })
     }
 }

@@ -96,8 +96,7 @@ impl Store {
     pub fn database_file(&self) -> Option<PathBuf> {
         let opts = connect_options(&self.url).ok()?;
         let file = opts.get_filename();
-        (file.as_os_str() != ":memory:" && !file.as_os_str().is_empty())
-            .then(|| file.to_path_buf())
+        (file.as_os_str() != ":memory:" && !file.as_os_str().is_empty()).then(|| file.to_path_buf())
     }
 
     /// A handle on this database whose connections have the search index
@@ -220,9 +219,10 @@ impl Store {
         .fetch_one(&mut *tx)
         .await?;
         if let Some(hi) = hi {
-            let prompts: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(id), 0) FROM search.prompt_doc")
-                .fetch_one(&mut *tx)
-                .await?;
+            let prompts: i64 =
+                sqlx::query_scalar("SELECT COALESCE(MAX(id), 0) FROM search.prompt_doc")
+                    .fetch_one(&mut *tx)
+                    .await?;
             for sql in INDEX_CHUNK {
                 sqlx::query(sql)
                     .bind(last)

@@ -182,7 +182,8 @@ fn search_note(app: &App, filter: &ResultFilter) -> Option<(&'static str, String
             "Searched by reading every result: the search index finds words, and this text has none.".into(),
         ));
     }
-    const WORDS: &str = "its words in this order, in any case, the last one also as the start of a word";
+    const WORDS: &str =
+        "its words in this order, in any case, the last one also as the start of a word";
     let building = |p: u8| {
         format!(
             "The search index is being built ({p} % done): results not indexed yet are read one by one \
@@ -190,7 +191,10 @@ fn search_note(app: &App, filter: &ResultFilter) -> Option<(&'static str, String
         )
     };
     Some(match app.search.as_ref().map(|s| s.state()) {
-        Some(SearchState::Ready) => ("index", format!("Searched through the search index: {WORDS}.")),
+        Some(SearchState::Ready) => (
+            "index",
+            format!("Searched through the search index: {WORDS}."),
+        ),
         Some(SearchState::Starting) => ("building", building(0)),
         Some(SearchState::Building(p)) => ("building", building(p)),
         None => (

@@ -97,9 +97,12 @@ async fn search_goes_through_the_index_and_finds_what_runs_write_after_view_star
 
     // KIND says "crisis line now; we can try": the semicolon hides "now we
     // can" from a scan, not from the index.
-    let kind = until(&v, "/results?runs=1&q=now+we+can", "found through the index", |p| {
-        searched(p) == "index" && !result_links(&p.body).is_empty()
-    })
+    let kind = until(
+        &v,
+        "/results?runs=1&q=now+we+can",
+        "found through the index",
+        |p| searched(p) == "index" && !result_links(&p.body).is_empty(),
+    )
     .await;
     let all = get(&v, "/results.jsonl?runs=1").await;
     let replies: Vec<Value> = all
@@ -141,7 +144,11 @@ async fn search_goes_through_the_index_and_finds_what_runs_write_after_view_star
         .with_priority(1)
         .mount(&s.server)
         .await;
-    let out = run(b, &s.server, &["run-batch", "--all-scenarios", "--no-cache"]);
+    let out = run(
+        b,
+        &s.server,
+        &["run-batch", "--all-scenarios", "--no-cache"],
+    );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let second = until(
         &v,
@@ -186,7 +193,11 @@ async fn search_goes_through_the_index_and_finds_what_runs_write_after_view_star
 async fn every_filter_counts_what_it_shows_in_each_run() {
     let s = setup().await;
     let b = &s.bench;
-    let out = run(b, &s.server, &["run-batch", "--all-scenarios", "--no-cache"]);
+    let out = run(
+        b,
+        &s.server,
+        &["run-batch", "--all-scenarios", "--no-cache"],
+    );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let v = Viewer::start(b, &[]);
     // One label in run 1 that disagrees with the judge (CR2 failed).
@@ -203,9 +214,12 @@ async fn every_filter_counts_what_it_shows_in_each_run() {
     ];
     let p = post(&v, "/label", &cookie, Some(&v.base), &form).await;
     assert_eq!(p.status, StatusCode::SEE_OTHER, "{}", p.body);
-    until(&v, "/results?runs=1&q=crisis+line", "the index ready", |p| {
-        searched(p) == "index"
-    })
+    until(
+        &v,
+        "/results?runs=1&q=crisis+line",
+        "the index ready",
+        |p| searched(p) == "index",
+    )
     .await;
 
     // Every result of both runs, unfiltered: what each filter should keep.
@@ -235,7 +249,10 @@ async fn every_filter_counts_what_it_shows_in_each_run() {
             Box::new(move |r: &Value| r["judgements"] != "" && r["result_id"] != id),
         ),
         ("pillar=P2", Box::new(|r: &Value| r["behaviour"] == "P2-B1")),
-        ("behaviour=P1-B1", Box::new(|r: &Value| r["behaviour"] == "P1-B1")),
+        (
+            "behaviour=P1-B1",
+            Box::new(|r: &Value| r["behaviour"] == "P1-B1"),
+        ),
         (
             "scenario=P1-B1-S1&status=failed",
             Box::new(|r: &Value| r["scenario"] == "P1-B1-S1" && r["status"] == "fail"),
@@ -246,7 +263,11 @@ async fn every_filter_counts_what_it_shows_in_each_run() {
         ),
         (
             "q=crisis+line",
-            Box::new(|r: &Value| r["response"].as_str().is_some_and(|t| t.contains("crisis line"))),
+            Box::new(|r: &Value| {
+                r["response"]
+                    .as_str()
+                    .is_some_and(|t| t.contains("crisis line"))
+            }),
         ),
     ];
     for (query, keep) in &filters {
@@ -371,9 +392,12 @@ async fn the_run_page_keeps_its_report_until_results_change_then_shows_theirs() 
     assert_eq!(report["judge_errors"], 0);
     // The new justification is found through the index (the comma hides
     // the words from a scan).
-    until(&v, "/results?runs=1&q=warm+and+attentive", "the new justification", |p| {
-        searched(p) == "index" && result_links(&p.body).len() == 1
-    })
+    until(
+        &v,
+        "/results?runs=1&q=warm+and+attentive",
+        "the new justification",
+        |p| searched(p) == "index" && result_links(&p.body).len() == 1,
+    )
     .await;
 }
 
@@ -420,7 +444,11 @@ async fn results_page_statements_search_one_runs_range_and_scan_no_results() {
     for f in &filters {
         // Without a text search, no result row is read at all: the run's
         // range of an index holds every column a condition needs.
-        let covering = if f.search.is_none() { "COVERING INDEX" } else { "INDEX" };
+        let covering = if f.search.is_none() {
+            "COVERING INDEX"
+        } else {
+            "INDEX"
+        };
         for p in indexed.view_plans(f).await.unwrap() {
             seen += 1;
             assert!(p.scans.is_empty(), "{f:?} {}: {:?}", p.name, p.plan);
