@@ -750,6 +750,35 @@ mod tests {
     use super::*;
 
     #[test]
+    fn search_texts_become_one_quoted_fts_phrase() {
+        assert_eq!(
+            fts_phrase("crisis lin").as_deref(),
+            Some("\"crisis lin\" *")
+        );
+        // FTS5 syntax typed is only words: no operator, column or quote survives.
+        assert_eq!(
+            fts_phrase("a\" OR reply:x NEAR(b)").as_deref(),
+            Some("\"a OR reply x NEAR b\"")
+        );
+        assert_eq!(fts_phrase("Élan, ok").as_deref(), Some("\"Élan ok\""));
+        assert_eq!(fts_phrase(" ;-- "), None);
+    }
+
+    #[test]
+    fn code_ranges_hold_exactly_the_codes_below() {
+        let (lo, hi) = code_range("P1-B1");
+        for (code, inside) in [
+            ("P1-B1-S1-C1-PT1", true),
+            ("P1-B1-S10-C2-U1-PT3", true),
+            ("P1-B10-S1-C1-PT1", false),
+            ("P1-B2-S1-C1-PT1", false),
+            ("P1-B1", false),
+        ] {
+            assert_eq!(code >= lo.as_str() && code < hi.as_str(), inside, "{code}");
+        }
+    }
+
+    #[test]
     fn like_patterns_take_wildcards_literally() {
         assert_eq!(like_pattern("50%_off\\"), "%50\\%\\_off\\\\%");
     }

@@ -94,6 +94,20 @@ async fn search_goes_through_the_index_and_finds_what_runs_write_after_view_star
     let mut index = db_path(b).into_os_string();
     index.push("-view-search");
     assert!(std::path::Path::new(&index).exists());
+    let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", db_path(b).display()))
+        .await
+        .unwrap();
+    let tables: Vec<String> = sqlx::query_scalar("SELECT name FROM sqlite_master")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+    assert!(
+        !tables
+            .iter()
+            .any(|t| t.contains("words") || t.contains("_doc")),
+        "{tables:?}"
+    );
 
     // KIND says "crisis line now; we can try": the semicolon hides "now we
     // can" from a scan, not from the index.
