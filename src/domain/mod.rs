@@ -48,4 +48,6 @@ pub use seed::SeedIds;
 pub use served::{ErrorTypeCount, ServedCount, TokenDetails};
 pub use spend::{DiscardedSpendRow, JudgeSpendRow, Reuse, ScenarioSpendRow, Spend};
 pub use text::excerpt;
-pub use view::{CaseDetail, CaseJudgement, CaseLabel, Cell, CellStatus, DownloadRow, Sibling};
+pub use view::{
+    CaseDetail, CaseJudgement, CaseLabel, Cell, CellStatus, DownloadRow, SearchProgress, Sibling,
+};

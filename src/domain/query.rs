@@ -88,9 +88,14 @@ pub struct ResultFilter {
     pub scenario: Option<String>,
     pub min_severity: Option<f64>,
     pub max_severity: Option<f64>,
-    /// Words searched in the composed prompt, the reply and the judges'
-    /// justifications (case-insensitive for ASCII, as SQLite's LIKE is).
+    /// Text searched in the composed prompt, the reply and the judges'
+    /// justifications: through the search index, its words as a phrase;
+    /// by a scan, the text anywhere (case-insensitive for ASCII, as
+    /// SQLite's LIKE is).
     pub search: Option<String>,
+    /// The search reads the view's index (the store handle has it
+    /// attached); else every row is scanned.
+    pub search_index: bool,
 }
 
 /// A row key: test case and repeat.

@@ -32,6 +32,8 @@ mod served;
 mod totals;
 mod view;
 mod view_case;
+mod view_run;
+mod view_search;
 
 pub use plans::ReadPlan;
 pub use runs::HEARTBEAT_INTERVAL;

@@ -13,41 +13,6 @@ use sqlx::sqlite::SqliteArguments;
 use super::{Store, StoreError};
 use crate::domain::{Cell, CellStatus, Direction, DownloadRow, ResultFilter, RowKey, StatusFilter};
 
-/// The SQL condition of a status filter on result `r`: kept with the
-/// store's other SQL, out of the domain's type.
-trait StatusSql {
-    fn sql(self) -> Option<&'static str>;
-}
-
-impl StatusSql for StatusFilter {
-    fn sql(self) -> Option<&'static str> {
-        Some(match self {
-            StatusFilter::All => return None,
-            StatusFilter::Passed => "r.passed = 1 AND r.error_kind IS NULL",
-            StatusFilter::Failed => {
-                "r.passed = 0 AND (r.error_kind IS NULL OR r.error_kind = 'format')"
-            }
-            StatusFilter::Errors => "r.error_kind IN ('provider', 'judge')",
-            StatusFilter::Blocked => "r.error_kind IN ('blocked', 'refused')",
-            StatusFilter::JudgesDisagree => {
-                "EXISTS (SELECT 1 FROM judge_vote v1 JOIN judge_vote v2
-                          ON v2.result_id = v1.result_id AND v2.criterion = v1.criterion
-                         AND v2.id > v1.id AND COALESCE(v2.verdict, '') <> COALESCE(v1.verdict, '')
-                        WHERE v1.result_id = r.id)"
-            }
-            StatusFilter::HumanVsJudge => {
-                "EXISTS (SELECT 1 FROM human_label h JOIN judgement j
-                          ON j.result_id = h.result_id AND j.criterion = h.criterion
-                        WHERE h.result_id = r.id AND j.passed IS NOT h.passed)"
-            }
-            StatusFilter::Unlabelled => {
-                "EXISTS (SELECT 1 FROM judgement j WHERE j.result_id = r.id)
-                 AND NOT EXISTS (SELECT 1 FROM human_label h WHERE h.result_id = r.id)"
-            }
-        })
-    }
-}
-
 /// `%text%` for LIKE, with `%`, `_` and the escape itself taken literally.
 fn like_pattern(s: &str) -> String {
     let mut p = String::with_capacity(s.len() + 2);
@@ -62,11 +27,43 @@ fn like_pattern(s: &str) -> String {
     p
 }
 
-/// The joins every filtered read of results makes.
-const FROM: &str = "FROM result r
+/// What every filtered read of results reads: the result alone. Every
+/// condition of a filter is on a column of `result_view`'s index (run,
+/// test code, repeat, verdict, error kind, severity) or a probe of another
+/// table by result id, so a page reads that index in row order and never a
+/// result row it does not show (a result row holds the reply: reading
+/// 100,000 of them to find 50 cost 0.3-0.5 s).
+const FROM: &str = "FROM result r";
+
+/// With the scenario and behaviour codes (the downloads list them).
+const FROM_CODES: &str = "FROM result r
   JOIN scenario s ON s.id = r.scenario_id
-  JOIN behaviour b ON b.id = s.behaviour_id
-  JOIN pillar pl ON pl.id = b.pillar_id";
+  JOIN behaviour b ON b.id = s.behaviour_id";
+
+/// `[code-, code.)`: the test codes under a pillar, behaviour or scenario
+/// code. A test code is its scenario's code and more segments
+/// (`P1-B1-S1-C1-PT2`, SPEC §3), and a scenario's code starts with its
+/// behaviour's and pillar's; `.` is the byte after `-`.
+fn code_range(code: &str) -> (String, String) {
+    (format!("{code}-"), format!("{code}."))
+}
+
+/// The FTS5 query for a search text: its words as one phrase (in this
+/// order, any case and accents), the last one also as the start of a word
+/// when it has 3 characters or more (a search typed as far as `crisis
+/// lin` finds `crisis line`). None when the text has no word (only
+/// punctuation): then only the LIKE scan can answer. The text is one
+/// quoted FTS5 string, its quotes doubled: no FTS5 syntax from the person
+/// searching is ever read as syntax.
+pub(super) fn fts_phrase(text: &str) -> Option<String> {
+    let words: Vec<&str> = text
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .collect();
+    let last = words.last()?;
+    let prefix = if last.chars().count() >= 3 { " *" } else { "" };
+    Some(format!("\"{}\"{prefix}", words.join(" ")))
+}
 
 /// A statement under construction: fixed SQL fragments and bound values.
 struct Sql {
@@ -98,27 +95,74 @@ impl Sql {
         self
     }
 
-    /// ` AND r.run_id IN (?, ?)` and the filter's conditions.
-    fn filter(&mut self, f: &ResultFilter) -> &mut Sql {
-        self.push(" WHERE r.run_id IN (");
-        for (i, id) in f.runs.iter().enumerate() {
+    /// `(?, ?)`: the runs, bound.
+    fn run_list(&mut self, runs: &[i64]) -> &mut Sql {
+        self.push("(");
+        for (i, id) in runs.iter().enumerate() {
             self.push(if i == 0 { "?" } else { ", ?" }).bind(*id);
         }
-        if f.runs.is_empty() {
+        if runs.is_empty() {
             self.push("NULL");
         }
-        self.push(")");
-        if let Some(cond) = f.status.sql() {
-            self.push(" AND (").push(cond).push(")");
+        self.push(")")
+    }
+
+    /// ` WHERE r.run_id IN (?, ?)` and the filter's conditions (the run
+    /// condition first and always: it is what lets SQLite use
+    /// `result_view`, see its migration).
+    fn filter(&mut self, f: &ResultFilter) -> &mut Sql {
+        self.push(" WHERE r.run_id IN ").run_list(&f.runs);
+        match f.status {
+            StatusFilter::All => {}
+            StatusFilter::Passed => {
+                self.push(" AND r.passed = 1 AND r.error_kind IS NULL");
+            }
+            StatusFilter::Failed => {
+                self.push(
+                    " AND r.passed = 0 AND (r.error_kind IS NULL OR r.error_kind = 'format')",
+                );
+            }
+            StatusFilter::Errors => {
+                self.push(" AND r.error_kind IN ('provider', 'judge')");
+            }
+            StatusFilter::Blocked => {
+                self.push(" AND r.error_kind IN ('blocked', 'refused')");
+            }
+            StatusFilter::JudgesDisagree => {
+                // A probe of the votes of each row's result (their unique
+                // key starts with the result id).
+                self.push(
+                    " AND EXISTS (SELECT 1 FROM judge_vote v1 JOIN judge_vote v2
+                                   ON v2.result_id = v1.result_id AND v2.criterion = v1.criterion
+                                  AND v2.id > v1.id AND COALESCE(v2.verdict, '') <> COALESCE(v1.verdict, '')
+                                 WHERE v1.result_id = r.id)",
+                );
+            }
+            StatusFilter::HumanVsJudge => {
+                // The runs' labels are few: listed once, then each row is
+                // looked up in that list.
+                self.push(
+                    " AND r.id IN (SELECT h.result_id FROM human_label h JOIN judgement j
+                                    ON j.result_id = h.result_id AND j.criterion = h.criterion
+                                 WHERE h.run_id IN ",
+                )
+                .run_list(&f.runs)
+                .push(" AND j.passed IS NOT h.passed)");
+            }
+            StatusFilter::Unlabelled => {
+                self.push(
+                    " AND EXISTS (SELECT 1 FROM judgement j WHERE j.result_id = r.id)
+                   AND r.id NOT IN (SELECT h.result_id FROM human_label h WHERE h.run_id IN ",
+                )
+                .run_list(&f.runs)
+                .push(")");
+            }
         }
-        if let Some(p) = &f.pillar {
-            self.push(" AND pl.code = ?").bind(p.clone());
-        }
-        if let Some(b) = &f.behaviour {
-            self.push(" AND b.code = ?").bind(b.clone());
-        }
-        if let Some(s) = &f.scenario {
-            self.push(" AND s.code = ?").bind(s.clone());
+        for code in [&f.pillar, &f.behaviour, &f.scenario].into_iter().flatten() {
+            let (lo, hi) = code_range(code);
+            self.push(" AND r.test_code >= ? AND r.test_code < ?")
+                .bind(lo)
+                .bind(hi);
         }
         if let Some(v) = f.min_severity {
             self.push(" AND r.base_severity >= ?").bind(v);
@@ -127,16 +171,49 @@ impl Sql {
             self.push(" AND r.base_severity <= ?").bind(v);
         }
         if let Some(q) = f.search.as_deref().map(str::trim).filter(|q| !q.is_empty()) {
-            let p = like_pattern(q);
-            self.push(
-                " AND (r.response LIKE ? ESCAPE '\\'
-                   OR EXISTS (SELECT 1 FROM prompt_text pt WHERE pt.hash = r.prompt_hash AND pt.text LIKE ? ESCAPE '\\')
-                   OR EXISTS (SELECT 1 FROM judgement j WHERE j.result_id = r.id AND j.justification LIKE ? ESCAPE '\\')
-                   OR EXISTS (SELECT 1 FROM judge_vote v WHERE v.result_id = r.id AND v.justification LIKE ? ESCAPE '\\'))",
-            );
-            for _ in 0..4 {
-                self.bind(p.clone());
+            match fts_phrase(q).filter(|_| f.search_index) {
+                Some(phrase) => {
+                    // The index answers for the results it holds; those
+                    // written since it last caught up are scanned. Each
+                    // match list is made once, and each row of the run,
+                    // read in order from an index, looked up in them
+                    // (`+r.id`: never fetch every match by id and sort them,
+                    // which a common word would make 200,000 row reads). A
+                    // text in no prompt (asked once) skips looking up each
+                    // row's prompt.
+                    self.push(
+                        " AND (+r.id IN (SELECT rowid FROM search.reply_words WHERE reply_words MATCH ?)
+                           OR (EXISTS (SELECT 1 FROM search.prompt_words WHERE prompt_words MATCH ?)
+                               AND (SELECT d.prompt FROM search.result_doc d WHERE d.id = r.id)
+                                   IN (SELECT rowid FROM search.prompt_words WHERE prompt_words MATCH ?))
+                           OR (r.id > (SELECT last_id FROM search.search_state) AND ",
+                    )
+                    .bind(phrase.clone())
+                    .bind(phrase.clone())
+                    .bind(phrase)
+                    .like(q)
+                    .push("))");
+                }
+                None => {
+                    self.push(" AND ").like(q);
+                }
             }
+        }
+        self
+    }
+
+    /// The text condition as a scan: `q` anywhere in the composed prompt,
+    /// the reply or a justification.
+    fn like(&mut self, q: &str) -> &mut Sql {
+        let p = like_pattern(q);
+        self.push(
+            "(r.response LIKE ? ESCAPE '\\'
+               OR EXISTS (SELECT 1 FROM prompt_text pt WHERE pt.hash = r.prompt_hash AND pt.text LIKE ? ESCAPE '\\')
+               OR EXISTS (SELECT 1 FROM judgement j WHERE j.result_id = r.id AND j.justification LIKE ? ESCAPE '\\')
+               OR EXISTS (SELECT 1 FROM judge_vote v WHERE v.result_id = r.id AND v.justification LIKE ? ESCAPE '\\'))",
+        );
+        for _ in 0..4 {
+            self.bind(p.clone());
         }
         self
     }
@@ -151,16 +228,64 @@ impl Sql {
     }
 }
 
+/// The results of `run` under the filter's codes, from `run_total`.
+fn totals_count(filter: &ResultFilter, run: i64) -> Sql {
+    let mut q = Sql::new(
+        "SELECT COALESCE(SUM(t.test_cases), 0) FROM run_total t
+           JOIN scenario s ON s.id = t.scenario_id WHERE t.run_id = ?",
+    );
+    q.bind(run);
+    for code in [&filter.pillar, &filter.behaviour, &filter.scenario]
+        .into_iter()
+        .flatten()
+    {
+        let (lo, hi) = code_range(code);
+        q.push(" AND (s.code = ? OR (s.code >= ? AND s.code < ?))")
+            .bind(code.clone())
+            .bind(lo)
+            .bind(hi);
+    }
+    q
+}
+
 impl Store {
     /// Up to `limit` row keys that pass `filter`, in test code order, after
-    /// (or before) `from`; always returned in ascending order.
+    /// (or before) `from`; always returned in ascending order. Each run is
+    /// read on its own (one range of an index, in row order) and the runs'
+    /// keys merged here: a row is kept when one of its results passes.
     pub async fn view_rows(
         &self,
         filter: &ResultFilter,
         from: Option<(Direction, &RowKey)>,
         limit: i64,
     ) -> Result<Vec<RowKey>, StoreError> {
-        let mut q = Sql::new("SELECT DISTINCT r.test_code, r.repeat_index ");
+        let mut keys = std::collections::BTreeSet::new();
+        for run in &filter.runs {
+            let one = ResultFilter {
+                runs: vec![*run],
+                ..filter.clone()
+            };
+            keys.extend(self.run_rows(&one, from, limit).await?);
+        }
+        let mut keys: Vec<RowKey> = keys.into_iter().collect();
+        let n = keys.len().min(usize::try_from(limit).unwrap_or(0));
+        Ok(match from {
+            Some((Direction::Before, _)) => keys.split_off(keys.len() - n),
+            _ => {
+                keys.truncate(n);
+                keys
+            }
+        })
+    }
+
+    /// [`Store::view_rows`] of a filter over one run.
+    async fn run_rows(
+        &self,
+        filter: &ResultFilter,
+        from: Option<(Direction, &RowKey)>,
+        limit: i64,
+    ) -> Result<Vec<RowKey>, StoreError> {
+        let mut q = Sql::new("SELECT r.test_code, r.repeat_index ");
         q.push(FROM).filter(filter);
         let descending = matches!(from, Some((Direction::Before, _)));
         match from {
@@ -235,17 +360,61 @@ impl Store {
             .collect())
     }
 
-    /// How many rows pass `filter` (shown above the matrix), counting at
-    /// most `cap` (a count of every row of a huge run would cost what the
-    /// page is meant to save).
-    pub async fn view_row_count(&self, filter: &ResultFilter, cap: i64) -> Result<i64, StoreError> {
-        let mut q =
-            Sql::new("SELECT COUNT(*) AS n FROM (SELECT DISTINCT r.test_code, r.repeat_index ");
-        q.push(FROM).filter(filter).push(" LIMIT ?)").bind(cap);
-        Ok(sqlx::query_with(sqlx::AssertSqlSafe(q.text), q.args)
-            .fetch_one(&self.pool)
-            .await?
-            .get("n"))
+    /// How many results of each run pass `filter`, counting at most `cap`
+    /// when one is given (past it, `cap + 1`).
+    ///
+    /// A filter on codes alone reads the totals kept per run and scenario
+    /// (a few rows); any other reads the run's range of `result_view`
+    /// (index entries only, about 40 bytes a result) with the probes its
+    /// conditions make.
+    pub async fn view_counts(
+        &self,
+        filter: &ResultFilter,
+        cap: Option<i64>,
+    ) -> Result<Vec<(i64, i64)>, StoreError> {
+        let by_totals = filter.status == StatusFilter::All
+            && filter.min_severity.is_none()
+            && filter.max_severity.is_none()
+            && filter.search.as_deref().is_none_or(|q| q.trim().is_empty());
+        let mut out: Vec<(i64, i64)> = filter.runs.iter().map(|r| (*r, 0)).collect();
+        if by_totals || cap.is_some() {
+            for (run, n) in out.iter_mut() {
+                let q = if by_totals {
+                    totals_count(filter, *run)
+                } else {
+                    let one = ResultFilter {
+                        runs: vec![*run],
+                        ..filter.clone()
+                    };
+                    let mut q = Sql::new("SELECT COUNT(*) FROM (SELECT 1 ");
+                    q.push(FROM).filter(&one);
+                    if let Some(cap) = cap {
+                        q.push(" LIMIT ?").bind(cap + 1);
+                    }
+                    q.push(")");
+                    q
+                };
+                *n = sqlx::query_scalar_with(sqlx::AssertSqlSafe(q.text), q.args)
+                    .fetch_one(&self.pool)
+                    .await?;
+            }
+        } else {
+            // Every run in one statement: each run's range of the index in
+            // turn (already grouped by run), and a search's match lists made
+            // once, not once per run.
+            let mut q = Sql::new("SELECT r.run_id, COUNT(*) AS n ");
+            q.push(FROM).filter(filter).push(" GROUP BY r.run_id");
+            for row in sqlx::query_with(sqlx::AssertSqlSafe(q.text), q.args)
+                .fetch_all(&self.pool)
+                .await?
+            {
+                let run: i64 = row.get("run_id");
+                if let Some(slot) = out.iter_mut().find(|(r, _)| *r == run) {
+                    slot.1 = row.get("n");
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// The result of `run_id` at the row before and after `key` within `filter`.
@@ -300,7 +469,7 @@ impl Store {
                        FROM judgement j WHERE j.result_id = r.id) AS judgements,
                     (SELECT COUNT(*) FROM human_label h WHERE h.result_id = r.id) AS human_labels ",
         );
-        q.push(FROM)
+        q.push(FROM_CODES)
             .push(
                 " JOIN evaluation_run er ON er.id = r.run_id
                   JOIN llm l ON l.id = er.llm_id",
@@ -341,12 +510,143 @@ impl Store {
     }
 }
 
+/// The tables a results page must never read whole, by the aliases the
+/// statements above give them.
+const LARGE: [&str; 10] = [
+    "r",
+    "result",
+    "j",
+    "judgement",
+    "v",
+    "v1",
+    "v2",
+    "judge_vote",
+    "h",
+    "human_label",
+];
+
+impl Store {
+    /// The plans (SQLite's `EXPLAIN QUERY PLAN` lines) of the statements a
+    /// results page of `filter` runs for its first run: the first page,
+    /// a next page, the count and a case's neighbours, with the values
+    /// bound; `scans` lists the lines that read a large table whole. The
+    /// statements are the ones the pages run, built by the same code.
+    pub async fn view_plans(
+        &self,
+        filter: &ResultFilter,
+    ) -> Result<Vec<super::ReadPlan>, StoreError> {
+        let run = filter.runs.first().copied().unwrap_or(0);
+        let one = ResultFilter {
+            runs: vec![run],
+            ..filter.clone()
+        };
+        let key = RowKey {
+            test_code: "P1-B1-S1-C1-PT1".into(),
+            repeat_index: 0,
+        };
+        let page = |from: Option<(Direction, &RowKey)>| {
+            let mut q = Sql::new("SELECT r.test_code, r.repeat_index ");
+            q.push(FROM).filter(&one);
+            if let Some((_, k)) = from {
+                q.key(">", k);
+            }
+            q.push(" ORDER BY r.test_code, r.repeat_index LIMIT ?")
+                .bind(51i64);
+            q
+        };
+        let mut count = Sql::new("SELECT r.run_id, COUNT(*) AS n ");
+        count.push(FROM).filter(&one).push(" GROUP BY r.run_id");
+        let mut before = Sql::new("SELECT r.id ");
+        before
+            .push(FROM)
+            .filter(&one)
+            .key("<", &key)
+            .push(" ORDER BY r.test_code DESC, r.repeat_index DESC LIMIT 1");
+        let statements = [
+            ("first page", page(None)),
+            ("next page", page(Some((Direction::After, &key)))),
+            ("count", count),
+            ("previous case", before),
+        ];
+        let mut out = Vec::with_capacity(statements.len());
+        for (name, q) in statements {
+            let rows = sqlx::query_with(
+                sqlx::AssertSqlSafe(format!("EXPLAIN QUERY PLAN {}", q.text)),
+                q.args,
+            )
+            .fetch_all(&self.pool)
+            .await?;
+            let plan: Vec<String> = rows.iter().map(|r| r.get::<String, _>("detail")).collect();
+            let scans = plan
+                .iter()
+                .filter(|l| {
+                    let mut words = l.split_whitespace();
+                    words.next() == Some("SCAN") && words.next().is_some_and(|t| LARGE.contains(&t))
+                })
+                .cloned()
+                .collect();
+            out.push(super::ReadPlan {
+                name: name.to_string(),
+                plan,
+                scans,
+            });
+        }
+        Ok(out)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
+    fn search_texts_become_one_quoted_fts_phrase() {
+        assert_eq!(
+            fts_phrase("crisis lin").as_deref(),
+            Some("\"crisis lin\" *")
+        );
+        // FTS5 syntax typed is only words: no operator, column or quote survives.
+        assert_eq!(
+            fts_phrase("a\" OR reply:x NEAR(b)").as_deref(),
+            Some("\"a OR reply x NEAR b\"")
+        );
+        assert_eq!(fts_phrase("Élan, ok").as_deref(), Some("\"Élan ok\""));
+        assert_eq!(fts_phrase(" ;-- "), None);
+    }
+
+    #[test]
+    fn code_ranges_hold_exactly_the_codes_below() {
+        let (lo, hi) = code_range("P1-B1");
+        for (code, inside) in [
+            ("P1-B1-S1-C1-PT1", true),
+            ("P1-B1-S10-C2-U1-PT3", true),
+            ("P1-B10-S1-C1-PT1", false),
+            ("P1-B2-S1-C1-PT1", false),
+            ("P1-B1", false),
+        ] {
+            assert_eq!(code >= lo.as_str() && code < hi.as_str(), inside, "{code}");
+        }
+    }
+
+    #[test]
     fn like_patterns_take_wildcards_literally() {
         assert_eq!(like_pattern("50%_off\\"), "%50\\%\\_off\\\\%");
+    }
+
+    #[test]
+    fn statuses_round_trip_through_the_url_word() {
+        for f in StatusFilter::ALL {
+            assert_eq!(StatusFilter::parse(f.as_str()), Some(f));
+        }
+        assert_eq!(StatusFilter::parse("nope"), None);
+    }
+
+    #[test]
+    fn cell_status_of_each_error_kind() {
+        assert_eq!(CellStatus::of(true, None), CellStatus::Pass);
+        assert_eq!(CellStatus::of(false, None), CellStatus::Fail);
+        assert_eq!(CellStatus::of(false, Some("format")), CellStatus::Fail);
+        assert_eq!(CellStatus::of(false, Some("judge")), CellStatus::Error);
+        assert_eq!(CellStatus::of(false, Some("refused")), CellStatus::Blocked);
     }
 }

@@ -117,7 +117,7 @@ pub async fn case_page(
         .await?;
     // Neighbours within the filter the case was opened from, in its run.
     let runs = vec![app.store.run(d.run_id).await?];
-    let filter = q.filter(&runs)?;
+    let filter = q.filter(&app, &runs)?;
     let key = RowKey {
         test_code: d.test_code.clone(),
         repeat_index: d.repeat_index,

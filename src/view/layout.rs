@@ -27,9 +27,34 @@ pub fn csrf(session: &Session) -> Markup {
 
 /// A whole page.
 pub fn page(title: &str, session: &Session, nav: Nav, back: &str, body: Markup) -> Markup {
+    shell_of(title, session, nav, back, body, None)
+}
+
+/// A whole page that reloads itself every `seconds` (a page waiting for
+/// numbers computed in the background; no script needed).
+pub fn page_refreshing(
+    title: &str,
+    session: &Session,
+    nav: Nav,
+    back: &str,
+    body: Markup,
+    seconds: u32,
+) -> Markup {
+    shell_of(title, session, nav, back, body, Some(seconds))
+}
+
+fn shell_of(
+    title: &str,
+    session: &Session,
+    nav: Nav,
+    back: &str,
+    body: Markup,
+    refresh: Option<u32>,
+) -> Markup {
     // Style and script from the binary, never inline: the CSP allows no
     // inline script.
     let head = html! {
+        @if let Some(s) = refresh { meta http-equiv="refresh" content=(s); }
         meta name="referrer" content="same-origin";
         link rel="stylesheet" href="/assets/view.css";
         script src="/assets/view.js" defer {}

@@ -9,16 +9,21 @@
 //! middleware: Host, token, CSRF, Origin, headers; the session), [`layout`]
 //! (the page shell and shared bits), one file per page ([`runs`], [`run`],
 //! [`results`], [`case`], [`label`], [`compare`]), and [`server`] (the
-//! router, the bind, serving until Ctrl-C). Reads and the one write (a
-//! label) go through [`crate::store`]; scores come from [`crate::report`].
+//! router, the bind, serving until Ctrl-C), with what keeps pages fast on a
+//! large database: [`search`] (a text search index built and kept in the
+//! background, in its own file) and [`reports`] (the Run page's numbers,
+//! computed once per state of the run). Reads and the one write (a label)
+//! go through [`crate::store`]; scores come from [`crate::report`].
 
 mod case;
 mod compare;
 mod label;
 mod layout;
+mod reports;
 mod results;
 mod run;
 mod runs;
+mod search;
 mod security;
 mod server;
 mod state;

@@ -13,6 +13,7 @@ use maud::{Markup, html};
 use serde::Deserialize;
 
 use super::layout::{Nav, inline, page, status_badge};
+use super::search::SearchState;
 use super::security::Session;
 use super::state::{App, PageError};
 use crate::domain::RunRecord;
@@ -22,8 +23,10 @@ use crate::report::{Target, select_runs};
 /// Rows per page.
 pub const PAGE_ROWS: i64 = 50;
 
-/// Matching rows counted at most (past it the page says "more than").
-const COUNT_CAP: i64 = 10_000;
+/// Matching results counted at most when the count has to read every
+/// result's text (a search without the index): past it the page says
+/// "more than". Every other count reads index entries only, and is exact.
+const SCAN_COUNT_CAP: i64 = 1_000;
 
 /// The query string of every results view (the matrix, a case's neighbours,
 /// the downloads): filters, search and the page's keyset position.
@@ -85,8 +88,9 @@ impl FilterQuery {
             .transpose()
     }
 
-    /// The store's filter over `runs`.
-    pub fn filter(&self, runs: &[RunRecord]) -> Result<ResultFilter, PageError> {
+    /// The store's filter over `runs` (searching through the app's index
+    /// when it has one).
+    pub fn filter(&self, app: &App, runs: &[RunRecord]) -> Result<ResultFilter, PageError> {
         let status = match given(&self.status) {
             None => StatusFilter::All,
             Some(s) => StatusFilter::parse(&s).ok_or_else(|| {
@@ -105,6 +109,7 @@ impl FilterQuery {
             min_severity: FilterQuery::severity(&self.min_sev, "min_sev")?,
             max_severity: FilterQuery::severity(&self.max_sev, "max_sev")?,
             search: given(&self.q),
+            search_index: app.search.is_some(),
         })
     }
 
@@ -164,6 +169,41 @@ fn filter_form(q: &FilterQuery, runs: &[RunRecord]) -> Markup {
     }
 }
 
+/// How a search was answered, for the page: `index` (the search index
+/// holds every result but those written in the last moments, which are
+/// read), `building` (the index is being built: the results it does not
+/// hold yet are read one by one), `scan` (no index, or a text without a
+/// word: every result is read); and a sentence saying so.
+fn search_note(app: &App, filter: &ResultFilter) -> Option<(&'static str, String)> {
+    let q = filter.search.as_deref()?;
+    if !q.chars().any(char::is_alphanumeric) {
+        return Some((
+            "scan",
+            "Searched by reading every result: the search index finds words, and this text has none.".into(),
+        ));
+    }
+    const WORDS: &str =
+        "its words in this order, in any case, the last one also as the start of a word";
+    let building = |p: u8| {
+        format!(
+            "The search index is being built ({p} % done): results not indexed yet are read one by one \
+             (the text anywhere), which is slow on a large database; the rest through the index ({WORDS})."
+        )
+    };
+    Some(match app.search.as_ref().map(|s| s.state()) {
+        Some(SearchState::Ready) => (
+            "index",
+            format!("Searched through the search index: {WORDS}."),
+        ),
+        Some(SearchState::Starting) => ("building", building(0)),
+        Some(SearchState::Building(p)) => ("building", building(p)),
+        None => (
+            "scan",
+            "Searched by reading every result (this database has no search index).".into(),
+        ),
+    })
+}
+
 /// `GET /results`.
 pub async fn results_page(
     State(app): State<Arc<App>>,
@@ -171,7 +211,7 @@ pub async fn results_page(
     Query(q): Query<FilterQuery>,
 ) -> Result<Markup, PageError> {
     let runs = q.runs(&app).await?;
-    let filter = q.filter(&runs)?;
+    let filter = q.filter(&app, &runs)?;
     let from = match (&q.after, &q.before) {
         (Some(code), _) => Some((
             Direction::After,
@@ -211,7 +251,12 @@ pub async fn results_page(
         Some((Direction::Before, _)) => (true, more),
     };
     let cells = app.store.view_cells(&filter.runs, &keys).await?;
-    let total = app.store.view_row_count(&filter, COUNT_CAP + 1).await?;
+    let searched = search_note(&app, &filter);
+    let cap = searched
+        .as_ref()
+        .filter(|(how, _)| *how != "index")
+        .map(|_| SCAN_COUNT_CAP);
+    let counts = app.store.view_counts(&filter, cap).await?;
     let link = q.link();
     let cell_of = |run: i64, k: &RowKey| -> Option<&Cell> {
         cells.iter().find(|c| {
@@ -231,15 +276,22 @@ pub async fn results_page(
     let body = html! {
         h1 { "Results" }
         (filter_form(&q, &runs))
-        p.note {
-            @if total > COUNT_CAP { "More than " (COUNT_CAP) } @else { (total) } " test case(s) match in "
+        p.note data-counts {
             @for (i, r) in runs.iter().enumerate() {
-                @if i > 0 { ", " }
+                @let n = counts.iter().find(|(id, _)| *id == r.run_id).map_or(0, |(_, n)| *n);
+                @if i > 0 { "; " }
+                span data-count=(r.run_id) {
+                    @if cap.is_some_and(|c| n > c) { "more than " (cap.unwrap_or_default()) } @else { (n) }
+                }
+                " test case(s) match in "
                 a href={ "/runs/" (r.run_id) } { "run " (r.run_id) } " (" (inline(&r.model)) ")"
             }
             ". Download this view: "
             a href={ "/results.csv?" (link) } download { "CSV" } " · "
             a href={ "/results.jsonl?" (link) } download { "JSONL" }
+        }
+        @if let Some((how, note)) = &searched {
+            p.note.search data-search=(how) { (note) }
         }
         @if keys.is_empty() {
             p.empty { "No test case matches this filter." }
@@ -326,7 +378,7 @@ const CSV_HEADER: &str = "result_id,run_id,model,test_code,repeat_index,scenario
 /// view (all pages), streamed as it is read.
 pub async fn download(app: Arc<App>, q: FilterQuery, jsonl: bool) -> Result<Response, PageError> {
     let runs = q.runs(&app).await?;
-    let filter = q.filter(&runs)?;
+    let filter = q.filter(&app, &runs)?;
     let (tx, rx) = tokio::sync::mpsc::channel(64);
     let reader = app.clone();
     tokio::spawn(async move { reader.store.stream_view_rows(&filter, tx).await });

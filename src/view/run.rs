@@ -2,21 +2,28 @@
 //! intervals, coverage and cost, and the judge's agreement with the human
 //! labels so far. The numbers are `report`'s own: the page builds the same
 //! [`crate::report::ModelReport`] (and its calibration section) that
-//! `report --format json` prints, and only renders it.
+//! `report --format json` prints, and only renders it. The report is
+//! computed in the background and kept until the run's results change
+//! ([`super::reports`]); while it is computed the page says so and
+//! refreshes itself.
 
 use std::sync::Arc;
 
 use axum::extract::{Extension, Path, State};
 use maud::{Markup, html};
 
-use super::layout::{Nav, inline, page};
+use super::layout::{Nav, inline, page, page_refreshing};
+use super::reports::Shown;
 use super::security::Session;
 use super::state::{App, PageError};
-use crate::report::calibration::{CriterionCalibration, review_sections};
+use crate::report::calibration::{Calibration, CriterionCalibration, calibration};
 use crate::report::html::parts::{band_chip, pct_cell};
 use crate::report::{ModelReport, coverage, pct, pct_ci, usd};
 
-/// The report of run `run_id`, exactly as `report --run-id` builds it.
+/// The report of run `run_id`, exactly as `report --run-id` builds it,
+/// without its review sections (the page reads the calibration itself, at
+/// every request: labels change it, and the report is kept until results
+/// change).
 pub async fn build_report(app: &App, run_id: i64) -> Result<ModelReport, PageError> {
     let run = app.store.run(run_id).await?;
     let scoring = crate::benchmark::ScoringConfig {
@@ -25,7 +32,6 @@ pub async fn build_report(app: &App, run_id: i64) -> Result<ModelReport, PageErr
     };
     let mut report =
         crate::report::model_report(&app.store, &run, &scoring, &app.scoring_source, false).await?;
-    report.review = review_sections(&app.store, run_id, &report.analysis, &scoring, false).await?;
     report.behaviour_names = app.behaviour_names.clone();
     Ok(report)
 }
@@ -48,23 +54,41 @@ fn calibration_row(c: &CriterionCalibration, overall: bool) -> Markup {
     }
 }
 
+/// How often a page waiting for its report reloads.
+const REFRESH_S: u32 = 2;
+
 /// `GET /runs/{id}`.
 pub async fn run_page(
     State(app): State<Arc<App>>,
     Extension(session): Extension<Session>,
     Path(run_id): Path<i64>,
 ) -> Result<Markup, PageError> {
-    let r = build_report(&app, run_id).await?;
+    let run = app.store.run(run_id).await?;
+    let state = app.store.run_state(run_id).await?;
+    let computing_app = app.clone();
+    let shown = app
+        .reports
+        .get(run_id, state, move || async move {
+            build_report(&computing_app, run_id)
+                .await
+                .map_err(|e| e.message)
+        })
+        .await
+        .map_err(|why| PageError::new(axum::http::StatusCode::INTERNAL_SERVER_ERROR, why))?;
+    let calibrated = calibration(&app.store, run_id).await?;
     let labels = app.store.label_count(run_id).await?;
-    let a = &r.analysis;
     let results = |status: &str| format!("/results?runs={run_id}&status={status}");
+    let (report, computing) = match &shown {
+        Shown::Current(r) => (Some(r.as_ref()), false),
+        Shown::Computing(r) => (r.as_deref(), true),
+    };
     let body = html! {
-        h1 { "Run " (r.run_id) ": " (inline(&r.model)) }
+        h1 { "Run " (run.run_id) ": " (inline(&run.model)) }
         p.note {
-            (r.kind) " run, " span class={ "badge " (r.status.as_str()) } { (r.status.as_str()) }
-            ", started " (r.started_at)
-            @if let Some(c) = &r.completed_at { ", completed " (c) }
-            ". Weights and floors: " (r.scoring.source) "."
+            (run.kind) " run, " span class={ "badge " (run.status.as_str()) } { (run.status.as_str()) }
+            ", started " (run.started_at)
+            @if let Some(c) = &run.completed_at { ", completed " (c) }
+            ". Weights and floors: " (app.scoring_source) "."
         }
         nav.actions {
             a.button href=(results("failed")) { "Failed cases" }
@@ -73,6 +97,32 @@ pub async fn run_page(
             a.button href=(results("human-vs-judge")) { "Human ≠ judge" }
             a.button href=(results("errors")) { "Errors" }
         }
+        @if computing {
+            p.computing data-computing {
+                @if report.is_some() {
+                    "The run has new results since these numbers were computed: computing them again. "
+                } @else {
+                    "Computing report's numbers for this run's " (run.test_cases) " results. "
+                }
+                "This page reloads by itself."
+            }
+        }
+        @if let Some(r) = report { (scores(r, run_id)) }
+        (agreement(calibrated.as_ref(), labels, run_id))
+    };
+    let title = format!("Run {run_id}");
+    let back = format!("/runs/{run_id}");
+    Ok(if computing {
+        page_refreshing(&title, &session, Nav::Runs, &back, body, REFRESH_S)
+    } else {
+        page(&title, &session, Nav::Runs, &back, body)
+    })
+}
+
+/// The score, pillar and behaviour tables of a report.
+fn scores(r: &ModelReport, run_id: i64) -> Markup {
+    let a = &r.analysis;
+    html! {
         h2 { "Score" }
         table data-table="scores" {
             tr { th { "Score" } th { "Capped score" } th { "95 % CI" } th { "Sensitivity" } th { "Specificity" }
@@ -84,9 +134,9 @@ pub async fn run_page(
                 td.num { (pct_ci(a.score_ci)) }
                 (pct_cell(a.sensitivity))
                 (pct_cell(a.specificity))
-                td.num { (a.passed) " / " (a.scored) }
+                td.num data-value="passed" { (a.passed) " / " (a.scored) }
                 td.num { (a.format_failures) }
-                td.num { (a.judge_errors) }
+                td.num data-value="judge-errors" { (a.judge_errors) }
                 td.num { (a.provider_errors) }
                 td.num { (usd(r.cost_usd, 4)) }
                 td.num { (usd(r.judge_cost_usd, 4)) }
@@ -131,8 +181,15 @@ pub async fn run_page(
                 }
             }
         }
+    }
+}
+
+/// The judge's agreement with the human labels so far.
+fn agreement(c: Option<&Calibration>, labels: i64, run_id: i64) -> Markup {
+    let results = |status: &str| format!("/results?runs={run_id}&status={status}");
+    html! {
         h2 { "Judge agreement with human labels" }
-        @match &r.review.calibration {
+        @match c {
             None => p.empty data-labels=(labels) {
                 "No human labels yet. Label judged cases from "
                 a href=(results("unlabelled")) { "the unlabelled ones" }
@@ -152,12 +209,5 @@ pub async fn run_page(
                 }
             }
         }
-    };
-    Ok(page(
-        &format!("Run {run_id}"),
-        &session,
-        Nav::Runs,
-        &format!("/runs/{run_id}"),
-        body,
-    ))
+    }
 }

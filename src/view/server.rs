@@ -13,6 +13,7 @@ use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use tower_http::compression::CompressionLayer;
 
+use super::search::SearchIndex;
 use super::security::guard;
 use super::state::{App, PageError};
 use super::{case, compare, label, results, run, runs};
@@ -142,7 +143,8 @@ pub async fn serve(cfg: ViewConfig) -> Result<()> {
         None if !loopback => Some(super::security::hex(&rand::random::<[u8; 20]>())),
         None => None,
     };
-    let store = Store::open(&cfg.database_url).await?;
+    let opened = Store::open(&cfg.database_url).await?;
+    let (store, search) = with_search_index(opened, &cfg.database_url).await;
     let listener = tokio::net::TcpListener::bind(SocketAddr::new(ip, cfg.port))
         .await
         .map_err(|e| {
@@ -154,6 +156,8 @@ pub async fn serve(cfg: ViewConfig) -> Result<()> {
     let port = listener.local_addr()?.port();
     let app = Arc::new(App {
         store: store.clone(),
+        search: search.clone(),
+        reports: Default::default(),
         scoring: cfg.scoring,
         scoring_source: cfg.scoring_source,
         behaviour_names: cfg.behaviour_names,
@@ -184,13 +188,46 @@ pub async fn serve(cfg: ViewConfig) -> Result<()> {
     if cfg.open {
         open_browser(&link);
     }
+    let keeper = search.map(|index| {
+        let store = store.clone();
+        tokio::spawn(async move { index.keep(store).await })
+    });
     axum::serve(listener, router(app))
         .with_graceful_shutdown(async {
             let _ = tokio::signal::ctrl_c().await;
         })
         .await?;
+    if let Some(k) = keeper {
+        k.abort();
+        let _ = k.await;
+    }
     store.close().await;
     Ok(())
+}
+
+/// The database with the search index beside it attached, and the index's
+/// keeper; the database alone (searches scan) when it has no file (in
+/// memory), is not SQLite, or the index file cannot be opened.
+async fn with_search_index(store: Store, url: &str) -> (Store, Option<Arc<SearchIndex>>) {
+    if url.starts_with("postgres") {
+        return (store, None);
+    }
+    let Some(db) = store.database_file() else {
+        return (store, None);
+    };
+    let file = Store::search_index_file(&db);
+    match store.with_search_index(&file).await {
+        Ok(indexed) => {
+            store.close().await;
+            (indexed, Some(Arc::new(SearchIndex::new(file))))
+        }
+        Err(e) => {
+            eprintln!(
+                "note: no search index ({e}); a text search reads every result (slow on a large database)"
+            );
+            (store, None)
+        }
+    }
 }
 
 /// `--open`: the desktop's opener, if there is one; failing is only a note.

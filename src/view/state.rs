@@ -1,11 +1,14 @@
-//! What the server holds for every request: the store, the scoring the
-//! report uses, the benchmark's rubrics (for labels), the secrets of the
-//! security layer, and each session's count of labels this sitting.
+//! What the server holds for every request: the store, the search index
+//! and the reports kept, the scoring the report uses, the benchmark's
+//! rubrics (for labels), the secrets of the security layer, and each
+//! session's count of labels this sitting.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use super::reports::Reports;
+use super::search::SearchIndex;
 use crate::benchmark::{Benchmark, Rubric, ScoringConfig};
 use crate::domain::RunRecord;
 use crate::store::Store;
@@ -78,7 +81,12 @@ pub struct Sitting {
 
 /// Everything a request may need.
 pub struct App {
+    /// The database (with the search index attached when there is one).
     pub store: Store,
+    /// The search index kept in the background; none: searches scan.
+    pub search: Option<Arc<SearchIndex>>,
+    /// The Run page's reports, kept until their run changes.
+    pub reports: Arc<Reports>,
     pub scoring: ScoringConfig,
     /// Where the weights came from, as `report` says it.
     pub scoring_source: String,

@@ -52,3 +52,4 @@ mod terminal;
 mod totals;
 mod view;
 mod view_browser;
+mod view_index;

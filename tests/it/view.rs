@@ -15,17 +15,17 @@ use crate::support::scored_run::setup;
 use crate::support::viewer::Viewer;
 use crate::support::{Bench, KEY, db_path, json as out_json, ok, read, run};
 
-struct Page {
-    status: StatusCode,
-    headers: HeaderMap,
-    body: String,
+pub(crate) struct Page {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: String,
 }
 
-async fn get(v: &Viewer, path: &str) -> Page {
+pub(crate) async fn get(v: &Viewer, path: &str) -> Page {
     get_with(v, path, &[]).await
 }
 
-async fn get_with(v: &Viewer, path: &str, headers: &[(&str, &str)]) -> Page {
+pub(crate) async fn get_with(v: &Viewer, path: &str, headers: &[(&str, &str)]) -> Page {
     let mut r = Viewer::client().get(format!("{}{path}", v.base));
     for (k, val) in headers {
         r = r.header(*k, *val);
@@ -38,8 +38,25 @@ async fn get_with(v: &Viewer, path: &str, headers: &[(&str, &str)]) -> Page {
     }
 }
 
+/// A Run page once its report is computed (the first view of a run
+/// computes it in the background and says so: the page reloads itself).
+pub(crate) async fn run_page(v: &Viewer, run_id: i64) -> Page {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let p = get(v, &format!("/runs/{run_id}")).await;
+        if p.status != StatusCode::OK || !p.body.contains("data-computing") {
+            return p;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the run page was still computing after 30 s"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
 /// A session: its cookie and the CSRF token its pages carry.
-async fn session(v: &Viewer) -> (String, String) {
+pub(crate) async fn session(v: &Viewer) -> (String, String) {
     let p = get(v, "/").await;
     assert_eq!(p.status, StatusCode::OK, "{}", p.body);
     let cookie = p
@@ -66,7 +83,7 @@ async fn session(v: &Viewer) -> (String, String) {
     (cookie, csrf)
 }
 
-async fn post(
+pub(crate) async fn post(
     v: &Viewer,
     path: &str,
     cookie: &str,
@@ -102,7 +119,7 @@ async fn label_rows(b: &Bench) -> i64 {
 }
 
 /// The result ids a results page links to, in order.
-fn result_links(body: &str) -> Vec<i64> {
+pub(crate) fn result_links(body: &str) -> Vec<i64> {
     let doc = scraper::Html::parse_document(body);
     let sel = scraper::Selector::parse("a[data-result]").unwrap();
     doc.select(&sel)
@@ -141,7 +158,7 @@ async fn pages_show_the_report_numbers_and_filters_select_what_they_say() {
     assert_eq!(api[0]["status"], "completed");
 
     // The Run page's score is report's.
-    let run = get(&v, "/runs/1").await;
+    let run = run_page(&v, 1).await;
     let doc = scraper::Html::parse_document(&run.body);
     let sel = scraper::Selector::parse("td[data-value=score]").unwrap();
     let shown = doc.select(&sel).next().unwrap().text().collect::<String>();
@@ -273,7 +290,7 @@ async fn a_label_posted_from_the_page_counts_in_report_calibration_at_once() {
     assert_eq!(c["raters"], json!(["dr-lee"]));
     assert_eq!(c["overall"]["raw_agreement"], 1.0);
     // And the Run page shows the agreement and the case page the label.
-    let run = get(&v, "/runs/1").await;
+    let run = run_page(&v, 1).await;
     assert!(
         run.body.contains("data-table=\"calibration\""),
         "{}",
