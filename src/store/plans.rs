@@ -6,7 +6,7 @@
 
 use sqlx::Row;
 
-use super::{Store, StoreError, compare, reads, reuse, review, runs, served};
+use super::{Store, StoreError, compare, reads, reuse, review, runs, served, totals};
 use crate::domain::Which;
 
 /// The tables whose full scan grows with every result ever stored, and
@@ -52,6 +52,18 @@ impl Store {
             ("report: votes", review::VOTES.into()),
             ("export", reads::results_sql(Which::Run(0))),
         ];
+        // The totals every write adds, for the rows it inserted.
+        let written = totals::Affected::After(0).condition();
+        let mut statements = statements;
+        for (i, sql) in totals::statements("", &written).into_iter().enumerate() {
+            let name = [
+                "write: run totals",
+                "write: served",
+                "write: error types",
+                "write: judges",
+            ][i];
+            statements.push((name, sql));
+        }
         let mut out = Vec::with_capacity(statements.len());
         for (name, sql) in statements {
             // Parameters left unbound are NULL: a plan does not depend on
