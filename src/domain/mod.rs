@@ -37,7 +37,7 @@ pub use model::{
     Api, ModelEntry, Price, ProviderPreferences, Reasoning, deserialize_judges, same_model,
 };
 pub use quality::{Band, QualityScores};
-pub use query::{Detail, Direction, ResultFilter, RowKey, StatusFilter, Which};
+pub use query::{Detail, Direction, ReadPlan, ResultFilter, RowKey, StatusFilter, Which};
 pub use result::{
     CriterionCount, DiscardedCharge, JudgementRecord, NewJudgement, NewResult, ResultRecord,
     ServedBy, StoredResult,

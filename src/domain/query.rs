@@ -23,8 +23,11 @@ pub struct Detail {
     pub judgements: bool,
     /// Each result's composed prompt.
     pub prompts: bool,
-    /// Each result's reply: `response`, `parsed` and `error` (left out, they
-    /// are most of a row's bytes: a report reads only scores).
+    /// Each result's reply and its provenance: `response`, `parsed`,
+    /// `error`, finish reason, generation id, served model and provider,
+    /// error type and code, prompt hash and time stored (left out: `None`,
+    /// or empty for the hash and the time). They are most of a row's bytes
+    /// and text values; a report reads only scores.
     pub replies: bool,
 }
 
@@ -123,4 +126,14 @@ mod tests {
         }
         assert_eq!(StatusFilter::parse("nope"), None);
     }
+}
+
+/// The plan of one statement the store makes (its SQLite `EXPLAIN QUERY
+/// PLAN` lines), for the tests that fail on a full scan of a large table.
+#[derive(Debug, Clone)]
+pub struct ReadPlan {
+    pub name: String,
+    pub plan: Vec<String>,
+    /// Plan lines that scan a large table whole.
+    pub scans: Vec<String>,
 }

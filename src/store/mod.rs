@@ -35,7 +35,6 @@ mod view_case;
 mod view_run;
 mod view_search;
 
-pub use plans::ReadPlan;
 pub use runs::HEARTBEAT_INTERVAL;
 pub(crate) use runs::Owner;
 
@@ -168,14 +167,8 @@ fn connect_options(url: &str) -> Result<SqliteConnectOptions, StoreError> {
         // 3.0 (8,192 at a time, run/writer.rs); BENCHMARKS.md, issue 31.
         // The WAL is truncated back when the last connection closes.
         .pragma("wal_autocheckpoint", "16000")
-        .pragma("cache_size", "-8192")
-        .row_buffer_size(ROW_CHANNEL))
+        .pragma("cache_size", "-8192"))
 }
-
-/// Rows sqlx's SQLite worker may queue ahead of the reader. Its default, 50,
-/// puts one of the two threads to sleep and wakes it again every few dozen
-/// rows of a long read (a report streams every result of a run).
-const ROW_CHANNEL: usize = 1024;
 
 /// The options a URL or path names, with its folder checked to exist.
 fn base_options(url: &str) -> Result<SqliteConnectOptions, StoreError> {
@@ -546,8 +539,7 @@ async fn connect_read_only(url: &str) -> Result<(SqlitePool, Vec<AppliedMigratio
         .read_only(true)
         .foreign_keys(true)
         .busy_timeout(Duration::from_secs(60))
-        .pragma("cache_size", "-8192")
-        .row_buffer_size(ROW_CHANNEL);
+        .pragma("cache_size", "-8192");
     let path = base.get_filename().to_path_buf();
     let no_sidecars = !sidecar(url, "-wal") && !sidecar(url, "-shm");
     let read_only_bits = |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.permissions().readonly());

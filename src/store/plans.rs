@@ -7,7 +7,7 @@
 use sqlx::Row;
 
 use super::{Store, StoreError, compare, reads, reuse, review, runs, served, totals};
-use crate::domain::Which;
+use crate::domain::{ReadPlan, Which};
 
 /// The tables whose full scan grows with every result ever stored, and
 /// the aliases the store's statements give them (a plan names the alias).
@@ -88,13 +88,4 @@ impl Store {
         }
         Ok(out)
     }
-}
-
-/// The plan of one read statement.
-#[derive(Debug, Clone)]
-pub struct ReadPlan {
-    pub name: String,
-    pub plan: Vec<String>,
-    /// Plan lines that scan a large table whole.
-    pub scans: Vec<String>,
 }

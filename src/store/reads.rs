@@ -121,15 +121,18 @@ impl Store {
 /// The columns of a [`ResultRecord`], each named as its field. The
 /// judgements come as one JSON array per result (in stored order, decoded
 /// by key), so each result stays one row of the stream; they and the prompt
-/// are read only when asked (`?1`, `?2`, and the reply `?3`: SQLite skips an
-/// unused `CASE` arm).
+/// are read only when asked (`?1`, `?2`, and the reply with its provenance
+/// `?3`: SQLite skips an unused `CASE` arm, and each text value left out is
+/// one copy fewer between sqlx's worker thread and the reader).
 const RESULTS_QUERY: &str = "SELECT r.id, r.run_id, l.model_id AS model, r.test_code, r.repeat_index,
     b.code AS behaviour, s.code AS scenario, c.code AS condition, u.code AS user_context, p.code AS perturbation,
     r.base_severity, r.difficulty, r.passed, r.matched, r.error_kind,
     CASE WHEN ?3 THEN r.error END AS error, CASE WHEN ?3 THEN r.response END AS response,
     CASE WHEN ?3 THEN r.parsed END AS parsed,
     r.prompt_tokens, r.completion_tokens, r.cost_usd, r.upstream_cost_usd, r.latency_ms, r.attempts, r.cached,
-    r.finish_reason, r.generation_id, r.created_at,
+    CASE WHEN ?3 THEN r.finish_reason END AS finish_reason,
+    CASE WHEN ?3 THEN r.generation_id END AS generation_id,
+    CASE WHEN ?3 THEN r.created_at ELSE '' END AS created_at,
     CASE WHEN ?1 THEN (SELECT json_group_array(json_object('criterion', j.criterion, 'judge_model', j.judge_model,
             'verdict', json(j.verdict), 'passed', json(CASE WHEN j.passed THEN 'true' WHEN NOT j.passed THEN 'false' END),
             'justification', j.justification, 'error', j.error,
@@ -138,8 +141,11 @@ const RESULTS_QUERY: &str = "SELECT r.id, r.run_id, l.model_id AS model, r.test_
             'provider', j.provider, 'reasoning_tokens', j.reasoning_tokens,
             'cached_prompt_tokens', j.cached_prompt_tokens) ORDER BY j.id)
        FROM judgement j WHERE j.result_id = r.id) END AS judgements,
-    r.quality, r.prompt_hash, CASE WHEN ?2 THEN (SELECT text FROM prompt_text WHERE hash = r.prompt_hash) END AS prompt,
-    r.served_model, r.provider, r.reasoning_tokens, r.cached_prompt_tokens, r.error_type, r.provider_code,
+    r.quality, CASE WHEN ?3 THEN r.prompt_hash ELSE '' END AS prompt_hash,
+    CASE WHEN ?2 THEN (SELECT text FROM prompt_text WHERE hash = r.prompt_hash) END AS prompt,
+    CASE WHEN ?3 THEN r.served_model END AS served_model, CASE WHEN ?3 THEN r.provider END AS provider,
+    r.reasoning_tokens, r.cached_prompt_tokens,
+    CASE WHEN ?3 THEN r.error_type END AS error_type, CASE WHEN ?3 THEN r.provider_code END AS provider_code,
     r.block
   FROM result r
   JOIN evaluation_run er ON er.id = r.run_id

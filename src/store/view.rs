@@ -534,7 +534,7 @@ impl Store {
     pub async fn view_plans(
         &self,
         filter: &ResultFilter,
-    ) -> Result<Vec<super::ReadPlan>, StoreError> {
+    ) -> Result<Vec<crate::domain::ReadPlan>, StoreError> {
         let run = filter.runs.first().copied().unwrap_or(0);
         let one = ResultFilter {
             runs: vec![run],
@@ -585,7 +585,7 @@ impl Store {
                 })
                 .cloned()
                 .collect();
-            out.push(super::ReadPlan {
+            out.push(crate::domain::ReadPlan {
                 name: name.to_string(),
                 plan,
                 scans,
