@@ -314,6 +314,7 @@ pub async fn run_batch(
         retry_at: None,
         log: open_log(&ctx.store, run_id).await?,
         log_age: control.log_age,
+        waiting: 0,
         oldest: None,
     };
     let collector = tokio::spawn(writer.run(rx));

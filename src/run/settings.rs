@@ -200,6 +200,10 @@ pub struct BatchShared {
     /// Paid before any run existed (the structured-output probes): the
     /// first run of the batch keeps them as its discarded charges.
     preflight: Mutex<Vec<PreflightCharge>>,
+    /// Results of every run that are in their run's log and wait in memory
+    /// for their database transaction (see writer.rs: a writer commits
+    /// when this passes its cap, so ten models hold no more than two).
+    pub(super) waiting: std::sync::atomic::AtomicUsize,
 }
 
 /// A request the preflight paid for: a structured-output probe.
@@ -226,6 +230,7 @@ impl BatchShared {
             progress: super::progress::Progress::default(),
             retried: Mutex::default(),
             preflight: Mutex::default(),
+            waiting: std::sync::atomic::AtomicUsize::new(0),
         };
         b.add_spend(spent_before);
         b

@@ -33,6 +33,12 @@ use crate::store::Store;
 pub(super) const WRITE_BATCH: usize = 256;
 /// Most results one transaction holds when they are logged first.
 pub(super) const LOG_BATCH: usize = 8192;
+/// Most logged results every run of a batch together holds in memory
+/// before the writer at hand commits its own: a result waiting for its
+/// transaction is about 5 KB (its prompt, reply and parsed fields), and ten
+/// models each filling [`LOG_BATCH`] took the write of 1,100,000 results to
+/// 781 MB.
+pub(super) const LOG_WAITING: usize = 2 * LOG_BATCH;
 
 /// While the database cannot be written, how often the writer looks at
 /// the clock to retry.
@@ -104,6 +110,8 @@ pub(super) struct Collector {
     pub(super) log: Option<ResultLog>,
     /// The longest a logged result waits for its transaction.
     pub(super) log_age: Duration,
+    /// Results of `batch` counted in the batch's `waiting`.
+    pub(super) waiting: usize,
     /// When the oldest result of `batch` arrived.
     pub(super) oldest: Option<tokio::time::Instant>,
 }
@@ -128,6 +136,8 @@ impl Collector {
                                 let logged = self.log_with(|log| log.append_result(&r));
                                 self.batch.push(*r);
                                 if logged {
+                                    self.shared.batch.waiting.fetch_add(1, Ordering::Relaxed);
+                                    self.waiting += 1;
                                     let _ = ack.send(());
                                 } else {
                                     self.acks.push(ack);
@@ -145,6 +155,7 @@ impl Collector {
                     // Without a log the workers wait for the commit: at once.
                     let due = self.log.is_none()
                         || self.batch.len() >= LOG_BATCH
+                        || self.shared.batch.waiting.load(Ordering::Relaxed) >= LOG_WAITING
                         || self.log_age.is_zero();
                     if due && self.blocked_since.is_none() {
                         self.flush().await;
@@ -177,6 +188,8 @@ impl Collector {
             return None;
         }
         let results = self.batch.len();
+        let waiting = std::mem::take(&mut self.waiting);
+        self.shared.batch.waiting.fetch_sub(waiting, Ordering::Relaxed);
         let kept_in = self
             .store
             .keep_pending(self.run_id, &self.batch, &self.loose)
@@ -211,6 +224,8 @@ impl Collector {
             Ok(n) => {
                 self.stored += n;
                 self.oldest = None;
+                let waiting = std::mem::take(&mut self.waiting);
+                self.shared.batch.waiting.fetch_sub(waiting, Ordering::Relaxed);
                 self.log_with(ResultLog::committed);
                 if let Some(cache) = &self.cache {
                     cache.note(&self.batch);
