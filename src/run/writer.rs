@@ -189,7 +189,10 @@ impl Collector {
         }
         let results = self.batch.len();
         let waiting = std::mem::take(&mut self.waiting);
-        self.shared.batch.waiting.fetch_sub(waiting, Ordering::Relaxed);
+        self.shared
+            .batch
+            .waiting
+            .fetch_sub(waiting, Ordering::Relaxed);
         let kept_in = self
             .store
             .keep_pending(self.run_id, &self.batch, &self.loose)
@@ -225,7 +228,10 @@ impl Collector {
                 self.stored += n;
                 self.oldest = None;
                 let waiting = std::mem::take(&mut self.waiting);
-                self.shared.batch.waiting.fetch_sub(waiting, Ordering::Relaxed);
+                self.shared
+                    .batch
+                    .waiting
+                    .fetch_sub(waiting, Ordering::Relaxed);
                 self.log_with(ResultLog::committed);
                 if let Some(cache) = &self.cache {
                     cache.note(&self.batch);
