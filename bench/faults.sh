@@ -24,10 +24,11 @@ TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
 flag=--release
 [[ $PROFILE == debug ]] && flag=
 # shellcheck disable=SC2086
-cargo build $flag --quiet --bin helmbench --example gen_bench --example mock_openrouter
+cargo build $flag --quiet --bin helmbench --example gen_bench --example mock_openrouter \
+    --example write_kept
 mkdir -p "$OUT/bin"
 cp "$TARGET/$PROFILE/helmbench" "$TARGET/$PROFILE/examples/gen_bench" \
-    "$TARGET/$PROFILE/examples/mock_openrouter" "$OUT/bin/"
+    "$TARGET/$PROFILE/examples/mock_openrouter" "$TARGET/$PROFILE/examples/write_kept" "$OUT/bin/"
 BIN=$OUT/bin/helmbench
 BENCH=$OUT/bench
 CASES=$("$OUT/bin/gen_bench" "$BENCH" 20 10 10 10)
@@ -72,6 +73,9 @@ for c in 16 64; do
         kill -9 "$pid"
         wait "$pid" 2>/dev/null || true
         sleep 0.3
+        # What the killed process kept in its result log counts as stored:
+        # written here as `--resume` would write it first.
+        "$OUT/bin/write_kept" "$db" 1 >/dev/null
         losses+=($(($(served) - $(stored "$db"))))
     done
     sorted=$(printf '%s\n' "${losses[@]}" | sort -n)
