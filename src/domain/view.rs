@@ -161,6 +161,17 @@ pub struct Sibling {
     pub parsed: Option<String>,
 }
 
+/// How far `helmbench view`'s search index has come.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SearchProgress {
+    /// The highest result id indexed.
+    pub last_id: i64,
+    /// Results not indexed yet.
+    pub pending: i64,
+    /// Results in the database.
+    pub results: i64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -173,15 +184,4 @@ mod tests {
         assert_eq!(CellStatus::of(false, Some("judge")), CellStatus::Error);
         assert_eq!(CellStatus::of(false, Some("refused")), CellStatus::Blocked);
     }
-}
-
-/// How far `helmbench view`'s search index has come.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct SearchProgress {
-    /// The highest result id indexed.
-    pub last_id: i64,
-    /// Results not indexed yet.
-    pub pending: i64,
-    /// Results in the database.
-    pub results: i64,
 }

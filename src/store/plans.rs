@@ -72,20 +72,26 @@ impl Store {
                 .fetch_all(&self.pool)
                 .await?;
             let lines: Vec<String> = rows.iter().map(|r| r.get::<String, _>("detail")).collect();
-            let scans = lines
-                .iter()
-                .filter(|l| {
-                    let mut words = l.split_whitespace();
-                    words.next() == Some("SCAN") && words.next().is_some_and(|t| LARGE.contains(&t))
-                })
-                .cloned()
-                .collect();
-            out.push(ReadPlan {
-                name: name.to_string(),
-                plan: lines,
-                scans,
-            });
+            out.push(plan_of(name, lines, &LARGE));
         }
         Ok(out)
+    }
+}
+
+/// A statement's plan lines, with those that scan one of the `large`
+/// tables (or aliases) whole.
+pub(super) fn plan_of(name: &str, lines: Vec<String>, large: &[&str]) -> ReadPlan {
+    let scans = lines
+        .iter()
+        .filter(|l| {
+            let mut words = l.split_whitespace();
+            words.next() == Some("SCAN") && words.next().is_some_and(|t| large.contains(&t))
+        })
+        .cloned()
+        .collect();
+    ReadPlan {
+        name: name.to_string(),
+        plan: lines,
+        scans,
     }
 }

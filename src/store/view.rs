@@ -577,19 +577,7 @@ impl Store {
             .fetch_all(&self.pool)
             .await?;
             let plan: Vec<String> = rows.iter().map(|r| r.get::<String, _>("detail")).collect();
-            let scans = plan
-                .iter()
-                .filter(|l| {
-                    let mut words = l.split_whitespace();
-                    words.next() == Some("SCAN") && words.next().is_some_and(|t| LARGE.contains(&t))
-                })
-                .cloned()
-                .collect();
-            out.push(crate::domain::ReadPlan {
-                name: name.to_string(),
-                plan,
-                scans,
-            });
+            out.push(super::plans::plan_of(name, plan, &LARGE));
         }
         Ok(out)
     }
@@ -631,22 +619,5 @@ mod tests {
     #[test]
     fn like_patterns_take_wildcards_literally() {
         assert_eq!(like_pattern("50%_off\\"), "%50\\%\\_off\\\\%");
-    }
-
-    #[test]
-    fn statuses_round_trip_through_the_url_word() {
-        for f in StatusFilter::ALL {
-            assert_eq!(StatusFilter::parse(f.as_str()), Some(f));
-        }
-        assert_eq!(StatusFilter::parse("nope"), None);
-    }
-
-    #[test]
-    fn cell_status_of_each_error_kind() {
-        assert_eq!(CellStatus::of(true, None), CellStatus::Pass);
-        assert_eq!(CellStatus::of(false, None), CellStatus::Fail);
-        assert_eq!(CellStatus::of(false, Some("format")), CellStatus::Fail);
-        assert_eq!(CellStatus::of(false, Some("judge")), CellStatus::Error);
-        assert_eq!(CellStatus::of(false, Some("refused")), CellStatus::Blocked);
     }
 }
