@@ -8,7 +8,7 @@
 //! export and `runs` need. The pool stays private to this module.
 
 use std::collections::HashSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -141,6 +141,15 @@ pub struct Store {
     /// The endpoint results written through this handle came from, and the
     /// only one whose cached replies it reuses; None reuses nothing.
     endpoint: Option<String>,
+}
+
+impl Store {
+    /// The database file, or none for an in-memory database.
+    pub fn database_file(&self) -> Option<PathBuf> {
+        let opts = connect_options(&self.url).ok()?;
+        let file = opts.get_filename();
+        (file.as_os_str() != ":memory:" && !file.as_os_str().is_empty()).then(|| file.to_path_buf())
+    }
 }
 
 /// Turns `--database-url` into connect options: a `sqlite:` URL, or a plain path.

@@ -13,7 +13,7 @@ use serde_json::Value;
 use sqlx::Row;
 
 use super::decode::from_columns;
-use super::{Store, StoreError, connect_options, totals};
+use super::{Store, StoreError, totals};
 
 use crate::domain::{CachedReply, DiscardedCharge, NewJudgement, NewResult, request_key};
 
@@ -319,22 +319,22 @@ impl Store {
     /// The file where results of `run_id` that could not be written are
     /// kept for the next run: beside the database. None for `:memory:`.
     pub fn pending_path(&self, run_id: i64) -> Option<PathBuf> {
-        let opts = connect_options(&self.url).ok()?;
-        let file = opts.get_filename();
-        if file.as_os_str() == ":memory:" {
-            return None;
-        }
-        Some(PathBuf::from(format!(
-            "{}.run-{run_id}.pending.jsonl",
-            file.display()
-        )))
+        self.run_file(run_id, "pending.jsonl")
     }
 
     /// The write-ahead log of `run_id`'s results (see `run/log.rs`): beside
     /// the database. None for `:memory:`.
     pub fn log_path(&self, run_id: i64) -> Option<PathBuf> {
-        let pending = self.pending_path(run_id)?;
-        Some(pending.with_extension("").with_extension("log"))
+        self.run_file(run_id, "log")
+    }
+
+    /// `DATABASE.run-ID.ext`, beside the database file.
+    fn run_file(&self, run_id: i64, ext: &str) -> Option<PathBuf> {
+        let file = self.database_file()?;
+        Some(PathBuf::from(format!(
+            "{}.run-{run_id}.{ext}",
+            file.display()
+        )))
     }
 
     /// The sequence number of the last record of `run_id`'s result log

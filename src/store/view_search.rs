@@ -82,13 +82,6 @@ impl Store {
         PathBuf::from(name)
     }
 
-    /// The database file, or none for an in-memory database.
-    pub fn database_file(&self) -> Option<PathBuf> {
-        let opts = connect_options(&self.url).ok()?;
-        let file = opts.get_filename();
-        (file.as_os_str() != ":memory:" && !file.as_os_str().is_empty()).then(|| file.to_path_buf())
-    }
-
     /// A handle on this database whose connections have the search index
     /// at `index` attached as `search` (created, or built again when it
     /// has another layout). Only the index file is ever written through
