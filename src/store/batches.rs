@@ -6,6 +6,7 @@
 
 use std::collections::HashSet;
 
+use super::backend::on;
 use super::decode::from_columns;
 use super::{Store, StoreError};
 use crate::domain::{BatchItem, BatchRow, ItemOutcome};
@@ -55,10 +56,11 @@ impl Store {
         estimate_usd: f64,
         items: &[BatchItem],
     ) -> Result<i64, StoreError> {
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        let id: i64 = sqlx::query_scalar(
+        on!(&self.pool, |pool, d| {
+            let mut tx = pool.begin_with(d.begin_write()).await?;
+            let id: i64 = sqlx::query_scalar(
             "INSERT INTO api_batch (run_id, phase, model, batch_key, round, state, total, estimate_usd)
-             VALUES (?, ?, ?, ?, ?, 'intent', ?, ?) RETURNING id",
+             VALUES ($1, $2, $3, $4, $5, 'intent', $6, $7) RETURNING id",
         )
         .bind(run_id)
         .bind(phase)
@@ -69,10 +71,10 @@ impl Store {
         .bind(estimate_usd)
         .fetch_one(&mut *tx)
         .await?;
-        for it in items {
-            sqlx::query(
+            for it in items {
+                sqlx::query(
                 "INSERT INTO api_batch_item (batch_id, custom_id, test_code, repeat_index, criterion, judge_model)
-                 VALUES (?, ?, ?, ?, ?, ?)",
+                 VALUES ($1, $2, $3, $4, $5, $6)",
             )
             .bind(id)
             .bind(&it.custom_id)
@@ -82,9 +84,10 @@ impl Store {
             .bind(&it.judge_model)
             .execute(&mut *tx)
             .await?;
-        }
-        tx.commit().await?;
-        Ok(id)
+            }
+            tx.commit().await?;
+            Ok(id)
+        })
     }
 
     /// The 202 arrived: the batch's id and first status.
@@ -94,15 +97,17 @@ impl Store {
         remote_id: &str,
         status: &str,
     ) -> Result<(), StoreError> {
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "UPDATE api_batch SET state = 'submitted', remote_id = ?, remote_status = ?, updated_at = {NOW} WHERE id = ?"
+        on!(&self.pool, |pool, d| {
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+            "UPDATE api_batch SET state = 'submitted', remote_id = $1, remote_status = $2, updated_at = {NOW} WHERE id = $3"
         )))
         .bind(remote_id)
         .bind(status)
         .bind(id)
-        .execute(&self.pool)
+        .execute(pool)
         .await?;
-        Ok(())
+            Ok(())
+        })
     }
 
     /// The batch will hold nothing: its POST was refused, it ended without
@@ -114,15 +119,17 @@ impl Store {
         state: &str,
         message: &str,
     ) -> Result<(), StoreError> {
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "UPDATE api_batch SET state = ?, message = ?, updated_at = {NOW} WHERE id = ?"
-        )))
-        .bind(state)
-        .bind(message)
-        .bind(id)
-        .execute(&self.pool)
-        .await?;
-        Ok(())
+        on!(&self.pool, |pool, d| {
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "UPDATE api_batch SET state = $1, message = $2, updated_at = {NOW} WHERE id = $3"
+            )))
+            .bind(state)
+            .bind(message)
+            .bind(id)
+            .execute(pool)
+            .await?;
+            Ok(())
+        })
     }
 
     /// What a poll saw: the status and counts; `completed` (with its
@@ -138,18 +145,20 @@ impl Store {
             Some(cost) => ("'completed'", cost),
             None => ("state", None),
         };
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "UPDATE api_batch SET state = {state_sql}, remote_status = ?, total = ?, completed = ?, failed = ?,
-               cost_usd = COALESCE(?, cost_usd), updated_at = {NOW} WHERE id = ?"
-        )))
-        .bind(status)
-        .bind(counts[0])
-        .bind(counts[1])
-        .bind(counts[2])
-        .bind(cost)
-        .bind(id)
-        .execute(&self.pool)
-        .await?;
+        let sql = format!(
+            "UPDATE api_batch SET state = {state_sql}, remote_status = $1, total = $2, completed = $3, failed = $4,
+               cost_usd = COALESCE($5, cost_usd), updated_at = {NOW} WHERE id = $6"
+        );
+        on!(&self.pool, |pool| sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(status)
+            .bind(counts[0])
+            .bind(counts[1])
+            .bind(counts[2])
+            .bind(cost)
+            .bind(id)
+            .execute(pool)
+            .await?
+            .rows_affected());
         Ok(())
     }
 
@@ -160,92 +169,111 @@ impl Store {
         id: i64,
         outcomes: &[ItemOutcome],
     ) -> Result<(), StoreError> {
-        if outcomes.is_empty() {
-            return Ok(());
-        }
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        for o in outcomes {
-            sqlx::query(
-                "UPDATE api_batch_item SET outcome = ?, cost_usd = ?, cost_apportioned = ?
-                 WHERE batch_id = ? AND custom_id = ?",
-            )
-            .bind(o.outcome)
-            .bind(o.cost_usd.filter(|c| c.is_finite()))
-            .bind(o.apportioned)
-            .bind(id)
-            .bind(&o.custom_id)
-            .execute(&mut *tx)
-            .await?;
-        }
-        tx.commit().await?;
-        Ok(())
+        on!(&self.pool, |pool, d| {
+            if outcomes.is_empty() {
+                return Ok(());
+            }
+            let mut tx = pool.begin_with(d.begin_write()).await?;
+            for o in outcomes {
+                sqlx::query(
+                    "UPDATE api_batch_item SET outcome = $1, cost_usd = $2, cost_apportioned = $3
+                 WHERE batch_id = $4 AND custom_id = $5",
+                )
+                .bind(o.outcome)
+                .bind(o.cost_usd.filter(|c| c.is_finite()))
+                .bind(o.apportioned)
+                .bind(id)
+                .bind(&o.custom_id)
+                .execute(&mut *tx)
+                .await?;
+            }
+            tx.commit().await?;
+            Ok(())
+        })
     }
 
     /// Every result of a completed batch is read and stored.
     pub async fn record_batch_collected(&self, id: i64) -> Result<(), StoreError> {
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "UPDATE api_batch SET state = 'collected', updated_at = {NOW} WHERE id = ?"
-        )))
-        .bind(id)
-        .execute(&self.pool)
-        .await?;
-        Ok(())
+        on!(&self.pool, |pool, d| {
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "UPDATE api_batch SET state = 'collected', updated_at = {NOW} WHERE id = $1"
+            )))
+            .bind(id)
+            .execute(pool)
+            .await?;
+            Ok(())
+        })
     }
 
     /// The batches of a run, oldest first.
     pub async fn run_batches(&self, run_id: i64) -> Result<Vec<BatchRow>, StoreError> {
-        Ok(sqlx::query_as::<_, BatchRow>(sqlx::AssertSqlSafe(format!(
-            "SELECT {BATCH_COLUMNS} FROM api_batch WHERE run_id = ? ORDER BY id"
-        )))
-        .bind(run_id)
-        .fetch_all(&self.pool)
-        .await?)
+        on!(&self.pool, |pool, d| {
+            Ok(sqlx::query_as::<_, BatchRow>(sqlx::AssertSqlSafe(format!(
+                "SELECT {BATCH_COLUMNS} FROM api_batch WHERE run_id = $1 ORDER BY id"
+            )))
+            .bind(run_id)
+            .fetch_all(pool)
+            .await?)
+        })
     }
 
     /// Every recorded batch (for `runs`), by run then age.
     pub async fn all_batches(&self) -> Result<Vec<BatchRow>, StoreError> {
-        Ok(sqlx::query_as::<_, BatchRow>(sqlx::AssertSqlSafe(format!(
-            "SELECT {BATCH_COLUMNS} FROM api_batch ORDER BY run_id, id"
-        )))
-        .fetch_all(&self.pool)
-        .await?)
+        on!(&self.pool, |pool, d| {
+            Ok(sqlx::query_as::<_, BatchRow>(sqlx::AssertSqlSafe(format!(
+                "SELECT {BATCH_COLUMNS} FROM api_batch ORDER BY run_id, id"
+            )))
+            .fetch_all(pool)
+            .await?)
+        })
     }
 
     /// The items of a batch.
     pub async fn batch_items(&self, id: i64) -> Result<Vec<BatchItem>, StoreError> {
-        Ok(sqlx::query_as::<_, BatchItem>(
+        on!(&self.pool, |pool, d| {
+            // In the order they were written: SQLite's rowid; PostgreSQL has
+            // none, and the custom ids are numbered in that order.
+            let sql = d.pick(
             "SELECT custom_id, test_code, repeat_index, criterion, judge_model FROM api_batch_item
-             WHERE batch_id = ? ORDER BY rowid",
-        )
-        .bind(id)
-        .fetch_all(&self.pool)
-        .await?)
+             WHERE batch_id = $1 ORDER BY rowid",
+            "SELECT custom_id, test_code, repeat_index, criterion, judge_model FROM api_batch_item
+             WHERE batch_id = $1 ORDER BY length(custom_id), custom_id",
+        );
+            Ok(sqlx::query_as::<_, BatchItem>(sql)
+                .bind(id)
+                .fetch_all(pool)
+                .await?)
+        })
     }
 
     /// (test code, repeat) pairs of a run's model requests that a live
     /// batch holds and has not answered yet.
     pub async fn held_cases(&self, run_id: i64) -> Result<HashSet<(String, i64)>, StoreError> {
-        let rows: Vec<(String, i64)> = sqlx::query_as(
+        on!(&self.pool, |pool, d| {
+            let rows: Vec<(String, i64)> = sqlx::query_as(
             "SELECT i.test_code, i.repeat_index FROM api_batch_item i JOIN api_batch b ON b.id = i.batch_id
-             WHERE b.run_id = ? AND b.phase = 'model' AND b.state IN ('submitted', 'completed') AND i.outcome IS NULL",
+             WHERE b.run_id = $1 AND b.phase = 'model' AND b.state IN ('submitted', 'completed') AND i.outcome IS NULL",
         )
         .bind(run_id)
-        .fetch_all(&self.pool)
+        .fetch_all(pool)
         .await?;
-        Ok(rows.into_iter().collect())
+            Ok(rows.into_iter().collect())
+        })
     }
 
     /// Sum of every batch's `usage.cost` in a run, and the estimates of
     /// its batches still in flight.
     pub async fn batch_spend(&self, run_id: i64) -> Result<(f64, f64), StoreError> {
-        let (cost, in_flight): (f64, f64) = sqlx::query_as(
+        on!(&self.pool, |pool, d| {
+            let (cost, in_flight): (f64, f64) = sqlx::query_as(
             "SELECT COALESCE(SUM(cost_usd), 0.0),
                     COALESCE(SUM(CASE WHEN state IN ('intent', 'submitted') THEN estimate_usd ELSE 0 END), 0.0)
-             FROM api_batch WHERE run_id = ?",
+             FROM api_batch WHERE run_id = $1",
         )
         .bind(run_id)
-        .fetch_one(&self.pool)
+        .fetch_one(pool)
         .await?;
-        Ok((cost, in_flight))
+            Ok((cost, in_flight))
+        })
     }
 }

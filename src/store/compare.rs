@@ -6,6 +6,7 @@
 
 use serde::Deserialize;
 
+use super::backend::on;
 use super::{Store, StoreError};
 use crate::domain::{ErrorKind, StoredResult};
 
@@ -24,7 +25,21 @@ pub(super) const SCORING_RESULTS: &str = "SELECT json_group_array(json_array(r.t
   JOIN condition c ON c.id = r.condition_id
   LEFT JOIN user_context u ON u.id = r.user_context_id
   JOIN perturbation p ON p.id = r.perturbation_id
-  WHERE r.run_id = ?";
+  WHERE r.run_id = $1";
+
+/// [`SCORING_RESULTS`] in PostgreSQL's words (an empty run: `[]`, as SQLite's).
+const SCORING_RESULTS_POSTGRES: &str = "SELECT COALESCE(json_agg(json_build_array(r.test_code, b.code, s.code, c.code, u.code, p.code,
+       r.repeat_index,
+       CASE WHEN r.base_severity = CAST(r.base_severity AS BIGINT) THEN CAST(r.base_severity AS BIGINT)::text::json ELSE to_json(r.base_severity) END,
+       CASE WHEN r.difficulty = CAST(r.difficulty AS BIGINT) THEN CAST(r.difficulty AS BIGINT)::text::json ELSE to_json(r.difficulty) END,
+       r.passed, r.matched, r.error_kind))::text, '[]')
+  FROM result r
+  JOIN scenario s ON s.id = r.scenario_id
+  JOIN behaviour b ON b.id = s.behaviour_id
+  JOIN condition c ON c.id = r.condition_id
+  LEFT JOIN user_context u ON u.id = r.user_context_id
+  JOIN perturbation p ON p.id = r.perturbation_id
+  WHERE r.run_id = $1";
 
 /// One element of the array.
 #[derive(Deserialize)]
@@ -46,35 +61,38 @@ struct Packed(
 impl Store {
     /// A run's results for scoring only, in no particular order.
     pub async fn scoring_results(&self, run_id: i64) -> Result<Vec<StoredResult>, StoreError> {
-        let packed: Option<String> = sqlx::query_scalar(SCORING_RESULTS)
-            .bind(run_id)
-            .fetch_one(&self.pool)
-            .await?;
-        let Some(packed) = packed else {
-            return Ok(Vec::new());
-        };
-        let rows: Vec<Packed> = serde_json::from_str(&packed).map_err(|e| StoreError::Integrity {
+        on!(&self.pool, |pool, d| {
+            let packed: Option<String> =
+                sqlx::query_scalar(d.pick(SCORING_RESULTS, SCORING_RESULTS_POSTGRES))
+                    .bind(run_id)
+                    .fetch_one(pool)
+                    .await?;
+            let Some(packed) = packed else {
+                return Ok(Vec::new());
+            };
+            let rows: Vec<Packed> = serde_json::from_str(&packed).map_err(|e| StoreError::Integrity {
             message: format!(
                 "the results of run {run_id}, as SQLite packs them, are not the JSON expected: {e}"
             ),
             source: Some(Box::new(e)),
         })?;
-        Ok(rows
-            .into_iter()
-            .map(|p| StoredResult {
-                test_code: p.0,
-                behaviour: p.1,
-                scenario: p.2,
-                condition: p.3,
-                user_context: p.4,
-                perturbation: p.5,
-                repeat_index: p.6,
-                base_severity: p.7,
-                difficulty: p.8,
-                passed: p.9 != 0,
-                matched: p.10.map(|m| m != 0),
-                error_kind: p.11,
-            })
-            .collect())
+            Ok(rows
+                .into_iter()
+                .map(|p| StoredResult {
+                    test_code: p.0,
+                    behaviour: p.1,
+                    scenario: p.2,
+                    condition: p.3,
+                    user_context: p.4,
+                    perturbation: p.5,
+                    repeat_index: p.6,
+                    base_severity: p.7,
+                    difficulty: p.8,
+                    passed: p.9 != 0,
+                    matched: p.10.map(|m| m != 0),
+                    error_kind: p.11,
+                })
+                .collect())
+        })
     }
 }

@@ -20,6 +20,7 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Postgres, QueryBuilder, Row, SqlitePool, TypeInfo, ValueRef};
 
+use super::backend::Pool;
 use super::{MIGRATOR, Store, StoreError};
 use crate::domain::{CopyStep, TableCopy, redact_password};
 
@@ -79,7 +80,12 @@ impl Store {
         progress: &mut dyn FnMut(CopyStep<'_>),
     ) -> Result<Vec<TableCopy>, StoreError> {
         let source = open_source(from).await?;
-        let result = copy(&source.pool, to, progress).await;
+        let result = match &source.pool {
+            Pool::Sqlite(pool) => copy(pool, to, progress).await,
+            Pool::Postgres(_) => Err(StoreError::Refused(
+                "the source of a copy is a SQLite database (--from sqlite://…)".into(),
+            )),
+        };
         source.close().await;
         result
     }

@@ -1,9 +1,11 @@
 //! How the domain's stored words ([`RunStatus`], [`ErrorKind`]) are
-//! encoded in SQLite columns: as their one word, through `as_str` and
-//! `FromStr`, so the database holds what the JSON output prints.
+//! encoded in the database's columns, on both backends: as their one word,
+//! through `as_str` and `FromStr`, so the database holds what the JSON
+//! output prints.
 
 use sqlx::encode::IsNull;
 use sqlx::error::BoxDynError;
+use sqlx::postgres::{PgArgumentBuffer, PgTypeInfo, PgValueRef, Postgres};
 use sqlx::sqlite::{Sqlite, SqliteArgumentsBuffer, SqliteTypeInfo, SqliteValueRef};
 
 use crate::domain::{ErrorKind, RunStatus};
@@ -28,6 +30,27 @@ macro_rules! sql_word {
         impl<'r> sqlx::Decode<'r, Sqlite> for $name {
             fn decode(value: SqliteValueRef<'r>) -> Result<Self, BoxDynError> {
                 Ok(<&str as sqlx::Decode<'r, Sqlite>>::decode(value)?.parse::<$name>()?)
+            }
+        }
+
+        impl sqlx::Type<Postgres> for $name {
+            fn type_info() -> PgTypeInfo {
+                <&str as sqlx::Type<Postgres>>::type_info()
+            }
+            fn compatible(ty: &PgTypeInfo) -> bool {
+                <&str as sqlx::Type<Postgres>>::compatible(ty)
+            }
+        }
+
+        impl sqlx::Encode<'_, Postgres> for $name {
+            fn encode_by_ref(&self, buf: &mut PgArgumentBuffer) -> Result<IsNull, BoxDynError> {
+                <&str as sqlx::Encode<'_, Postgres>>::encode_by_ref(&self.as_str(), buf)
+            }
+        }
+
+        impl<'r> sqlx::Decode<'r, Postgres> for $name {
+            fn decode(value: PgValueRef<'r>) -> Result<Self, BoxDynError> {
+                Ok(<&str as sqlx::Decode<'r, Postgres>>::decode(value)?.parse::<$name>()?)
             }
         }
     )+};

@@ -13,8 +13,12 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use sqlx::SqlitePool;
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
+use backend::{Pool, on};
+
+mod backend;
 mod batches;
 mod compare;
 mod copy;
@@ -41,6 +45,15 @@ pub(crate) use runs::Owner;
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://helmbench.db";
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+/// The same history for PostgreSQL (same versions; tests/it/postgres.rs
+/// checks both give the same schema).
+static PG_MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
+
+/// Whether `url` names a PostgreSQL database (the team store) rather than
+/// a SQLite file.
+pub fn is_postgres_url(url: &str) -> bool {
+    url.starts_with("postgres://") || url.starts_with("postgresql://")
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -135,7 +148,7 @@ impl From<StoreError> for crate::Error {
 /// The database handle; cheap to clone.
 #[derive(Clone, Debug)]
 pub struct Store {
-    pool: SqlitePool,
+    pool: Pool,
     url: String,
     owner: Owner,
     /// The endpoint results written through this handle came from, and the
@@ -146,6 +159,9 @@ pub struct Store {
 impl Store {
     /// The database file, or none for an in-memory database.
     pub fn database_file(&self) -> Option<PathBuf> {
+        if is_postgres_url(&self.url) {
+            return None;
+        }
         let opts = connect_options(&self.url).ok()?;
         let file = opts.get_filename();
         (file.as_os_str() != ":memory:" && !file.as_os_str().is_empty()).then(|| file.to_path_buf())
@@ -312,6 +328,9 @@ fn open_error(url: &str, path: &Path, e: sqlx::Error) -> StoreError {
 impl Store {
     /// Opens (creating if missing) and migrates the database.
     pub async fn open(url: &str) -> Result<Store, StoreError> {
+        if is_postgres_url(url) {
+            return Store::open_postgres(url, false).await;
+        }
         let opts = connect_options(url)?;
         let path = opts.get_filename().to_path_buf();
         let pool = SqlitePoolOptions::new()
@@ -364,7 +383,7 @@ impl Store {
             }
         }
         let store = Store {
-            pool,
+            pool: Pool::Sqlite(pool),
             url: url.to_string(),
             owner: Owner::this_process(),
             endpoint: None,
@@ -393,6 +412,9 @@ impl Store {
     /// [`StoreError::OlderSchema`] (naming `helmbench migrate`); a newer
     /// one with [`StoreError::NewerSchema`].
     pub async fn open_read_only(url: &str) -> Result<Store, StoreError> {
+        if is_postgres_url(url) {
+            return Store::open_postgres(url, true).await;
+        }
         // A database another process is creating or upgrading shows no
         // tables, or only its first migrations, for a few milliseconds:
         // while a -wal file says a writer may be at work, look again (for up
@@ -430,7 +452,7 @@ impl Store {
             });
         }
         let store = Store {
-            pool,
+            pool: Pool::Sqlite(pool),
             url: url.to_string(),
             owner: Owner::this_process(),
             endpoint: None,
@@ -443,6 +465,21 @@ impl Store {
     /// read without changing it (0 for a database this version cannot
     /// read: [`Store::open`] says why).
     pub async fn pending_migrations(url: &str) -> usize {
+        if is_postgres_url(url) {
+            let Ok(pool) = connect_postgres(url, 1).await else {
+                return 0;
+            };
+            let applied: Vec<i64> =
+                sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success")
+                    .fetch_all(&pool)
+                    .await
+                    .unwrap_or_default();
+            pool.close().await;
+            return PG_MIGRATOR
+                .iter()
+                .filter(|m| !applied.contains(&m.version))
+                .count();
+        }
         let Ok((pool, applied)) = connect_read_only(url).await else {
             return 0;
         };
@@ -463,11 +500,11 @@ impl Store {
 
     /// The versions of the migrations applied to the database, oldest first.
     pub async fn applied_migrations(&self) -> Result<Vec<i64>, StoreError> {
-        Ok(sqlx::query_scalar(
+        on!(&self.pool, |pool| Ok(sqlx::query_scalar(
             "SELECT version FROM _sqlx_migrations WHERE success ORDER BY version",
         )
-        .fetch_all(&self.pool)
-        .await?)
+        .fetch_all(pool)
+        .await?))
     }
 
     pub fn url(&self) -> &str {
@@ -485,6 +522,10 @@ impl Store {
     /// one, two batches on one database sometimes failed to open it) and
     /// only then gets the short one, for its writes.
     pub async fn with_busy_timeout(&self, busy: Duration) -> Result<Store, StoreError> {
+        // PostgreSQL locks rows, not the database: no lock to notice.
+        if is_postgres_url(&self.url) {
+            return Ok(self.clone());
+        }
         let opts = connect_options(&self.url)?;
         if opts.get_filename().as_os_str() == ":memory:" {
             return Ok(self.clone());
@@ -506,12 +547,106 @@ impl Store {
             .await
             .map_err(|e| StoreError::open(&self.url, e))?;
         Ok(Store {
-            pool,
+            pool: Pool::Sqlite(pool),
             url: self.url.clone(),
             owner: self.owner.clone(),
             endpoint: self.endpoint.clone(),
         })
     }
+}
+
+impl Store {
+    /// Opens a PostgreSQL database (the team store): migrated to this
+    /// version's schema unless `read_only`, where a database without every
+    /// migration is refused as a SQLite one would be. A database with a
+    /// migration this version does not know is refused either way.
+    async fn open_postgres(url: &str, read_only: bool) -> Result<Store, StoreError> {
+        let pool = connect_postgres(url, 8).await?;
+        let shown = crate::domain::redact_password(url);
+        let applied: Vec<(i64, bool)> =
+            match sqlx::query_as("SELECT version, success FROM _sqlx_migrations")
+                .fetch_all(&pool)
+                .await
+            {
+                Ok(rows) => rows,
+                // No table yet: a new database.
+                Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("42P01") => Vec::new(),
+                Err(e) => return Err(StoreError::open(&shown, e)),
+            };
+        let known: HashSet<i64> = PG_MIGRATOR.iter().map(|m| m.version).collect();
+        if let Some((v, _)) = applied.iter().find(|(v, _)| !known.contains(v)) {
+            return Err(StoreError::NewerSchema {
+                url: shown,
+                version: *v,
+            });
+        }
+        if read_only {
+            if applied.is_empty() {
+                return Err(StoreError::NotHelmbench { url: shown });
+            }
+            let done: HashSet<i64> = applied
+                .iter()
+                .filter(|(_, ok)| *ok)
+                .map(|(v, _)| *v)
+                .collect();
+            if let Some(m) = PG_MIGRATOR.iter().find(|m| !done.contains(&m.version)) {
+                return Err(StoreError::OlderSchema {
+                    url: shown,
+                    version: m.version,
+                });
+            }
+        } else {
+            // Two processes migrating at once: PostgreSQL's migrator takes an
+            // advisory lock, so the second waits and then finds it done.
+            PG_MIGRATOR
+                .run(&pool)
+                .await
+                .map_err(|e| StoreError::Migrate {
+                    url: shown.clone(),
+                    message: e.to_string(),
+                    source: e,
+                })?;
+        }
+        let store = Store {
+            pool: Pool::Postgres(pool),
+            url: url.to_string(),
+            owner: Owner::this_process(),
+            endpoint: None,
+        };
+        if read_only {
+            store.refuse_unfilled_totals().await?;
+        } else {
+            store.rebuild_totals_if_needed().await?;
+            store.settle_gone_runs().await;
+        }
+        Ok(store)
+    }
+
+    /// The SQLite pool, for the few places only SQLite has (its pragmas in
+    /// tests, the view's word index). Panics on PostgreSQL: callers check.
+    #[cfg(test)]
+    fn sqlite(&self) -> &SqlitePool {
+        match &self.pool {
+            Pool::Sqlite(p) => p,
+            Pool::Postgres(_) => panic!("a SQLite-only statement on PostgreSQL"),
+        }
+    }
+}
+
+/// A pool on the PostgreSQL database `url`, whose connections find the
+/// SQLite functions the store's statements use (backend.rs) before
+/// PostgreSQL's own.
+async fn connect_postgres(url: &str, connections: u32) -> Result<PgPool, StoreError> {
+    let shown = crate::domain::redact_password(url);
+    let opts = PgConnectOptions::from_str(url)
+        .map_err(|e| StoreError::open(&shown, e))?
+        .options([("search_path", "public,helmbench_sqlite,pg_catalog")]);
+    PgPoolOptions::new()
+        .max_connections(connections)
+        .acquire_timeout(Duration::from_secs(60))
+        .connect_with(opts)
+        .await
+        .map_err(|e| StoreError::open(&shown, e))
 }
 
 /// Whether the file `ext` (`-wal`, `-shm`) lies beside the database `url`.
@@ -614,6 +749,9 @@ fn describe_sqlx(e: &sqlx::Error) -> String {
 impl Store {
     /// Whether a path-like URL points to an existing file (for read-only commands).
     pub fn database_exists(url: &str) -> bool {
+        if is_postgres_url(url) {
+            return true;
+        }
         let path = url
             .strip_prefix("sqlite://")
             .or_else(|| url.strip_prefix("sqlite:"))
@@ -685,22 +823,22 @@ mod tests {
             .await
             .unwrap();
         let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
-            .fetch_one(&store.pool)
+            .fetch_one(store.sqlite())
             .await
             .unwrap();
         assert_eq!(mode, "wal");
         let fk: i64 = sqlx::query_scalar("PRAGMA foreign_keys")
-            .fetch_one(&store.pool)
+            .fetch_one(store.sqlite())
             .await
             .unwrap();
         assert_eq!(fk, 1);
         let sync: i64 = sqlx::query_scalar("PRAGMA synchronous")
-            .fetch_one(&store.pool)
+            .fetch_one(store.sqlite())
             .await
             .unwrap();
         assert_eq!(sync, 1, "NORMAL");
         let busy: i64 = sqlx::query_scalar("PRAGMA busy_timeout")
-            .fetch_one(&store.pool)
+            .fetch_one(store.sqlite())
             .await
             .unwrap();
         assert!(busy >= 1000);
@@ -708,7 +846,7 @@ mod tests {
         // statistics (their global mutex serialised the row worker and the
         // reader of every long read).
         let options: Vec<String> = sqlx::query_scalar("PRAGMA compile_options")
-            .fetch_all(&store.pool)
+            .fetch_all(store.sqlite())
             .await
             .unwrap();
         assert!(

@@ -6,6 +6,7 @@
 
 use sqlx::Row;
 
+use super::backend::{Dialect, on};
 use super::{Store, StoreError, compare, reads, reuse, review, runs, served, totals};
 use crate::domain::{ReadPlan, Which};
 
@@ -28,53 +29,59 @@ impl Store {
     /// Each read statement of one run, by name, with its plan (SQLite's
     /// `EXPLAIN QUERY PLAN` lines) and whether it scans a large table.
     pub async fn read_plans(&self) -> Result<Vec<ReadPlan>, StoreError> {
-        let statements: Vec<(&str, String)> = vec![
-            ("runs / run", runs::run_sql()),
-            ("costs: scenarios", reads::scenario_spend_sql(true)),
-            ("costs: discarded", reads::discarded_spend_sql(true)),
-            ("costs: served models", served::served_counts_sql(true)),
-            ("costs: error types", served::error_type_counts_sql(true)),
-            ("costs: tokens", served::token_details_sql(true)),
-            ("costs: judges", review::judge_spend_sql(true)),
-            ("runs / costs: cache reuse", reuse::reuse_sql(true)),
-            ("report: results", reads::results_sql(Which::Run(0))),
-            (
-                "report: failed results",
-                reads::results_sql(Which::FailedOf(0)),
-            ),
-            ("report: criteria", reads::CRITERION_COUNTS.into()),
-            ("report: scoring", compare::SCORING_RESULTS.into()),
-            ("report: labels", review::LABELS.into()),
-            (
-                "report: labelled judgements",
-                review::LABELLED_JUDGEMENTS.into(),
-            ),
-            ("report: votes", review::VOTES.into()),
-            ("export", reads::results_sql(Which::Run(0))),
-        ];
-        // The totals every write adds, for the rows it inserted.
-        let written = totals::Affected::After(0).condition();
-        let mut statements = statements;
-        for (i, sql) in totals::statements("", &written).into_iter().enumerate() {
-            let name = [
-                "write: run totals",
-                "write: served",
-                "write: error types",
-                "write: judges",
-            ][i];
-            statements.push((name, sql));
-        }
-        let mut out = Vec::with_capacity(statements.len());
-        for (name, sql) in statements {
-            // Parameters left unbound are NULL: a plan does not depend on
-            // the values (no statistics are gathered).
-            let rows = sqlx::raw_sql(sqlx::AssertSqlSafe(format!("EXPLAIN QUERY PLAN {sql}")))
-                .fetch_all(&self.pool)
-                .await?;
-            let lines: Vec<String> = rows.iter().map(|r| r.get::<String, _>("detail")).collect();
-            out.push(plan_of(name, lines, &LARGE));
-        }
-        Ok(out)
+        on!(&self.pool, |pool, d| {
+            let statements: Vec<(&str, String)> = vec![
+                ("runs / run", runs::run_sql()),
+                ("costs: scenarios", reads::scenario_spend_sql(true)),
+                ("costs: discarded", reads::discarded_spend_sql(true)),
+                ("costs: served models", served::served_counts_sql(true)),
+                ("costs: error types", served::error_type_counts_sql(true)),
+                ("costs: tokens", served::token_details_sql(true)),
+                ("costs: judges", review::judge_spend_sql(true)),
+                ("runs / costs: cache reuse", reuse::reuse_sql(true)),
+                (
+                    "report: results",
+                    reads::results_sql(Which::Run(0), Dialect::Sqlite),
+                ),
+                (
+                    "report: failed results",
+                    reads::results_sql(Which::FailedOf(0), Dialect::Sqlite),
+                ),
+                ("report: criteria", reads::CRITERION_COUNTS.into()),
+                ("report: scoring", compare::SCORING_RESULTS.into()),
+                ("report: labels", review::LABELS.into()),
+                (
+                    "report: labelled judgements",
+                    review::LABELLED_JUDGEMENTS.into(),
+                ),
+                ("report: votes", review::VOTES.into()),
+                ("export", reads::results_sql(Which::Run(0), Dialect::Sqlite)),
+            ];
+            // The totals every write adds, for the rows it inserted.
+            let written = totals::Affected::After(0).condition();
+            let mut statements = statements;
+            for (i, sql) in totals::statements("", &written).into_iter().enumerate() {
+                let name = [
+                    "write: run totals",
+                    "write: served",
+                    "write: error types",
+                    "write: judges",
+                ][i];
+                statements.push((name, sql));
+            }
+            let mut out = Vec::with_capacity(statements.len());
+            for (name, sql) in statements {
+                // Parameters left unbound are NULL: a plan does not depend on
+                // the values (no statistics are gathered).
+                let rows = sqlx::raw_sql(sqlx::AssertSqlSafe(format!("EXPLAIN QUERY PLAN {sql}")))
+                    .fetch_all(pool)
+                    .await?;
+                let lines: Vec<String> =
+                    rows.iter().map(|r| r.get::<String, _>("detail")).collect();
+                out.push(plan_of(name, lines, &LARGE));
+            }
+            Ok(out)
+        })
     }
 }
 

@@ -1,9 +1,10 @@
 //! Reads: every SELECT that reports, costs, export and `runs` need, as
 //! typed rows. Nothing outside the store runs SQL of its own.
 
+use super::backend::{Dialect, Pool, on};
+use super::decode::Row;
 use futures_util::{Stream, TryStreamExt};
 use serde_json::Value;
-use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
 
 use super::decode::from_columns;
@@ -15,36 +16,40 @@ use crate::domain::{
 };
 
 /// A JSON text column as a value; `None` when empty or unreadable.
-pub(super) fn json_col(row: &SqliteRow, col: &str) -> Result<Option<Value>, sqlx::Error> {
+pub(super) fn json_col<R: Row>(row: &R, col: &str) -> Result<Option<Value>, sqlx::Error> {
     Ok(row
-        .try_get::<Option<String>, _>(col)?
+        .col::<Option<String>>(col)?
         .and_then(|s| serde_json::from_str(&s).ok()))
 }
 
 impl Store {
     /// Every run, newest first, with totals computed from its results.
     pub async fn runs(&self) -> Result<Vec<RunRecord>, StoreError> {
-        Ok(sqlx::query_as::<_, OwnedRun>(sqlx::AssertSqlSafe(format!(
-            "{} ORDER BY er.id DESC",
-            runs_query("")
-        )))
-        .fetch_all(&self.pool)
-        .await?
-        .into_iter()
-        .map(|r| r.settle(&self.owner))
-        .collect())
+        on!(&self.pool, |pool, d| {
+            Ok(sqlx::query_as::<_, OwnedRun>(sqlx::AssertSqlSafe(format!(
+                "{} ORDER BY er.id DESC",
+                runs_query("")
+            )))
+            .fetch_all(pool)
+            .await?
+            .into_iter()
+            .map(|r| r.settle(&self.owner))
+            .collect())
+        })
     }
 
     pub async fn run(&self, run_id: i64) -> Result<RunRecord, StoreError> {
-        sqlx::query_as::<_, OwnedRun>(sqlx::AssertSqlSafe(run_sql()))
-            .bind(run_id)
-            .bind(run_id)
-            .fetch_optional(&self.pool)
-            .await?
-            .map(|r| r.settle(&self.owner))
-            .ok_or_else(|| {
-                StoreError::NotFound(format!("no run with id {run_id} (see `helmbench runs`)"))
-            })
+        on!(&self.pool, |pool, d| {
+            sqlx::query_as::<_, OwnedRun>(sqlx::AssertSqlSafe(run_sql()))
+                .bind(run_id)
+                .bind(run_id)
+                .fetch_optional(pool)
+                .await?
+                .map(|r| r.settle(&self.owner))
+                .ok_or_else(|| {
+                    StoreError::NotFound(format!("no run with id {run_id} (see `helmbench runs`)"))
+                })
+        })
     }
 
     /// The rows of a read of one run (`run_id`, its one `?`) or of every
@@ -55,13 +60,18 @@ impl Store {
         run_id: Option<i64>,
     ) -> Result<Vec<O>, StoreError>
     where
-        O: for<'r> sqlx::FromRow<'r, SqliteRow> + Send + Unpin,
+        O: for<'r> sqlx::FromRow<'r, SqliteRow>
+            + for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow>
+            + Send
+            + Unpin,
     {
-        let mut q = sqlx::query_as(sqlx::AssertSqlSafe(sql_of(run_id.is_some())));
-        if let Some(id) = run_id {
-            q = q.bind(id);
-        }
-        Ok(q.fetch_all(&self.pool).await?)
+        on!(&self.pool, |pool, d| {
+            let mut q = sqlx::query_as(sqlx::AssertSqlSafe(sql_of(run_id.is_some())));
+            if let Some(id) = run_id {
+                q = q.bind(id);
+            }
+            Ok(q.fetch_all(pool).await?)
+        })
     }
 
     /// The stored results `which` names, as [`ResultRecord`]s with what
@@ -73,16 +83,26 @@ impl Store {
         which: Which,
         detail: Detail,
     ) -> impl Stream<Item = Result<ResultRecord, StoreError>> + '_ {
-        let mut q = sqlx::query(sqlx::AssertSqlSafe(results_sql(which)))
-            .bind(detail.judgements)
-            .bind(detail.prompts)
-            .bind(detail.replies);
-        if let Which::Run(id) | Which::FailedOf(id) = which {
-            q = q.bind(id);
+        use futures_util::StreamExt as _;
+        // The rows of either backend, decoded alike.
+        macro_rules! rows {
+            ($pool:expr, $d:expr) => {{
+                let mut q = sqlx::query(sqlx::AssertSqlSafe(results_sql(which, $d)))
+                    .bind(detail.judgements)
+                    .bind(detail.prompts)
+                    .bind(detail.replies);
+                if let Which::Run(id) | Which::FailedOf(id) = which {
+                    q = q.bind(id);
+                }
+                q.fetch($pool)
+                    .map_err(StoreError::from)
+                    .and_then(|row| std::future::ready(result_record(&row)))
+            }};
         }
-        q.fetch(&self.pool)
-            .map_err(StoreError::from)
-            .and_then(|row| std::future::ready(result_record(&row)))
+        match &self.pool {
+            Pool::Sqlite(pool) => rows!(pool, Dialect::Sqlite).left_stream(),
+            Pool::Postgres(pool) => rows!(pool, Dialect::Postgres).right_stream(),
+        }
     }
 }
 
@@ -94,27 +114,26 @@ impl Store {
         ids: &[i64],
         detail: Detail,
     ) -> Result<Vec<ResultRecord>, StoreError> {
-        if ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        // ?1-?3 are the detail flags; the ids follow as ?4, ?5, ...
-        let list: Vec<String> = (0..ids.len()).map(|i| format!("?{}", i + 4)).collect();
-        let sql = format!(
-            "{RESULTS_QUERY} WHERE r.id IN ({}) ORDER BY r.id",
-            list.join(", ")
-        );
-        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(detail.judgements)
-            .bind(detail.prompts)
-            .bind(detail.replies);
-        for id in ids {
-            q = q.bind(*id);
-        }
-        q.fetch_all(&self.pool)
-            .await?
-            .iter()
-            .map(result_record)
-            .collect()
+        on!(&self.pool, |pool, d| {
+            if ids.is_empty() {
+                return Ok(Vec::new());
+            }
+            // ?1-?3 are the detail flags; the ids follow as ?4, ?5, ...
+            let list: Vec<String> = (0..ids.len()).map(|i| format!("${}", i + 4)).collect();
+            let sql = format!(
+                "{} WHERE r.id IN ({}) ORDER BY r.id",
+                results_query(d),
+                list.join(", ")
+            );
+            let mut q = sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(detail.judgements)
+                .bind(detail.prompts)
+                .bind(detail.replies);
+            for id in ids {
+                q = q.bind(*id);
+            }
+            q.fetch_all(pool).await?.iter().map(result_record).collect()
+        })
     }
 }
 
@@ -124,28 +143,51 @@ impl Store {
 /// are read only when asked (`?1`, `?2`, and the reply with its provenance
 /// `?3`: SQLite skips an unused `CASE` arm, and each text value left out is
 /// one copy fewer between sqlx's worker thread and the reader).
-const RESULTS_QUERY: &str = "SELECT r.id, r.run_id, l.model_id AS model, r.test_code, r.repeat_index,
-    b.code AS behaviour, s.code AS scenario, c.code AS condition, u.code AS user_context, p.code AS perturbation,
-    r.base_severity, r.difficulty, r.passed, r.matched, r.error_kind,
-    CASE WHEN ?3 THEN r.error END AS error, CASE WHEN ?3 THEN r.response END AS response,
-    CASE WHEN ?3 THEN r.parsed END AS parsed,
-    r.prompt_tokens, r.completion_tokens, r.cost_usd, r.upstream_cost_usd, r.latency_ms, r.attempts, r.cached,
-    CASE WHEN ?3 THEN r.finish_reason END AS finish_reason,
-    CASE WHEN ?3 THEN r.generation_id END AS generation_id,
-    CASE WHEN ?3 THEN r.created_at ELSE '' END AS created_at,
-    CASE WHEN ?1 THEN (SELECT json_group_array(json_object('criterion', j.criterion, 'judge_model', j.judge_model,
+/// A result's judgements as one JSON array (when `$1`), in SQLite's words.
+const JUDGEMENTS_SQLITE: &str = "CASE WHEN $1 THEN (SELECT json_group_array(json_object('criterion', j.criterion, 'judge_model', j.judge_model,
             'verdict', json(j.verdict), 'passed', json(CASE WHEN j.passed THEN 'true' WHEN NOT j.passed THEN 'false' END),
             'justification', j.justification, 'error', j.error,
             'prompt_tokens', j.prompt_tokens, 'completion_tokens', j.completion_tokens, 'cost_usd', j.cost_usd,
             'cached', json(CASE WHEN j.cached THEN 'true' ELSE 'false' END), 'served_model', j.served_model,
             'provider', j.provider, 'reasoning_tokens', j.reasoning_tokens,
             'cached_prompt_tokens', j.cached_prompt_tokens) ORDER BY j.id)
-       FROM judgement j WHERE j.result_id = r.id) END AS judgements,
-    r.quality, CASE WHEN ?3 THEN r.prompt_hash ELSE '' END AS prompt_hash,
-    CASE WHEN ?2 THEN (SELECT text FROM prompt_text WHERE hash = r.prompt_hash) END AS prompt,
-    CASE WHEN ?3 THEN r.served_model END AS served_model, CASE WHEN ?3 THEN r.provider END AS provider,
+       FROM judgement j WHERE j.result_id = r.id) END AS judgements,";
+
+/// The same array in PostgreSQL's (flags are 0/1 integers in both schemas).
+const JUDGEMENTS_POSTGRES: &str = "CASE WHEN $1 THEN (SELECT json_agg(json_build_object('criterion', j.criterion, 'judge_model', j.judge_model,
+            'verdict', j.verdict::json, 'passed', CASE WHEN j.passed = 1 THEN true WHEN j.passed = 0 THEN false END,
+            'justification', j.justification, 'error', j.error,
+            'prompt_tokens', j.prompt_tokens, 'completion_tokens', j.completion_tokens, 'cost_usd', j.cost_usd,
+            'cached', j.cached <> 0, 'served_model', j.served_model,
+            'provider', j.provider, 'reasoning_tokens', j.reasoning_tokens,
+            'cached_prompt_tokens', j.cached_prompt_tokens) ORDER BY j.id)::text
+       FROM judgement j WHERE j.result_id = r.id) END AS judgements,";
+
+/// Every stored result's columns (`$1`: judgements, `$2`: prompts, `$3`:
+/// replies and provenance), before its WHERE.
+fn results_query(d: Dialect) -> String {
+    RESULTS_QUERY.replacen(
+        "{judgements}",
+        d.pick(JUDGEMENTS_SQLITE, JUDGEMENTS_POSTGRES),
+        1,
+    )
+}
+
+const RESULTS_QUERY: &str = "SELECT r.id, r.run_id, l.model_id AS model, r.test_code, r.repeat_index,
+    b.code AS behaviour, s.code AS scenario, c.code AS condition, u.code AS user_context, p.code AS perturbation,
+    r.base_severity, r.difficulty, r.passed, r.matched, r.error_kind,
+    CASE WHEN $3 THEN r.error END AS error, CASE WHEN $3 THEN r.response END AS response,
+    CASE WHEN $3 THEN r.parsed END AS parsed,
+    r.prompt_tokens, r.completion_tokens, r.cost_usd, r.upstream_cost_usd, r.latency_ms, r.attempts, r.cached,
+    CASE WHEN $3 THEN r.finish_reason END AS finish_reason,
+    CASE WHEN $3 THEN r.generation_id END AS generation_id,
+    CASE WHEN $3 THEN r.created_at ELSE '' END AS created_at,
+    {judgements}
+    r.quality, CASE WHEN $3 THEN r.prompt_hash ELSE '' END AS prompt_hash,
+    CASE WHEN $2 THEN (SELECT text FROM prompt_text WHERE hash = r.prompt_hash) END AS prompt,
+    CASE WHEN $3 THEN r.served_model END AS served_model, CASE WHEN $3 THEN r.provider END AS provider,
     r.reasoning_tokens, r.cached_prompt_tokens,
-    CASE WHEN ?3 THEN r.error_type END AS error_type, CASE WHEN ?3 THEN r.provider_code END AS provider_code,
+    CASE WHEN $3 THEN r.error_type END AS error_type, CASE WHEN $3 THEN r.provider_code END AS provider_code,
     r.block
   FROM result r
   JOIN evaluation_run er ON er.id = r.run_id
@@ -159,70 +201,71 @@ const RESULTS_QUERY: &str = "SELECT r.id, r.run_id, l.model_id AS model, r.test_
 /// The statement of [`Store::results`]: one per case, as `(? IS NULL OR
 /// r.run_id = ?)` would keep SQLite from using the run's index (a
 /// whole-table scan per read).
-pub(super) fn results_sql(which: Which) -> String {
+pub(super) fn results_sql(which: Which, d: Dialect) -> String {
+    let query = results_query(d);
     match which {
-        Which::Every => format!("{RESULTS_QUERY} ORDER BY r.id"),
-        Which::Run(_) => format!("{RESULTS_QUERY} WHERE r.run_id = ?4 ORDER BY r.id"),
+        Which::Every => format!("{query} ORDER BY r.id"),
+        Which::Run(_) => format!("{query} WHERE r.run_id = $4 ORDER BY r.id"),
         Which::FailedOf(_) => {
-            format!("{RESULTS_QUERY} WHERE r.run_id = ?4 AND r.passed = 0 ORDER BY r.id")
+            format!("{query} WHERE r.run_id = $4 AND r.passed = 0 ORDER BY r.id")
         }
     }
 }
 
 /// One row of [`RESULTS_QUERY`], decoded by column name.
-fn result_record(row: &SqliteRow) -> Result<ResultRecord, StoreError> {
-    let judgements: Vec<JudgementRecord> = match row.try_get::<Option<String>, _>("judgements")? {
+fn result_record<R: Row>(row: &R) -> Result<ResultRecord, StoreError> {
+    let judgements: Vec<JudgementRecord> = match row.col::<Option<String>>("judgements")? {
         Some(s) => serde_json::from_str(&s).map_err(StoreError::Judgements)?,
         None => Vec::new(),
     };
     Ok(ResultRecord {
-        id: row.try_get("id")?,
-        run_id: row.try_get("run_id")?,
-        model: row.try_get("model")?,
+        id: row.col("id")?,
+        run_id: row.col("run_id")?,
+        model: row.col("model")?,
         result: StoredResult {
-            test_code: row.try_get("test_code")?,
-            repeat_index: row.try_get("repeat_index")?,
-            behaviour: row.try_get("behaviour")?,
-            scenario: row.try_get("scenario")?,
-            condition: row.try_get("condition")?,
-            user_context: row.try_get("user_context")?,
-            perturbation: row.try_get("perturbation")?,
-            base_severity: row.try_get("base_severity")?,
-            difficulty: row.try_get("difficulty")?,
-            passed: row.try_get("passed")?,
-            matched: row.try_get("matched")?,
-            error_kind: row.try_get("error_kind")?,
+            test_code: row.col("test_code")?,
+            repeat_index: row.col("repeat_index")?,
+            behaviour: row.col("behaviour")?,
+            scenario: row.col("scenario")?,
+            condition: row.col("condition")?,
+            user_context: row.col("user_context")?,
+            perturbation: row.col("perturbation")?,
+            base_severity: row.col("base_severity")?,
+            difficulty: row.col("difficulty")?,
+            passed: row.col("passed")?,
+            matched: row.col("matched")?,
+            error_kind: row.col("error_kind")?,
         },
-        error: row.try_get("error")?,
-        response: row.try_get("response")?,
+        error: row.col("error")?,
+        response: row.col("response")?,
         parsed: json_col(row, "parsed")?,
-        prompt_tokens: row.try_get("prompt_tokens")?,
-        completion_tokens: row.try_get("completion_tokens")?,
-        cost_usd: row.try_get("cost_usd")?,
-        upstream_cost_usd: row.try_get("upstream_cost_usd")?,
+        prompt_tokens: row.col("prompt_tokens")?,
+        completion_tokens: row.col("completion_tokens")?,
+        cost_usd: row.col("cost_usd")?,
+        upstream_cost_usd: row.col("upstream_cost_usd")?,
         judge_cost_usd: judgements.iter().map(|j| j.cost_usd).sum(),
-        latency_ms: row.try_get("latency_ms")?,
-        attempts: row.try_get("attempts")?,
-        cached: row.try_get("cached")?,
-        finish_reason: row.try_get("finish_reason")?,
-        generation_id: row.try_get("generation_id")?,
-        created_at: row.try_get("created_at")?,
+        latency_ms: row.col("latency_ms")?,
+        attempts: row.col("attempts")?,
+        cached: row.col("cached")?,
+        finish_reason: row.col("finish_reason")?,
+        generation_id: row.col("generation_id")?,
+        created_at: row.col("created_at")?,
         judgements,
         quality: row
-            .try_get::<Option<String>, _>("quality")?
+            .col::<Option<String>>("quality")?
             .and_then(|s| serde_json::from_str(&s).ok()),
-        prompt_hash: row.try_get("prompt_hash")?,
-        prompt: row.try_get("prompt")?,
+        prompt_hash: row.col("prompt_hash")?,
+        prompt: row.col("prompt")?,
         served: ServedBy {
-            served_model: row.try_get("served_model")?,
-            provider: row.try_get("provider")?,
-            reasoning_tokens: row.try_get("reasoning_tokens")?,
-            cached_prompt_tokens: row.try_get("cached_prompt_tokens")?,
+            served_model: row.col("served_model")?,
+            provider: row.col("provider")?,
+            reasoning_tokens: row.col("reasoning_tokens")?,
+            cached_prompt_tokens: row.col("cached_prompt_tokens")?,
         },
-        error_type: row.try_get("error_type")?,
-        provider_code: row.try_get("provider_code")?,
+        error_type: row.col("error_type")?,
+        provider_code: row.col("provider_code")?,
         block: row
-            .try_get::<Option<String>, _>("block")?
+            .col::<Option<String>>("block")?
             .and_then(|b| serde_json::from_str(&b).ok()),
     })
 }
@@ -261,11 +304,11 @@ from_columns!(DiscardedSpendRow {
     unknown_attempts,
 });
 
-impl sqlx::FromRow<'_, SqliteRow> for ScenarioSpendRow {
-    fn from_row(row: &SqliteRow) -> Result<Self, sqlx::Error> {
+impl<R: Row> sqlx::FromRow<'_, R> for ScenarioSpendRow {
+    fn from_row(row: &R) -> Result<Self, sqlx::Error> {
         Ok(ScenarioSpendRow {
-            run_id: row.try_get("run_id")?,
-            scenario: row.try_get("scenario")?,
+            run_id: row.col("run_id")?,
+            scenario: row.col("scenario")?,
             spend: Spend::from_row(row)?,
         })
     }
@@ -274,11 +317,13 @@ impl sqlx::FromRow<'_, SqliteRow> for ScenarioSpendRow {
 impl Store {
     /// Verdict counts per scenario and criterion of a run's judgements.
     pub async fn criterion_counts(&self, run_id: i64) -> Result<Vec<CriterionCount>, StoreError> {
-        let rows = sqlx::query_as(CRITERION_COUNTS)
-            .bind(run_id)
-            .fetch_all(&self.pool)
-            .await?;
-        Ok(rows)
+        on!(&self.pool, |pool, d| {
+            let rows = sqlx::query_as(CRITERION_COUNTS)
+                .bind(run_id)
+                .fetch_all(pool)
+                .await?;
+            Ok(rows)
+        })
     }
 
     /// Spend per run and scenario (one run, or every run when `None`), from
@@ -316,16 +361,16 @@ pub(super) fn scenario_spend_sql(one_run: bool) -> String {
          {}
          GROUP BY t.run_id, s.code
          HAVING SUM(t.test_cases) > 0",
-        if one_run { "WHERE t.run_id = ?" } else { "" }
+        if one_run { "WHERE t.run_id = $1" } else { "" }
     )
 }
 
 /// The statement of [`Store::discarded_spend`] for one run or every run.
 pub(super) fn discarded_spend_sql(one_run: bool) -> String {
     let filter = if one_run {
-        "WHERE t.run_id = ?1"
+        "WHERE t.run_id = $1"
     } else {
-        "WHERE 1"
+        "WHERE TRUE"
     };
     format!(
         "SELECT run_id, scenario, call, cost AS cost_usd, unknown AS unknown_attempts FROM (
@@ -345,4 +390,4 @@ pub(super) const CRITERION_COUNTS: &str = "SELECT s.code AS scenario, j.criterio
                 COALESCE(SUM(j.passed = 1), 0) AS passed, COALESCE(SUM(j.passed = 0), 0) AS failed,
                 COALESCE(SUM(j.passed IS NULL), 0) AS judge_errors
          FROM judgement j JOIN result r ON r.id = j.result_id JOIN scenario s ON s.id = r.scenario_id
-         WHERE r.run_id = ? GROUP BY s.code, j.criterion";
+         WHERE r.run_id = $1 GROUP BY s.code, j.criterion";

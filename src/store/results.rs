@@ -12,10 +12,63 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sqlx::Row;
 
+use super::backend::{Dialect, Tx, on, on_tx};
 use super::decode::from_columns;
 use super::{Store, StoreError, totals};
 
 use crate::domain::{CachedReply, DiscardedCharge, NewJudgement, NewResult, request_key};
+
+/// `$q` with one result's 38 values bound in `RESULT_INSERT` column order
+/// (`$r`: a `&NewResult`, `$endpoint`: an `Option<&str>`), on either
+/// backend. Flags are bound as the 0/1 integers both schemas store.
+macro_rules! bind_result {
+    ($q:expr, $r:expr, $endpoint:expr) => {{
+        let r: &NewResult = $r;
+        let endpoint: Option<&str> = $endpoint;
+        $q.bind(r.run_id)
+            .bind(r.test_code.clone())
+            .bind(r.repeat_index)
+            .bind(r.scenario_id)
+            .bind(r.condition_id)
+            .bind(r.user_context_id)
+            .bind(r.perturbation_id)
+            .bind(r.prompt_hash.clone())
+            .bind(r.request_hash.clone())
+            .bind(r.base_severity)
+            .bind(r.difficulty)
+            .bind(r.response.clone())
+            .bind(r.parsed.as_ref().map(Value::to_string))
+            .bind(r.matched.map(i64::from))
+            .bind(i64::from(r.passed))
+            .bind(r.error_kind)
+            .bind(r.error.clone())
+            .bind(r.evaluation_details.to_string())
+            .bind(r.latency_ms)
+            .bind(r.prompt_tokens)
+            .bind(r.completion_tokens)
+            .bind(known_cost(r.cost_usd))
+            .bind(r.upstream_cost_usd.filter(|c| c.is_finite()))
+            .bind(r.generation_id.clone())
+            .bind(r.finish_reason.clone())
+            .bind(r.attempts)
+            .bind(i64::from(r.cached))
+            .bind(
+                r.quality
+                    .as_ref()
+                    .and_then(|q| serde_json::to_string(q).ok()),
+            )
+            .bind(endpoint.map(str::to_string))
+            .bind(i64::from(!r.cost_usd.is_finite()))
+            .bind(r.served.served_model.clone())
+            .bind(r.served.provider.clone())
+            .bind(r.served.reasoning_tokens)
+            .bind(r.served.cached_prompt_tokens)
+            .bind(r.error_type.clone())
+            .bind(r.provider_code.clone())
+            .bind(r.block.as_ref().and_then(|b| serde_json::to_string(b).ok()))
+            .bind(known_cost(r.byok_cost_usd))
+    }};
+}
 
 from_columns!(CachedReply {
     response,
@@ -50,15 +103,13 @@ impl Store {
         filter: &'static str,
     ) -> Result<HashSet<(String, i64)>, StoreError> {
         // `filter` is one of two constants: no user input reaches the SQL text.
-        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT test_code, repeat_index FROM result WHERE run_id = ? AND ({filter})"
-        )))
+        let rows: Vec<(String, i64)> = on!(&self.pool, |pool| sqlx::query_as(sqlx::AssertSqlSafe(
+            format!("SELECT test_code, repeat_index FROM result WHERE run_id = $1 AND ({filter})")
+        ))
         .bind(run_id)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter()
-            .map(|r| Ok((r.try_get("test_code")?, r.try_get("repeat_index")?)))
-            .collect()
+        .fetch_all(pool)
+        .await?);
+        Ok(rows.into_iter().collect())
     }
 
     /// A successful, well-formed reply to an identical request sent to the
@@ -70,15 +121,17 @@ impl Store {
         let Some(endpoint) = &self.endpoint else {
             return Ok(None);
         };
-        Ok(sqlx::query_as(
+        Ok(on!(&self.pool, |pool| {
+            sqlx::query_as(
             "SELECT response, finish_reason, generation_id, prompt_tokens, completion_tokens, served_model, provider FROM result
-             WHERE request_hash = ? AND endpoint = ? AND response IS NOT NULL AND (error_kind IS NULL OR error_kind = 'judge')
+             WHERE request_hash = $1 AND endpoint = $2 AND response IS NOT NULL AND (error_kind IS NULL OR error_kind = 'judge')
              ORDER BY id LIMIT 1",
         )
         .bind(request_hash)
         .bind(endpoint)
-        .fetch_optional(&self.pool)
-        .await?)
+        .fetch_optional(pool)
+        .await?
+        }))
     }
 
     /// [`request_key`]s of every request hash stored with a result, and of
@@ -94,15 +147,17 @@ impl Store {
             let set = if judge { &mut out.1 } else { &mut out.0 };
             // Built from the three constant table names only.
             let sql = format!(
-                "SELECT request_hash FROM {table} WHERE request_hash > ? ORDER BY request_hash LIMIT ?"
+                "SELECT request_hash FROM {table} WHERE request_hash > $1 ORDER BY request_hash LIMIT $2"
             );
             let mut after = String::new();
             loop {
-                let page: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(sql.clone()))
-                    .bind(&after)
-                    .bind(PAGE)
-                    .fetch_all(&self.pool)
-                    .await?;
+                let page: Vec<String> = on!(&self.pool, |pool| sqlx::query_scalar(
+                    sqlx::AssertSqlSafe(sql.clone())
+                )
+                .bind(&after)
+                .bind(PAGE)
+                .fetch_all(pool)
+                .await?);
                 set.extend(page.iter().map(|h| request_key(h)));
                 match page.into_iter().last() {
                     Some(last) => after = last,
@@ -119,16 +174,18 @@ impl Store {
         let Some(endpoint) = &self.endpoint else {
             return Ok(None);
         };
-        Ok(sqlx::query_scalar(
-            "SELECT response FROM judgement WHERE request_hash = ?1 AND endpoint = ?2 AND response IS NOT NULL AND error IS NULL
+        Ok(on!(&self.pool, |pool| {
+            sqlx::query_scalar(
+            "SELECT response FROM judgement WHERE request_hash = $1 AND endpoint = $2 AND response IS NOT NULL AND error IS NULL
              UNION ALL
-             SELECT response FROM judge_vote WHERE request_hash = ?1 AND endpoint = ?2 AND response IS NOT NULL AND error IS NULL
+             SELECT response FROM judge_vote WHERE request_hash = $1 AND endpoint = $2 AND response IS NOT NULL AND error IS NULL
              LIMIT 1",
         )
         .bind(request_hash)
         .bind(endpoint)
-        .fetch_optional(&self.pool)
-        .await?)
+        .fetch_optional(pool)
+        .await?
+        }))
     }
 
     /// Deletes a run's provider-error results so a resume sends them again;
@@ -144,18 +201,18 @@ impl Store {
             &["provider"]
         };
         let affected = totals::Affected::RunKinds { run_id, kinds };
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = self.write_tx().await?;
         totals::apply(&mut tx, &affected, -1).await?;
         let sql = if blocked {
-            "DELETE FROM result WHERE run_id = ? AND error_kind IN ('provider', 'blocked', 'refused')"
+            "DELETE FROM result WHERE run_id = $1 AND error_kind IN ('provider', 'blocked', 'refused')"
         } else {
-            "DELETE FROM result WHERE run_id = ? AND error_kind = 'provider'"
+            "DELETE FROM result WHERE run_id = $1 AND error_kind = 'provider'"
         };
-        let n = sqlx::query(sql)
+        let n = on_tx!(&mut tx, |t| sqlx::query(sql)
             .bind(run_id)
-            .execute(&mut *tx)
+            .execute(&mut **t)
             .await?
-            .rows_affected();
+            .rows_affected());
         tx.commit().await?;
         Ok(n)
     }
@@ -187,24 +244,27 @@ impl Store {
         charges: &[DiscardedCharge],
         mark: Option<(i64, i64)>,
     ) -> Result<usize, StoreError> {
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = self.write_tx().await?;
         if let Some((run_id, seq)) = mark {
-            sqlx::query(
-                "INSERT INTO result_log_mark (run_id, seq) VALUES (?1, ?2)
-                 ON CONFLICT (run_id) DO UPDATE SET seq = MAX(seq, excluded.seq)",
+            on_tx!(&mut tx, |t| sqlx::query(
+                "INSERT INTO result_log_mark (run_id, seq) VALUES ($1, $2)
+                 ON CONFLICT (run_id) DO UPDATE SET seq = MAX(result_log_mark.seq, excluded.seq)",
             )
             .bind(run_id)
             .bind(seq)
-            .execute(&mut *tx)
-            .await?;
+            .execute(&mut **t)
+            .await?
+            .rows_affected());
         }
         for r in results.iter().filter(|r| r.replaces) {
             retire_judge_error(&mut tx, r).await?;
         }
         // Read after the deletes above: a new row may take a deleted id.
-        let last_id: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(id), 0) FROM result")
-            .fetch_one(&mut *tx)
-            .await?;
+        let last_id: i64 = on_tx!(&mut tx, |t| sqlx::query_scalar(
+            "SELECT COALESCE(MAX(id), 0) FROM result"
+        )
+        .fetch_one(&mut **t)
+        .await?);
 
         let mut seen = HashSet::with_capacity(results.len());
         let prompts: Vec<&NewResult> = results
@@ -219,11 +279,13 @@ impl Store {
                 chunk.len(),
                 " ON CONFLICT(hash) DO NOTHING",
             );
-            let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
-            for r in chunk {
-                q = q.bind(&r.prompt_hash).bind(&r.prompt);
-            }
-            q.execute(&mut *tx).await?;
+            on_tx!(&mut tx, |t| {
+                let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+                for r in chunk {
+                    q = q.bind(&r.prompt_hash).bind(&r.prompt);
+                }
+                q.execute(&mut **t).await?.rows_affected()
+            });
         }
 
         let mut written = 0usize;
@@ -233,11 +295,13 @@ impl Store {
             results.iter().partition(|r| r.judgements.is_empty());
         for chunk in pow2_chunks(&plain, MAX_RESULT_ROWS) {
             let sql = values_sql(RESULT_INSERT, RESULT_COLUMNS, chunk.len(), RESULT_CONFLICT);
-            let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
-            for r in chunk {
-                q = bind_result(q, r, self.endpoint.as_deref());
-            }
-            written += q.execute(&mut *tx).await?.rows_affected() as usize;
+            written += on_tx!(&mut tx, |t| {
+                let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+                for r in chunk {
+                    q = bind_result!(q, r, self.endpoint.as_deref());
+                }
+                q.execute(&mut **t).await?.rows_affected() as usize
+            });
         }
         for r in judged {
             let sql = values_sql(
@@ -246,48 +310,51 @@ impl Store {
                 1,
                 &format!("{RESULT_CONFLICT} RETURNING id"),
             );
-            let id: Option<i64> = bind_result(
+            let id: Option<i64> = on_tx!(&mut tx, |t| bind_result!(
                 sqlx::query(sqlx::AssertSqlSafe(sql)),
                 r,
-                self.endpoint.as_deref(),
+                self.endpoint.as_deref()
             )
-            .fetch_optional(&mut *tx)
+            .fetch_optional(&mut **t)
             .await?
             .map(|row| row.try_get("id"))
-            .transpose()?;
+            .transpose()?);
             let Some(id) = id else { continue };
             written += 1;
             for j in &r.judgements {
-                sqlx::query(
+                on_tx!(&mut tx, |t| {
+                    sqlx::query(
                     "INSERT INTO judgement (result_id, criterion, judge_model, verdict, justification, passed, error,
                        prompt_tokens, completion_tokens, cost_usd, generation_id, cached, request_hash, response,
                        endpoint, cost_unknown, served_model, provider, reasoning_tokens, cached_prompt_tokens,
                        byok_cost_usd)
-                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)",
                 )
                 .bind(id)
                 .bind(&j.criterion)
                 .bind(&j.judge_model)
                 .bind(j.verdict.as_ref().map(Value::to_string))
                 .bind(&j.justification)
-                .bind(j.passed)
+                .bind(j.passed.map(i64::from))
                 .bind(&j.error)
                 .bind(j.prompt_tokens)
                 .bind(j.completion_tokens)
                 .bind(known_cost(j.cost_usd))
                 .bind(&j.generation_id)
-                .bind(j.cached)
+                .bind(i64::from(j.cached))
                 .bind(&j.request_hash)
                 .bind(&j.response)
                 .bind(&self.endpoint)
-                .bind(!j.cost_usd.is_finite())
+                .bind(i64::from(!j.cost_usd.is_finite()))
                 .bind(&j.served.served_model)
                 .bind(&j.served.provider)
                 .bind(j.served.reasoning_tokens)
                 .bind(j.served.cached_prompt_tokens)
                 .bind(known_cost(j.byok_cost_usd))
-                .execute(&mut *tx)
-                .await?;
+                .execute(&mut **t)
+                .await?
+                .rows_affected()
+                });
                 write_votes(&mut tx, id, j, self.endpoint.as_deref()).await?;
             }
         }
@@ -296,9 +363,10 @@ impl Store {
             .iter()
             .chain(results.iter().flat_map(|r| &r.charges))
         {
-            sqlx::query(
+            on_tx!(&mut tx, |t| {
+                sqlx::query(
                 "INSERT INTO discarded_charge (run_id, scenario_id, test_code, repeat_index, call, attempts, cost_usd, unknown_attempts, reason)
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
             )
             .bind(c.run_id)
             .bind(c.scenario_id)
@@ -309,8 +377,10 @@ impl Store {
             .bind(c.cost_usd)
             .bind(c.unknown_attempts)
             .bind(&c.reason)
-            .execute(&mut *tx)
-            .await?;
+            .execute(&mut **t)
+            .await?
+            .rows_affected()
+            });
         }
         tx.commit().await?;
         Ok(written)
@@ -340,13 +410,13 @@ impl Store {
     /// The sequence number of the last record of `run_id`'s result log
     /// that the database holds (0: none).
     pub async fn log_mark(&self, run_id: i64) -> Result<i64, StoreError> {
-        Ok(
-            sqlx::query_scalar("SELECT seq FROM result_log_mark WHERE run_id = ?")
-                .bind(run_id)
-                .fetch_optional(&self.pool)
-                .await?
-                .unwrap_or(0),
+        let seq: Option<i64> = on!(&self.pool, |pool| sqlx::query_scalar(
+            "SELECT seq FROM result_log_mark WHERE run_id = $1"
         )
+        .bind(run_id)
+        .fetch_optional(pool)
+        .await?);
+        Ok(seq.unwrap_or(0))
     }
 
     /// Appends results (and loose charges) that could not be written to
@@ -414,12 +484,32 @@ impl Store {
 
     /// How many results a run has stored.
     pub async fn count_results(&self, run_id: i64) -> Result<i64, StoreError> {
-        Ok(
-            sqlx::query_scalar("SELECT COUNT(*) FROM result WHERE run_id = ?")
-                .bind(run_id)
-                .fetch_one(&self.pool)
-                .await?,
+        Ok(on!(&self.pool, |pool| sqlx::query_scalar(
+            "SELECT COUNT(*) FROM result WHERE run_id = $1"
         )
+        .bind(run_id)
+        .fetch_one(pool)
+        .await?))
+    }
+}
+
+impl Store {
+    /// A transaction that writes results. On PostgreSQL it first takes
+    /// the result table's write lock: the totals of a write are computed
+    /// over the ids above the highest one it read (`totals::Affected::After`),
+    /// which another process's concurrent insert would break; SQLite's
+    /// IMMEDIATE transaction serialises writers already.
+    async fn write_tx(&self) -> Result<Tx, StoreError> {
+        let mut tx = Tx::write(&self.pool).await?;
+        if tx.dialect() == Dialect::Postgres {
+            on_tx!(&mut tx, |t| sqlx::query(
+                "LOCK TABLE result IN SHARE ROW EXCLUSIVE MODE"
+            )
+            .execute(&mut **t)
+            .await?
+            .rows_affected());
+        }
+        Ok(tx)
     }
 }
 
@@ -434,10 +524,7 @@ enum Pending {
 /// Before a resume's new result for the same test case is written: keeps
 /// what the stored judge-error result and its judgements cost as discarded
 /// charges, then deletes it (its judgements go with it).
-async fn retire_judge_error(
-    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
-    r: &NewResult,
-) -> Result<(), StoreError> {
+async fn retire_judge_error(tx: &mut Tx, r: &NewResult) -> Result<(), StoreError> {
     const REASON: &str = "a result with a judge error, judged again by a resume";
     let affected = totals::Affected::JudgeError {
         run_id: r.run_id,
@@ -448,24 +535,25 @@ async fn retire_judge_error(
     // The reply's cost, its judgements' costs, then the row itself.
     for sql in [
         "INSERT INTO discarded_charge (run_id, scenario_id, test_code, repeat_index, call, attempts, cost_usd, unknown_attempts, reason)
-         SELECT run_id, scenario_id, test_code, repeat_index, 'model', 1, cost_usd, cost_unknown, ?4 FROM result
-         WHERE run_id = ?1 AND test_code = ?2 AND repeat_index = ?3 AND error_kind = 'judge'
+         SELECT run_id, scenario_id, test_code, repeat_index, 'model', 1, cost_usd, cost_unknown, $4 FROM result
+         WHERE run_id = $1 AND test_code = $2 AND repeat_index = $3 AND error_kind = 'judge'
            AND (cost_usd > 0 OR cost_unknown > 0)",
         "INSERT INTO discarded_charge (run_id, scenario_id, test_code, repeat_index, call, attempts, cost_usd, unknown_attempts, reason)
-         SELECT r.run_id, r.scenario_id, r.test_code, r.repeat_index, 'judge', COUNT(*), SUM(j.cost_usd), SUM(j.cost_unknown), ?4
+         SELECT r.run_id, r.scenario_id, r.test_code, r.repeat_index, 'judge', COUNT(*), SUM(j.cost_usd), SUM(j.cost_unknown), $4
          FROM judgement j JOIN result r ON r.id = j.result_id
-         WHERE r.run_id = ?1 AND r.test_code = ?2 AND r.repeat_index = ?3 AND r.error_kind = 'judge'
+         WHERE r.run_id = $1 AND r.test_code = $2 AND r.repeat_index = $3 AND r.error_kind = 'judge'
          GROUP BY r.id HAVING SUM(j.cost_usd) > 0 OR SUM(j.cost_unknown) > 0",
-        "DELETE FROM result WHERE run_id = ?1 AND test_code = ?2 AND repeat_index = ?3 AND error_kind = 'judge'
-           AND ?4 IS NOT NULL",
+        "DELETE FROM result WHERE run_id = $1 AND test_code = $2 AND repeat_index = $3 AND error_kind = 'judge'
+           AND $4 IS NOT NULL",
     ] {
-        sqlx::query(sql)
+        on_tx!(&mut *tx, |t| sqlx::query(sql)
             .bind(r.run_id)
             .bind(&r.test_code)
             .bind(r.repeat_index)
             .bind(REASON)
-            .execute(&mut **tx)
-            .await?;
+            .execute(&mut **t)
+            .await?
+            .rows_affected());
     }
     Ok(())
 }
@@ -486,14 +574,20 @@ const RESULT_CONFLICT: &str = " ON CONFLICT(run_id, test_code, repeat_index) DO 
 /// `head` + `rows` groups of `columns` placeholders + `tail`. Built only
 /// from constants and counts: no user input reaches the SQL text.
 fn values_sql(head: &str, columns: usize, rows: usize, tail: &str) -> String {
-    let group = format!("({})", vec!["?"; columns].join(", "));
-    let mut sql = String::with_capacity(head.len() + rows * (group.len() + 2) + tail.len());
+    let mut sql = String::with_capacity(head.len() + rows * columns * 6 + tail.len());
     sql.push_str(head);
+    let mut n = 0;
     for i in 0..rows {
-        if i > 0 {
-            sql.push_str(", ");
+        sql.push_str(if i > 0 { ", (" } else { "(" });
+        for c in 0..columns {
+            n += 1;
+            if c > 0 {
+                sql.push_str(", ");
+            }
+            sql.push('$');
+            sql.push_str(&n.to_string());
         }
-        sql.push_str(&group);
+        sql.push(')');
     }
     sql.push_str(tail);
     sql
@@ -517,22 +611,21 @@ fn pow2_chunks<T>(items: &[T], max: usize) -> Vec<&[T]> {
     out
 }
 
-type SqliteQuery = sqlx::query::Query<'static, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>;
-
 /// Writes the votes of a panel's judgement (nothing for a single judge),
 /// inside the transaction that writes its result.
 async fn write_votes(
-    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    tx: &mut Tx,
     result_id: i64,
     j: &NewJudgement,
     endpoint: Option<&str>,
 ) -> Result<(), StoreError> {
     for v in &j.votes {
-        sqlx::query(
+        on_tx!(&mut *tx, |t| {
+            sqlx::query(
             "INSERT INTO judge_vote (result_id, criterion, judge_model, verdict, justification, passed, error,
                prompt_tokens, completion_tokens, cost_usd, cost_unknown, generation_id, cached, request_hash,
                response, endpoint)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
              ON CONFLICT (result_id, criterion, judge_model) DO NOTHING",
         )
         .bind(result_id)
@@ -540,19 +633,21 @@ async fn write_votes(
         .bind(&v.judge_model)
         .bind(v.verdict.as_ref().map(Value::to_string))
         .bind(&v.justification)
-        .bind(v.passed)
+        .bind(v.passed.map(i64::from))
         .bind(&v.error)
         .bind(v.prompt_tokens)
         .bind(v.completion_tokens)
         .bind(known_cost(v.cost_usd))
-        .bind(!v.cost_usd.is_finite())
+        .bind(i64::from(!v.cost_usd.is_finite()))
         .bind(&v.generation_id)
-        .bind(v.cached)
+        .bind(i64::from(v.cached))
         .bind(&v.request_hash)
         .bind(&v.response)
         .bind(endpoint)
-        .execute(&mut **tx)
-        .await?;
+        .execute(&mut **t)
+        .await?
+        .rows_affected()
+        });
     }
     Ok(())
 }
@@ -562,52 +657,6 @@ async fn write_votes(
 /// fail the whole batch on the NOT NULL column).
 pub(super) fn known_cost(c: f64) -> f64 {
     if c.is_finite() { c } else { 0.0 }
-}
-
-/// Binds one result's 38 values in `RESULT_INSERT` column order.
-fn bind_result(q: SqliteQuery, r: &NewResult, endpoint: Option<&str>) -> SqliteQuery {
-    q.bind(r.run_id)
-        .bind(r.test_code.clone())
-        .bind(r.repeat_index)
-        .bind(r.scenario_id)
-        .bind(r.condition_id)
-        .bind(r.user_context_id)
-        .bind(r.perturbation_id)
-        .bind(r.prompt_hash.clone())
-        .bind(r.request_hash.clone())
-        .bind(r.base_severity)
-        .bind(r.difficulty)
-        .bind(r.response.clone())
-        .bind(r.parsed.as_ref().map(Value::to_string))
-        .bind(r.matched)
-        .bind(r.passed)
-        .bind(r.error_kind)
-        .bind(r.error.clone())
-        .bind(r.evaluation_details.to_string())
-        .bind(r.latency_ms)
-        .bind(r.prompt_tokens)
-        .bind(r.completion_tokens)
-        .bind(known_cost(r.cost_usd))
-        .bind(r.upstream_cost_usd.filter(|c| c.is_finite()))
-        .bind(r.generation_id.clone())
-        .bind(r.finish_reason.clone())
-        .bind(r.attempts)
-        .bind(r.cached)
-        .bind(
-            r.quality
-                .as_ref()
-                .and_then(|q| serde_json::to_string(q).ok()),
-        )
-        .bind(endpoint.map(str::to_string))
-        .bind(!r.cost_usd.is_finite())
-        .bind(r.served.served_model.clone())
-        .bind(r.served.provider.clone())
-        .bind(r.served.reasoning_tokens)
-        .bind(r.served.cached_prompt_tokens)
-        .bind(r.error_type.clone())
-        .bind(r.provider_code.clone())
-        .bind(r.block.as_ref().and_then(|b| serde_json::to_string(b).ok()))
-        .bind(known_cost(r.byok_cost_usd))
 }
 
 /// The pending file at `path` could not be written or read.

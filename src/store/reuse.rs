@@ -38,6 +38,6 @@ pub(super) fn reuse_sql(one_run: bool) -> String {
         "SELECT run_id, SUM(cached_replies) AS replies, SUM(reused_original_usd) AS original_cost_usd
            FROM run_total {}
           GROUP BY run_id HAVING SUM(cached_replies) > 0",
-        if one_run { "WHERE run_id = ?" } else { "" }
+        if one_run { "WHERE run_id = $1" } else { "" }
     )
 }

@@ -4,6 +4,7 @@
 
 use sqlx::Row;
 
+use super::backend::on;
 use super::decode::from_columns;
 use super::reads::json_col;
 use super::{Store, StoreError};
@@ -25,7 +26,8 @@ impl Store {
     /// Every judged criterion of a run's replies, in stored order (results
     /// without a reply have nothing to label and are left out).
     pub async fn review_items(&self, run_id: i64) -> Result<Vec<ReviewItem>, StoreError> {
-        let rows = sqlx::query(
+        on!(&self.pool, |pool, d| {
+            let rows = sqlx::query(
             "SELECT r.id AS result_id, r.test_code, r.repeat_index, b.code AS behaviour, s.code AS scenario,
                     j.criterion, j.judge_model, j.verdict, j.passed, pt.text AS prompt, r.response, r.parsed
                FROM judgement j
@@ -33,30 +35,31 @@ impl Store {
                JOIN scenario s ON s.id = r.scenario_id
                JOIN behaviour b ON b.id = s.behaviour_id
                JOIN prompt_text pt ON pt.hash = r.prompt_hash
-              WHERE r.run_id = ? AND r.response IS NOT NULL
+              WHERE r.run_id = $1 AND r.response IS NOT NULL
               ORDER BY r.id, j.id",
         )
         .bind(run_id)
-        .fetch_all(&self.pool)
+        .fetch_all(pool)
         .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(ReviewItem {
-                    result_id: r.try_get("result_id")?,
-                    test_code: r.try_get("test_code")?,
-                    repeat_index: r.try_get("repeat_index")?,
-                    behaviour: r.try_get("behaviour")?,
-                    scenario: r.try_get("scenario")?,
-                    criterion: r.try_get("criterion")?,
-                    judge_model: r.try_get("judge_model")?,
-                    judge_verdict: json_col(r, "verdict")?,
-                    judge_passed: r.try_get("passed")?,
-                    prompt: r.try_get("prompt")?,
-                    response: r.try_get("response")?,
-                    parsed: r.try_get("parsed")?,
+            rows.iter()
+                .map(|r| {
+                    Ok(ReviewItem {
+                        result_id: r.try_get("result_id")?,
+                        test_code: r.try_get("test_code")?,
+                        repeat_index: r.try_get("repeat_index")?,
+                        behaviour: r.try_get("behaviour")?,
+                        scenario: r.try_get("scenario")?,
+                        criterion: r.try_get("criterion")?,
+                        judge_model: r.try_get("judge_model")?,
+                        judge_verdict: json_col(r, "verdict")?,
+                        judge_passed: r.try_get("passed")?,
+                        prompt: r.try_get("prompt")?,
+                        response: r.try_get("response")?,
+                        parsed: r.try_get("parsed")?,
+                    })
                 })
-            })
-            .collect()
+                .collect()
+        })
     }
 
     /// Stores one rater's labels of a run in one transaction: a label for a
@@ -67,20 +70,21 @@ impl Store {
         rater: &str,
         labels: &[NewLabel],
     ) -> Result<Imported, StoreError> {
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        let mut done = Imported::default();
-        for l in labels {
-            let earlier: bool = sqlx::query_scalar(
-                "SELECT EXISTS (SELECT 1 FROM human_label WHERE result_id = ? AND criterion = ? AND rater = ?)",
+        on!(&self.pool, |pool, d| {
+            let mut tx = pool.begin_with(d.begin_write()).await?;
+            let mut done = Imported::default();
+            for l in labels {
+                let earlier: bool = sqlx::query_scalar(
+                "SELECT EXISTS (SELECT 1 FROM human_label WHERE result_id = $1 AND criterion = $2 AND rater = $3)",
             )
             .bind(l.result_id)
             .bind(&l.criterion)
             .bind(rater)
             .fetch_one(&mut *tx)
             .await?;
-            sqlx::query(
+                sqlx::query(
                 "INSERT INTO human_label (run_id, result_id, criterion, rater, verdict, passed, note)
-                 VALUES (?, ?, ?, ?, ?, ?, ?)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)
                  ON CONFLICT (result_id, criterion, rater) DO UPDATE SET
                    verdict = excluded.verdict, passed = excluded.passed, note = excluded.note,
                    imported_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')",
@@ -94,34 +98,36 @@ impl Store {
             .bind(&l.note)
             .execute(&mut *tx)
             .await?;
-            done.stored += 1;
-            done.replaced += usize::from(earlier);
-        }
-        tx.commit().await?;
-        Ok(done)
+                done.stored += 1;
+                done.replaced += usize::from(earlier);
+            }
+            tx.commit().await?;
+            Ok(done)
+        })
     }
 
     /// Every human label of a run, by result, criterion and rater.
     pub async fn labels(&self, run_id: i64) -> Result<Vec<LabelRow>, StoreError> {
-        let rows = sqlx::query(LABELS)
-            .bind(run_id)
-            .fetch_all(&self.pool)
-            .await?;
-        rows.iter()
-            .map(|r| {
-                let verdict: String = r.try_get("verdict")?;
-                Ok(LabelRow {
-                    result_id: r.try_get("result_id")?,
-                    criterion: r.try_get("criterion")?,
-                    rater: r.try_get("rater")?,
-                    verdict: serde_json::from_str(&verdict).map_err(|e| StoreError::Integrity {
-                        message: format!("a human label's verdict is not JSON: {e}"),
-                        source: Some(Box::new(e)),
-                    })?,
-                    passed: r.try_get("passed")?,
+        on!(&self.pool, |pool, d| {
+            let rows = sqlx::query(LABELS).bind(run_id).fetch_all(pool).await?;
+            rows.iter()
+                .map(|r| {
+                    let verdict: String = r.try_get("verdict")?;
+                    Ok(LabelRow {
+                        result_id: r.try_get("result_id")?,
+                        criterion: r.try_get("criterion")?,
+                        rater: r.try_get("rater")?,
+                        verdict: serde_json::from_str(&verdict).map_err(|e| {
+                            StoreError::Integrity {
+                                message: format!("a human label's verdict is not JSON: {e}"),
+                                source: Some(Box::new(e)),
+                            }
+                        })?,
+                        passed: r.try_get("passed")?,
+                    })
                 })
-            })
-            .collect()
+                .collect()
+        })
     }
 
     /// Every judgement of a run's results that carry at least one human
@@ -130,41 +136,42 @@ impl Store {
         &self,
         run_id: i64,
     ) -> Result<Vec<LabelledJudgement>, StoreError> {
-        let rows = sqlx::query(LABELLED_JUDGEMENTS)
-            .bind(run_id)
-            .fetch_all(&self.pool)
-            .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(LabelledJudgement {
-                    result_id: r.try_get("result_id")?,
-                    scenario: r.try_get("scenario")?,
-                    criterion: r.try_get("criterion")?,
-                    judge_model: r.try_get("judge_model")?,
-                    verdict: json_col(r, "verdict")?,
-                    passed: r.try_get("passed")?,
+        on!(&self.pool, |pool, d| {
+            let rows = sqlx::query(LABELLED_JUDGEMENTS)
+                .bind(run_id)
+                .fetch_all(pool)
+                .await?;
+            rows.iter()
+                .map(|r| {
+                    Ok(LabelledJudgement {
+                        result_id: r.try_get("result_id")?,
+                        scenario: r.try_get("scenario")?,
+                        criterion: r.try_get("criterion")?,
+                        judge_model: r.try_get("judge_model")?,
+                        verdict: json_col(r, "verdict")?,
+                        passed: r.try_get("passed")?,
+                    })
                 })
-            })
-            .collect()
+                .collect()
+        })
     }
 
     /// Every vote of a run's panels, in stored order (none for a run with one judge).
     pub async fn votes(&self, run_id: i64) -> Result<Vec<VoteRow>, StoreError> {
-        let rows = sqlx::query(VOTES)
-            .bind(run_id)
-            .fetch_all(&self.pool)
-            .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(VoteRow {
-                    result_id: r.try_get("result_id")?,
-                    scenario: r.try_get("scenario")?,
-                    criterion: r.try_get("criterion")?,
-                    judge_model: r.try_get("judge_model")?,
-                    verdict: json_col(r, "verdict")?,
+        on!(&self.pool, |pool, d| {
+            let rows = sqlx::query(VOTES).bind(run_id).fetch_all(pool).await?;
+            rows.iter()
+                .map(|r| {
+                    Ok(VoteRow {
+                        result_id: r.try_get("result_id")?,
+                        scenario: r.try_get("scenario")?,
+                        criterion: r.try_get("criterion")?,
+                        judge_model: r.try_get("judge_model")?,
+                        verdict: json_col(r, "verdict")?,
+                    })
                 })
-            })
-            .collect()
+                .collect()
+        })
     }
 
     /// Judge spend per run and judge model: a single judge's judgements,
@@ -181,20 +188,20 @@ pub(super) fn judge_spend_sql(one_run: bool) -> String {
     format!(
         "SELECT run_id, judge_model, calls, cost_usd, prompt_tokens, completion_tokens, cached
            FROM run_judge_total {} ORDER BY run_id, judge_model",
-        if one_run { "WHERE run_id = ?" } else { "" }
+        if one_run { "WHERE run_id = $1" } else { "" }
     )
 }
 
 pub(super) const LABELS: &str =
     "SELECT result_id, criterion, rater, verdict, passed FROM human_label
-              WHERE run_id = ? ORDER BY result_id, criterion, rater";
+              WHERE run_id = $1 ORDER BY result_id, criterion, rater";
 
 pub(super) const LABELLED_JUDGEMENTS: &str =
     "SELECT j.result_id, s.code AS scenario, j.criterion, j.judge_model, j.verdict, j.passed
                FROM judgement j
                JOIN result r ON r.id = j.result_id
                JOIN scenario s ON s.id = r.scenario_id
-              WHERE r.run_id = ?
+              WHERE r.run_id = $1
                 AND EXISTS (SELECT 1 FROM human_label h WHERE h.result_id = j.result_id)
               ORDER BY j.result_id, j.id";
 
@@ -203,5 +210,5 @@ pub(super) const VOTES: &str =
                FROM judge_vote v
                JOIN result r ON r.id = v.result_id
                JOIN scenario s ON s.id = r.scenario_id
-              WHERE r.run_id = ?
+              WHERE r.run_id = $1
               ORDER BY v.result_id, v.id";

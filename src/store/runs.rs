@@ -7,9 +7,9 @@
 use std::path::Path;
 use std::time::Duration;
 
+use super::backend::on;
+use super::decode::Row;
 use serde_json::Value;
-use sqlx::Row;
-use sqlx::sqlite::SqliteRow;
 
 use super::{Store, StoreError};
 
@@ -29,37 +29,37 @@ pub(super) struct OwnedRun {
 }
 
 /// A run decoded by column name (the columns of [`run_sql`]).
-impl sqlx::FromRow<'_, SqliteRow> for RunRecord {
-    fn from_row(r: &SqliteRow) -> Result<Self, sqlx::Error> {
+impl<R: Row> sqlx::FromRow<'_, R> for RunRecord {
+    fn from_row(r: &R) -> Result<Self, sqlx::Error> {
         Ok(RunRecord {
-            run_id: r.try_get("run_id")?,
-            model: r.try_get("model")?,
-            kind: r.try_get("kind")?,
-            status: r.try_get("status")?,
-            started_at: r.try_get("started_at")?,
-            completed_at: r.try_get("completed_at")?,
-            planned_test_cases: r.try_get("planned_test_cases")?,
-            test_cases: r.try_get("test_cases")?,
-            passed: r.try_get("passed")?,
-            evaluations: r.try_get("evaluations")?,
-            passed_evaluations: r.try_get("passed_evaluations")?,
-            format_failures: r.try_get("format_failures")?,
-            judge_errors: r.try_get("judge_errors")?,
-            provider_errors: r.try_get("provider_errors")?,
-            blocked: r.try_get("blocked")?,
-            refused: r.try_get("refused")?,
-            cached_replies: r.try_get("cached_replies")?,
-            cost_usd: r.try_get("cost_usd")?,
-            judge_cost_usd: r.try_get("judge_cost_usd")?,
-            byok_cost_usd: r.try_get("byok_cost_usd")?,
-            prompt_tokens: r.try_get("prompt_tokens")?,
-            completion_tokens: r.try_get("completion_tokens")?,
-            settings: r.try_get("settings")?,
-            benchmark_hash: r.try_get("benchmark_hash")?,
-            message: r.try_get("message")?,
-            max_cost_usd: r.try_get("max_cost_usd")?,
-            discarded_cost_usd: r.try_get("discarded_cost_usd")?,
-            unknown_cost_calls: r.try_get("unknown_cost_calls")?,
+            run_id: r.col("run_id")?,
+            model: r.col("model")?,
+            kind: r.col("kind")?,
+            status: r.col("status")?,
+            started_at: r.col("started_at")?,
+            completed_at: r.col("completed_at")?,
+            planned_test_cases: r.col("planned_test_cases")?,
+            test_cases: r.col("test_cases")?,
+            passed: r.col("passed")?,
+            evaluations: r.col("evaluations")?,
+            passed_evaluations: r.col("passed_evaluations")?,
+            format_failures: r.col("format_failures")?,
+            judge_errors: r.col("judge_errors")?,
+            provider_errors: r.col("provider_errors")?,
+            blocked: r.col("blocked")?,
+            refused: r.col("refused")?,
+            cached_replies: r.col("cached_replies")?,
+            cost_usd: r.col("cost_usd")?,
+            judge_cost_usd: r.col("judge_cost_usd")?,
+            byok_cost_usd: r.col("byok_cost_usd")?,
+            prompt_tokens: r.col("prompt_tokens")?,
+            completion_tokens: r.col("completion_tokens")?,
+            settings: r.col("settings")?,
+            benchmark_hash: r.col("benchmark_hash")?,
+            message: r.col("message")?,
+            max_cost_usd: r.col("max_cost_usd")?,
+            discarded_cost_usd: r.col("discarded_cost_usd")?,
+            unknown_cost_calls: r.col("unknown_cost_calls")?,
         })
     }
 }
@@ -188,14 +188,15 @@ impl Store {
         planned_test_cases: i64,
         max_cost_usd: Option<f64>,
     ) -> Result<i64, StoreError> {
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        sqlx::query("INSERT INTO llm (model_id) VALUES (?) ON CONFLICT(model_id) DO NOTHING")
-            .bind(model)
-            .execute(&mut *tx)
-            .await?;
-        let id: i64 = sqlx::query_scalar(
+        on!(&self.pool, |pool, d| {
+            let mut tx = pool.begin_with(d.begin_write()).await?;
+            sqlx::query("INSERT INTO llm (model_id) VALUES ($1) ON CONFLICT(model_id) DO NOTHING")
+                .bind(model)
+                .execute(&mut *tx)
+                .await?;
+            let id: i64 = sqlx::query_scalar(
             "INSERT INTO evaluation_run (benchmark_id, llm_id, kind, status, settings, tool_version, total_test_cases, owner_host, owner_pid, owner_started, max_cost_usd, heartbeat_at)
-             VALUES (?, (SELECT id FROM llm WHERE model_id = ?), ?, ?, ?, ?, ?, ?, ?, ?, ?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')) RETURNING id",
+             VALUES ($1, (SELECT id FROM llm WHERE model_id = $2), $3, $4, $5, $6, $7, $8, $9, $10, $11, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')) RETURNING id",
         )
         .bind(benchmark_id)
         .bind(model)
@@ -210,8 +211,9 @@ impl Store {
         .bind(max_cost_usd)
         .fetch_one(&mut *tx)
         .await?;
-        tx.commit().await?;
-        Ok(id)
+            tx.commit().await?;
+            Ok(id)
+        })
     }
 
     /// Takes a run over for `--resume`: refused while another live process
@@ -222,17 +224,19 @@ impl Store {
     /// owns, with a read alone: it answers while another program holds the
     /// write lock, where the claim itself would wait for it.
     pub async fn refuse_if_owned(&self, run_id: i64) -> Result<(), StoreError> {
-        let row = sqlx::query_as::<_, OwnedRun>(sqlx::AssertSqlSafe(run_sql()))
-            .bind(run_id)
-            .bind(run_id)
-            .fetch_optional(&self.pool)
-            .await?;
-        match row.and_then(|r| r.live_owner(&self.owner)) {
-            Some(owner) => Err(StoreError::Busy(format!(
-                "run {run_id} is being run by another helmbench ({owner}); wait for it to finish, or stop it and resume again"
-            ))),
-            None => Ok(()),
-        }
+        on!(&self.pool, |pool, d| {
+            let row = sqlx::query_as::<_, OwnedRun>(sqlx::AssertSqlSafe(run_sql()))
+                .bind(run_id)
+                .bind(run_id)
+                .fetch_optional(pool)
+                .await?;
+            match row.and_then(|r| r.live_owner(&self.owner)) {
+                Some(owner) => Err(StoreError::Busy(format!(
+                    "run {run_id} is being run by another helmbench ({owner}); wait for it to finish, or stop it and resume again"
+                ))),
+                None => Ok(()),
+            }
+        })
     }
 
     pub async fn claim_run(
@@ -240,25 +244,26 @@ impl Store {
         run_id: i64,
         max_cost_usd: Option<f64>,
     ) -> Result<(), StoreError> {
-        // IMMEDIATE: two processes claiming at once are serialised here.
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        let row = sqlx::query_as::<_, OwnedRun>(sqlx::AssertSqlSafe(run_sql()))
-            .bind(run_id)
-            .bind(run_id)
-            .fetch_optional(&mut *tx)
-            .await?
-            .ok_or_else(|| {
-                StoreError::NotFound(format!("no run with id {run_id} (see `helmbench runs`)"))
-            })?;
-        if let Some(owner) = row.live_owner(&self.owner) {
-            return Err(StoreError::Busy(format!(
-                "run {run_id} is being run by another helmbench ({owner}); wait for it to finish, or stop it and resume again"
-            )));
-        }
-        sqlx::query(
-            "UPDATE evaluation_run SET status = ?, completed_at = NULL, message = NULL,
-               owner_host = ?, owner_pid = ?, owner_started = ?, max_cost_usd = COALESCE(?, max_cost_usd),
-               heartbeat_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = ?",
+        on!(&self.pool, |pool, d| {
+            // IMMEDIATE: two processes claiming at once are serialised here.
+            let mut tx = pool.begin_with(d.begin_write()).await?;
+            let row = sqlx::query_as::<_, OwnedRun>(sqlx::AssertSqlSafe(run_sql()))
+                .bind(run_id)
+                .bind(run_id)
+                .fetch_optional(&mut *tx)
+                .await?
+                .ok_or_else(|| {
+                    StoreError::NotFound(format!("no run with id {run_id} (see `helmbench runs`)"))
+                })?;
+            if let Some(owner) = row.live_owner(&self.owner) {
+                return Err(StoreError::Busy(format!(
+                    "run {run_id} is being run by another helmbench ({owner}); wait for it to finish, or stop it and resume again"
+                )));
+            }
+            sqlx::query(
+            "UPDATE evaluation_run SET status = $1, completed_at = NULL, message = NULL,
+               owner_host = $2, owner_pid = $3, owner_started = $4, max_cost_usd = COALESCE($5, max_cost_usd),
+               heartbeat_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = $6",
         )
         .bind(RunStatus::Running)
         .bind(&self.owner.host)
@@ -268,8 +273,9 @@ impl Store {
         .bind(run_id)
         .execute(&mut *tx)
         .await?;
-        tx.commit().await?;
-        Ok(())
+            tx.commit().await?;
+            Ok(())
+        })
     }
 
     /// Marks `interrupted` the runs a process of this host left `running`
@@ -278,29 +284,30 @@ impl Store {
     /// agrees. Best effort on a writer's open: a database busy now is left
     /// for the next one (the runs still show as interrupted).
     pub(super) async fn settle_gone_runs(&self) {
-        let rows: Vec<(i64, i64, Option<i64>)> = match sqlx::query_as(
-            "SELECT id, owner_pid, owner_started FROM evaluation_run
-              WHERE status = ? AND owner_host = ? AND owner_pid IS NOT NULL",
-        )
-        .bind(RunStatus::Running)
-        .bind(&self.owner.host)
-        .fetch_all(&self.pool)
-        .await
-        {
-            Ok(rows) => rows,
-            Err(e) => {
-                tracing::debug!(error = %e, "runs left running not read");
-                return;
-            }
-        };
-        for (id, pid, started) in rows {
-            if pid == self.owner.pid || pid_alive(pid, started) {
-                continue;
-            }
-            let marked = sqlx::query(
-                "UPDATE evaluation_run SET status = ?, completed_at = COALESCE(completed_at, heartbeat_at),
-                        message = COALESCE(message, ?)
-                  WHERE id = ? AND status = ? AND owner_host = ? AND owner_pid = ?",
+        on!(&self.pool, |pool, d| {
+            let rows: Vec<(i64, i64, Option<i64>)> = match sqlx::query_as(
+                "SELECT id, owner_pid, owner_started FROM evaluation_run
+              WHERE status = $1 AND owner_host = $2 AND owner_pid IS NOT NULL",
+            )
+            .bind(RunStatus::Running)
+            .bind(&self.owner.host)
+            .fetch_all(pool)
+            .await
+            {
+                Ok(rows) => rows,
+                Err(e) => {
+                    tracing::debug!(error = %e, "runs left running not read");
+                    return;
+                }
+            };
+            for (id, pid, started) in rows {
+                if pid == self.owner.pid || pid_alive(pid, started) {
+                    continue;
+                }
+                let marked = sqlx::query(
+                "UPDATE evaluation_run SET status = $1, completed_at = COALESCE(completed_at, heartbeat_at),
+                        message = COALESCE(message, $2)
+                  WHERE id = $3 AND status = $4 AND owner_host = $5 AND owner_pid = $6",
             )
             .bind(RunStatus::Interrupted)
             .bind("the process running it stopped without finishing; resume it with run-batch --resume")
@@ -308,29 +315,32 @@ impl Store {
             .bind(RunStatus::Running)
             .bind(&self.owner.host)
             .bind(pid)
-            .execute(&self.pool)
+            .execute(pool)
             .await;
-            if let Err(e) = marked {
-                tracing::debug!(run_id = id, error = %e, "a run left running not marked");
-                return;
+                if let Err(e) = marked {
+                    tracing::debug!(run_id = id, error = %e, "a run left running not marked");
+                    return;
+                }
             }
-        }
+        })
     }
 
     /// Says this process still runs `run_id`. False when another process
     /// has taken the run over (it judged this one gone): stop sending.
     pub async fn heartbeat(&self, run_id: i64) -> Result<bool, StoreError> {
-        let n = sqlx::query(
-            "UPDATE evaluation_run SET heartbeat_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
-             WHERE id = ? AND owner_host = ? AND owner_pid = ?",
-        )
-        .bind(run_id)
-        .bind(&self.owner.host)
-        .bind(self.owner.pid)
-        .execute(&self.pool)
-        .await?
-        .rows_affected();
-        Ok(n == 1)
+        on!(&self.pool, |pool, d| {
+            let n = sqlx::query(
+                "UPDATE evaluation_run SET heartbeat_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+             WHERE id = $1 AND owner_host = $2 AND owner_pid = $3",
+            )
+            .bind(run_id)
+            .bind(&self.owner.host)
+            .bind(self.owner.pid)
+            .execute(pool)
+            .await?
+            .rows_affected();
+            Ok(n == 1)
+        })
     }
 
     /// Records the end of a run (its totals are kept as results are
@@ -342,11 +352,12 @@ impl Store {
         status: RunStatus,
         message: Option<&str>,
     ) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        // Only the owner ends a run: a process that lost it to a resume
-        // elsewhere must not mark the other's run finished.
-        sqlx::query("UPDATE evaluation_run SET status = ?, message = ?, completed_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
-                     WHERE id = ? AND owner_host IS ? AND owner_pid IS ?")
+        on!(&self.pool, |pool, d| {
+            let mut tx = pool.begin_with(d.begin_write()).await?;
+            // Only the owner ends a run: a process that lost it to a resume
+            // elsewhere must not mark the other's run finished.
+            sqlx::query("UPDATE evaluation_run SET status = $1, message = $2, completed_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+                     WHERE id = $3 AND owner_host IS NOT DISTINCT FROM $4 AND owner_pid IS NOT DISTINCT FROM $5")
             .bind(status)
             .bind(message)
             .bind(run_id)
@@ -354,14 +365,15 @@ impl Store {
             .bind(self.owner.pid)
             .execute(&mut *tx)
             .await?;
-        tx.commit().await?;
-        Ok(())
+            tx.commit().await?;
+            Ok(())
+        })
     }
 }
 
 /// One run with its totals (binds: the run's id twice).
 pub(super) fn run_sql() -> String {
-    format!("{} WHERE er.id = ?", runs_query("WHERE run_id = ?"))
+    format!("{} WHERE er.id = $1", runs_query("WHERE run_id = $1"))
 }
 
 /// A run with its totals, summed over its few `run_total` rows (one per

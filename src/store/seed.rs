@@ -7,116 +7,21 @@ use std::collections::HashMap;
 use serde_json::Value;
 use sqlx::Row;
 
+use super::backend::on;
 use super::{Store, StoreError};
 use crate::benchmark::{Benchmark, Component, ComponentKind, Scenario};
 use crate::domain::SeedIds;
 
-impl Store {
-    /// Writes the benchmark's content rows, adding a version only where a
-    /// content hash is new. Idempotent; old versions are never rewritten.
-    pub async fn seed(&self, b: &Benchmark) -> Result<SeedIds, StoreError> {
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        let mut ids = SeedIds::default();
-        sqlx::query("INSERT INTO benchmark (content_hash, root) VALUES (?, ?) ON CONFLICT(content_hash) DO NOTHING")
-            .bind(&b.content_hash)
-            .bind(b.root.display().to_string())
-            .execute(&mut *tx)
-            .await?;
-        ids.benchmark_id = sqlx::query_scalar("SELECT id FROM benchmark WHERE content_hash = ?")
-            .bind(&b.content_hash)
-            .fetch_one(&mut *tx)
-            .await?;
-        for p in &b.pillars {
-            sqlx::query("INSERT INTO pillar (code, name, description) VALUES (?, ?, ?) ON CONFLICT(code) DO UPDATE SET name = excluded.name, description = excluded.description")
-                .bind(&p.code).bind(&p.name).bind(&p.description)
-                .execute(&mut *tx).await?;
-        }
-        for bh in &b.behaviours {
-            sqlx::query("INSERT INTO behaviour (pillar_id, code, name, description) VALUES ((SELECT id FROM pillar WHERE code = ?), ?, ?, ?) ON CONFLICT(code) DO UPDATE SET name = excluded.name, description = excluded.description")
-                .bind(&bh.pillar).bind(&bh.code).bind(&bh.name).bind(&bh.description)
-                .execute(&mut *tx).await?;
-        }
-        for s in &b.scenarios {
-            let evaluation = serde_json::to_string(&s.evaluation).unwrap_or_default();
-            let rf = s.response_format.as_ref().map(Value::to_string);
-            let id: i64 = sqlx::query_scalar(
-                "INSERT INTO scenario (behaviour_id, code, content_hash, evaluation, prompt, response_format)
-                 VALUES ((SELECT id FROM behaviour WHERE code = ?), ?, ?, ?, ?, ?)
-                 ON CONFLICT(code, content_hash) DO UPDATE SET code = excluded.code RETURNING id",
-            )
-            .bind(&s.behaviour).bind(&s.code).bind(&s.hash).bind(evaluation).bind(&s.prompt).bind(rf)
-            .fetch_one(&mut *tx)
-            .await?;
-            ids.scenarios.insert(s.code.clone(), id);
-        }
-        // Components go in many rows a statement: one statement a row cost a
-        // round trip to SQLite's thread each, ~0.5 s for 5,000 components.
-        let all = |f: fn(&Scenario) -> &[Component]| {
-            b.scenarios
-                .iter()
-                .flat_map(move |s| f(s).iter().map(move |c| (s, c)))
-                .collect::<Vec<_>>()
-        };
-        let conditions = all(|s| &s.conditions);
-        let user_contexts = all(|s| &s.user_contexts);
-        let perturbations = all(|s| &s.perturbations);
-        for (kind, rows, slot) in [
-            (ComponentKind::Condition, &conditions, &mut ids.conditions),
-            (
-                ComponentKind::UserContext,
-                &user_contexts,
-                &mut ids.user_contexts,
-            ),
-            (
-                ComponentKind::Perturbation,
-                &perturbations,
-                &mut ids.perturbations,
-            ),
-        ] {
-            *slot = upsert_components(&mut tx, kind, rows, &ids.scenarios).await?;
-        }
-        for (table, column, rows, component_ids) in [
-            (
-                "scenario_condition",
-                "condition_id",
-                &conditions,
-                &ids.conditions,
-            ),
-            (
-                "scenario_user_context",
-                "user_context_id",
-                &user_contexts,
-                &ids.user_contexts,
-            ),
-        ] {
-            for chunk in rows.chunks(ROWS_PER_STATEMENT) {
-                let mut q = sqlx::QueryBuilder::new(format!(
-                    "INSERT OR IGNORE INTO {table} (scenario_id, {column}) "
-                ));
-                q.push_values(chunk, |mut row, (s, c)| {
-                    row.push_bind(ids.scenarios[&s.code])
-                        .push_bind(component_ids[&c.full_code]);
-                });
-                q.build().execute(&mut *tx).await?;
-            }
-        }
-        tx.commit().await?;
-        Ok(ids)
-    }
-}
-
-/// Rows a multi-row statement carries: 7 parameters each stays far below
-/// SQLite's limit of 32,766.
-const ROWS_PER_STATEMENT: usize = 500;
-
 /// Inserts components not stored yet (by full code and content hash) and
-/// returns every one's id by full code.
-async fn upsert_components(
-    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
-    kind: ComponentKind,
-    rows: &[(&Scenario, &Component)],
-    scenario_ids: &HashMap<String, i64>,
-) -> Result<HashMap<String, i64>, StoreError> {
+/// returns every one's id by full code. A macro, not a function: it runs
+/// in the transaction of either backend (`$tx`: `&mut sqlx::Transaction`).
+macro_rules! upsert_components {
+    ($tx:expr, $kind:expr, $rows:expr, $scenario_ids:expr) => {{
+        let tx = $tx;
+        let kind: ComponentKind = $kind;
+        let rows: &[(&Scenario, &Component)] = $rows;
+        let scenario_ids: &HashMap<String, i64> = $scenario_ids;
+        let upserted: Result<HashMap<String, i64>, StoreError> = async {
     let (head, has_scenario, has_difficulty) = match kind {
         ComponentKind::Condition => (
             "INSERT INTO condition (full_code, code, content_hash, severity, metadata, prompt, difficulty) ",
@@ -168,4 +73,110 @@ async fn upsert_components(
         });
     }
     Ok(ids)
+        }
+        .await;
+        upserted
+    }};
 }
+
+impl Store {
+    /// Writes the benchmark's content rows, adding a version only where a
+    /// content hash is new. Idempotent; old versions are never rewritten.
+    pub async fn seed(&self, b: &Benchmark) -> Result<SeedIds, StoreError> {
+        on!(&self.pool, |pool, d| {
+            let mut tx = pool.begin_with(d.begin_write()).await?;
+            let mut ids = SeedIds::default();
+            sqlx::query("INSERT INTO benchmark (content_hash, root) VALUES ($1, $2) ON CONFLICT(content_hash) DO NOTHING")
+            .bind(&b.content_hash)
+            .bind(b.root.display().to_string())
+            .execute(&mut *tx)
+            .await?;
+            ids.benchmark_id =
+                sqlx::query_scalar("SELECT id FROM benchmark WHERE content_hash = $1")
+                    .bind(&b.content_hash)
+                    .fetch_one(&mut *tx)
+                    .await?;
+            for p in &b.pillars {
+                sqlx::query("INSERT INTO pillar (code, name, description) VALUES ($1, $2, $3) ON CONFLICT(code) DO UPDATE SET name = excluded.name, description = excluded.description")
+                .bind(&p.code).bind(&p.name).bind(&p.description)
+                .execute(&mut *tx).await?;
+            }
+            for bh in &b.behaviours {
+                sqlx::query("INSERT INTO behaviour (pillar_id, code, name, description) VALUES ((SELECT id FROM pillar WHERE code = $1), $2, $3, $4) ON CONFLICT(code) DO UPDATE SET name = excluded.name, description = excluded.description")
+                .bind(&bh.pillar).bind(&bh.code).bind(&bh.name).bind(&bh.description)
+                .execute(&mut *tx).await?;
+            }
+            for s in &b.scenarios {
+                let evaluation = serde_json::to_string(&s.evaluation).unwrap_or_default();
+                let rf = s.response_format.as_ref().map(Value::to_string);
+                let id: i64 = sqlx::query_scalar(
+                "INSERT INTO scenario (behaviour_id, code, content_hash, evaluation, prompt, response_format)
+                 VALUES ((SELECT id FROM behaviour WHERE code = $1), $2, $3, $4, $5, $6)
+                 ON CONFLICT(code, content_hash) DO UPDATE SET code = excluded.code RETURNING id",
+            )
+            .bind(&s.behaviour).bind(&s.code).bind(&s.hash).bind(evaluation).bind(&s.prompt).bind(rf)
+            .fetch_one(&mut *tx)
+            .await?;
+                ids.scenarios.insert(s.code.clone(), id);
+            }
+            // Components go in many rows a statement: one statement a row cost a
+            // round trip to SQLite's thread each, ~0.5 s for 5,000 components.
+            let all = |f: fn(&Scenario) -> &[Component]| {
+                b.scenarios
+                    .iter()
+                    .flat_map(move |s| f(s).iter().map(move |c| (s, c)))
+                    .collect::<Vec<_>>()
+            };
+            let conditions = all(|s| &s.conditions);
+            let user_contexts = all(|s| &s.user_contexts);
+            let perturbations = all(|s| &s.perturbations);
+            for (kind, rows, slot) in [
+                (ComponentKind::Condition, &conditions, &mut ids.conditions),
+                (
+                    ComponentKind::UserContext,
+                    &user_contexts,
+                    &mut ids.user_contexts,
+                ),
+                (
+                    ComponentKind::Perturbation,
+                    &perturbations,
+                    &mut ids.perturbations,
+                ),
+            ] {
+                *slot = upsert_components!(&mut tx, kind, rows, &ids.scenarios)?;
+            }
+            for (table, column, rows, component_ids) in [
+                (
+                    "scenario_condition",
+                    "condition_id",
+                    &conditions,
+                    &ids.conditions,
+                ),
+                (
+                    "scenario_user_context",
+                    "user_context_id",
+                    &user_contexts,
+                    &ids.user_contexts,
+                ),
+            ] {
+                for chunk in rows.chunks(ROWS_PER_STATEMENT) {
+                    let mut q = sqlx::QueryBuilder::new(format!(
+                        "INSERT INTO {table} (scenario_id, {column}) "
+                    ));
+                    q.push_values(chunk, |mut row, (s, c)| {
+                        row.push_bind(ids.scenarios[&s.code])
+                            .push_bind(component_ids[&c.full_code]);
+                    });
+                    q.push(" ON CONFLICT DO NOTHING");
+                    q.build().execute(&mut *tx).await?;
+                }
+            }
+            tx.commit().await?;
+            Ok(ids)
+        })
+    }
+}
+
+/// Rows a multi-row statement carries: 7 parameters each stays far below
+/// SQLite's limit of 32,766.
+const ROWS_PER_STATEMENT: usize = 500;

@@ -5,6 +5,7 @@
 
 use sqlx::Row;
 
+use super::backend::on;
 use super::decode::from_columns;
 use super::{Store, StoreError};
 use crate::domain::{ErrorTypeCount, ServedCount, TokenDetails};
@@ -60,19 +61,21 @@ impl Store {
         model: &str,
         judge: bool,
     ) -> Result<Option<(f64, i64)>, StoreError> {
-        let sql = if judge {
-            "SELECT AVG(completion_tokens) AS mean, COUNT(*) AS replies FROM judgement
-              WHERE judge_model = ? AND cached = 0 AND completion_tokens > 0"
-        } else {
-            "SELECT AVG(r.completion_tokens) AS mean, COUNT(*) AS replies
+        on!(&self.pool, |pool, d| {
+            let sql = if judge {
+                "SELECT AVG(completion_tokens) AS mean, COUNT(*) AS replies FROM judgement
+              WHERE judge_model = $1 AND cached = 0 AND completion_tokens > 0"
+            } else {
+                "SELECT AVG(r.completion_tokens) AS mean, COUNT(*) AS replies
                FROM result r JOIN evaluation_run er ON er.id = r.run_id JOIN llm l ON l.id = er.llm_id
-              WHERE l.model_id = ? AND r.cached = 0 AND r.completion_tokens > 0"
-        };
-        let row = sqlx::query(sql).bind(model).fetch_one(&self.pool).await?;
-        let n: i64 = row.try_get("replies")?;
-        Ok(match n > 0 {
-            true => Some((row.try_get("mean")?, n)),
-            false => None,
+              WHERE l.model_id = $1 AND r.cached = 0 AND r.completion_tokens > 0"
+            };
+            let row = sqlx::query(sql).bind(model).fetch_one(pool).await?;
+            let n: i64 = row.try_get("replies")?;
+            Ok(match n > 0 {
+                true => Some((row.try_get("mean")?, n)),
+                false => None,
+            })
         })
     }
 }
@@ -83,7 +86,7 @@ pub(super) fn served_counts_sql(one_run: bool) -> String {
             "SELECT run_id, call, requested, NULLIF(served_model, '') AS served_model,
                     NULLIF(provider, '') AS provider, replies
                FROM run_served_total {} ORDER BY run_id, call DESC, requested, served_model, provider",
-            if one_run { "WHERE run_id = ?" } else { "" }
+            if one_run { "WHERE run_id = $1" } else { "" }
         )
 }
 
@@ -92,7 +95,7 @@ pub(super) fn error_type_counts_sql(one_run: bool) -> String {
     format!(
         "SELECT run_id, NULLIF(error_type, '') AS error_type, results FROM run_error_total {}
               ORDER BY run_id, results DESC, error_type",
-        if one_run { "WHERE run_id = ?" } else { "" }
+        if one_run { "WHERE run_id = $1" } else { "" }
     )
 }
 
@@ -105,6 +108,6 @@ pub(super) fn token_details_sql(one_run: bool) -> String {
                     SUM(judge_cached_prompt_tokens) AS judge_cached_prompt_tokens
                FROM run_total {}
               GROUP BY run_id HAVING SUM(test_cases) > 0 ORDER BY run_id",
-        if one_run { "WHERE run_id = ?" } else { "" }
+        if one_run { "WHERE run_id = $1" } else { "" }
     )
 }

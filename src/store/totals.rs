@@ -10,8 +10,7 @@
 //! ([`Store::recount_mismatches`] checks it). Discarded charges, which are
 //! only ever added, are kept by a trigger (see the migration).
 
-use sqlx::{Sqlite, Transaction};
-
+use super::backend::{Arg, Dialect, Tx, bind_args, on, on_tx};
 use super::{Store, StoreError};
 
 /// The migration that added the totals (and the rebuild marker).
@@ -46,40 +45,38 @@ impl Affected<'_> {
     /// The condition on `result r` (only constants: values are bound).
     pub(super) fn condition(&self) -> String {
         match self {
-            Affected::After(_) => "r.id > ?1".into(),
+            Affected::After(_) => "r.id > $1".into(),
             Affected::RunKinds { kinds, .. } => {
                 // Numbered: the condition appears twice in a statement.
-                let marks: Vec<String> = (0..kinds.len()).map(|i| format!("?{}", i + 2)).collect();
+                let marks: Vec<String> = (0..kinds.len()).map(|i| format!("${}", i + 2)).collect();
                 let marks = marks.join(", ");
-                format!("r.run_id = ?1 AND r.error_kind IN ({marks})")
+                format!("r.run_id = $1 AND r.error_kind IN ({marks})")
             }
             Affected::JudgeError { .. } => {
-                "r.run_id = ?1 AND r.test_code = ?2 AND r.repeat_index = ?3 AND r.error_kind = 'judge'"
+                "r.run_id = $1 AND r.test_code = $2 AND r.repeat_index = $3 AND r.error_kind = 'judge'"
                     .into()
             }
-            Affected::All => "1".into(),
+            Affected::All => "TRUE".into(),
         }
     }
 
-    fn bind<'q>(
-        &'q self,
-        mut q: sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments>,
-    ) -> sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments> {
+    /// The values of the condition's `$1`, `$2`…, in order.
+    fn values(&self) -> Vec<Arg> {
         match self {
-            Affected::After(id) => q.bind(*id),
-            Affected::RunKinds { run_id, kinds } => {
-                q = q.bind(*run_id);
-                for k in kinds.iter() {
-                    q = q.bind(*k);
-                }
-                q
-            }
+            Affected::After(id) => vec![Arg::from(*id)],
+            Affected::RunKinds { run_id, kinds } => std::iter::once(Arg::from(*run_id))
+                .chain(kinds.iter().map(|k| Arg::from(*k)))
+                .collect(),
             Affected::JudgeError {
                 run_id,
                 test_code,
                 repeat_index,
-            } => q.bind(*run_id).bind(*test_code).bind(*repeat_index),
-            Affected::All => q,
+            } => vec![
+                Arg::from(*run_id),
+                Arg::from(*test_code),
+                Arg::from(*repeat_index),
+            ],
+            Affected::All => vec![],
         }
     }
 }
@@ -99,11 +96,26 @@ const RUN_TOTAL: &[(&str, &str)] = &[
         "passed_evaluations",
         "SUM(CASE WHEN jr.n > 1 THEN jr.np ELSE r.passed END)",
     ),
-    ("format_failures", "SUM(r.error_kind = 'format')"),
-    ("judge_errors", "SUM(r.error_kind = 'judge')"),
-    ("provider_errors", "SUM(r.error_kind = 'provider')"),
-    ("blocked", "SUM(r.error_kind = 'blocked')"),
-    ("refused", "SUM(r.error_kind = 'refused')"),
+    (
+        "format_failures",
+        "SUM(CASE WHEN r.error_kind = 'format' THEN 1 ELSE 0 END)",
+    ),
+    (
+        "judge_errors",
+        "SUM(CASE WHEN r.error_kind = 'judge' THEN 1 ELSE 0 END)",
+    ),
+    (
+        "provider_errors",
+        "SUM(CASE WHEN r.error_kind = 'provider' THEN 1 ELSE 0 END)",
+    ),
+    (
+        "blocked",
+        "SUM(CASE WHEN r.error_kind = 'blocked' THEN 1 ELSE 0 END)",
+    ),
+    (
+        "refused",
+        "SUM(CASE WHEN r.error_kind = 'refused' THEN 1 ELSE 0 END)",
+    ),
     ("cached_replies", "SUM(r.cached)"),
     // The reply a cached result copies: the first paid one of the same
     // request at the same endpoint stored before it, as `cached_reply`
@@ -112,7 +124,7 @@ const RUN_TOTAL: &[(&str, &str)] = &[
         "reused_original_usd",
         "SUM(CASE WHEN r.cached = 1 THEN
            (SELECT o.cost_usd + o.byok_cost_usd FROM result o
-             WHERE o.request_hash = r.request_hash AND o.endpoint IS r.endpoint
+             WHERE o.request_hash = r.request_hash AND o.endpoint IS NOT DISTINCT FROM r.endpoint
                AND o.id < r.id AND o.cached = 0 AND o.response IS NOT NULL
              ORDER BY o.id LIMIT 1) END)",
     ),
@@ -145,7 +157,7 @@ fn run_total_sql(table: &str, cond: &str) -> String {
     let cols: Vec<&str> = RUN_TOTAL.iter().map(|(c, _)| *c).collect();
     let exprs: Vec<String> = RUN_TOTAL
         .iter()
-        .map(|(_, e)| format!("?9 * COALESCE({e}, 0)"))
+        .map(|(_, e)| format!("$9 * COALESCE({e}, 0)"))
         .collect();
     let updates: Vec<String> = cols
         .iter()
@@ -156,7 +168,7 @@ fn run_total_sql(table: &str, cond: &str) -> String {
          SELECT r.run_id, r.scenario_id, {exprs}
            FROM result r
            LEFT JOIN (
-             SELECT j.result_id, COUNT(*) AS n, SUM(j.passed = 1) AS np,
+             SELECT j.result_id, COUNT(*) AS n, SUM(CASE WHEN j.passed = 1 THEN 1 ELSE 0 END) AS np,
                     SUM(j.cost_usd) AS cost, SUM(j.byok_cost_usd) AS byok,
                     -- A panel's criterion is one judgement but one call per
                     -- judge (its votes), each cached or not.
@@ -187,7 +199,7 @@ fn run_total_sql(table: &str, cond: &str) -> String {
 fn served_sql(table: &str, cond: &str) -> String {
     format!(
         "INSERT INTO {table} (run_id, call, requested, served_model, provider, replies)
-         SELECT run_id, call, requested, served_model, provider, ?9 * COUNT(*) FROM (
+         SELECT run_id, call, requested, served_model, provider, $9 * COUNT(*) FROM (
            SELECT r.run_id, 'model' AS call, l.model_id AS requested,
                   COALESCE(r.served_model, '') AS served_model, COALESCE(r.provider, '') AS provider
              FROM result r JOIN evaluation_run er ON er.id = r.run_id JOIN llm l ON l.id = er.llm_id
@@ -196,7 +208,7 @@ fn served_sql(table: &str, cond: &str) -> String {
            SELECT r.run_id, 'judge', j.judge_model, COALESCE(j.served_model, ''), COALESCE(j.provider, '')
              FROM judgement j JOIN result r ON r.id = j.result_id
             WHERE j.response IS NOT NULL AND {cond})
-          WHERE 1
+          WHERE TRUE
           GROUP BY run_id, call, requested, served_model, provider
          ON CONFLICT (run_id, call, requested, served_model, provider)
            DO UPDATE SET replies = replies + excluded.replies"
@@ -207,7 +219,7 @@ fn served_sql(table: &str, cond: &str) -> String {
 fn errors_sql(table: &str, cond: &str) -> String {
     format!(
         "INSERT INTO {table} (run_id, error_type, results)
-         SELECT r.run_id, COALESCE(r.error_type, ''), ?9 * COUNT(*) FROM result r
+         SELECT r.run_id, COALESCE(r.error_type, ''), $9 * COUNT(*) FROM result r
           WHERE r.error_kind = 'provider' AND {cond}
           GROUP BY +r.run_id, COALESCE(r.error_type, '')
          ON CONFLICT (run_id, error_type) DO UPDATE SET results = results + excluded.results"
@@ -220,9 +232,9 @@ fn errors_sql(table: &str, cond: &str) -> String {
 fn judges_sql(table: &str, cond: &str) -> String {
     format!(
         "INSERT INTO {table} (run_id, judge_model, calls, cost_usd, prompt_tokens, completion_tokens, cached)
-         SELECT r.run_id, x.judge_model, ?9 * COUNT(*), ?9 * COALESCE(SUM(x.cost_usd), 0),
-                ?9 * COALESCE(SUM(x.prompt_tokens), 0), ?9 * COALESCE(SUM(x.completion_tokens), 0),
-                ?9 * COALESCE(SUM(x.cached), 0)
+         SELECT r.run_id, x.judge_model, $9 * COUNT(*), $9 * COALESCE(SUM(x.cost_usd), 0),
+                $9 * COALESCE(SUM(x.prompt_tokens), 0), $9 * COALESCE(SUM(x.completion_tokens), 0),
+                $9 * COALESCE(SUM(x.cached), 0)
            FROM (SELECT result_id, judge_model, cost_usd, prompt_tokens, completion_tokens, cached
                    FROM judgement j
                   WHERE j.result_id IN (SELECT r.id FROM result r WHERE {cond})
@@ -233,7 +245,7 @@ fn judges_sql(table: &str, cond: &str) -> String {
                    FROM judge_vote v
                   WHERE v.result_id IN (SELECT r.id FROM result r WHERE {cond})) AS x
            JOIN result r ON r.id = x.result_id
-          WHERE 1
+          WHERE TRUE
           GROUP BY r.run_id, x.judge_model
          ON CONFLICT (run_id, judge_model) DO UPDATE SET
            calls = calls + excluded.calls, cost_usd = cost_usd + excluded.cost_usd,
@@ -254,7 +266,7 @@ const KEYED: [(&str, &str, &str); 3] = [
     (
         "run_judge_total",
         "run_id, judge_model",
-        "calls, ROUND(cost_usd, 9), prompt_tokens, completion_tokens, cached",
+        "calls, ROUND(CAST(cost_usd AS NUMERIC), 9), prompt_tokens, completion_tokens, cached",
     ),
 ];
 
@@ -278,70 +290,69 @@ pub(super) fn statements(prefix: &str, cond: &str) -> [String; 4] {
 
 /// Adds (`sign` 1) or removes (-1) what `affected` contributes to the totals.
 pub(super) async fn apply(
-    tx: &mut Transaction<'_, Sqlite>,
+    tx: &mut Tx,
     affected: &Affected<'_>,
     sign: i64,
 ) -> Result<(), StoreError> {
     apply_to(tx, "", affected, sign).await?;
     if sign < 0 {
         // Counts that fell to nothing are no longer there to list.
-        sqlx::query("DELETE FROM run_served_total WHERE replies = 0")
-            .execute(&mut **tx)
-            .await?;
-        sqlx::query("DELETE FROM run_error_total WHERE results = 0")
-            .execute(&mut **tx)
-            .await?;
-        sqlx::query("DELETE FROM run_judge_total WHERE calls = 0")
-            .execute(&mut **tx)
-            .await?;
+        for sql in [
+            "DELETE FROM run_served_total WHERE replies = 0",
+            "DELETE FROM run_error_total WHERE results = 0",
+            "DELETE FROM run_judge_total WHERE calls = 0",
+        ] {
+            on_tx!(&mut *tx, |t| sqlx::query(sql)
+                .execute(&mut **t)
+                .await?
+                .rows_affected());
+        }
     }
     Ok(())
 }
 
 async fn apply_to(
-    tx: &mut Transaction<'_, Sqlite>,
+    tx: &mut Tx,
     prefix: &str,
     affected: &Affected<'_>,
     sign: i64,
 ) -> Result<(), StoreError> {
+    // `$9`, the sign, is numbered apart from the condition's values;
+    // placeholders up to $8 the condition does not use are bound as NULL.
+    let mut args = affected.values();
+    while args.len() < 8 {
+        args.push(Arg::Int(None));
+    }
+    args.push(Arg::from(sign));
     for sql in statements(prefix, &affected.condition()) {
         // Built from constants and the fixed condition above: every value
-        // is bound. `?9`, the sign, is numbered apart from the condition's.
-        let q = affected.bind(sqlx::query(sqlx::AssertSqlSafe(sql)));
-        let q = bind_sign(q, affected, sign);
-        q.execute(&mut **tx).await?;
+        // is bound.
+        on_tx!(&mut *tx, |t| bind_args!(
+            sqlx::query(sqlx::AssertSqlSafe(sql)),
+            args.clone()
+        )
+        .execute(&mut **t)
+        .await?
+        .rows_affected());
     }
     Ok(())
 }
 
-/// Binds `?9` after the condition's parameters (placeholders up to ?8 that
-/// the condition does not use are bound as NULL).
-fn bind_sign<'q>(
-    mut q: sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments>,
-    affected: &Affected<'_>,
-    sign: i64,
-) -> sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments> {
-    let used = match affected {
-        Affected::After(_) => 1,
-        Affected::RunKinds { kinds, .. } => 1 + kinds.len(),
-        Affected::JudgeError { .. } => 3,
-        Affected::All => 0,
-    };
-    for _ in used..8 {
-        q = q.bind(None::<i64>);
-    }
-    q.bind(sign)
-}
-
 /// Empties the totals and fills them from every stored result and charge.
-pub(super) async fn rebuild(tx: &mut Transaction<'_, Sqlite>) -> Result<(), StoreError> {
-    for t in TABLES {
-        sqlx::query(sqlx::AssertSqlSafe(format!("DELETE FROM {t}")))
-            .execute(&mut **tx)
-            .await?;
+pub(super) async fn rebuild(tx: &mut Tx) -> Result<(), StoreError> {
+    for table in TABLES {
+        on_tx!(&mut *tx, |t| sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DELETE FROM {table}"
+        )))
+        .execute(&mut **t)
+        .await?
+        .rows_affected());
     }
     apply_to(tx, "", &Affected::All, 1).await?;
-    sqlx::query(DISCARDED_TOTALS).execute(&mut **tx).await?;
+    on_tx!(&mut *tx, |t| sqlx::query(DISCARDED_TOTALS)
+        .execute(&mut **t)
+        .await?
+        .rows_affected());
     Ok(())
 }
 
@@ -352,7 +363,7 @@ const DISCARDED_TOTALS: &str =
             SUM(CASE WHEN call = 'model' THEN cost_usd ELSE 0.0 END),
             SUM(CASE WHEN call = 'judge' THEN cost_usd ELSE 0.0 END),
             SUM(unknown_attempts)
-       FROM discarded_charge WHERE 1 GROUP BY run_id, COALESCE(scenario_id, 0)
+       FROM discarded_charge WHERE TRUE GROUP BY run_id, COALESCE(scenario_id, 0)
      ON CONFLICT (run_id, scenario_id) DO UPDATE SET
        discarded_model_usd = discarded_model_usd + excluded.discarded_model_usd,
        discarded_judge_usd = discarded_judge_usd + excluded.discarded_judge_usd,
@@ -363,21 +374,33 @@ impl Store {
     /// (the migration leaves a marker); once, whichever process gets there
     /// first.
     pub(super) async fn rebuild_totals_if_needed(&self) -> Result<(), StoreError> {
-        let needed: Option<i64> = sqlx::query_scalar("SELECT needed FROM totals_rebuild LIMIT 1")
-            .fetch_optional(&self.pool)
-            .await?;
+        const NEEDED: &str = "SELECT needed FROM totals_rebuild LIMIT 1";
+        let needed: Option<i64> = on!(&self.pool, |pool| sqlx::query_scalar(NEEDED)
+            .fetch_optional(pool)
+            .await?);
         if needed.is_none() {
             return Ok(());
         }
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        let still: Option<i64> = sqlx::query_scalar("SELECT needed FROM totals_rebuild LIMIT 1")
-            .fetch_optional(&mut *tx)
-            .await?;
+        let mut tx = Tx::write(&self.pool).await?;
+        if tx.dialect() == Dialect::Postgres {
+            // Two processes opening at once: the second waits here for the
+            // first's rebuild, then finds the marker gone.
+            on_tx!(&mut tx, |t| sqlx::query(
+                "LOCK TABLE totals_rebuild IN EXCLUSIVE MODE"
+            )
+            .execute(&mut **t)
+            .await?
+            .rows_affected());
+        }
+        let still: Option<i64> = on_tx!(&mut tx, |t| sqlx::query_scalar(NEEDED)
+            .fetch_optional(&mut **t)
+            .await?);
         if still.is_some() {
             rebuild(&mut tx).await?;
-            sqlx::query("DELETE FROM totals_rebuild")
-                .execute(&mut *tx)
-                .await?;
+            on_tx!(&mut tx, |t| sqlx::query("DELETE FROM totals_rebuild")
+                .execute(&mut **t)
+                .await?
+                .rows_affected());
         }
         tx.commit().await?;
         Ok(())
@@ -387,9 +410,11 @@ impl Store {
     /// filled yet (the process that migrated it stopped first) would read
     /// as zeros; it needs `helmbench migrate`, as an older schema does.
     pub(super) async fn refuse_unfilled_totals(&self) -> Result<(), StoreError> {
-        let unfilled: Option<i64> = sqlx::query_scalar("SELECT needed FROM totals_rebuild LIMIT 1")
-            .fetch_optional(&self.pool)
-            .await?;
+        let unfilled: Option<i64> = on!(&self.pool, |pool| sqlx::query_scalar(
+            "SELECT needed FROM totals_rebuild LIMIT 1"
+        )
+        .fetch_optional(pool)
+        .await?);
         match unfilled {
             Some(_) => Err(StoreError::OlderSchema {
                 url: self.url.clone(),
@@ -403,36 +428,49 @@ impl Store {
     /// charges: one line per differing table row, empty when they agree.
     /// Costs agree to within 1e-9 USD (sums taken in another order).
     pub async fn recount_mismatches(&self) -> Result<Vec<String>, StoreError> {
-        let mut tx = self.pool.begin().await?;
-        // Copies of the three tables as the migration made them (defaults
-        // and keys included, which CREATE TABLE ... AS would drop).
-        for t in TABLES {
-            let ddl: String = sqlx::query_scalar(
-                "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?",
-            )
-            .bind(t)
-            .fetch_one(&mut *tx)
-            .await?;
-            let ddl = ddl
-                .replacen(
-                    &format!("CREATE TABLE {t}"),
-                    &format!("CREATE TEMP TABLE recount_{t}"),
-                    1,
-                )
-                // A temp table cannot reference the main schema's tables.
-                .replace("REFERENCES evaluation_run(id) ON DELETE CASCADE", "");
-            sqlx::query(sqlx::AssertSqlSafe(ddl))
-                .execute(&mut *tx)
-                .await?;
+        let mut tx = Tx::read(&self.pool).await?;
+        let d = tx.dialect();
+        // The schemas of the store's tables and of this transaction's copies.
+        let (main, temp) = d.pick(("main", "temp"), ("public", "pg_temp"));
+        // Copies of the tables as the migration made them (defaults and
+        // keys included, which CREATE TABLE ... AS would drop).
+        for table in TABLES {
+            let ddl = match d {
+                Dialect::Sqlite => {
+                    let ddl: String = on_tx!(&mut tx, |t| sqlx::query_scalar(
+                        "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = $1",
+                    )
+                    .bind(table)
+                    .fetch_one(&mut **t)
+                    .await?);
+                    ddl.replacen(
+                        &format!("CREATE TABLE {table}"),
+                        &format!("CREATE TEMP TABLE recount_{table}"),
+                        1,
+                    )
+                    // A temp table cannot reference the main schema's tables.
+                    .replace("REFERENCES evaluation_run(id) ON DELETE CASCADE", "")
+                }
+                Dialect::Postgres => format!(
+                    "CREATE TEMP TABLE recount_{table}
+                       (LIKE public.{table} INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING INDEXES)"
+                ),
+            };
+            on_tx!(&mut tx, |t| sqlx::query(sqlx::AssertSqlSafe(ddl))
+                .execute(&mut **t)
+                .await?
+                .rows_affected());
         }
-        apply_to(&mut tx, "temp.recount_", &Affected::All, 1).await?;
-        sqlx::query(sqlx::AssertSqlSafe(DISCARDED_TOTALS.replacen(
+        apply_to(&mut tx, &format!("{temp}.recount_"), &Affected::All, 1).await?;
+        let discarded = DISCARDED_TOTALS.replacen(
             "INTO run_total",
-            "INTO temp.recount_run_total",
+            &format!("INTO {temp}.recount_run_total"),
             1,
-        )))
-        .execute(&mut *tx)
-        .await?;
+        );
+        on_tx!(&mut tx, |t| sqlx::query(sqlx::AssertSqlSafe(discarded))
+            .execute(&mut **t)
+            .await?
+            .rows_affected());
         let mut out = Vec::new();
         let cols: Vec<String> = RUN_TOTAL
             .iter()
@@ -458,33 +496,35 @@ impl Store {
             })
             .collect();
         let total_diff = format!(
-            "SELECT a.run_id || '/' || a.scenario_id || {n} FROM temp.recount_run_total a
-               LEFT JOIN main.run_total b USING (run_id, scenario_id) WHERE {d}
+            "SELECT a.run_id || '/' || a.scenario_id || {n} FROM {temp}.recount_run_total a
+               LEFT JOIN {main}.run_total b USING (run_id, scenario_id) WHERE {d}
              UNION ALL
-             SELECT b.run_id || '/' || b.scenario_id || ' (kept, not recounted)' FROM main.run_total b
-               LEFT JOIN temp.recount_run_total a USING (run_id, scenario_id)
+             SELECT b.run_id || '/' || b.scenario_id || ' (kept, not recounted)' FROM {main}.run_total b
+               LEFT JOIN {temp}.recount_run_total a USING (run_id, scenario_id)
               WHERE a.run_id IS NULL AND ({d})",
             d = differs.join(" OR "),
             n = named.join(" || ")
         );
-        for row in sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(total_diff))
-            .fetch_all(&mut *tx)
-            .await?
-        {
+        let rows: Vec<String> = on_tx!(&mut tx, |t| sqlx::query_scalar(sqlx::AssertSqlSafe(
+            total_diff
+        ))
+        .fetch_all(&mut **t)
+        .await?);
+        for row in rows {
             out.push(format!("run_total {row}"));
         }
         for (t, key, value) in KEYED {
             let sql = format!(
-                "SELECT * FROM (SELECT {key}, {value} FROM temp.recount_{t}
-                                EXCEPT SELECT {key}, {value} FROM main.{t})
+                "SELECT * FROM (SELECT {key}, {value} FROM {temp}.recount_{t}
+                                EXCEPT SELECT {key}, {value} FROM {main}.{t}) a
                  UNION ALL
-                 SELECT * FROM (SELECT {key}, {value} FROM main.{t}
-                                EXCEPT SELECT {key}, {value} FROM temp.recount_{t})"
+                 SELECT * FROM (SELECT {key}, {value} FROM {main}.{t}
+                                EXCEPT SELECT {key}, {value} FROM {temp}.recount_{t}) b"
             );
-            let n = sqlx::query(sqlx::AssertSqlSafe(sql))
-                .fetch_all(&mut *tx)
+            let n = on_tx!(&mut tx, |t| sqlx::query(sqlx::AssertSqlSafe(sql))
+                .fetch_all(&mut **t)
                 .await?
-                .len();
+                .len());
             if n > 0 {
                 out.push(format!("{t}: {n} rows differ"));
             }

@@ -8,8 +8,8 @@
 
 use futures_util::TryStreamExt;
 use sqlx::Row;
-use sqlx::sqlite::SqliteArguments;
 
+use super::backend::{Arg, bind_args, on};
 use super::{Store, StoreError};
 use crate::domain::{Cell, CellStatus, Direction, DownloadRow, ResultFilter, RowKey, StatusFilter};
 
@@ -66,32 +66,48 @@ pub(super) fn fts_phrase(text: &str) -> Option<String> {
 }
 
 /// A statement under construction: fixed SQL fragments and bound values.
+/// Fragments are written with `?`; each becomes the next `$N` as it is
+/// pushed, the numbering both backends read (backend.rs).
 struct Sql {
     text: String,
-    args: SqliteArguments,
+    args: Vec<Arg>,
+    /// Placeholders written so far.
+    marks: usize,
+}
+
+/// `sqlx::$f` (`query`, `query_as::<_, T>`, `query_scalar::<_, T>`) of a
+/// [`Sql`], its values bound, for either backend (inside [`on!`]).
+macro_rules! bound {
+    ($f:ident $(::<$($t:ty),+>)?, $sql:expr) => {{
+        let Sql { text, args, .. } = $sql;
+        bind_args!(sqlx::$f $(::<_, $($t),+>)? (sqlx::AssertSqlSafe(text)), args)
+    }};
 }
 
 impl Sql {
     fn new(text: &str) -> Sql {
-        Sql {
-            text: text.to_string(),
-            args: SqliteArguments::default(),
-        }
+        let mut sql = Sql {
+            text: String::new(),
+            args: Vec::new(),
+            marks: 0,
+        };
+        sql.push(text);
+        sql
     }
 
     fn push(&mut self, fragment: &str) -> &mut Sql {
-        self.text.push_str(fragment);
+        for (i, piece) in fragment.split('?').enumerate() {
+            if i > 0 {
+                self.marks += 1;
+                self.text.push_str(&format!("${}", self.marks));
+            }
+            self.text.push_str(piece);
+        }
         self
     }
 
-    fn bind<T>(&mut self, value: T) -> &mut Sql
-    where
-        T: 'static + Send + sqlx::Encode<'static, sqlx::Sqlite> + sqlx::Type<sqlx::Sqlite>,
-    {
-        use sqlx::Arguments;
-        // Encoding a value into SQLite arguments only fails for types that
-        // cannot be encoded at all, none of which are bound here.
-        self.args.add(value).expect("bindable value");
+    fn bind(&mut self, value: impl Into<Arg>) -> &mut Sql {
+        self.args.push(value.into());
         self
     }
 
@@ -285,79 +301,79 @@ impl Store {
         from: Option<(Direction, &RowKey)>,
         limit: i64,
     ) -> Result<Vec<RowKey>, StoreError> {
-        let mut q = Sql::new("SELECT r.test_code, r.repeat_index ");
-        q.push(FROM).filter(filter);
-        let descending = matches!(from, Some((Direction::Before, _)));
-        match from {
-            Some((Direction::After, k)) => {
-                q.key(">", k);
+        on!(&self.pool, |pool, d| {
+            let mut q = Sql::new("SELECT r.test_code, r.repeat_index ");
+            q.push(FROM).filter(filter);
+            let descending = matches!(from, Some((Direction::Before, _)));
+            match from {
+                Some((Direction::After, k)) => {
+                    q.key(">", k);
+                }
+                Some((Direction::Before, k)) => {
+                    q.key("<", k);
+                }
+                None => {}
             }
-            Some((Direction::Before, k)) => {
-                q.key("<", k);
-            }
-            None => {}
-        }
-        q.push(if descending {
-            " ORDER BY r.test_code DESC, r.repeat_index DESC LIMIT ?"
-        } else {
-            " ORDER BY r.test_code, r.repeat_index LIMIT ?"
-        })
-        .bind(limit);
-        let rows = sqlx::query_with(sqlx::AssertSqlSafe(q.text), q.args)
-            .fetch_all(&self.pool)
-            .await?;
-        let mut keys: Vec<RowKey> = rows
-            .iter()
-            .map(|r| RowKey {
-                test_code: r.get("test_code"),
-                repeat_index: r.get("repeat_index"),
+            q.push(if descending {
+                " ORDER BY r.test_code DESC, r.repeat_index DESC LIMIT ?"
+            } else {
+                " ORDER BY r.test_code, r.repeat_index LIMIT ?"
             })
-            .collect();
-        if descending {
-            keys.reverse();
-        }
-        Ok(keys)
+            .bind(limit);
+            let rows = bound!(query, q).fetch_all(pool).await?;
+            let mut keys: Vec<RowKey> = rows
+                .iter()
+                .map(|r| RowKey {
+                    test_code: r.get("test_code"),
+                    repeat_index: r.get("repeat_index"),
+                })
+                .collect();
+            if descending {
+                keys.reverse();
+            }
+            Ok(keys)
+        })
     }
 
     /// The results of `runs` at `keys` (every one, filtered or not: a row
     /// shows each model's cell once one of them passed the filter).
     pub async fn view_cells(&self, runs: &[i64], keys: &[RowKey]) -> Result<Vec<Cell>, StoreError> {
-        if runs.is_empty() || keys.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut q = Sql::new(
+        on!(&self.pool, |pool, d| {
+            if runs.is_empty() || keys.is_empty() {
+                return Ok(Vec::new());
+            }
+            let mut q = Sql::new(
             "SELECT r.id AS result_id, r.run_id, r.test_code, r.repeat_index, r.passed, r.error_kind,
                     r.base_severity, (SELECT COUNT(*) FROM human_label h WHERE h.result_id = r.id) AS labels
                FROM result r WHERE r.run_id IN (",
         );
-        for (i, id) in runs.iter().enumerate() {
-            q.push(if i == 0 { "?" } else { ", ?" }).bind(*id);
-        }
-        q.push(") AND (r.test_code, r.repeat_index) IN (VALUES ");
-        for (i, k) in keys.iter().enumerate() {
-            q.push(if i == 0 { "(?, ?)" } else { ", (?, ?)" })
-                .bind(k.test_code.clone())
-                .bind(k.repeat_index);
-        }
-        q.push(")");
-        let rows = sqlx::query_with(sqlx::AssertSqlSafe(q.text), q.args)
-            .fetch_all(&self.pool)
-            .await?;
-        Ok(rows
-            .iter()
-            .map(|r| Cell {
-                result_id: r.get("result_id"),
-                run_id: r.get("run_id"),
-                test_code: r.get("test_code"),
-                repeat_index: r.get("repeat_index"),
-                status: CellStatus::of(
-                    r.get("passed"),
-                    r.get::<Option<String>, _>("error_kind").as_deref(),
-                ),
-                base_severity: r.get("base_severity"),
-                labels: r.get("labels"),
-            })
-            .collect())
+            for (i, id) in runs.iter().enumerate() {
+                q.push(if i == 0 { "?" } else { ", ?" }).bind(*id);
+            }
+            q.push(") AND (r.test_code, r.repeat_index) IN (VALUES ");
+            for (i, k) in keys.iter().enumerate() {
+                q.push(if i == 0 { "(?, ?)" } else { ", (?, ?)" })
+                    .bind(k.test_code.clone())
+                    .bind(k.repeat_index);
+            }
+            q.push(")");
+            let rows = bound!(query, q).fetch_all(pool).await?;
+            Ok(rows
+                .iter()
+                .map(|r| Cell {
+                    result_id: r.get("result_id"),
+                    run_id: r.get("run_id"),
+                    test_code: r.get("test_code"),
+                    repeat_index: r.get("repeat_index"),
+                    status: CellStatus::of(
+                        r.get("passed"),
+                        r.get::<Option<String>, _>("error_kind").as_deref(),
+                    ),
+                    base_severity: r.get("base_severity"),
+                    labels: r.get("labels"),
+                })
+                .collect())
+        })
     }
 
     /// How many results of each run pass `filter`, counting at most `cap`
@@ -372,49 +388,46 @@ impl Store {
         filter: &ResultFilter,
         cap: Option<i64>,
     ) -> Result<Vec<(i64, i64)>, StoreError> {
-        let by_totals = filter.status == StatusFilter::All
-            && filter.min_severity.is_none()
-            && filter.max_severity.is_none()
-            && filter.search.as_deref().is_none_or(|q| q.trim().is_empty());
-        let mut out: Vec<(i64, i64)> = filter.runs.iter().map(|r| (*r, 0)).collect();
-        if by_totals || cap.is_some() {
-            for (run, n) in out.iter_mut() {
-                let q = if by_totals {
-                    totals_count(filter, *run)
-                } else {
-                    let one = ResultFilter {
-                        runs: vec![*run],
-                        ..filter.clone()
+        on!(&self.pool, |pool, d| {
+            let by_totals = filter.status == StatusFilter::All
+                && filter.min_severity.is_none()
+                && filter.max_severity.is_none()
+                && filter.search.as_deref().is_none_or(|q| q.trim().is_empty());
+            let mut out: Vec<(i64, i64)> = filter.runs.iter().map(|r| (*r, 0)).collect();
+            if by_totals || cap.is_some() {
+                for (run, n) in out.iter_mut() {
+                    let q = if by_totals {
+                        totals_count(filter, *run)
+                    } else {
+                        let one = ResultFilter {
+                            runs: vec![*run],
+                            ..filter.clone()
+                        };
+                        let mut q = Sql::new("SELECT COUNT(*) FROM (SELECT 1 ");
+                        q.push(FROM).filter(&one);
+                        if let Some(cap) = cap {
+                            q.push(" LIMIT ?").bind(cap + 1);
+                        }
+                        q.push(")");
+                        q
                     };
-                    let mut q = Sql::new("SELECT COUNT(*) FROM (SELECT 1 ");
-                    q.push(FROM).filter(&one);
-                    if let Some(cap) = cap {
-                        q.push(" LIMIT ?").bind(cap + 1);
+                    *n = bound!(query_scalar, q).fetch_one(pool).await?;
+                }
+            } else {
+                // Every run in one statement: each run's range of the index in
+                // turn (already grouped by run), and a search's match lists made
+                // once, not once per run.
+                let mut q = Sql::new("SELECT r.run_id, COUNT(*) AS n ");
+                q.push(FROM).filter(filter).push(" GROUP BY r.run_id");
+                for row in bound!(query, q).fetch_all(pool).await? {
+                    let run: i64 = row.get("run_id");
+                    if let Some(slot) = out.iter_mut().find(|(r, _)| *r == run) {
+                        slot.1 = row.get("n");
                     }
-                    q.push(")");
-                    q
-                };
-                *n = sqlx::query_scalar_with(sqlx::AssertSqlSafe(q.text), q.args)
-                    .fetch_one(&self.pool)
-                    .await?;
-            }
-        } else {
-            // Every run in one statement: each run's range of the index in
-            // turn (already grouped by run), and a search's match lists made
-            // once, not once per run.
-            let mut q = Sql::new("SELECT r.run_id, COUNT(*) AS n ");
-            q.push(FROM).filter(filter).push(" GROUP BY r.run_id");
-            for row in sqlx::query_with(sqlx::AssertSqlSafe(q.text), q.args)
-                .fetch_all(&self.pool)
-                .await?
-            {
-                let run: i64 = row.get("run_id");
-                if let Some(slot) = out.iter_mut().find(|(r, _)| *r == run) {
-                    slot.1 = row.get("n");
                 }
             }
-        }
-        Ok(out)
+            Ok(out)
+        })
     }
 
     /// The result of `run_id` at the row before and after `key` within `filter`.
@@ -424,32 +437,32 @@ impl Store {
         run_id: i64,
         key: &RowKey,
     ) -> Result<(Option<i64>, Option<i64>), StoreError> {
-        let one = |dir: Direction| {
-            let mut f = filter.clone();
-            f.runs = vec![run_id];
-            let mut q = Sql::new("SELECT r.id ");
-            q.push(FROM).filter(&f);
-            match dir {
-                Direction::Before => q
-                    .key("<", key)
-                    .push(" ORDER BY r.test_code DESC, r.repeat_index DESC LIMIT 1"),
-                Direction::After => q
-                    .key(">", key)
-                    .push(" ORDER BY r.test_code, r.repeat_index LIMIT 1"),
+        on!(&self.pool, |pool, d| {
+            let one = |dir: Direction| {
+                let mut f = filter.clone();
+                f.runs = vec![run_id];
+                let mut q = Sql::new("SELECT r.id ");
+                q.push(FROM).filter(&f);
+                match dir {
+                    Direction::Before => q
+                        .key("<", key)
+                        .push(" ORDER BY r.test_code DESC, r.repeat_index DESC LIMIT 1"),
+                    Direction::After => q
+                        .key(">", key)
+                        .push(" ORDER BY r.test_code, r.repeat_index LIMIT 1"),
+                };
+                q
             };
-            q
-        };
-        let mut out = [None, None];
-        for (i, dir) in [Direction::Before, Direction::After]
-            .into_iter()
-            .enumerate()
-        {
-            let q = one(dir);
-            out[i] = sqlx::query_scalar_with(sqlx::AssertSqlSafe(q.text), q.args)
-                .fetch_optional(&self.pool)
-                .await?;
-        }
-        Ok((out[0], out[1]))
+            let mut out = [None, None];
+            for (i, dir) in [Direction::Before, Direction::After]
+                .into_iter()
+                .enumerate()
+            {
+                let q = one(dir);
+                out[i] = bound!(query_scalar, q).fetch_optional(pool).await?;
+            }
+            Ok((out[0], out[1]))
+        })
     }
 
     /// Every result that passes `filter`, in row order, sent one by one to
@@ -460,7 +473,8 @@ impl Store {
         filter: &ResultFilter,
         tx: tokio::sync::mpsc::Sender<Result<DownloadRow, StoreError>>,
     ) {
-        let mut q = Sql::new(
+        on!(&self.pool, |pool, d| {
+            let mut q = Sql::new(
             "SELECT r.id AS result_id, r.run_id, l.model_id AS model, r.test_code, r.repeat_index,
                     s.code AS scenario, b.code AS behaviour,
                     r.passed, r.error_kind, r.base_severity, r.difficulty, r.error, r.response,
@@ -469,44 +483,45 @@ impl Store {
                        FROM judgement j WHERE j.result_id = r.id) AS judgements,
                     (SELECT COUNT(*) FROM human_label h WHERE h.result_id = r.id) AS human_labels ",
         );
-        q.push(FROM_CODES)
-            .push(
-                " JOIN evaluation_run er ON er.id = r.run_id
+            q.push(FROM_CODES)
+                .push(
+                    " JOIN evaluation_run er ON er.id = r.run_id
                   JOIN llm l ON l.id = er.llm_id",
-            )
-            .filter(filter)
-            .push(" ORDER BY r.test_code, r.repeat_index, r.run_id");
-        let mut rows = sqlx::query_with(sqlx::AssertSqlSafe(q.text), q.args).fetch(&self.pool);
-        loop {
-            let next = match rows.try_next().await {
-                Ok(Some(r)) => Ok(DownloadRow {
-                    result_id: r.get("result_id"),
-                    run_id: r.get("run_id"),
-                    model: r.get("model"),
-                    test_code: r.get("test_code"),
-                    repeat_index: r.get("repeat_index"),
-                    scenario: r.get("scenario"),
-                    behaviour: r.get("behaviour"),
-                    status: CellStatus::of(
-                        r.get("passed"),
-                        r.get::<Option<String>, _>("error_kind").as_deref(),
-                    ),
-                    error_kind: r.get("error_kind"),
-                    base_severity: r.get("base_severity"),
-                    difficulty: r.get("difficulty"),
-                    error: r.get("error"),
-                    response: r.get("response"),
-                    judgements: r.get::<Option<String>, _>("judgements").unwrap_or_default(),
-                    human_labels: r.get("human_labels"),
-                }),
-                Ok(None) => return,
-                Err(e) => Err(StoreError::from(e)),
-            };
-            let failed = next.is_err();
-            if tx.send(next).await.is_err() || failed {
-                return;
+                )
+                .filter(filter)
+                .push(" ORDER BY r.test_code, r.repeat_index, r.run_id");
+            let mut rows = bound!(query, q).fetch(pool);
+            loop {
+                let next = match rows.try_next().await {
+                    Ok(Some(r)) => Ok(DownloadRow {
+                        result_id: r.get("result_id"),
+                        run_id: r.get("run_id"),
+                        model: r.get("model"),
+                        test_code: r.get("test_code"),
+                        repeat_index: r.get("repeat_index"),
+                        scenario: r.get("scenario"),
+                        behaviour: r.get("behaviour"),
+                        status: CellStatus::of(
+                            r.get("passed"),
+                            r.get::<Option<String>, _>("error_kind").as_deref(),
+                        ),
+                        error_kind: r.get("error_kind"),
+                        base_severity: r.get("base_severity"),
+                        difficulty: r.get("difficulty"),
+                        error: r.get("error"),
+                        response: r.get("response"),
+                        judgements: r.get::<Option<String>, _>("judgements").unwrap_or_default(),
+                        human_labels: r.get("human_labels"),
+                    }),
+                    Ok(None) => return,
+                    Err(e) => Err(StoreError::from(e)),
+                };
+                let failed = next.is_err();
+                if tx.send(next).await.is_err() || failed {
+                    return;
+                }
             }
-        }
+        })
     }
 }
 
@@ -535,51 +550,56 @@ impl Store {
         &self,
         filter: &ResultFilter,
     ) -> Result<Vec<crate::domain::ReadPlan>, StoreError> {
-        let run = filter.runs.first().copied().unwrap_or(0);
-        let one = ResultFilter {
-            runs: vec![run],
-            ..filter.clone()
-        };
-        let key = RowKey {
-            test_code: "P1-B1-S1-C1-PT1".into(),
-            repeat_index: 0,
-        };
-        let page = |from: Option<(Direction, &RowKey)>| {
-            let mut q = Sql::new("SELECT r.test_code, r.repeat_index ");
-            q.push(FROM).filter(&one);
-            if let Some((_, k)) = from {
-                q.key(">", k);
+        on!(&self.pool, |pool, d| {
+            let run = filter.runs.first().copied().unwrap_or(0);
+            let one = ResultFilter {
+                runs: vec![run],
+                ..filter.clone()
+            };
+            let key = RowKey {
+                test_code: "P1-B1-S1-C1-PT1".into(),
+                repeat_index: 0,
+            };
+            let page = |from: Option<(Direction, &RowKey)>| {
+                let mut q = Sql::new("SELECT r.test_code, r.repeat_index ");
+                q.push(FROM).filter(&one);
+                if let Some((_, k)) = from {
+                    q.key(">", k);
+                }
+                q.push(" ORDER BY r.test_code, r.repeat_index LIMIT ?")
+                    .bind(51i64);
+                q
+            };
+            let mut count = Sql::new("SELECT r.run_id, COUNT(*) AS n ");
+            count.push(FROM).filter(&one).push(" GROUP BY r.run_id");
+            let mut before = Sql::new("SELECT r.id ");
+            before
+                .push(FROM)
+                .filter(&one)
+                .key("<", &key)
+                .push(" ORDER BY r.test_code DESC, r.repeat_index DESC LIMIT 1");
+            let statements = [
+                ("first page", page(None)),
+                ("next page", page(Some((Direction::After, &key)))),
+                ("count", count),
+                ("previous case", before),
+            ];
+            let mut out = Vec::with_capacity(statements.len());
+            for (name, q) in statements {
+                let q = Sql {
+                    text: d.pick(
+                        format!("EXPLAIN QUERY PLAN {}", q.text),
+                        format!("EXPLAIN {}", q.text),
+                    ),
+                    ..q
+                };
+                let rows = bound!(query, q).fetch_all(pool).await?;
+                let column = d.pick("detail", "QUERY PLAN");
+                let plan: Vec<String> = rows.iter().map(|r| r.get::<String, _>(column)).collect();
+                out.push(super::plans::plan_of(name, plan, &LARGE));
             }
-            q.push(" ORDER BY r.test_code, r.repeat_index LIMIT ?")
-                .bind(51i64);
-            q
-        };
-        let mut count = Sql::new("SELECT r.run_id, COUNT(*) AS n ");
-        count.push(FROM).filter(&one).push(" GROUP BY r.run_id");
-        let mut before = Sql::new("SELECT r.id ");
-        before
-            .push(FROM)
-            .filter(&one)
-            .key("<", &key)
-            .push(" ORDER BY r.test_code DESC, r.repeat_index DESC LIMIT 1");
-        let statements = [
-            ("first page", page(None)),
-            ("next page", page(Some((Direction::After, &key)))),
-            ("count", count),
-            ("previous case", before),
-        ];
-        let mut out = Vec::with_capacity(statements.len());
-        for (name, q) in statements {
-            let rows = sqlx::query_with(
-                sqlx::AssertSqlSafe(format!("EXPLAIN QUERY PLAN {}", q.text)),
-                q.args,
-            )
-            .fetch_all(&self.pool)
-            .await?;
-            let plan: Vec<String> = rows.iter().map(|r| r.get::<String, _>("detail")).collect();
-            out.push(super::plans::plan_of(name, plan, &LARGE));
-        }
-        Ok(out)
+            Ok(out)
+        })
     }
 }
 

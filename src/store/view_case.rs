@@ -8,6 +8,7 @@
 
 use sqlx::Row;
 
+use super::backend::on;
 use super::{Store, StoreError};
 use crate::domain::{CaseDetail, CaseJudgement, CaseLabel, CellStatus, NewLabel, Sibling};
 
@@ -28,111 +29,117 @@ const CASE: &str = "SELECT r.id AS result_id, r.run_id, l.model_id AS model, r.t
    LEFT JOIN user_context u ON u.id = r.user_context_id
    JOIN perturbation p ON p.id = r.perturbation_id
    JOIN prompt_text pt ON pt.hash = r.prompt_hash
-  WHERE r.id = ?";
+  WHERE r.id = $1";
 
 impl Store {
     /// Result `result_id` with everything stored about it.
     pub async fn case_detail(&self, result_id: i64) -> Result<CaseDetail, StoreError> {
-        let r = sqlx::query(CASE)
-            .bind(result_id)
-            .fetch_optional(&self.pool)
-            .await?
-            .ok_or_else(|| StoreError::NotFound(format!("no result with id {result_id}")))?;
-        let passed: bool = r.get("passed");
-        let error_kind: Option<String> = r.get("error_kind");
-        Ok(CaseDetail {
-            result_id: r.get("result_id"),
-            run_id: r.get("run_id"),
-            model: r.get("model"),
-            test_code: r.get("test_code"),
-            repeat_index: r.get("repeat_index"),
-            pillar: r.get("pillar"),
-            behaviour: r.get("behaviour"),
-            scenario: r.get("scenario"),
-            condition: r.get("condition_code"),
-            user_context: r.get("user_context"),
-            perturbation: r.get("perturbation"),
-            base_severity: r.get("base_severity"),
-            difficulty: r.get("difficulty"),
-            evaluation: r.get("evaluation"),
-            response_format: r.get("response_format"),
-            prompt: r.get("prompt"),
-            response: r.get("response"),
-            parsed: r.get("parsed"),
-            matched: r.get("matched"),
-            passed,
-            status: CellStatus::of(passed, error_kind.as_deref()),
-            error_kind,
-            error: r.get("error"),
-            evaluation_details: r.get("evaluation_details"),
-            latency_ms: r.get("latency_ms"),
-            prompt_tokens: r.get("prompt_tokens"),
-            completion_tokens: r.get("completion_tokens"),
-            reasoning_tokens: r.get("reasoning_tokens"),
-            cost_usd: r.get("cost_usd"),
-            cost_unknown: r.get("cost_unknown"),
-            served_model: r.get("served_model"),
-            provider: r.get("provider"),
-            attempts: r.get("attempts"),
-            cached: r.get("cached"),
-            finish_reason: r.get("finish_reason"),
-            error_type: r.get("error_type"),
-            block: r.get("block"),
-            created_at: r.get("created_at"),
+        on!(&self.pool, |pool, d| {
+            let r = sqlx::query(CASE)
+                .bind(result_id)
+                .fetch_optional(pool)
+                .await?
+                .ok_or_else(|| StoreError::NotFound(format!("no result with id {result_id}")))?;
+            let passed: bool = r.get("passed");
+            let error_kind: Option<String> = r.get("error_kind");
+            Ok(CaseDetail {
+                result_id: r.get("result_id"),
+                run_id: r.get("run_id"),
+                model: r.get("model"),
+                test_code: r.get("test_code"),
+                repeat_index: r.get("repeat_index"),
+                pillar: r.get("pillar"),
+                behaviour: r.get("behaviour"),
+                scenario: r.get("scenario"),
+                condition: r.get("condition_code"),
+                user_context: r.get("user_context"),
+                perturbation: r.get("perturbation"),
+                base_severity: r.get("base_severity"),
+                difficulty: r.get("difficulty"),
+                evaluation: r.get("evaluation"),
+                response_format: r.get("response_format"),
+                prompt: r.get("prompt"),
+                response: r.get("response"),
+                parsed: r.get("parsed"),
+                matched: r.get("matched"),
+                passed,
+                status: CellStatus::of(passed, error_kind.as_deref()),
+                error_kind,
+                error: r.get("error"),
+                evaluation_details: r.get("evaluation_details"),
+                latency_ms: r.get("latency_ms"),
+                prompt_tokens: r.get("prompt_tokens"),
+                completion_tokens: r.get("completion_tokens"),
+                reasoning_tokens: r.get("reasoning_tokens"),
+                cost_usd: r.get("cost_usd"),
+                cost_unknown: r.get("cost_unknown"),
+                served_model: r.get("served_model"),
+                provider: r.get("provider"),
+                attempts: r.get("attempts"),
+                cached: r.get("cached"),
+                finish_reason: r.get("finish_reason"),
+                error_type: r.get("error_type"),
+                block: r.get("block"),
+                created_at: r.get("created_at"),
+            })
         })
     }
 
     /// The judgements of a result (the ones that count first), then its
     /// panel's votes, each in stored order.
     pub async fn case_judgements(&self, result_id: i64) -> Result<Vec<CaseJudgement>, StoreError> {
-        let rows = sqlx::query(
+        on!(&self.pool, |pool, d| {
+            let rows = sqlx::query(
             "SELECT criterion, judge_model, verdict, justification, passed, error, cost_usd,
-                    prompt_tokens, completion_tokens, 0 AS vote, id FROM judgement WHERE result_id = ?1
+                    prompt_tokens, completion_tokens, 0 AS vote, id FROM judgement WHERE result_id = $1
              UNION ALL
              SELECT criterion, judge_model, verdict, justification, passed, error, cost_usd,
-                    prompt_tokens, completion_tokens, 1 AS vote, id FROM judge_vote WHERE result_id = ?1
+                    prompt_tokens, completion_tokens, 1 AS vote, id FROM judge_vote WHERE result_id = $1
              ORDER BY vote, id",
         )
         .bind(result_id)
-        .fetch_all(&self.pool)
+        .fetch_all(pool)
         .await?;
-        Ok(rows
-            .iter()
-            .map(|r| CaseJudgement {
-                criterion: r.get("criterion"),
-                judge_model: r.get("judge_model"),
-                verdict: r.get("verdict"),
-                justification: r.get("justification"),
-                passed: r.get("passed"),
-                error: r.get("error"),
-                cost_usd: r.get("cost_usd"),
-                prompt_tokens: r.get("prompt_tokens"),
-                completion_tokens: r.get("completion_tokens"),
-                vote: r.get("vote"),
-            })
-            .collect())
+            Ok(rows
+                .iter()
+                .map(|r| CaseJudgement {
+                    criterion: r.get("criterion"),
+                    judge_model: r.get("judge_model"),
+                    verdict: r.get("verdict"),
+                    justification: r.get("justification"),
+                    passed: r.get("passed"),
+                    error: r.get("error"),
+                    cost_usd: r.get("cost_usd"),
+                    prompt_tokens: r.get("prompt_tokens"),
+                    completion_tokens: r.get("completion_tokens"),
+                    vote: r.get("vote"),
+                })
+                .collect())
+        })
     }
 
     /// Every human label of a result, by criterion and rater.
     pub async fn case_labels(&self, result_id: i64) -> Result<Vec<CaseLabel>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT criterion, rater, verdict, passed, note, imported_at AS at FROM human_label
-              WHERE result_id = ? ORDER BY criterion, rater",
-        )
-        .bind(result_id)
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(rows
-            .iter()
-            .map(|r| CaseLabel {
-                criterion: r.get("criterion"),
-                rater: r.get("rater"),
-                verdict: r.get("verdict"),
-                passed: r.get("passed"),
-                note: r.get("note"),
-                at: r.get("at"),
-            })
-            .collect())
+        on!(&self.pool, |pool, d| {
+            let rows = sqlx::query(
+                "SELECT criterion, rater, verdict, passed, note, imported_at AS at FROM human_label
+              WHERE result_id = $1 ORDER BY criterion, rater",
+            )
+            .bind(result_id)
+            .fetch_all(pool)
+            .await?;
+            Ok(rows
+                .iter()
+                .map(|r| CaseLabel {
+                    criterion: r.get("criterion"),
+                    rater: r.get("rater"),
+                    verdict: r.get("verdict"),
+                    passed: r.get("passed"),
+                    note: r.get("note"),
+                    at: r.get("at"),
+                })
+                .collect())
+        })
     }
 
     /// The same test case and repeat in every other run, newest run first.
@@ -142,33 +149,35 @@ impl Store {
         test_code: &str,
         repeat_index: i64,
     ) -> Result<Vec<Sibling>, StoreError> {
-        let rows = sqlx::query(
+        on!(&self.pool, |pool, d| {
+            let rows = sqlx::query(
             "SELECT r.id AS result_id, r.run_id, l.model_id AS model, r.passed, r.error_kind, r.response, r.parsed
                FROM result r
                JOIN evaluation_run er ON er.id = r.run_id
                JOIN llm l ON l.id = er.llm_id
-              WHERE r.test_code = ? AND r.repeat_index = ? AND r.id <> ?
+              WHERE r.test_code = $1 AND r.repeat_index = $2 AND r.id <> $3
               ORDER BY r.run_id DESC LIMIT 20",
         )
         .bind(test_code)
         .bind(repeat_index)
         .bind(result_id)
-        .fetch_all(&self.pool)
+        .fetch_all(pool)
         .await?;
-        Ok(rows
-            .iter()
-            .map(|r| Sibling {
-                result_id: r.get("result_id"),
-                run_id: r.get("run_id"),
-                model: r.get("model"),
-                status: CellStatus::of(
-                    r.get("passed"),
-                    r.get::<Option<String>, _>("error_kind").as_deref(),
-                ),
-                response: r.get("response"),
-                parsed: r.get("parsed"),
-            })
-            .collect())
+            Ok(rows
+                .iter()
+                .map(|r| Sibling {
+                    result_id: r.get("result_id"),
+                    run_id: r.get("run_id"),
+                    model: r.get("model"),
+                    status: CellStatus::of(
+                        r.get("passed"),
+                        r.get::<Option<String>, _>("error_kind").as_deref(),
+                    ),
+                    response: r.get("response"),
+                    parsed: r.get("parsed"),
+                })
+                .collect())
+        })
     }
 
     /// Stores one reviewer's label of one judged criterion of a result, in
@@ -184,37 +193,41 @@ impl Store {
         passed: bool,
         note: Option<&str>,
     ) -> Result<(), StoreError> {
-        let run_id: Option<i64> = sqlx::query_scalar(
-            "SELECT r.run_id FROM judgement j JOIN result r ON r.id = j.result_id
-              WHERE j.result_id = ? AND j.criterion = ?",
-        )
-        .bind(result_id)
-        .bind(criterion)
-        .fetch_optional(&self.pool)
-        .await?;
-        let Some(run_id) = run_id else {
-            return Err(StoreError::NotFound(format!(
-                "result {result_id} has no judged criterion {criterion}"
-            )));
-        };
-        let label = NewLabel {
-            result_id,
-            criterion: criterion.to_string(),
-            verdict: verdict.clone(),
-            passed,
-            note: note.map(str::to_string),
-        };
-        self.import_labels(run_id, rater, &[label]).await?;
-        Ok(())
+        on!(&self.pool, |pool, d| {
+            let run_id: Option<i64> = sqlx::query_scalar(
+                "SELECT r.run_id FROM judgement j JOIN result r ON r.id = j.result_id
+              WHERE j.result_id = $1 AND j.criterion = $2",
+            )
+            .bind(result_id)
+            .bind(criterion)
+            .fetch_optional(pool)
+            .await?;
+            let Some(run_id) = run_id else {
+                return Err(StoreError::NotFound(format!(
+                    "result {result_id} has no judged criterion {criterion}"
+                )));
+            };
+            let label = NewLabel {
+                result_id,
+                criterion: criterion.to_string(),
+                verdict: verdict.clone(),
+                passed,
+                note: note.map(str::to_string),
+            };
+            self.import_labels(run_id, rater, &[label]).await?;
+            Ok(())
+        })
     }
 
     /// How many human labels a run has (the Run page's count).
     pub async fn label_count(&self, run_id: i64) -> Result<i64, StoreError> {
-        Ok(
-            sqlx::query_scalar("SELECT COUNT(*) FROM human_label WHERE run_id = ?")
-                .bind(run_id)
-                .fetch_one(&self.pool)
-                .await?,
-        )
+        on!(&self.pool, |pool, d| {
+            Ok(
+                sqlx::query_scalar("SELECT COUNT(*) FROM human_label WHERE run_id = $1")
+                    .bind(run_id)
+                    .fetch_one(pool)
+                    .await?,
+            )
+        })
     }
 }

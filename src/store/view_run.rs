@@ -3,6 +3,7 @@
 //! telling whether `report`'s numbers for a run are still current costs a
 //! few rows, not the 3 s of computing them again.
 
+use super::backend::on;
 use super::{Store, StoreError};
 
 impl Store {
@@ -12,7 +13,8 @@ impl Store {
     /// (a result deleted and written again, as a resume does, has a new
     /// one). Equal strings: `report` would print the same numbers.
     pub async fn run_state(&self, run_id: i64) -> Result<String, StoreError> {
-        let state: Option<String> = sqlx::query_scalar(
+        on!(&self.pool, |pool, d| {
+            let state: Option<String> = sqlx::query_scalar(
             "SELECT er.status || '|' || COALESCE(er.completed_at, '') || '|' ||
                     (SELECT COALESCE(MAX(r.id), 0) FROM result r WHERE r.run_id = er.id) || '|' ||
                     COALESCE((SELECT group_concat(x, ';') FROM (
@@ -23,13 +25,14 @@ impl Store {
                              t.judge_cost_usd || ':' || t.cost_unknown || ':' || t.judge_cost_unknown || ':' ||
                              t.discarded_model_usd || ':' || t.discarded_judge_usd AS x
                         FROM run_total t WHERE t.run_id = er.id ORDER BY t.scenario_id)), '')
-               FROM evaluation_run er WHERE er.id = ?",
+               FROM evaluation_run er WHERE er.id = $1",
         )
         .bind(run_id)
-        .fetch_optional(&self.pool)
+        .fetch_optional(pool)
         .await?;
-        state.ok_or_else(|| {
-            StoreError::NotFound(format!("no run with id {run_id} (see `helmbench runs`)"))
+            state.ok_or_else(|| {
+                StoreError::NotFound(format!("no run with id {run_id} (see `helmbench runs`)"))
+            })
         })
     }
 }

@@ -31,6 +31,7 @@ use std::time::Duration;
 use sqlx::Row;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
+use super::backend::Pool;
 use super::{Store, StoreError, connect_options};
 use crate::domain::SearchProgress;
 
@@ -142,7 +143,7 @@ impl Store {
             .await
             .map_err(|e| StoreError::open(&self.url, e))?;
         Ok(Store {
-            pool,
+            pool: Pool::Sqlite(pool),
             url: self.url.clone(),
             owner: self.owner.clone(),
             endpoint: None,
@@ -154,7 +155,14 @@ impl Store {
     /// forgetting what a reused id made wrong. Only on a handle from
     /// [`Store::with_search_index`].
     pub async fn index_search(&self, chunk: i64) -> Result<SearchProgress, StoreError> {
-        let mut tx = self.pool.begin().await?;
+        // The word index is SQLite's FTS5, in a file beside a SQLite
+        // database; a PostgreSQL store has none (`view` searches without it).
+        let Pool::Sqlite(pool) = &self.pool else {
+            return Err(StoreError::Refused(
+                "the view's word index is kept for SQLite databases only".into(),
+            ));
+        };
+        let mut tx = pool.begin().await?;
         // A write first: the index file's write lock is taken (waiting for
         // another view's indexer) before any read, so the transaction never
         // has to upgrade a read snapshot another writer made stale. Nothing
