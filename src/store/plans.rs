@@ -60,7 +60,10 @@ impl Store {
             // The totals every write adds, for the rows it inserted.
             let written = totals::Affected::After(0).condition();
             let mut statements = statements;
-            for (i, sql) in totals::statements("", &written).into_iter().enumerate() {
+            for (i, sql) in totals::statements("", &written, Dialect::Sqlite)
+                .into_iter()
+                .enumerate()
+            {
                 let name = [
                     "write: run totals",
                     "write: served",

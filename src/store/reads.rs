@@ -381,13 +381,13 @@ pub(super) fn discarded_spend_sql(one_run: bool) -> String {
                UNION ALL
                SELECT t.run_id, COALESCE(s.code, ''), 'judge', SUM(t.discarded_judge_usd), 0
                  FROM run_total t LEFT JOIN scenario s ON s.id = t.scenario_id {filter}
-                GROUP BY t.run_id, s.code)
+                GROUP BY t.run_id, s.code) d
              WHERE cost <> 0 OR unknown <> 0"
     )
 }
 
 pub(super) const CRITERION_COUNTS: &str = "SELECT s.code AS scenario, j.criterion, COUNT(*) AS evaluations,
-                COALESCE(SUM(j.passed = 1), 0) AS passed, COALESCE(SUM(j.passed = 0), 0) AS failed,
-                COALESCE(SUM(j.passed IS NULL), 0) AS judge_errors
+                COALESCE(SUM(CASE WHEN j.passed = 1 THEN 1 ELSE 0 END), 0) AS passed, COALESCE(SUM(CASE WHEN j.passed = 0 THEN 1 ELSE 0 END), 0) AS failed,
+                COALESCE(SUM(CASE WHEN j.passed IS NULL THEN 1 ELSE 0 END), 0) AS judge_errors
          FROM judgement j JOIN result r ON r.id = j.result_id JOIN scenario s ON s.id = r.scenario_id
          WHERE r.run_id = $1 GROUP BY s.code, j.criterion";

@@ -153,7 +153,7 @@ const RUN_TOTAL: &[(&str, &str)] = &[
 
 /// What a set of results (`{cond}`) adds to `run_total`, times `?9`
 /// (the sign), per run and scenario.
-fn run_total_sql(table: &str, cond: &str) -> String {
+fn run_total_sql(table: &str, cond: &str, run: &str) -> String {
     let cols: Vec<&str> = RUN_TOTAL.iter().map(|(c, _)| *c).collect();
     let exprs: Vec<String> = RUN_TOTAL
         .iter()
@@ -161,10 +161,10 @@ fn run_total_sql(table: &str, cond: &str) -> String {
         .collect();
     let updates: Vec<String> = cols
         .iter()
-        .map(|c| format!("{c} = {c} + excluded.{c}"))
+        .map(|c| format!("{c} = t.{c} + excluded.{c}"))
         .collect();
     format!(
-        "INSERT INTO {table} (run_id, scenario_id, {cols})
+        "INSERT INTO {table} AS t (run_id, scenario_id, {cols})
          SELECT r.run_id, r.scenario_id, {exprs}
            FROM result r
            LEFT JOIN (
@@ -186,7 +186,7 @@ fn run_total_sql(table: &str, cond: &str) -> String {
                       WHERE j.result_id IN (SELECT r.id FROM result r WHERE {cond})) j
               GROUP BY j.result_id) jr ON jr.result_id = r.id
           WHERE {cond}
-          GROUP BY +r.run_id, r.scenario_id
+          GROUP BY {run}, r.scenario_id
          ON CONFLICT (run_id, scenario_id) DO UPDATE SET {updates}",
         cols = cols.join(", "),
         exprs = exprs.join(", "),
@@ -198,7 +198,7 @@ fn run_total_sql(table: &str, cond: &str) -> String {
 /// response) by what served them, model and judge calls apart.
 fn served_sql(table: &str, cond: &str) -> String {
     format!(
-        "INSERT INTO {table} (run_id, call, requested, served_model, provider, replies)
+        "INSERT INTO {table} AS t (run_id, call, requested, served_model, provider, replies)
          SELECT run_id, call, requested, served_model, provider, $9 * COUNT(*) FROM (
            SELECT r.run_id, 'model' AS call, l.model_id AS requested,
                   COALESCE(r.served_model, '') AS served_model, COALESCE(r.provider, '') AS provider
@@ -207,22 +207,22 @@ fn served_sql(table: &str, cond: &str) -> String {
            UNION ALL
            SELECT r.run_id, 'judge', j.judge_model, COALESCE(j.served_model, ''), COALESCE(j.provider, '')
              FROM judgement j JOIN result r ON r.id = j.result_id
-            WHERE j.response IS NOT NULL AND {cond})
+            WHERE j.response IS NOT NULL AND {cond}) u
           WHERE TRUE
           GROUP BY run_id, call, requested, served_model, provider
          ON CONFLICT (run_id, call, requested, served_model, provider)
-           DO UPDATE SET replies = replies + excluded.replies"
+           DO UPDATE SET replies = t.replies + excluded.replies"
     )
 }
 
 /// What a set of results adds to `run_error_total`.
-fn errors_sql(table: &str, cond: &str) -> String {
+fn errors_sql(table: &str, cond: &str, run: &str) -> String {
     format!(
-        "INSERT INTO {table} (run_id, error_type, results)
+        "INSERT INTO {table} AS t (run_id, error_type, results)
          SELECT r.run_id, COALESCE(r.error_type, ''), $9 * COUNT(*) FROM result r
           WHERE r.error_kind = 'provider' AND {cond}
-          GROUP BY +r.run_id, COALESCE(r.error_type, '')
-         ON CONFLICT (run_id, error_type) DO UPDATE SET results = results + excluded.results"
+          GROUP BY {run}, COALESCE(r.error_type, '')
+         ON CONFLICT (run_id, error_type) DO UPDATE SET results = t.results + excluded.results"
     )
 }
 
@@ -231,7 +231,7 @@ fn errors_sql(table: &str, cond: &str) -> String {
 /// whose cost is its votes', is not counted twice).
 fn judges_sql(table: &str, cond: &str) -> String {
     format!(
-        "INSERT INTO {table} (run_id, judge_model, calls, cost_usd, prompt_tokens, completion_tokens, cached)
+        "INSERT INTO {table} AS t (run_id, judge_model, calls, cost_usd, prompt_tokens, completion_tokens, cached)
          SELECT r.run_id, x.judge_model, $9 * COUNT(*), $9 * COALESCE(SUM(x.cost_usd), 0),
                 $9 * COALESCE(SUM(x.prompt_tokens), 0), $9 * COALESCE(SUM(x.completion_tokens), 0),
                 $9 * COALESCE(SUM(x.cached), 0)
@@ -248,10 +248,10 @@ fn judges_sql(table: &str, cond: &str) -> String {
           WHERE TRUE
           GROUP BY r.run_id, x.judge_model
          ON CONFLICT (run_id, judge_model) DO UPDATE SET
-           calls = calls + excluded.calls, cost_usd = cost_usd + excluded.cost_usd,
-           prompt_tokens = prompt_tokens + excluded.prompt_tokens,
-           completion_tokens = completion_tokens + excluded.completion_tokens,
-           cached = cached + excluded.cached"
+           calls = t.calls + excluded.calls, cost_usd = t.cost_usd + excluded.cost_usd,
+           prompt_tokens = t.prompt_tokens + excluded.prompt_tokens,
+           completion_tokens = t.completion_tokens + excluded.completion_tokens,
+           cached = t.cached + excluded.cached"
     )
 }
 
@@ -278,12 +278,14 @@ const KEYED: [(&str, &str, &str); 3] = [
 /// SQLite read the whole unique index of `result` (run, test code, repeat)
 /// in its order for the rows a write added (`r.id > ?1`), at every commit,
 /// instead of searching the new rows' id range (`tests/it/totals.rs`
-/// checks the plans).
-pub(super) fn statements(prefix: &str, cond: &str) -> [String; 4] {
+/// checks the plans). PostgreSQL plans the bare column well and refuses
+/// the expression (`r.run_id` is selected, not grouped by).
+pub(super) fn statements(prefix: &str, cond: &str, d: Dialect) -> [String; 4] {
+    let run = d.pick("+r.run_id", "r.run_id");
     [
-        run_total_sql(&format!("{prefix}run_total"), cond),
+        run_total_sql(&format!("{prefix}run_total"), cond, run),
         served_sql(&format!("{prefix}run_served_total"), cond),
-        errors_sql(&format!("{prefix}run_error_total"), cond),
+        errors_sql(&format!("{prefix}run_error_total"), cond, run),
         judges_sql(&format!("{prefix}run_judge_total"), cond),
     ]
 }
@@ -324,7 +326,7 @@ async fn apply_to(
         args.push(Arg::Int(None));
     }
     args.push(Arg::from(sign));
-    for sql in statements(prefix, &affected.condition()) {
+    for sql in statements(prefix, &affected.condition(), tx.dialect()) {
         // Built from constants and the fixed condition above: every value
         // is bound.
         on_tx!(&mut *tx, |t| bind_args!(
@@ -358,16 +360,16 @@ pub(super) async fn rebuild(tx: &mut Tx) -> Result<(), StoreError> {
 
 /// What the stored discarded charges add (the trigger's sum, all at once).
 const DISCARDED_TOTALS: &str =
-    "INSERT INTO run_total (run_id, scenario_id, discarded_model_usd, discarded_judge_usd, discarded_unknown)
+    "INSERT INTO run_total AS t (run_id, scenario_id, discarded_model_usd, discarded_judge_usd, discarded_unknown)
      SELECT run_id, COALESCE(scenario_id, 0),
             SUM(CASE WHEN call = 'model' THEN cost_usd ELSE 0.0 END),
             SUM(CASE WHEN call = 'judge' THEN cost_usd ELSE 0.0 END),
             SUM(unknown_attempts)
        FROM discarded_charge WHERE TRUE GROUP BY run_id, COALESCE(scenario_id, 0)
      ON CONFLICT (run_id, scenario_id) DO UPDATE SET
-       discarded_model_usd = discarded_model_usd + excluded.discarded_model_usd,
-       discarded_judge_usd = discarded_judge_usd + excluded.discarded_judge_usd,
-       discarded_unknown = discarded_unknown + excluded.discarded_unknown";
+       discarded_model_usd = t.discarded_model_usd + excluded.discarded_model_usd,
+       discarded_judge_usd = t.discarded_judge_usd + excluded.discarded_judge_usd,
+       discarded_unknown = t.discarded_unknown + excluded.discarded_unknown";
 
 impl Store {
     /// Fills the totals of a database migrated from before they were kept
@@ -463,8 +465,8 @@ impl Store {
         }
         apply_to(&mut tx, &format!("{temp}.recount_"), &Affected::All, 1).await?;
         let discarded = DISCARDED_TOTALS.replacen(
-            "INTO run_total",
-            &format!("INTO {temp}.recount_run_total"),
+            "INTO run_total AS t",
+            &format!("INTO {temp}.recount_run_total AS t"),
             1,
         );
         on_tx!(&mut tx, |t| sqlx::query(sqlx::AssertSqlSafe(discarded))

@@ -408,7 +408,7 @@ impl Store {
                         if let Some(cap) = cap {
                             q.push(" LIMIT ?").bind(cap + 1);
                         }
-                        q.push(")");
+                        q.push(") n");
                         q
                     };
                     *n = bound!(query_scalar, q).fetch_one(pool).await?;

@@ -24,7 +24,7 @@ impl Store {
                              t.refused || ':' || t.cached_replies || ':' || t.cost_usd || ':' ||
                              t.judge_cost_usd || ':' || t.cost_unknown || ':' || t.judge_cost_unknown || ':' ||
                              t.discarded_model_usd || ':' || t.discarded_judge_usd AS x
-                        FROM run_total t WHERE t.run_id = er.id ORDER BY t.scenario_id)), '')
+                        FROM run_total t WHERE t.run_id = er.id ORDER BY t.scenario_id) k), '')
                FROM evaluation_run er WHERE er.id = $1",
         )
         .bind(run_id)
