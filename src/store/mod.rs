@@ -17,6 +17,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 
 mod batches;
 mod compare;
+mod complete;
 mod copy;
 mod decode;
 mod kinds;
