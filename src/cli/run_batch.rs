@@ -409,7 +409,10 @@ async fn new_runs(
     store: &crate::store::Store,
     call_args: &CallArgs,
     args: &Batch,
-) -> Result<(Vec<(crate::domain::ModelEntry, run::RunSettings)>, Vec<run::AlreadyComplete>)> {
+) -> Result<(
+    Vec<(crate::domain::ModelEntry, run::RunSettings)>,
+    Vec<run::AlreadyComplete>,
+)> {
     let token = batch_token();
     let mut fresh = Vec::new();
     let mut complete = Vec::new();

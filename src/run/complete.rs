@@ -168,3 +168,89 @@ fn same_outcome(now: &RunSettings, before: &RunSettings, judged: bool) -> bool {
                 && before.judge_entries.is_some()
                 && now.judge_entries == before.judge_entries))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::ModelEntry;
+    use crate::run::Selection;
+
+    fn settings(judge_temperature: Option<Option<f64>>) -> RunSettings {
+        let mut s = Selection::everything().settings(
+            ModelEntry::new("m"),
+            Some("j".into()),
+            Default::default(),
+            false,
+            "hash",
+        );
+        s.judge_entries = judge_temperature.map(|t| {
+            vec![ModelEntry {
+                temperature: t,
+                ..ModelEntry::new("j")
+            }]
+        });
+        s
+    }
+
+    #[test]
+    fn judges_count_only_for_judged_plans_and_must_be_recorded_and_equal() {
+        let now = settings(Some(Some(0.0)));
+        assert!(same_outcome(&now, &settings(Some(Some(0.0))), true));
+        // A judge entry changed under the same content hash: not the same.
+        assert!(!same_outcome(&now, &settings(Some(Some(0.5))), true));
+        // Recorded before judge entries were: never for a judged plan.
+        assert!(!same_outcome(&now, &settings(None), true));
+        // Without a judged scenario neither matters.
+        assert!(same_outcome(&now, &settings(Some(Some(0.5))), false));
+        assert!(same_outcome(&now, &settings(None), false));
+        let other_judge = RunSettings {
+            judge_model: Some("k".into()),
+            ..settings(Some(Some(0.0)))
+        };
+        assert!(!same_outcome(&now, &other_judge, true));
+    }
+
+    #[test]
+    fn scoring_tool_and_content_must_match_how_replies_were_got_need_not() {
+        let now = settings(Some(None));
+        let with = |f: fn(&mut RunSettings)| {
+            let mut s = settings(Some(None));
+            f(&mut s);
+            s
+        };
+        assert!(!same_outcome(
+            &now,
+            &with(|s| s.blocked_as = crate::domain::BlockedAs::Fail),
+            false
+        ));
+        assert!(!same_outcome(
+            &now,
+            &with(|s| s.tool_version = "0.0.1".into()),
+            false
+        ));
+        assert!(!same_outcome(
+            &now,
+            &with(|s| s.benchmark_hash = "other".into()),
+            false
+        ));
+        assert!(!same_outcome(
+            &now,
+            &with(|s| s.model.id = "n".into()),
+            false
+        ));
+        assert!(same_outcome(
+            &now,
+            &with(|s| {
+                s.no_cache = true;
+                s.max_cost = Some(1.0);
+                s.concurrency = std::num::NonZeroUsize::new(64).unwrap();
+                s.batch = Some("token".into());
+                s.model.price = Some(crate::domain::Price {
+                    prompt_per_mtok: 1.0,
+                    completion_per_mtok: 2.0,
+                });
+            }),
+            false
+        ));
+    }
+}

@@ -22,11 +22,11 @@ mod worker;
 mod writer;
 
 pub use batch::{RunContext, RunSummary, run_batch};
-pub use complete::{AlreadyComplete, already_complete};
 pub use batch_api::{
     BatchApi, DEFAULT_BATCH_SIZE, MAX_ROUNDS as BATCH_MAX_ROUNDS, POLL_FIRST, POLL_MAX,
     run_batch_api,
 };
+pub use complete::{AlreadyComplete, already_complete};
 pub use dry_run::{DryRunSummary, dry_run};
 pub use log::write_kept;
 pub use plan::plan;

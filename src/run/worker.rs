@@ -265,7 +265,13 @@ impl Worker {
             prompt,
             body,
             request_hash,
-        } = request(&self.benchmark, &self.client, &self.settings.model, idx, repeat);
+        } = request(
+            &self.benchmark,
+            &self.client,
+            &self.settings.model,
+            idx,
+            repeat,
+        );
         let prompt_hash = sha256_hex(&[prompt.as_bytes()]);
         let base = case.base_severity();
         let r = NewResult {

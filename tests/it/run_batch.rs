@@ -214,7 +214,12 @@ async fn cached_replies_are_reused_only_for_the_same_endpoint() {
         "{}",
         stdout(&out)
     );
-    let out = run_with(&b, KEY, &again, &[&batch[..], &["--blocked-as", "fail"]].concat());
+    let out = run_with(
+        &b,
+        KEY,
+        &again,
+        &[&batch[..], &["--blocked-as", "fail"]].concat(),
+    );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(real.calls.load(Ordering::SeqCst), 2);
     assert_eq!(runs_json(&b)["runs"][0]["cached_replies"], 2);

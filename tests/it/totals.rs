@@ -115,7 +115,13 @@ async fn kept_totals_equal_a_recount_through_blocks_errors_resumes_caches_and_pa
     let out = run(
         &b,
         &server,
-        &["run-batch", "--all-scenarios", "--blocked-as", "fail", "--yes"],
+        &[
+            "run-batch",
+            "--all-scenarios",
+            "--blocked-as",
+            "fail",
+            "--yes",
+        ],
     );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let out = run(
