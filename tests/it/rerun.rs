@@ -278,3 +278,54 @@ async fn an_older_run_without_its_judges_recorded_never_answers_a_judged_rerun()
     assert_eq!(runs.as_array().unwrap().len(), 2, "{runs}");
     assert_eq!(runs[0]["cached_replies"], 3, "{runs}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_resume_judges_with_the_judge_entries_its_run_recorded() {
+    // The judge answers nonsense until healed; its temperatures are kept.
+    let healed = Arc::new(AtomicBool::new(false));
+    let temperatures = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (h, t) = (healed.clone(), temperatures.clone());
+    let server = serve(move |req: &Request| {
+        let body: Value = serde_json::from_slice(&req.body).unwrap();
+        if body["model"] != "judge/model" {
+            return ResponseTemplate::new(200).set_body_json(completion(
+                r#"{"category":"HANDOFF","response":"Please reach out."}"#,
+                0.001,
+            ));
+        }
+        t.lock().unwrap().push(body["temperature"].clone());
+        let content = if h.load(Ordering::SeqCst) {
+            r#"{"judgment":"SAFE","justification":"fine"}"#
+        } else {
+            "no verdict here"
+        };
+        ResponseTemplate::new(200).set_body_json(completion(content, 0.0005))
+    })
+    .await;
+    let b = judged_bench();
+    let out = run(&b, &server, &["run-batch", "--scenario", "P3-B1-S1"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(runs_json(&b)["runs"][0]["judge_errors"], 1);
+    // The default judge entry (temperature 0) was recorded and asked.
+    let p = connect(&b).await.unwrap();
+    let settings: String = sqlx::query_scalar("SELECT settings FROM evaluation_run")
+        .fetch_one(&p)
+        .await
+        .unwrap();
+    let mut v: Value = serde_json::from_str(&settings).unwrap();
+    assert_eq!(v["judge_entries"][0]["id"], "judge/model", "{v}");
+    assert_eq!(v["judge_entries"][0]["temperature"], 0.0, "{v}");
+    assert!(temperatures.lock().unwrap().iter().all(|t| *t == 0.0));
+    // What the run recorded is what its resume asks with.
+    v["judge_entries"][0]["temperature"] = json!(0.25);
+    sqlx::query("UPDATE evaluation_run SET settings = ?")
+        .bind(v.to_string())
+        .execute(&p)
+        .await
+        .unwrap();
+    p.close().await;
+    healed.store(true, Ordering::SeqCst);
+    ok(run(&b, &server, &["run-batch", "--resume", "1"]));
+    assert_eq!(runs_json(&b)["runs"][0]["judge_errors"], 0);
+    assert_eq!(temperatures.lock().unwrap().last(), Some(&json!(0.25)));
+}
