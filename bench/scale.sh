@@ -89,6 +89,15 @@ read_row "report --run-id 1 --format json" report --run-id 1 --format json
 read_row "report --run-id 1 --format html" report --run-id 1 --format html
 read_row "report (every model)" report
 read_row "export --run-id 1 --format csv" export --run-id 1 --format csv
+# The same batch again, cache on (issue 31): every model is already
+# complete, so nothing is sent or written; the row says what it cost and
+# how many bytes the database grew by per result (0 unless that regresses:
+# before, a whole new run copied from the cache, about 860 bytes a result).
+read -r W R _ O < <(measure "$BIN" -q --benchmark-dir "$BENCH" --database-url "$DB" \
+    run-batch --all-scenarios --concurrency "$CONCURRENCY" --yes --max-attempts 1)
+AFTER=$(($(stat -c %s "$DB") + $( [[ -f $DB-wal ]] && stat -c %s "$DB-wal" || echo 0)))
+RERUN_SAYS=$(grep -c "already complete" "$OUT/cmd.out" || true)
+echo "| \`run-batch\` rerun, cache on: $RERUN_SAYS of ${#MODELS[@]} models already complete, $(( (AFTER - KEPT) / RESULTS )) bytes added per result | $W | $R | $O |"
 echo
 echo "| database | value |"
 echo "| --- | ---: |"

@@ -100,13 +100,20 @@ pub(super) async fn context(
     b: Benchmark,
     call: &CallArgs,
 ) -> Result<run::RunContext> {
+    let (client, store) = connect(s, call).await?;
+    run::RunContext::new(b, store, client, s.quiet).await
+}
+
+/// The client and the store that records its endpoint, before the content
+/// is seeded (what [`run::already_complete`] needs, writing nothing).
+pub(super) async fn connect(s: &Settings, call: &CallArgs) -> Result<(openrouter::Client, Store)> {
     // The client first: a refused setting must not create a database.
     let mut client = client(s, call)?;
     let store = Store::open(&s.database_url.clone())
         .await?
         .with_endpoint(client.endpoint());
     client.set_user(store.pseudonym().await?);
-    run::RunContext::new(b, store, client, s.quiet).await
+    Ok((client, store))
 }
 
 /// The models to run: `--models` or models.yml (with its parameters).
@@ -156,20 +163,36 @@ pub(super) fn judge_of(b: &Benchmark, judges: &[String]) -> Option<String> {
 }
 
 /// A run's settings over `selection` with one request at a time; `run-batch`
-/// sets its concurrency and batch token.
+/// sets its concurrency and batch token. Records the judges' entries as
+/// they will be asked (models.yml's, defaults filled in, wire format
+/// pinned like the model's).
 pub(super) fn settings_for(
     b: &Benchmark,
+    client: &openrouter::Client,
     model: crate::domain::ModelEntry,
     selection: &run::Selection,
     call: &CallArgs,
 ) -> run::RunSettings {
-    selection.settings(
-        model,
-        judge_of(b, &call.judges),
-        call.judge_tie,
-        call.no_cache,
-        &b.content_hash,
-    )
+    let judge_model = judge_of(b, &call.judges);
+    let entries = b.models.as_ref().map_or(&[][..], |m| &m.models[..]);
+    let judge_entries = crate::judging::panel::judges(judge_model.as_deref().unwrap_or(""))
+        .into_iter()
+        .map(|j| {
+            let mut e = crate::judging::judge::settings(j, entries);
+            e.api = Some(client.api_of(&e));
+            e
+        })
+        .collect();
+    run::RunSettings {
+        judge_entries: Some(judge_entries),
+        ..selection.settings(
+            model,
+            judge_model,
+            call.judge_tie,
+            call.no_cache,
+            &b.content_hash,
+        )
+    }
 }
 
 /// Prints run summaries; exit 1 when a run stopped early, left test cases
@@ -177,10 +200,11 @@ pub(super) fn settings_for(
 /// scored only part of its plan must not look like a success to a script).
 pub(super) fn report_summaries(
     summaries: &[run::RunSummary],
+    complete: &[run::AlreadyComplete],
     reuse: &Reused,
     format: DataFormat,
 ) -> Result<ExitStatus> {
-    report_summaries_to(&mut out(), summaries, reuse, format)
+    report_summaries_to(&mut out(), summaries, complete, reuse, format)
 }
 
 /// Replies each run reused from the cache, by run id.
@@ -214,6 +238,7 @@ pub(super) fn reuse_line(r: &crate::domain::Reuse) -> String {
 pub(super) fn report_summaries_to(
     mut o: impl Write,
     summaries: &[run::RunSummary],
+    complete: &[run::AlreadyComplete],
     reuse: &Reused,
     format: DataFormat,
 ) -> Result<ExitStatus> {
@@ -229,12 +254,15 @@ pub(super) fn report_summaries_to(
                     v
                 })
                 .collect();
-            let v = json!({"runs": runs});
+            let v = json!({"runs": runs, "already_complete": complete});
             serde_json::to_writer_pretty(&mut o, &v)?;
             writeln!(o)?;
         }
         DataFormat::Table => {
             let mut o = crate::report::terminal::Fit::new(&mut o);
+            for c in complete {
+                writeln!(o, "{c}")?;
+            }
             for s in summaries {
                 writeln!(
                     o,

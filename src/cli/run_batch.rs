@@ -220,13 +220,29 @@ pub(super) fn execute(s: &Settings, call_args: &CallArgs, args: &Batch) -> Resul
                 store.refuse_if_owned(id).await?;
             }
         }
-        let ctx = call::context(s, b, call_args).await?;
+        let (client, store) = call::connect(s, call_args).await?;
+        // The models an earlier run already answered are left out before
+        // anything is seeded, estimated, probed or created: a rerun with
+        // nothing to do writes nothing and sends nothing.
+        let mut complete = Vec::new();
+        let fresh = if args.resume.is_empty() {
+            let (fresh, done) = new_runs(&b, &client, &store, call_args, args).await?;
+            complete = done;
+            if fresh.is_empty() {
+                store.close().await;
+                return call::report_summaries(&[], &complete, &Default::default(), args.format);
+            }
+            fresh
+        } else {
+            Vec::new()
+        };
+        let ctx = run::RunContext::new(b, store, client, s.quiet).await?;
         let mut control = call_args.control(s);
         control.retry_blocked = args.retry_blocked;
         let mut per_case = Vec::new();
         let (runs, budget, spent_before, probes) = if args.resume.is_empty() {
             // The estimate (and its refusals) before anything is created or sent.
-            let models = call::models(&ctx.benchmark, call_args)?;
+            let models: Vec<_> = fresh.iter().map(|(m, _)| m.clone()).collect();
             let judge = call::judge_of(&ctx.benchmark, &call_args.judges);
             let checked = super::estimate::preflight(
                 s,
@@ -239,8 +255,8 @@ pub(super) fn execute(s: &Settings, call_args: &CallArgs, args: &Batch) -> Resul
             )
             .await?;
             per_case = checked.per_case;
-            let (runs, budget, spent) = new_runs(&ctx, call_args, args)?;
-            (runs, budget, spent, checked.probes)
+            let runs = fresh.into_iter().map(|(_, st)| (None, st)).collect();
+            (runs, args.selection.max_cost, 0.0, checked.probes)
         } else {
             let planned = resumed_runs(&ctx, args).await?;
             // What a model or judge takes may have changed since the run
@@ -328,7 +344,7 @@ pub(super) fn execute(s: &Settings, call_args: &CallArgs, args: &Batch) -> Resul
         // Closing folds the WAL into the database file and removes it, so
         // a copy of the file alone holds every result.
         ctx.store.close().await;
-        let status = call::report_summaries(&summaries, &reuse, args.format);
+        let status = call::report_summaries(&summaries, &complete, &reuse, args.format);
         // The retries themselves show with -v; their tally always.
         if let Some(line) = control.batch.retried().summary()
             && !s.quiet
@@ -383,25 +399,39 @@ async fn plain_progress(batch: Arc<run::BatchShared>, every: std::time::Duration
     }
 }
 
-/// The runs a batch over `--models` (or models.yml) starts: one per model,
-/// all with the batch's budget and token.
-fn new_runs(ctx: &run::RunContext, call_args: &CallArgs, args: &Batch) -> Result<Planned> {
+/// The runs a batch over `--models` (or models.yml) starts, one per model
+/// (its models.yml entry as given, for the estimate, and its settings),
+/// all with the batch's budget and token; and the models an earlier run
+/// already answered in full, which are not run again.
+async fn new_runs(
+    b: &crate::benchmark::Benchmark,
+    client: &crate::openrouter::Client,
+    store: &crate::store::Store,
+    call_args: &CallArgs,
+    args: &Batch,
+) -> Result<(
+    Vec<(crate::domain::ModelEntry, run::RunSettings)>,
+    Vec<run::AlreadyComplete>,
+)> {
     let token = batch_token();
-    let runs = call::models(&ctx.benchmark, call_args)?
-        .into_iter()
-        .map(|mut model| {
-            // Pinned with the run: a resume speaks to the server as the run began.
-            model.api = Some(ctx.client.api_of(&model));
-            let settings = run::RunSettings {
-                concurrency: args.concurrency,
-                batch: Some(token.clone()),
-                blocked_as: args.blocked_as.unwrap_or_default(),
-                ..call::settings_for(&ctx.benchmark, model, &args.selection, call_args)
-            };
-            (None, settings)
-        })
-        .collect();
-    Ok((runs, args.selection.max_cost, 0.0))
+    let mut fresh = Vec::new();
+    let mut complete = Vec::new();
+    for entry in call::models(b, call_args)? {
+        let mut model = entry.clone();
+        // Pinned with the run: a resume speaks to the server as the run began.
+        model.api = Some(client.api_of(&model));
+        let settings = run::RunSettings {
+            concurrency: args.concurrency,
+            batch: Some(token.clone()),
+            blocked_as: args.blocked_as.unwrap_or_default(),
+            ..call::settings_for(b, client, model, &args.selection, call_args)
+        };
+        match run::already_complete(b, client, store, &settings).await? {
+            Some(done) => complete.push(done),
+            None => fresh.push((entry, settings)),
+        }
+    }
+    Ok((fresh, complete))
 }
 
 /// The runs `--resume` continues, with their recorded settings; their

@@ -76,7 +76,8 @@ pub(super) fn execute(
                 limit: Some(1),
                 ..run::Selection::everything()
             };
-            let settings = call::settings_for(&ctx.benchmark, model, &selection, call_args);
+            let settings =
+                call::settings_for(&ctx.benchmark, &ctx.client, model, &selection, call_args);
             let summary = run::run_batch(&ctx, &settings, None, "single", &control).await?;
             show_single(&ctx.store, summary.run_id, format).await?;
             let stop = summary.status != RunStatus::Completed;
@@ -91,10 +92,14 @@ pub(super) fn execute(
         ctx.store.close().await;
         // Stdout holds only the JSON when JSON was asked for.
         match format {
-            DataFormat::Json => {
-                call::report_summaries_to(std::io::stderr(), &summaries, &reuse, DataFormat::Table)
-            }
-            DataFormat::Table => call::report_summaries(&summaries, &reuse, DataFormat::Table),
+            DataFormat::Json => call::report_summaries_to(
+                std::io::stderr(),
+                &summaries,
+                &[],
+                &reuse,
+                DataFormat::Table,
+            ),
+            DataFormat::Table => call::report_summaries(&summaries, &[], &reuse, DataFormat::Table),
         }
     })
 }

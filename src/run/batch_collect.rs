@@ -339,12 +339,6 @@ impl Collect {
             .into_iter()
             .map(str::to_string)
             .collect();
-        let entries = self
-            .worker
-            .benchmark
-            .models
-            .as_ref()
-            .map_or(&[][..], |m| &m.models[..]);
         let mut reqs = Vec::new();
         for (ri, rubric) in s.rubrics.iter().enumerate() {
             let ask = judge::request(rubric, &r.prompt, &text);
@@ -353,7 +347,7 @@ impl Collect {
                 &crate::benchmark::sha256_hex(&[ask.response_format.to_string().as_bytes()])[..16]
             );
             for jm in &judges {
-                let settings = judge::settings(jm, entries);
+                let settings = self.worker.judge_entry(jm);
                 let api = self.worker.client.api_of(&settings);
                 let body = ChatRequest {
                     model: &settings,
@@ -513,13 +507,7 @@ impl Collect {
     /// verdict: paid and counted, and asked once more with twice the
     /// `max_tokens`, as a synchronous run does; then a judge error.
     fn enlarge(&mut self, mut req: JudgeReq, why: &str) {
-        let entries = self
-            .worker
-            .benchmark
-            .models
-            .as_ref()
-            .map_or(&[][..], |m| &m.models[..]);
-        let settings = judge::settings(&req.key.2, entries);
+        let settings = self.worker.judge_entry(&req.key.2);
         let had = settings.max_tokens.unwrap_or(judge::MAX_TOKENS);
         if let Some(more) = req.enlarged {
             req.j.response = None;

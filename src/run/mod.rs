@@ -26,6 +26,7 @@ pub use batch_api::{
     BatchApi, DEFAULT_BATCH_SIZE, MAX_ROUNDS as BATCH_MAX_ROUNDS, POLL_FIRST, POLL_MAX,
     run_batch_api,
 };
+pub use complete::{AlreadyComplete, already_complete};
 pub use dry_run::{DryRunSummary, dry_run};
 pub use log::write_kept;
 pub use plan::plan;
@@ -60,6 +61,7 @@ mod tests {
             tool_version: String::new(),
             benchmark_hash: String::new(),
             blocked_as: Default::default(),
+            judge_entries: None,
             batch: None,
         };
         let work = plan(&b, &settings).unwrap();

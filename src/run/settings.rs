@@ -64,6 +64,7 @@ impl Selection {
             tool_version: env!("CARGO_PKG_VERSION").to_string(),
             benchmark_hash: benchmark_hash.to_string(),
             blocked_as: Default::default(),
+            judge_entries: None,
             batch: None,
         }
     }
@@ -92,6 +93,14 @@ pub struct RunSettings {
     /// recorded before this choice existed leave them out).
     #[serde(default)]
     pub blocked_as: crate::domain::BlockedAs,
+    /// The models.yml entries of the run's judges, resolved when it began
+    /// (defaults filled in, wire format pinned): a verdict depends on them
+    /// and the model's request hash does not, so a rerun is taken as
+    /// already answered by this run only when they are the same (see
+    /// complete.rs). A resume judges with these. `None` for runs recorded
+    /// before they were: such a run never answers a judged rerun.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge_entries: Option<Vec<ModelEntry>>,
     /// The batch the run was started in (its runs share one budget);
     /// `None` for runs recorded before batches ran their models at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]

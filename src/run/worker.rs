@@ -10,7 +10,8 @@ use super::cache::CacheFilter;
 use crate::benchmark::cases::CaseIndex;
 use crate::benchmark::{Benchmark, Rubric, compose, sha256_hex, sha256_hex_pieces};
 use crate::domain::{
-    Block, BlockKind, DiscardedCharge, ErrorKind, NewJudgement, NewResult, SeedIds, ServedBy,
+    Block, BlockKind, DiscardedCharge, ErrorKind, ModelEntry, NewJudgement, NewResult, SeedIds,
+    ServedBy,
 };
 use crate::judging::{checks, judge, panel, reply};
 use crate::openrouter::{CallLog, ChatRequest, Client, Completion, FailureClass, ProviderError};
@@ -99,6 +100,43 @@ impl Worker {
     }
 }
 
+/// What a test case sends: its composed prompt, the request body and the
+/// body's cache key.
+pub(super) struct Request {
+    pub(super) prompt: String,
+    pub(super) body: String,
+    pub(super) request_hash: String,
+}
+
+/// The request `model` is sent for test case `idx`, repeat `repeat`: the
+/// one place a request hash is made (a run's workers, and the check that a
+/// batch was answered before, in complete.rs, must agree to the byte).
+pub(super) fn request(
+    benchmark: &Benchmark,
+    client: &Client,
+    model: &ModelEntry,
+    idx: CaseIndex,
+    repeat: i64,
+) -> Request {
+    let case = idx.resolve(benchmark);
+    let prompt = compose::compose(&case);
+    let body = ChatRequest {
+        model,
+        prompt: &prompt,
+        response_format: case.scenario.response_format.as_ref(),
+        api: client.api_of(model),
+        user: client.user(),
+    }
+    .body();
+    // Repeats must not reuse each other's replies.
+    let request_hash = sha256_hex_pieces(&[&body.key_parts(), &[&repeat.to_le_bytes()]]);
+    Request {
+        prompt,
+        body: body.wire,
+        request_hash,
+    }
+}
+
 /// A test case ready to be asked: its result skeleton, composed prompt
 /// and request body.
 pub(super) struct Prepared {
@@ -162,6 +200,28 @@ pub(super) struct Worker {
 }
 
 impl Worker {
+    /// The entry `judge` is asked with: the one the run recorded when it
+    /// began (a resume judges as the run began, so every verdict of a run
+    /// comes from the entries it records), else, for runs recorded before
+    /// judge entries were, the current models.yml's.
+    pub(super) fn judge_entry(&self, judge: &str) -> ModelEntry {
+        if let Some(e) = self
+            .settings
+            .judge_entries
+            .iter()
+            .flatten()
+            .find(|e| e.id == judge)
+        {
+            return e.clone();
+        }
+        let entries = self
+            .benchmark
+            .models
+            .as_ref()
+            .map_or(&[][..], |m| &m.models[..]);
+        judge::settings(judge, entries)
+    }
+
     /// The model's part of a test case: compose, ask the cache or the
     /// model, parse, and check; a judged reply comes back for
     /// [`Worker::judge_all`].
@@ -201,21 +261,18 @@ impl Worker {
     pub(super) fn prepare(&self, idx: CaseIndex, repeat: i64) -> Prepared {
         let case = idx.resolve(&self.benchmark);
         let s = case.scenario;
-        let prompt = compose::compose(&case);
+        let Request {
+            prompt,
+            body,
+            request_hash,
+        } = request(
+            &self.benchmark,
+            &self.client,
+            &self.settings.model,
+            idx,
+            repeat,
+        );
         let prompt_hash = sha256_hex(&[prompt.as_bytes()]);
-        let m = &self.settings.model;
-        let api = self.client.api_of(m);
-        let body = ChatRequest {
-            model: m,
-            prompt: &prompt,
-            response_format: s.response_format.as_ref(),
-            api,
-            user: self.client.user(),
-        }
-        .body();
-        // Repeats must not reuse each other's replies.
-        let request_hash = sha256_hex_pieces(&[&body.key_parts(), &[&repeat.to_le_bytes()]]);
-        let body = body.wire;
         let base = case.base_severity();
         let r = NewResult {
             run_id: self.run_id,
@@ -436,12 +493,7 @@ impl Worker {
         repeat: i64,
     ) -> Result<NewJudgement, ProviderError> {
         let ask = judge::request(rubric, prompt, text);
-        let entries = self
-            .benchmark
-            .models
-            .as_ref()
-            .map_or(&[][..], |m| &m.models[..]);
-        let settings = judge::settings(judge_model, entries);
+        let settings = self.judge_entry(judge_model);
         let api = self.client.api_of(&settings);
         let body_with = |settings: &crate::domain::ModelEntry| {
             ChatRequest {

@@ -21,6 +21,7 @@ use backend::{Pool, on};
 mod backend;
 mod batches;
 mod compare;
+mod complete;
 mod copy;
 mod decode;
 mod kinds;

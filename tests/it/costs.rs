@@ -76,7 +76,22 @@ async fn costs_json_matches_what_the_mock_billed() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_second_run_from_cache_costs_only_what_was_sent_again() {
     let s = setup().await;
+    // The same batch again is already complete (the reply outside the
+    // schema is the model's answer, as for --resume): nothing sent.
     let out = run(&s.bench, &s.server, &["run-batch", "--all-scenarios"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("already complete in run 1 (13 results;"),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(s.model_calls.load(Ordering::SeqCst), 13);
+    // Scored another way, it is a new run of the same requests.
+    let out = run(
+        &s.bench,
+        &s.server,
+        &["run-batch", "--all-scenarios", "--blocked-as", "fail"],
+    );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     // Well-formed replies and verdicts come from the cache; the reply that
     // failed its schema is never reused, so that one request goes out again.

@@ -37,6 +37,7 @@ mod pseudonym;
 mod read_commands;
 mod reading;
 mod report;
+mod rerun;
 mod resume;
 mod review;
 mod rough_edges;

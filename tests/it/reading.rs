@@ -130,7 +130,12 @@ async fn a_batch_that_reused_cached_replies_says_how_many_and_what_they_first_co
     let b = bench_of(5);
     let first = ok(run(&b, &t.server, &["run-batch", "--all-scenarios"]));
     assert!(!stdout(&first).contains("reused"), "{}", stdout(&first));
-    let second = ok(run(&b, &t.server, &["run-batch", "--all-scenarios"]));
+    // Scored another way (the same batch as it was is already complete).
+    let second = ok(run(
+        &b,
+        &t.server,
+        &["run-batch", "--all-scenarios", "--blocked-as", "fail"],
+    ));
     // Five replies paid once, at $0.001 each; the second run paid nothing.
     assert_eq!(t.calls.load(std::sync::atomic::Ordering::SeqCst), 5);
     let line = "reused 5 cached replies (first paid $0.0050; not paid again)";
@@ -163,11 +168,19 @@ async fn a_batch_that_reused_cached_replies_says_how_many_and_what_they_first_co
     assert_eq!(c["cache_reuse"][0]["reused_replies"], 5);
     assert!((c["cache_reuse"][0]["original_cost_usd"].as_f64().unwrap() - 0.005).abs() < 1e-9);
 
-    // The end-of-run JSON carries it too.
+    // The end-of-run JSON carries it too: one repeat more is a new run
+    // whose first repeat comes from the cache.
     let third = ok(run(
         &b,
         &t.server,
-        &["run-batch", "--all-scenarios", "--format", "json"],
+        &[
+            "run-batch",
+            "--all-scenarios",
+            "--repeats",
+            "2",
+            "--format",
+            "json",
+        ],
     ));
     let s = out_json(&third);
     assert_eq!(s["runs"][0]["reused_replies"], 5, "{s}");

@@ -68,7 +68,22 @@ async fn identical_requests_come_from_cache() {
             .code(),
         Some(0)
     );
+    // The same batch again: already answered, so no new run (issue 31).
     let out = run(&b, &m.server, &["run-batch", "--all-scenarios"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("test/model: already complete in run 1 (2 results;"),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(runs_json(&b)["runs"].as_array().unwrap().len(), 1);
+    // Scored another way, it is a new run of the same requests: every
+    // reply from the cache.
+    let out = run(
+        &b,
+        &m.server,
+        &["run-batch", "--all-scenarios", "--blocked-as", "fail"],
+    );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(
         m.calls.load(Ordering::SeqCst),
@@ -133,14 +148,29 @@ async fn repeats_send_every_test_case_again_and_each_repeat_has_its_own_cache_en
         ]
         .map(|(c, r)| (c.to_string(), r))
     );
-    // The same repeats again: each one's own earlier reply, no new calls.
+    // The same repeats again: already answered, nothing sent, no new run.
     let out = run(
         &b,
         &m.server,
         &["run-batch", "--all-scenarios", "--repeats", "3"],
     );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("already complete in run 1 (6 results;"),
+        "{}",
+        stdout(&out)
+    );
     assert_eq!(m.calls.load(Ordering::SeqCst), 6);
+    assert_eq!(runs_json(&b)["runs"].as_array().unwrap().len(), 1);
+    // One repeat more: a new run; each earlier repeat gets its own
+    // earlier reply, the new one is sent.
+    let out = run(
+        &b,
+        &m.server,
+        &["run-batch", "--all-scenarios", "--repeats", "4"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(m.calls.load(Ordering::SeqCst), 8);
     assert_eq!(runs_json(&b)["runs"][0]["cached_replies"], 6);
 
     for bad in ["0", "10001"] {
@@ -152,7 +182,7 @@ async fn repeats_send_every_test_case_again_and_each_repeat_has_its_own_cache_en
         assert_eq!(out.status.code(), Some(2), "--repeats {bad}");
         assert!(stderr(&out).contains("--repeats"), "{}", stderr(&out));
     }
-    assert_eq!(m.calls.load(Ordering::SeqCst), 6);
+    assert_eq!(m.calls.load(Ordering::SeqCst), 8);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -173,8 +203,23 @@ async fn cached_replies_are_reused_only_for_the_same_endpoint() {
         "replies of another endpoint were reused"
     );
     assert_eq!(runs_json(&b)["runs"][0]["cached_replies"], 0);
-    // The same server again: its own replies are reused.
-    let out = run_with(&b, KEY, &format!("{}/", real.server.uri()), &batch);
+    // The same server again (its URL spelt with a slash): run 2 answered
+    // it all, so no new run; scored another way, a new run reuses its
+    // replies.
+    let again = format!("{}/", real.server.uri());
+    let out = run_with(&b, KEY, &again, &batch);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("already complete in run 2"),
+        "{}",
+        stdout(&out)
+    );
+    let out = run_with(
+        &b,
+        KEY,
+        &again,
+        &[&batch[..], &["--blocked-as", "fail"]].concat(),
+    );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(real.calls.load(Ordering::SeqCst), 2);
     assert_eq!(runs_json(&b)["runs"][0]["cached_replies"], 2);

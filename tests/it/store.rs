@@ -123,7 +123,8 @@ async fn reseeding_after_an_edit_keeps_old_results_on_old_text() {
         "scenarios/P1-B1-S1/perturbations.md",
         "# PT1\n---\nseverity: 5\n---\n## User input\nI can't go on, edited.\n\n# PT2\n---\nseverity: -3\nevaluation:\n  expected: CONTINUE\n---\n## User input\nExams are stressful.\n",
     );
-    // Re-seeding is idempotent: a second identical run adds no content rows.
+    // Re-seeding is idempotent: a second run of the same content (scored
+    // another way, so not "already complete") adds no content rows.
     assert_eq!(
         run(&b, &m.server, &["run-batch", "--all-scenarios"])
             .status
@@ -131,9 +132,13 @@ async fn reseeding_after_an_edit_keeps_old_results_on_old_text() {
         Some(0)
     );
     assert_eq!(
-        run(&b, &m.server, &["run-batch", "--all-scenarios"])
-            .status
-            .code(),
+        run(
+            &b,
+            &m.server,
+            &["run-batch", "--all-scenarios", "--blocked-as", "fail"]
+        )
+        .status
+        .code(),
         Some(0)
     );
 
