@@ -7,6 +7,7 @@
 
 use std::collections::HashSet;
 
+use super::backend::on;
 use super::{Store, StoreError};
 
 impl Store {
@@ -23,15 +24,15 @@ impl Store {
         let Some(endpoint) = &self.endpoint else {
             return Ok(None);
         };
-        let hashes: Vec<String> = sqlx::query_scalar(
+        let hashes: Vec<String> = on!(&self.pool, |pool| sqlx::query_scalar(
             "SELECT request_hash FROM result
               WHERE run_id = $1 AND endpoint = $2
                 AND (error_kind IS NULL OR error_kind NOT IN ('provider', 'judge'))",
         )
         .bind(run_id)
         .bind(endpoint)
-        .fetch_all(&self.pool)
-        .await?;
+        .fetch_all(pool)
+        .await?);
         Ok(Some(hashes.into_iter().collect()))
     }
 }
