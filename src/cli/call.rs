@@ -75,6 +75,7 @@ impl CallArgs {
             pause_before_finish: s.pause_before_finish,
             log_age: s.log_age.unwrap_or(run::LOG_AGE),
             retry_blocked: false,
+            join: false,
         }
     }
 }
@@ -286,7 +287,10 @@ pub(super) fn report_summaries_to(
     }
     drop(o);
     let unfinished = |s: &run::RunSummary| {
-        s.status != RunStatus::Completed || s.provider_errors > 0 || s.judge_errors > 0
+        // `running`: this process's part of a shared run is done, others go on.
+        (s.status != RunStatus::Completed && s.status != RunStatus::Running)
+            || s.provider_errors > 0
+            || s.judge_errors > 0
     };
     let plural = |n: usize| if n == 1 { " test case" } else { " test cases" };
     for s in summaries {

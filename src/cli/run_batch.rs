@@ -29,6 +29,13 @@ pub struct RunBatchArgs {
     #[arg(long, value_name = "RUN_ID", value_delimiter = ',', num_args = 1..,
           conflicts_with_all = ["scenarios", "all_scenarios"], help_heading = "Resume")]
     pub resume: Vec<i64>,
+    /// Join a run another process is running now, on the team store
+    /// (PostgreSQL): its recorded settings, its test cases shared out in
+    /// leases, so no test case is asked twice (see README, "Team store").
+    #[arg(long, value_name = "RUN_ID",
+          conflicts_with_all = ["resume", "scenarios", "all_scenarios", "max_cost", "batch_api", "retry_blocked"],
+          help_heading = "Resume")]
+    pub join: Option<i64>,
     /// Requests in flight at once, per model (1 to 1024); the models of a
     /// batch run at the same time. Lowered on 429s and grown back, never
     /// above this (see --fixed-concurrency).
@@ -113,6 +120,8 @@ fn parse_blocked_as(s: &str) -> std::result::Result<BlockedAs, String> {
 pub(super) struct Batch {
     pub selection: Selection,
     pub resume: Vec<i64>,
+    /// `--join`: `resume` holds the one run joined.
+    pub join: bool,
     pub concurrency: NonZeroUsize,
     pub max_in_flight: Option<NonZeroUsize>,
     pub judge_concurrency: Option<NonZeroUsize>,
@@ -133,6 +142,7 @@ impl Batch {
         Batch {
             selection: Selection::everything(),
             resume: Vec::new(),
+            join: false,
             concurrency,
             max_in_flight: None,
             judge_concurrency: None,
@@ -158,6 +168,7 @@ impl RunBatchArgs {
         }
         let mut resume = self.resume.clone();
         resume.dedup();
+        resume.extend(self.join);
         let selection = if resume.is_empty() {
             self.selection
                 .resolve(", or --resume RUN_ID to finish earlier runs")?
@@ -170,6 +181,7 @@ impl RunBatchArgs {
         Ok(Batch {
             selection,
             resume,
+            join: self.join.is_some(),
             concurrency: self.concurrency,
             max_in_flight: self.max_in_flight,
             judge_concurrency: self.judge_concurrency,
@@ -214,7 +226,12 @@ pub(super) fn execute(s: &Settings, call_args: &CallArgs, args: &Batch) -> Resul
         // A run another live helmbench owns is refused before anything is
         // written (seeding the content waits for a database lock that the
         // owner may be stalled on too).
-        if !args.resume.is_empty() {
+        if args.join && !crate::store::is_postgres_url(&s.database_url) {
+            return Err(Error::usage(
+                "--join shares a run between processes through the team store (PostgreSQL: --database-url postgres://…); a SQLite file has one writing process at a time: use --resume once the run's process has stopped".into(),
+            ));
+        }
+        if !args.resume.is_empty() && !args.join {
             let store = crate::store::Store::open(&s.database_url.clone()).await?;
             for &id in &args.resume {
                 store.refuse_if_owned(id).await?;
@@ -239,6 +256,7 @@ pub(super) fn execute(s: &Settings, call_args: &CallArgs, args: &Batch) -> Resul
         let ctx = run::RunContext::new(b, store, client, s.quiet).await?;
         let mut control = call_args.control(s);
         control.retry_blocked = args.retry_blocked;
+        control.join = args.join;
         let mut per_case = Vec::new();
         let (runs, budget, spent_before, probes) = if args.resume.is_empty() {
             // The estimate (and its refusals) before anything is created or sent.

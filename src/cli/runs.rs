@@ -17,13 +17,18 @@ pub struct RunsArgs {
 }
 
 pub fn run(s: &Settings, args: &RunsArgs) -> Result<ExitStatus> {
-    let (rows, routing, reuse, batches) = s.read_only(|store| async move {
+    let (rows, routing, reuse, batches, hosts) = s.read_only(|store| async move {
         let rows = store.runs().await?;
         let routing = crate::report::routing::by_run(&store, None).await?;
         let reuse = store.reuse(None).await?;
         let batches = store.all_batches().await?;
-        Ok::<_, Error>((rows, routing, reuse, batches))
+        let hosts = store.all_run_hosts().await?;
+        Ok::<_, Error>((rows, routing, reuse, batches, hosts))
     })?;
+    // The processes that work or worked on a run (the team store).
+    let hosts_of = |id: i64| -> &[crate::domain::RunHost] {
+        hosts.get(&id).map(Vec::as_slice).unwrap_or_default()
+    };
     // A run's Batch API batches (issue 33), oldest first.
     let batches_of = |id: i64| -> Vec<&crate::domain::BatchRow> {
         batches.iter().filter(|b| b.run_id == id).collect()
@@ -36,7 +41,7 @@ pub fn run(s: &Settings, args: &RunsArgs) -> Result<ExitStatus> {
             let runs: Vec<_> = rows
                 .iter()
                 .map(|r| {
-                    json!({"run_id": r.run_id, "model": r.model, "kind": r.kind, "status": r.status,
+                    let mut v = json!({"run_id": r.run_id, "model": r.model, "kind": r.kind, "status": r.status,
                            "test_cases": r.test_cases, "planned_test_cases": r.planned_test_cases,
                            "evaluations": r.evaluations, "passed": r.passed, "passed_evaluations": r.passed_evaluations,
                            "format_failures": r.format_failures, "judge_errors": r.judge_errors, "provider_errors": r.provider_errors,
@@ -51,7 +56,9 @@ pub fn run(s: &Settings, args: &RunsArgs) -> Result<ExitStatus> {
                                "state": b.state, "status": b.remote_status, "round": b.round,
                                "total": b.total, "completed": b.completed, "failed": b.failed,
                                "cost_usd": b.cost_usd, "message": b.message,
-                               "created_at": b.created_at, "updated_at": b.updated_at})).collect::<Vec<_>>()})
+                               "created_at": b.created_at, "updated_at": b.updated_at})).collect::<Vec<_>>()});
+                    v["hosts"] = json!(hosts_of(r.run_id));
+                    v
                 })
                 .collect();
             serde_json::to_writer_pretty(&mut o, &json!({"runs": runs}))?;
@@ -94,6 +101,29 @@ pub fn run(s: &Settings, args: &RunsArgs) -> Result<ExitStatus> {
             writeln!(o, "{}", crate::report::terminal::fitted(t))?;
             for (id, r) in &reuse {
                 writeln!(o, "run {id}: {}", super::call::reuse_line(r))?;
+            }
+            // Who works on a run: shown while any process does, or when
+            // several shared it.
+            for r in &rows {
+                let hs = hosts_of(r.run_id);
+                if hs.is_empty() || (hs.len() < 2 && !hs.iter().any(|h| h.live)) {
+                    continue;
+                }
+                let list: Vec<String> = hs
+                    .iter()
+                    .map(|h| {
+                        format!(
+                            "{}:{} ({}, heard {:.0} s ago, {} taken, {} stored)",
+                            h.host,
+                            h.pid,
+                            if h.live { "working" } else { "gone" },
+                            h.heartbeat_age_s,
+                            h.sent,
+                            h.stored
+                        )
+                    })
+                    .collect();
+                writeln!(o, "run {}: processes: {}", r.run_id, list.join("; "))?;
             }
             for r in &rows {
                 let bs = batches_of(r.run_id);

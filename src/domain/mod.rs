@@ -43,7 +43,7 @@ pub use result::{
     ServedBy, StoredResult,
 };
 pub use review::{Imported, LabelRow, LabelledJudgement, NewLabel, ReviewItem, VoteRow};
-pub use run::RunRecord;
+pub use run::{RunHost, RunRecord};
 pub use seed::SeedIds;
 pub use served::{ErrorTypeCount, ServedCount, TokenDetails};
 pub use spend::{DiscardedSpendRow, JudgeSpendRow, Reuse, ScenarioSpendRow, Spend};

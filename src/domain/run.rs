@@ -65,3 +65,19 @@ impl RunRecord {
             .unwrap_or_default()
     }
 }
+
+/// A process that works or worked on a run (the team store, issue 34): the
+/// first one and every `--join`er, as `runs` shows them.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RunHost {
+    pub host: String,
+    pub pid: i64,
+    /// Seconds since its last heartbeat.
+    pub heartbeat_age_s: f64,
+    /// Test cases it took, and of those, stored.
+    pub sent: i64,
+    pub stored: i64,
+    /// Still working on the run: it has not left, and it beat recently
+    /// (on this host: its process is alive).
+    pub live: bool,
+}

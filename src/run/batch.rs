@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::cache::CacheFilter;
 use super::complete;
+use super::lease::Work;
 use super::log::{self, ResultLog};
 use super::shared::Shared;
 use crate::benchmark::Benchmark;
@@ -128,6 +129,7 @@ pub async fn run_batch(
     let work = plan(b, settings)?;
     let planned = work.len();
     if let Some(id) = resume
+        && !control.join
         && let Some(row) =
             complete::resume_has_nothing_to_do(&ctx.store, id, planned, control.retry_blocked)
                 .await?
@@ -138,11 +140,33 @@ pub async fn run_batch(
     // started (the lock is fair and taken before the first await), so run
     // ids follow the order of the models.
     let opening = control.batch.opening.lock().await;
-    let (run_id, spent_before, redo) =
-        open_run(ctx, settings, resume, kind, planned, control.retry_blocked).await?;
+    let leased = ctx.store.is_team_store();
+    let (run_id, spent_before, redo) = open_run(
+        ctx,
+        settings,
+        resume,
+        kind,
+        planned,
+        control.retry_blocked,
+        Lease {
+            join: control.join,
+            leased,
+        },
+    )
+    .await?;
     drop(opening);
-    let (todo, already_done) = remaining(ctx, run_id, work).await?;
-    tracing::info!(run_id, model = %settings.model.id, planned, todo = todo.len(), "run starting");
+    // On the team store the run's cases are taken in leases as they are
+    // needed (lease.rs), so other processes may share the run.
+    let (work, already_done) = if leased {
+        let done = ctx.store.stored_cases(run_id).await?.len();
+        let w = Work::leased(ctx.store.clone(), run_id, ctx.benchmark.clone(), work);
+        (w, done)
+    } else {
+        let (todo, done) = remaining(ctx, run_id, work).await?;
+        (Work::listed(todo, redo), done)
+    };
+    let todo_len = planned.saturating_sub(already_done);
+    tracing::info!(run_id, model = %settings.model.id, planned, todo = todo_len, leased, "run starting");
 
     let progress = control
         .batch
@@ -159,7 +183,6 @@ pub async fn run_batch(
     let stop = abort.child_token();
     let shared = Arc::new(Shared {
         batch: control.batch.clone(),
-        next: AtomicUsize::new(0),
         provider_errors_in_a_row: AtomicUsize::new(0),
         spend: Default::default(),
         unknown_charges: Default::default(),
@@ -189,8 +212,7 @@ pub async fn run_batch(
             }
         })
     };
-    let todo = Arc::new(todo);
-    let redo = Arc::new(redo);
+    let work = Arc::new(work);
     // One cache filter for the batch, read once.
     let cache = control
         .batch
@@ -211,7 +233,7 @@ pub async fn run_batch(
     // there can be more workers than slots: a worker waiting on the judge
     // does not keep the model's slot idle.
     let per_slot = if settings.judge_model.is_some() { 2 } else { 1 };
-    let workers = (settings.concurrency.get() * per_slot).min(todo.len().max(1));
+    let workers = (settings.concurrency.get() * per_slot).min(todo_len.max(1));
     // Each worker hands over one result and waits until it is stored, so
     // the queue never holds more than one per worker.
     let (tx, rx) = mpsc::channel::<ToWrite>(workers);
@@ -255,9 +277,8 @@ pub async fn run_batch(
     let model_phase = Arc::new(tokio::sync::Semaphore::new(settings.concurrency.get()));
     let mut handles = Vec::with_capacity(workers);
     for _ in 0..workers {
-        let (todo, redo, shared, tx, stop, abort, model_phase) = (
-            todo.clone(),
-            redo.clone(),
+        let (work, shared, tx, stop, abort, model_phase) = (
+            work.clone(),
             shared.clone(),
             tx.clone(),
             stop.clone(),
@@ -277,8 +298,7 @@ pub async fn run_batch(
         handles.push(tokio::spawn(
             Lane {
                 worker,
-                todo,
-                redo,
+                work,
                 shared,
                 tx,
                 stop,
@@ -290,12 +310,16 @@ pub async fn run_batch(
     }
     drop(tx);
 
-    let heartbeat = tokio::spawn(heartbeat(
-        ctx.store.clone(),
-        run_id,
-        stop.clone(),
-        shared.clone(),
-    ));
+    let heartbeat = if work.is_leased() {
+        tokio::spawn(lease_heartbeat(ctx.store.clone(), run_id, work.clone()))
+    } else {
+        tokio::spawn(heartbeat(
+            ctx.store.clone(),
+            run_id,
+            stop.clone(),
+            shared.clone(),
+        ))
+    };
 
     // The collector: the only writer of results, on its own connection.
     let writer = Collector {
@@ -327,6 +351,12 @@ pub async fn run_batch(
     }
     heartbeat.abort();
     grace_timer.abort();
+    // This process's final counts, for `runs`.
+    if let Some((sent, stored)) = work.counts()
+        && let Err(e) = ctx.store.host_heartbeat(run_id, sent, stored).await
+    {
+        tracing::warn!(error = %e, "last heartbeat not written");
+    }
     progress.set_spend(shared.spend());
     progress.finish();
     finish(
@@ -338,6 +368,7 @@ pub async fn run_batch(
         already_done,
         &shared,
         unwritten,
+        work.is_leased(),
     )
     .await
 }
@@ -354,6 +385,7 @@ async fn finish(
     already_done: usize,
     shared: &Shared,
     unwritten: Option<super::writer::Unwritten>,
+    leased: bool,
 ) -> crate::Result<RunSummary> {
     let stop_reason = shared
         .stop_reason
@@ -373,10 +405,19 @@ async fn finish(
         // `running` (`runs` shows it interrupted either way).
         let store = ctx.store.with_busy_timeout(WRITE_BUSY).await?;
         let until = tokio::time::Instant::now() + MARK_WAIT;
-        while let Err(e) = store
-            .finish_run(run_id, RunStatus::Interrupted, Some(&msg))
-            .await
-        {
+        let mark = || async {
+            if leased {
+                store
+                    .leave_run(run_id, RunStatus::Interrupted, Some(&msg))
+                    .await
+                    .map(|_| ())
+            } else {
+                store
+                    .finish_run(run_id, RunStatus::Interrupted, Some(&msg))
+                    .await
+            }
+        };
+        while let Err(e) = mark().await {
             if tokio::time::Instant::now() >= until {
                 tracing::warn!(error = %e, "run not marked interrupted in the database (`runs` shows it interrupted; --resume marks it)");
                 break;
@@ -403,7 +444,8 @@ async fn finish(
     if let Some(pause) = control.pause_before_finish {
         tokio::time::sleep(pause).await;
     }
-    let all_done = ctx.store.count_results(run_id).await? >= planned as i64;
+    let all_done = ctx.store.count_results(run_id).await? >= planned as i64
+        && (!leased || ctx.store.chunks_held(run_id).await?.0 == 0);
     // A run stopped because another run of the batch was.
     let stop_reason = stop_reason.or_else(|| {
         control
@@ -425,6 +467,10 @@ async fn finish(
             None,
         ),
     };
+    if leased {
+        return super::lease::end_shared(ctx, settings, run_id, planned, status, message, fatal)
+            .await;
+    }
     record_end(ctx, settings, run_id, planned, status, message, fatal).await
 }
 
@@ -466,8 +512,7 @@ pub(super) async fn record_end(
 /// applied here.
 struct Lane {
     worker: Worker,
-    todo: Arc<Vec<(CaseIndex, u32)>>,
-    redo: Arc<HashSet<(String, i64)>>,
+    work: Arc<Work>,
     shared: Arc<Shared>,
     tx: mpsc::Sender<ToWrite>,
     stop: CancellationToken,
@@ -479,8 +524,7 @@ impl Lane {
     async fn run(self) {
         let Lane {
             worker,
-            todo,
-            redo,
+            work,
             shared,
             tx,
             stop,
@@ -505,10 +549,16 @@ impl Lane {
                 shared.batch.stop_all(msg, false);
                 break;
             }
-            let i = shared.next.fetch_add(1, Ordering::Relaxed);
-            let Some(&(case, repeat)) = todo.get(i) else {
-                break;
+            let item = match work.next(&worker.benchmark, &stop).await {
+                Ok(Some(item)) => item,
+                Ok(None) => break,
+                Err(e) => {
+                    shared.set_stop(format!("no test case could be leased: {e}"), None);
+                    stop.cancel();
+                    break;
+                }
             };
+            let (case, repeat) = (item.case, item.repeat);
             // Every attempt of this test case asks the budget first.
             let log = Arc::new(CallLog::gated(shared.clone()));
             let asked = tokio::select! {
@@ -559,7 +609,7 @@ impl Lane {
             match outcome {
                 Outcome::Stored(mut r) => {
                     r.charges = charges;
-                    r.replaces = redo.contains(&(r.test_code.clone(), r.repeat_index));
+                    r.replaces = item.replaces;
                     // A judge that fails at the provider counts like the model.
                     if r.error_kind == Some(ErrorKind::Provider) || failed_calls > 0 {
                         let n = shared
@@ -587,6 +637,9 @@ impl Lane {
                         _ = stop.cancelled() => false,
                     };
                     drop(phase);
+                    if committed {
+                        work.stored(&item).await;
+                    }
                     if !committed || stop_after.is_some() {
                         break;
                     }
@@ -665,6 +718,21 @@ pub(super) async fn heartbeat(
     }
 }
 
+/// The heartbeat of a process on a lease-managed run: its host row with
+/// its counts, its leases and the run's liveness (store/leases.rs). A
+/// missed beat is retried at the next tick; leases outlast several.
+async fn lease_heartbeat(store: Store, run_id: i64, work: Arc<Work>) {
+    let mut tick = tokio::time::interval(crate::store::HEARTBEAT_INTERVAL);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        let (sent, stored) = work.counts().unwrap_or_default();
+        if let Err(e) = store.host_heartbeat(run_id, sent, stored).await {
+            tracing::warn!(error = %e, "heartbeat not written");
+        }
+    }
+}
+
 /// The summary of a resumed run that had nothing left to do: nothing was
 /// sent or written, and the message says where the answers are.
 pub(super) fn nothing_to_do(
@@ -722,9 +790,15 @@ pub(super) async fn open_run(
     kind: &str,
     planned: usize,
     retry_blocked: bool,
+    lease: Lease,
 ) -> crate::Result<(i64, f64, HashSet<(String, i64)>)> {
     let settings_json = serde_json::to_value(settings)?;
     let run_id = match resume {
+        Some(id) if lease.join => {
+            // Joined, not claimed: the run stays with the processes on it.
+            super::lease::check_joinable(ctx, id).await?;
+            id
+        }
         Some(id) => {
             // Claimed first: provider errors are cleared only by the owner.
             ctx.store.claim_run(id, settings.max_cost).await?;
@@ -752,6 +826,13 @@ pub(super) async fn open_run(
                 .await?
         }
     };
+    if lease.leased {
+        // A resume asks again what the processes before it left: every
+        // chunk is checked anew against the stored results.
+        let reset = resume.is_some() && !lease.join;
+        ctx.store.plan_leases(run_id, planned, reset).await?;
+        ctx.store.join_host(run_id).await?;
+    }
     // What earlier processes of this run spent counts against its budget.
     let (spent_before, redo) = match resume {
         Some(id) => {
@@ -764,6 +845,14 @@ pub(super) async fn open_run(
         None => (0.0, HashSet::new()),
     };
     Ok((run_id, spent_before, redo))
+}
+
+/// How a run is opened on the team store: joined (`--join`, not claimed),
+/// and whether its work is taken in leases.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Lease {
+    pub join: bool,
+    pub leased: bool,
 }
 
 /// The planned work minus what the run already stored, and how many that is.

@@ -112,6 +112,7 @@ pub async fn run_batch_api(
         "batch",
         planned,
         control.retry_blocked,
+        Default::default(),
     )
     .await?;
     drop(opening);
@@ -172,7 +173,6 @@ pub async fn run_batch_api(
     let stop = control.batch.abort.child_token();
     let shared = Arc::new(Shared {
         batch: control.batch.clone(),
-        next: AtomicUsize::new(0),
         provider_errors_in_a_row: AtomicUsize::new(0),
         spend: Default::default(),
         unknown_charges: Default::default(),

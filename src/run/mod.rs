@@ -11,6 +11,7 @@ mod cache;
 mod complete;
 mod dry_run;
 pub mod estimate;
+mod lease;
 mod log;
 mod plan;
 pub mod preflight;

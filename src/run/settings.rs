@@ -154,6 +154,9 @@ pub struct RunControl {
     /// A resume asks blocked and refused test cases again (they are kept,
     /// not asked again, by default: the answer would be the same).
     pub retry_blocked: bool,
+    /// `--join`: the resumed runs are joined (the team store), not claimed:
+    /// their processes go on, and the work is shared in leases.
+    pub join: bool,
     /// What the runs started together share.
     pub batch: Arc<BatchShared>,
 }
@@ -320,6 +323,7 @@ impl Default for RunControl {
             pause_before_finish: None,
             log_age: LOG_AGE,
             retry_blocked: false,
+            join: false,
             batch: Arc::new(BatchShared::new(None, 0.0)),
         }
     }

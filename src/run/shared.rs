@@ -15,7 +15,6 @@ use crate::openrouter::ProviderError;
 /// Shared state between the workers, the collector and the caller.
 pub(super) struct Shared {
     pub(super) batch: Arc<BatchShared>,
-    pub(super) next: AtomicUsize,
     pub(super) provider_errors_in_a_row: AtomicUsize,
     /// Everything this run paid for, earlier processes included.
     pub(super) spend: SpendCounter,

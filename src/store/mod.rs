@@ -25,6 +25,7 @@ mod complete;
 mod copy;
 mod decode;
 mod kinds;
+mod leases;
 mod plans;
 mod pseudonym;
 mod reads;
@@ -40,6 +41,7 @@ mod view_case;
 mod view_run;
 mod view_search;
 
+pub use leases::{LEASE_CHUNK, LEASE_S};
 pub use runs::HEARTBEAT_INTERVAL;
 pub(crate) use runs::Owner;
 

@@ -26,6 +26,9 @@ pub(super) struct OwnedRun {
     owner_started: Option<i64>,
     /// Seconds since the owner's last heartbeat; None before migration 2.
     heartbeat_age_s: Option<f64>,
+    /// Seconds since the latest heartbeat of a process that joined the run
+    /// (`--join`, the team store) and has not left it; None without one.
+    joined_age_s: Option<f64>,
 }
 
 /// A run decoded by column name (the columns of [`run_sql`]).
@@ -107,19 +110,28 @@ impl OwnedRun {
         if self.run.status != RunStatus::Running {
             return None;
         }
-        let (host, pid) = (self.owner_host.as_deref()?, self.owner_pid?);
+        let joined = || {
+            self.joined_age_s
+                .filter(|a| *a < STALE_AFTER_S)
+                .map(|a| format!("processes that joined it, last heard {a:.0} s ago"))
+        };
+        let (Some(host), Some(pid)) = (self.owner_host.as_deref(), self.owner_pid) else {
+            return joined();
+        };
         let heard = match self.heartbeat_age_s {
             Some(age) => format!("last heard {age:.0} s ago"),
             None => "never heard".to_string(),
         };
         if host == me.host {
             if pid == me.pid || !pid_alive(pid, self.owner_started) {
-                return None;
+                return joined();
             }
             return Some(format!("pid {pid} on {host}, alive; {heard}"));
         }
-        self.heartbeat_age_s.filter(|a| *a < STALE_AFTER_S)?;
-        Some(format!("pid {pid} on {host}, {heard}"))
+        match self.heartbeat_age_s.filter(|a| *a < STALE_AFTER_S) {
+            Some(_) => Some(format!("pid {pid} on {host}, {heard}")),
+            None => joined(),
+        }
     }
 
     /// A `running` run whose process is gone shows as `interrupted`; the
@@ -149,7 +161,7 @@ impl OwnedRun {
 /// alive, a zombie is not, and a pid reused by a process that started at
 /// another time is not the owner. Without /proc (not Linux) every pid is
 /// assumed alive.
-fn pid_alive(pid: i64, started: Option<i64>) -> bool {
+pub(super) fn pid_alive(pid: i64, started: Option<i64>) -> bool {
     if !Path::new("/proc/self").exists() {
         return true;
     }
@@ -232,7 +244,8 @@ impl Store {
                 .await?;
             match row.and_then(|r| r.live_owner(&self.owner)) {
                 Some(owner) => Err(StoreError::Busy(format!(
-                    "run {run_id} is being run by another helmbench ({owner}); wait for it to finish, or stop it and resume again"
+                    "run {run_id} is being run by another helmbench ({owner}); {}",
+                    busy_hint(d, run_id)
                 ))),
                 None => Ok(()),
             }
@@ -257,7 +270,8 @@ impl Store {
                 })?;
             if let Some(owner) = row.live_owner(&self.owner) {
                 return Err(StoreError::Busy(format!(
-                    "run {run_id} is being run by another helmbench ({owner}); wait for it to finish, or stop it and resume again"
+                    "run {run_id} is being run by another helmbench ({owner}); {}",
+                    busy_hint(d, run_id)
                 )));
             }
             sqlx::query(
@@ -307,7 +321,10 @@ impl Store {
                 let marked = sqlx::query(
                 "UPDATE evaluation_run SET status = $1, completed_at = COALESCE(completed_at, heartbeat_at),
                         message = COALESCE(message, $2)
-                  WHERE id = $3 AND status = $4 AND owner_host = $5 AND owner_pid = $6",
+                  WHERE id = $3 AND status = $4 AND owner_host = $5 AND owner_pid = $6
+                    AND NOT EXISTS (SELECT 1 FROM run_host h WHERE h.run_id = evaluation_run.id AND h.left_at IS NULL
+                          AND NOT (h.host = $5 AND h.pid = $6)
+                          AND (julianday('now') - julianday(h.heartbeat_at)) * 86400.0 < $7)",
             )
             .bind(RunStatus::Interrupted)
             .bind("the process running it stopped without finishing; resume it with run-batch --resume")
@@ -315,6 +332,7 @@ impl Store {
             .bind(RunStatus::Running)
             .bind(&self.owner.host)
             .bind(pid)
+            .bind(STALE_AFTER_S)
             .execute(pool)
             .await;
                 if let Err(e) = marked {
@@ -371,6 +389,17 @@ impl Store {
     }
 }
 
+/// What to do about a run another live process runs: on the team store,
+/// join it; on SQLite, wait.
+fn busy_hint(d: super::backend::Dialect, run_id: i64) -> String {
+    d.pick(
+        "wait for it to finish, or stop it and resume again".to_string(),
+        format!(
+            "join it with `helmbench run-batch --join {run_id}` (work is shared in leases), wait for it to finish, or stop it and resume again"
+        ),
+    )
+}
+
 /// One run with its totals (binds: the run's id twice).
 pub(super) fn run_sql() -> String {
     format!("{} WHERE er.id = $1", runs_query("WHERE run_id = $1"))
@@ -395,7 +424,10 @@ pub(super) fn runs_query(filter: &str) -> String {
     er.max_cost_usd, COALESCE(t.discarded_cost_usd, 0.0) AS discarded_cost_usd,
     COALESCE(t.unknown_cost_calls, 0) AS unknown_cost_calls,
     er.owner_host, er.owner_pid, er.owner_started,
-    (julianday('now') - julianday(er.heartbeat_at)) * 86400.0 AS heartbeat_age_s
+    (julianday('now') - julianday(er.heartbeat_at)) * 86400.0 AS heartbeat_age_s,
+    (SELECT min((julianday('now') - julianday(h.heartbeat_at)) * 86400.0) FROM run_host h
+      WHERE h.run_id = er.id AND h.left_at IS NULL
+        AND NOT (h.host = er.owner_host AND h.pid = er.owner_pid)) AS joined_age_s
   FROM evaluation_run er
   JOIN llm l ON l.id = er.llm_id
   JOIN benchmark b ON b.id = er.benchmark_id
@@ -474,6 +506,7 @@ mod tests {
             owner_pid: Some(parent),
             owner_started: process_started(parent),
             heartbeat_age_s: Some(3600.0),
+            joined_age_s: None,
         };
         assert!(row.live_owner(&me).is_some(), "a stale heartbeat alone");
         row.owner_host = Some("elsewhere".into());

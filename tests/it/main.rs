@@ -48,6 +48,7 @@ mod selectors;
 mod signals;
 mod store;
 mod support;
+mod team_leases;
 mod templates;
 mod terminal;
 mod totals;

@@ -1,0 +1,308 @@
+//! Where a run's workers take their next test case: a list known up front
+//! (SQLite, one process per run), or, on the team store, leases: chunks of
+//! the run's plan taken from the database one at a time, so several
+//! processes (`run-batch --join`) share one run without asking a test case
+//! twice (store/leases.rs has the rules).
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::benchmark::Benchmark;
+use crate::benchmark::cases::CaseIndex;
+use crate::store::{LEASE_CHUNK, Store};
+
+/// How often a process with nothing to take looks again for a chunk that a
+/// gone process held (its lease expires, or its pid on this host is dead).
+const WAIT_FOR_LEASES: Duration = Duration::from_millis(500);
+
+/// One test case to ask: which, whether its stored result (a judge error)
+/// is replaced, and the chunk it came from (leases only).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Item {
+    pub case: CaseIndex,
+    pub repeat: u32,
+    pub replaces: bool,
+    chunk: Option<i64>,
+}
+
+/// A run's work as its workers take it.
+pub(super) enum Work {
+    /// Every test case this process asks, known when it starts.
+    Listed {
+        todo: Vec<(CaseIndex, u32)>,
+        redo: HashSet<(String, i64)>,
+        next: AtomicUsize,
+    },
+    /// Chunks of the plan leased from the database as they are needed.
+    Leased(Box<Leased>),
+}
+
+pub(super) struct Leased {
+    store: Store,
+    run_id: i64,
+    benchmark: Arc<Benchmark>,
+    plan: Vec<(CaseIndex, u32)>,
+    /// Taken one claim at a time (claims wait for the database).
+    queue: tokio::sync::Mutex<Queue>,
+    /// Per chunk this process holds: its cases not stored yet.
+    pending: Mutex<HashMap<i64, usize>>,
+    sent: AtomicI64,
+    stored: AtomicI64,
+}
+
+#[derive(Default)]
+struct Queue {
+    items: VecDeque<Item>,
+    /// No chunk is left to take: every one is done or held by a live process.
+    exhausted: bool,
+}
+
+impl Work {
+    pub(super) fn listed(todo: Vec<(CaseIndex, u32)>, redo: HashSet<(String, i64)>) -> Work {
+        Work::Listed {
+            todo,
+            redo,
+            next: AtomicUsize::new(0),
+        }
+    }
+
+    pub(super) fn leased(
+        store: Store,
+        run_id: i64,
+        benchmark: Arc<Benchmark>,
+        plan: Vec<(CaseIndex, u32)>,
+    ) -> Work {
+        Work::Leased(Box::new(Leased {
+            store,
+            run_id,
+            benchmark,
+            plan,
+            queue: Default::default(),
+            pending: Default::default(),
+            sent: AtomicI64::new(0),
+            stored: AtomicI64::new(0),
+        }))
+    }
+
+    /// The next test case, None when there is none left for this process;
+    /// an error (the database) when leases cannot be taken.
+    pub(super) async fn next(
+        &self,
+        b: &Benchmark,
+        stop: &CancellationToken,
+    ) -> Result<Option<Item>, crate::Error> {
+        match self {
+            Work::Listed { todo, redo, next } => {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                Ok(todo.get(i).map(|&(case, repeat)| Item {
+                    case,
+                    repeat,
+                    replaces: !redo.is_empty()
+                        && redo.contains(&(case.resolve(b).code(), i64::from(repeat))),
+                    chunk: None,
+                }))
+            }
+            Work::Leased(l) => l.next(stop).await,
+        }
+    }
+
+    /// The item's result is stored: a chunk whose every case is stored is done.
+    pub(super) async fn stored(&self, item: &Item) {
+        let (Work::Leased(l), Some(chunk)) = (self, item.chunk) else {
+            return;
+        };
+        l.stored.fetch_add(1, Ordering::Relaxed);
+        let finished = {
+            let mut p = l.pending.lock().unwrap_or_else(|e| e.into_inner());
+            match p.get_mut(&chunk) {
+                Some(n) => {
+                    *n = n.saturating_sub(1);
+                    let done = *n == 0;
+                    if done {
+                        p.remove(&chunk);
+                    }
+                    done
+                }
+                None => false,
+            }
+        };
+        if finished && let Err(e) = l.store.chunk_done(l.run_id, chunk).await {
+            // Not fatal: the chunk's lease expires, and whoever takes it
+            // finds every case stored and marks it done.
+            tracing::warn!(chunk, error = %e, "a finished chunk not marked done");
+        }
+    }
+
+    /// Test cases this process took and stored (leases only: its host row).
+    pub(super) fn counts(&self) -> Option<(i64, i64)> {
+        match self {
+            Work::Leased(l) => Some((
+                l.sent.load(Ordering::Relaxed),
+                l.stored.load(Ordering::Relaxed),
+            )),
+            Work::Listed { .. } => None,
+        }
+    }
+
+    pub(super) fn is_leased(&self) -> bool {
+        matches!(self, Work::Leased(_))
+    }
+}
+
+impl Leased {
+    async fn next(&self, stop: &CancellationToken) -> Result<Option<Item>, crate::Error> {
+        let mut q = self.queue.lock().await;
+        loop {
+            if let Some(item) = q.items.pop_front() {
+                self.sent.fetch_add(1, Ordering::Relaxed);
+                return Ok(Some(item));
+            }
+            if q.exhausted || stop.is_cancelled() {
+                return Ok(None);
+            }
+            // The counts `runs` shows, fresh at each claim (and every
+            // heartbeat), so a killed process's row says what it did.
+            self.store
+                .host_heartbeat(
+                    self.run_id,
+                    self.sent.load(Ordering::Relaxed),
+                    self.stored.load(Ordering::Relaxed),
+                )
+                .await?;
+            let Some(chunk) = self.store.claim_chunk(self.run_id).await? else {
+                // Nothing free now: chunks held by a gone process come
+                // free when their leases expire; chunks held by live
+                // processes (this one's included) will be finished by them.
+                self.store.release_dead_holders(self.run_id).await?;
+                let (left, held) = self.store.chunks_held(self.run_id).await?;
+                if left == held {
+                    q.exhausted = true;
+                    return Ok(None);
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep(WAIT_FOR_LEASES) => {}
+                    _ = stop.cancelled() => return Ok(None),
+                }
+                continue;
+            };
+            let missing = self.missing(chunk).await?;
+            if missing.is_empty() {
+                self.store.chunk_done(self.run_id, chunk).await?;
+                continue;
+            }
+            self.pending
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(chunk, missing.len());
+            q.items.extend(missing);
+        }
+    }
+
+    /// The cases of `chunk` not stored yet (a stored judge error is asked
+    /// again, replacing it), in the plan's order.
+    async fn missing(&self, chunk: i64) -> Result<Vec<Item>, crate::Error> {
+        let lo = (chunk.max(0) as usize * LEASE_CHUNK).min(self.plan.len());
+        let hi = (lo + LEASE_CHUNK).min(self.plan.len());
+        let cases: Vec<(CaseIndex, u32, String)> = self.plan[lo..hi]
+            .iter()
+            .map(|&(c, r)| (c, r, c.resolve(&self.benchmark).code()))
+            .collect();
+        let mut codes: Vec<String> = cases.iter().map(|(_, _, code)| code.clone()).collect();
+        codes.sort();
+        codes.dedup();
+        let stored = self.store.stored_among(self.run_id, &codes).await?;
+        Ok(cases
+            .into_iter()
+            .filter_map(|(case, repeat, code)| {
+                let replaces = match stored.get(&(code, i64::from(repeat))) {
+                    Some(true) => true,
+                    Some(false) => return None,
+                    None => false,
+                };
+                Some(Item {
+                    case,
+                    repeat,
+                    replaces,
+                    chunk: Some(chunk),
+                })
+            })
+            .collect())
+    }
+}
+
+/// A run `--join` may join: on the team store, running, with a live
+/// process on it, and taking its work in leases (not the Batch API).
+pub(super) async fn check_joinable(
+    ctx: &super::RunContext,
+    run_id: i64,
+) -> Result<(), crate::Error> {
+    let row = ctx.store.run(run_id).await?;
+    if row.status != crate::domain::RunStatus::Running {
+        return Err(crate::Error::usage(format!(
+            "run {run_id} is {}: no process is running it, so there is nothing to join; continue it with `helmbench run-batch --resume {run_id}`",
+            row.status
+        )));
+    }
+    if !ctx.store.run_batches(run_id).await?.is_empty() {
+        return Err(crate::Error::usage(format!(
+            "run {run_id} goes through OpenRouter's Batch API: its requests are already out, there is nothing to share; collect it with `helmbench run-batch --resume {run_id}` once its process has stopped"
+        )));
+    }
+    if !ctx.store.has_leases(run_id).await? {
+        return Err(crate::Error::usage(format!(
+            "run {run_id} does not hand its work out in leases (it was started by an older helmbench); wait for it to finish, or stop it and resume it"
+        )));
+    }
+    Ok(())
+}
+
+/// Ends this process's part of a lease-managed run: the run's end is
+/// recorded if nothing is left or no other process is on it; otherwise the
+/// run goes on elsewhere, and the summary says so (status `running`).
+pub(super) async fn end_shared(
+    ctx: &super::RunContext,
+    settings: &super::RunSettings,
+    run_id: i64,
+    planned: usize,
+    status: crate::domain::RunStatus,
+    message: Option<String>,
+    fatal: Option<Arc<crate::openrouter::ProviderError>>,
+) -> crate::Result<super::RunSummary> {
+    let others = ctx
+        .store
+        .leave_run(run_id, status, message.as_deref())
+        .await?;
+    let row = ctx.store.run(run_id).await?;
+    let (status, message) = if others.is_empty() {
+        (status, message)
+    } else {
+        let why = message.map(|m| format!("{m}; ")).unwrap_or_default();
+        (
+            crate::domain::RunStatus::Running,
+            Some(format!(
+                "{why}nothing left here to take: the run continues in {} (see `helmbench runs`)",
+                others.join(", ")
+            )),
+        )
+    };
+    Ok(super::RunSummary {
+        run_id,
+        model: settings.model.id.clone(),
+        status,
+        planned,
+        stored: row.test_cases as usize,
+        passed: row.passed as usize,
+        provider_errors: row.provider_errors as usize,
+        judge_errors: row.judge_errors as usize,
+        cost_usd: row.cost_usd + row.judge_cost_usd,
+        unknown_cost_calls: row.unknown_cost_calls,
+        max_cost_usd: row.max_cost_usd,
+        message,
+        fatal,
+    })
+}

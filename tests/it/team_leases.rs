@@ -1,0 +1,308 @@
+//! Several processes on one run, on the team store (issue 34): the first
+//! `run-batch` on a PostgreSQL database takes its test cases in leases,
+//! `run-batch --join N` processes share them, `runs` shows who works on a
+//! run, and a process killed with -9 loses only its leases, which the
+//! others take over. All through the binary, against the mock provider,
+//! on the real PostgreSQL tests/it/postgres.rs starts (these tests fail
+//! under CI=true without one).
+
+use std::collections::HashMap;
+use std::process::{Child, Output};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use sqlx::postgres::PgPool;
+use wiremock::MockServer;
+
+use crate::postgres::{TestDb, server};
+use crate::support::mock::{completions, prompt_of, slow_triage_server};
+use crate::support::{Bench, KEY, grid_bench, json, stderr, stdout};
+
+/// The URL of database `name` on the test server at `server`.
+fn db_url(server: &str, name: &str) -> String {
+    let (base, _) = server.rsplit_once('/').unwrap();
+    format!("{base}/{name}")
+}
+
+/// helmbench ARGS on the PostgreSQL database `url`, against the mock.
+fn cmd(b: &Bench, url: &str, mock: &MockServer, args: &[&str]) -> std::process::Command {
+    let mut c = b.helmbench().database(url).provider(KEY, &mock.uri()).std();
+    c.args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    c
+}
+
+fn spawn(b: &Bench, url: &str, mock: &MockServer, args: &[&str]) -> Child {
+    cmd(b, url, mock, args).spawn().unwrap()
+}
+
+async fn wait(child: Child) -> Output {
+    tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap()
+}
+
+fn read(b: &Bench, url: &str, args: &[&str]) -> Output {
+    b.helmbench()
+        .database(url)
+        .std()
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+async fn count(pool: &PgPool, sql: &str) -> i64 {
+    sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_string()))
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+/// Polls until `sql` counts at least `n`, failing after a minute.
+async fn wait_for(pool: &PgPool, sql: &str, n: i64) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        // The tables exist once the first process has migrated the database.
+        if let Ok(c) = sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(sql.to_string()))
+            .fetch_one(pool)
+            .await
+            && c >= n
+        {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {sql} >= {n}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn runs_json(b: &Bench, url: &str) -> Value {
+    let out = read(b, url, &["runs", "--format", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    json(&out)
+}
+
+const RUN: [&str; 6] = [
+    "run-batch",
+    "--all-scenarios",
+    "--yes",
+    "--concurrency",
+    "2",
+    "--progress-every=0",
+];
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_joined_run_is_shared_and_runs_shows_its_processes() {
+    let Some(pg) = server() else { return };
+    let db = TestDb::create(&pg).await;
+    let url = db_url(&pg, &db.name);
+    let b = grid_bench(4, 20); // 80 test cases
+    let mock = slow_triage_server(60).await;
+    let first = spawn(&b, &url, &mock, &RUN);
+    wait_for(&db.pool, "SELECT count(*) FROM result", 4).await;
+    let joiner = spawn(
+        &b,
+        &url,
+        &mock,
+        &[
+            "run-batch",
+            "--join",
+            "1",
+            "--concurrency",
+            "2",
+            "--progress-every=0",
+        ],
+    );
+    // Both say they work on run 1 (the joiner once it has taken a lease).
+    wait_for(
+        &db.pool,
+        "SELECT count(*) FROM run_host WHERE run_id = 1 AND left_at IS NULL",
+        2,
+    )
+    .await;
+    let runs = runs_json(&b, &url);
+    let hosts = runs["runs"][0]["hosts"].as_array().unwrap().clone();
+    assert_eq!(hosts.len(), 2, "{runs:#}");
+    let pids: Vec<i64> = hosts.iter().map(|h| h["pid"].as_i64().unwrap()).collect();
+    assert!(pids.contains(&i64::from(first.id())), "{hosts:?}");
+    assert!(pids.contains(&i64::from(joiner.id())), "{hosts:?}");
+    for h in &hosts {
+        assert_eq!(h["live"], true, "{h}");
+        assert!(!h["host"].as_str().unwrap().is_empty());
+        assert!(h["heartbeat_age_s"].as_f64().unwrap() < 30.0);
+    }
+    assert_eq!(runs["runs"][0]["status"], "running");
+    let table = stdout(&read(&b, &url, &["runs"]));
+    assert!(
+        table.contains("run 1: processes: ")
+            && table.contains(&format!(":{} (working", joiner.id())),
+        "{table}"
+    );
+    // A resume while they work is refused, pointing at --join.
+    let out = cmd(&b, &url, &mock, &["run-batch", "--resume", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--join 1"), "{}", stderr(&out));
+
+    let (a, j) = (wait(first).await, wait(joiner).await);
+    assert_eq!(a.status.code(), Some(0), "{}", stderr(&a));
+    assert_eq!(j.status.code(), Some(0), "{}", stderr(&j));
+    // Every case once, both did some, nothing asked twice.
+    assert_eq!(
+        count(&db.pool, "SELECT count(*) FROM result WHERE run_id = 1").await,
+        80
+    );
+    let asked = completions(&mock).await;
+    assert_eq!(asked.len(), 80, "every test case asked once");
+    let runs = runs_json(&b, &url);
+    let run = &runs["runs"][0];
+    assert_eq!(run["status"], "completed", "{run:#}");
+    assert_eq!(run["test_cases"], 80);
+    let hosts = run["hosts"].as_array().unwrap();
+    let stored: i64 = hosts.iter().map(|h| h["stored"].as_i64().unwrap()).sum();
+    assert!(hosts.iter().all(|h| h["live"] == false), "{hosts:?}");
+    assert!(
+        hosts.iter().all(|h| h["stored"].as_i64().unwrap() > 0),
+        "both processes stored results: {hosts:?}"
+    );
+    assert!(stored <= 80, "{hosts:?}");
+    // The finished run still lists who shared it.
+    let table = stdout(&read(&b, &url, &["runs"]));
+    assert!(table.contains("(gone,"), "{table}");
+    db.remove().await;
+}
+
+#[test]
+fn join_on_sqlite_is_refused_naming_the_team_store() {
+    let b = grid_bench(1, 2);
+    let out = b
+        .helmbench()
+        .database(crate::support::db_path(&b))
+        .provider(KEY, "http://127.0.0.1:9")
+        .std()
+        .args(["run-batch", "--join", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("team store"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--resume"), "{}", stderr(&out));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn join_refuses_a_finished_run_and_changed_content() {
+    let Some(pg) = server() else { return };
+    let db = TestDb::create(&pg).await;
+    let url = db_url(&pg, &db.name);
+    let b = grid_bench(1, 4);
+    let mock = slow_triage_server(0).await;
+    let out = cmd(&b, &url, &mock, &RUN).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = cmd(&b, &url, &mock, &["run-batch", "--join", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("nothing to join"), "{}", stderr(&out));
+    b.file(
+        "scenarios/P1-B1-S1/conditions.md",
+        "# C1\n## System instructions\nChanged.\n\n",
+    );
+    let out = cmd(&b, &url, &mock, &["run-batch", "--join", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("content changed"), "{}", stderr(&out));
+    assert_eq!(
+        completions(&mock).await.len(),
+        4,
+        "nothing sent by the refusals"
+    );
+    db.remove().await;
+}
+
+/// Three processes on one run (the first, two `--join`ers), one killed
+/// with -9 after two seconds: the others finish the run; every planned
+/// test case is stored once; no request was paid twice beyond the killed
+/// process's requests in flight (at most its --concurrency).
+#[tokio::test(flavor = "multi_thread")]
+async fn three_processes_one_killed_store_each_test_case_once() {
+    let Some(pg) = server() else { return };
+    let db = TestDb::create(&pg).await;
+    let url = db_url(&pg, &db.name);
+    let b = grid_bench(10, 30); // 300 test cases
+    let planned = 300;
+    let mock = slow_triage_server(80).await;
+    let first = spawn(&b, &url, &mock, &RUN);
+    wait_for(
+        &db.pool,
+        "SELECT count(*) FROM run_lease WHERE run_id = 1",
+        1,
+    )
+    .await;
+    let join = [
+        "run-batch",
+        "--join",
+        "1",
+        "--concurrency",
+        "2",
+        "--progress-every=0",
+    ];
+    let second = spawn(&b, &url, &mock, &join);
+    let doomed = spawn(&b, &url, &mock, &join);
+    let doomed_pid = doomed.id();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let before_kill = count(&db.pool, "SELECT count(*) FROM result WHERE run_id = 1").await;
+    assert!(before_kill < planned, "the run ended before the kill");
+    crate::support::child::signal(doomed_pid, "-KILL");
+    let killed = wait(doomed).await;
+    assert_eq!(killed.status.code(), None, "killed by a signal");
+    let (a, s) = (wait(first).await, wait(second).await);
+    assert_eq!(a.status.code(), Some(0), "{}", stderr(&a));
+    assert_eq!(s.status.code(), Some(0), "{}", stderr(&s));
+
+    // Every planned test case stored exactly once.
+    assert_eq!(
+        count(&db.pool, "SELECT count(*) FROM result WHERE run_id = 1").await,
+        planned
+    );
+    assert_eq!(
+        count(
+            &db.pool,
+            "SELECT count(*) FROM (SELECT DISTINCT test_code, repeat_index FROM result WHERE run_id = 1) d"
+        )
+        .await,
+        planned
+    );
+    // No request paid twice beyond the killed process's in flight (2).
+    let mut asked: HashMap<String, usize> = HashMap::new();
+    for r in completions(&mock).await {
+        *asked.entry(prompt_of(&r)).or_default() += 1;
+    }
+    assert_eq!(asked.len() as i64, planned, "every test case asked");
+    let twice: usize = asked.values().map(|n| n - 1).sum();
+    assert!(twice <= 2, "{twice} requests paid twice");
+    let runs = runs_json(&b, &url);
+    let run = &runs["runs"][0];
+    assert_eq!(run["status"], "completed", "{run:#}");
+    assert_eq!(run["test_cases"], planned);
+    let hosts = run["hosts"].as_array().unwrap();
+    assert_eq!(hosts.len(), 3, "{hosts:?}");
+    let dead = hosts
+        .iter()
+        .find(|h| h["pid"] == i64::from(doomed_pid))
+        .unwrap();
+    assert_eq!(dead["live"], false, "{dead}");
+    assert_eq!(
+        count(
+            &db.pool,
+            "SELECT count(*) FROM run_lease WHERE run_id = 1 AND done = 0"
+        )
+        .await,
+        0
+    );
+    db.remove().await;
+}
