@@ -215,7 +215,7 @@ impl Client {
             };
             // The caller's budget has the last word, on the first attempt
             // and on every retry: after its stop nothing more is sent.
-            let reservation = match CallLog::reserve(attempt > 1, last_charge) {
+            let reservation = match CallLog::reserve(attempt > 1, last_charge).await {
                 Ok(r) => r,
                 Err(why) => {
                     drop(total_slot);

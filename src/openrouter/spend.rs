@@ -15,6 +15,10 @@ pub(super) fn charged_cost(cost: Option<&Value>) -> f64 {
     reply_cost(cost, "usage.cost").unwrap_or(0.0)
 }
 
+/// What [`SpendGate::reserve`] answers, in time.
+pub type GateFuture<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<f64, String>> + Send + 'a>>;
+
 /// What requests made inside a [`CallLog::scope`] may spend: asked before
 /// each attempt is sent, and told what the attempt was charged as soon as
 /// it comes back. The budget lives with the caller; the client only asks,
@@ -23,8 +27,9 @@ pub trait SpendGate: Send + Sync {
     /// Whether one more attempt may be sent (`retry`: not the request's
     /// first; `last_charge`: what its previous attempt was charged). When
     /// it may, the amount returned is counted against the budget until
-    /// [`SpendGate::settle`]; when not, why.
-    fn reserve(&self, retry: bool, last_charge: f64) -> Result<f64, String>;
+    /// [`SpendGate::settle`]; when not, why. A future: a budget shared by
+    /// several processes is asked in its database.
+    fn reserve(&self, retry: bool, last_charge: f64) -> GateFuture<'_>;
     /// The attempt that reserved `reserved` was charged `charged` (NaN: an
     /// amount the provider did not say or that is not usable).
     fn settle(&self, reserved: f64, charged: f64);
@@ -137,10 +142,10 @@ impl CallLog {
     }
 
     /// Asks the scope's gate whether an attempt may be sent; Err: why not.
-    pub(super) fn reserve(retry: bool, last_charge: f64) -> Result<Reservation, String> {
+    pub(super) async fn reserve(retry: bool, last_charge: f64) -> Result<Reservation, String> {
         let gate = CALL_LOG.try_with(|log| log.gate.0.clone()).ok().flatten();
         let usd = match &gate {
-            Some(g) => g.reserve(retry, last_charge)?,
+            Some(g) => g.reserve(retry, last_charge).await?,
             None => 0.0,
         };
         Ok(Reservation { gate, usd })

@@ -155,6 +155,18 @@ pub async fn run_batch(
     )
     .await?;
     drop(opening);
+    // On the team store the batch's budget is kept in the database, one
+    // for every process of it.
+    if leased {
+        let key = settings
+            .batch
+            .clone()
+            .unwrap_or_else(|| format!("run:{run_id}"));
+        control
+            .batch
+            .open_team_budget(&ctx.store, key, !control.join)
+            .await?;
+    }
     // On the team store the run's cases are taken in leases as they are
     // needed (lease.rs), so other processes may share the run.
     let (work, already_done) = if leased {
@@ -351,6 +363,7 @@ pub async fn run_batch(
     }
     heartbeat.abort();
     grace_timer.abort();
+    control.batch.flush_team_budget().await;
     // This process's final counts, for `runs`.
     if let Some((sent, stored)) = work.counts()
         && let Err(e) = ctx.store.host_heartbeat(run_id, sent, stored).await

@@ -5,31 +5,170 @@
 //! A first attempt is sent while the budget is not reached; a retry only
 //! when its expected cost still fits; after any stop, nothing is sent.
 
+//!
+//! On the team store the budget lives in the database ([`TeamBudget`]),
+//! shared by every process of the batch: a reservation is an atomic
+//! UPDATE there; settlements go to it in order from a task of their own.
+
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::{mpsc, oneshot};
+
 use super::settings::BatchShared;
 use super::shared::Shared;
-use crate::openrouter::SpendGate;
+use crate::openrouter::{GateFuture, SpendGate};
+use crate::store::{BudgetState, Store};
+
+/// The batch's budget in the database, as this process uses it.
+#[derive(Debug)]
+pub(super) struct TeamBudget {
+    store: Store,
+    key: String,
+    /// The state last read back (spent, reserved, maximum): what
+    /// [`BatchShared::budget_reached`] answers from without a query.
+    seen: Arc<Mutex<BudgetState>>,
+    settles: mpsc::UnboundedSender<Settle>,
+}
+
+#[derive(Debug)]
+enum Settle {
+    /// An attempt that reserved .0 counted .1.
+    Attempt(f64, f64),
+    /// Answered once every settlement before it is written.
+    Flush(oneshot::Sender<()>),
+}
+
+/// Writes settlements in order. One that fails is tried again a few
+/// times; after that its reservation stays counted (conservative).
+async fn settler(
+    store: Store,
+    key: String,
+    seen: Arc<Mutex<BudgetState>>,
+    mut rx: mpsc::UnboundedReceiver<Settle>,
+) {
+    while let Some(m) = rx.recv().await {
+        match m {
+            Settle::Attempt(reserved, counted) => {
+                for attempt in 1..=5 {
+                    match store.settle_team_budget(&key, reserved, counted).await {
+                        Ok(state) => {
+                            *seen.lock().unwrap_or_else(|e| e.into_inner()) = state;
+                            break;
+                        }
+                        Err(e) if attempt == 5 => {
+                            tracing::warn!(error = %e, "a charge not settled in the team budget (its reservation stays counted)");
+                        }
+                        Err(_) => tokio::time::sleep(std::time::Duration::from_millis(200)).await,
+                    }
+                }
+            }
+            Settle::Flush(done) => {
+                let _ = done.send(());
+            }
+        }
+    }
+}
 
 impl BatchShared {
+    /// Moves the batch's budget (if it has one) into the database: `fresh`
+    /// for a new batch or a resume (its spend is this batch's, nothing is
+    /// in flight), not for a joiner (the row stays as the others keep it).
+    /// Once per batch, whichever of its runs comes first.
+    pub(super) async fn open_team_budget(
+        &self,
+        store: &Store,
+        key: String,
+        fresh: bool,
+    ) -> crate::Result<()> {
+        let Some(max) = self.max_cost else {
+            return Ok(());
+        };
+        self.team
+            .get_or_try_init(|| async {
+                store
+                    .open_team_budget(&key, max, self.spend(), fresh)
+                    .await?;
+                let seen = Arc::new(Mutex::new((self.spend(), 0.0, max)));
+                let (tx, rx) = mpsc::unbounded_channel();
+                tokio::spawn(settler(store.clone(), key.clone(), seen.clone(), rx));
+                Ok::<_, crate::Error>(TeamBudget {
+                    store: store.clone(),
+                    key,
+                    seen,
+                    settles: tx,
+                })
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// Waits until every settlement so far is in the database.
+    pub(super) async fn flush_team_budget(&self) {
+        if let Some(t) = self.team.get() {
+            let (tx, rx) = oneshot::channel();
+            if t.settles.send(Settle::Flush(tx)).is_ok() {
+                let _ = rx.await;
+            }
+        }
+    }
+
     /// "budget reached: ..." when the budget is reached.
     pub(super) fn budget_reached(&self) -> Option<String> {
         let max = self.max_cost?;
+        if let Some(t) = self.team.get() {
+            let (spent, reserved, max) = *t.seen.lock().unwrap_or_else(|e| e.into_inner());
+            return (spent + reserved >= max).then(|| reached(spent, reserved, max));
+        }
         let l = self.ledger.lock().unwrap_or_else(|e| e.into_inner());
         (self.spend() + l.reserved >= max).then(|| reached(self.spend(), l.reserved, max))
     }
 
-    /// Reserves one attempt's expected cost, if it may be sent.
-    fn reserve(&self, retry: bool, last_charge: f64) -> Result<f64, String> {
-        let mut l = self.ledger.lock().unwrap_or_else(|e| e.into_inner());
+    /// Reserves one attempt's expected cost, if it may be sent: in the
+    /// database on the team store, else here.
+    async fn reserve(&self, retry: bool, last_charge: f64) -> Result<f64, String> {
+        let Some(t) = self.team.get() else {
+            return self.reserve_here(retry, last_charge);
+        };
+        let expected = self.expected(retry, last_charge);
+        match t.store.reserve_team_budget(&t.key, expected, retry).await {
+            Ok(Ok(state)) => {
+                *t.seen.lock().unwrap_or_else(|e| e.into_inner()) = state;
+                self.ledger
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .reserved += expected;
+                Ok(expected)
+            }
+            Ok(Err((spent, reserved, max))) => {
+                *t.seen.lock().unwrap_or_else(|e| e.into_inner()) = (spent, reserved, max);
+                Err(reached(spent, reserved, max))
+            }
+            Err(e) => Err(format!(
+                "the batch's budget could not be reserved in the database ({e}); nothing more is sent"
+            )),
+        }
+    }
+
+    /// What an attempt is expected to cost: the paid attempts' average; a
+    /// retry at least what its previous attempt was charged.
+    fn expected(&self, retry: bool, last_charge: f64) -> f64 {
+        let l = self.ledger.lock().unwrap_or_else(|e| e.into_inner());
         let average = if l.paid_attempts > 0 {
             l.paid_usd / l.paid_attempts as f64
         } else {
             0.0
         };
-        let expected = if retry {
+        if retry {
             average.max(last_charge)
         } else {
             average
-        };
+        }
+    }
+
+    /// [`BatchShared::reserve`] with the budget in this process.
+    fn reserve_here(&self, retry: bool, last_charge: f64) -> Result<f64, String> {
+        let expected = self.expected(retry, last_charge);
+        let mut l = self.ledger.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(max) = self.max_cost {
             let committed = self.spend() + l.reserved;
             let over = if retry {
@@ -60,6 +199,9 @@ impl BatchShared {
         }
         self.add_spend(counted);
         l.reserved = (l.reserved - reserved).max(0.0);
+        if let Some(t) = self.team.get() {
+            let _ = t.settles.send(Settle::Attempt(reserved, counted));
+        }
         counted
     }
 }
@@ -75,13 +217,18 @@ fn reached(spent: f64, reserved: f64, max: f64) -> String {
 }
 
 impl SpendGate for Shared {
-    fn reserve(&self, retry: bool, last_charge: f64) -> Result<f64, String> {
-        if self.stop.is_cancelled() || self.batch.stop.is_cancelled() {
-            return Err("the run stopped sending".into());
-        }
-        self.batch.reserve(retry, last_charge).inspect_err(|msg| {
-            self.set_stop(msg.clone(), None);
-            self.batch.stop_all(msg.clone(), false);
+    fn reserve(&self, retry: bool, last_charge: f64) -> GateFuture<'_> {
+        Box::pin(async move {
+            if self.stop.is_cancelled() || self.batch.stop.is_cancelled() {
+                return Err("the run stopped sending".into());
+            }
+            self.batch
+                .reserve(retry, last_charge)
+                .await
+                .inspect_err(|msg| {
+                    self.set_stop(msg.clone(), None);
+                    self.batch.stop_all(msg.clone(), false);
+                })
         })
     }
 

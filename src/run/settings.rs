@@ -216,6 +216,8 @@ pub struct BatchShared {
     /// for their database transaction (see writer.rs: a writer commits
     /// when this passes its cap, so ten models hold no more than two).
     pub(super) waiting: std::sync::atomic::AtomicUsize,
+    /// The budget in the database, on the team store (budget.rs).
+    pub(super) team: tokio::sync::OnceCell<super::budget::TeamBudget>,
 }
 
 /// A request the preflight paid for: a structured-output probe.
@@ -243,6 +245,7 @@ impl BatchShared {
             retried: Mutex::default(),
             preflight: Mutex::default(),
             waiting: std::sync::atomic::AtomicUsize::new(0),
+            team: tokio::sync::OnceCell::new(),
         };
         b.add_spend(spent_before);
         b

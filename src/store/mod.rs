@@ -35,6 +35,7 @@ mod review;
 mod runs;
 mod seed;
 mod served;
+mod team_budget;
 mod totals;
 mod view;
 mod view_case;
@@ -44,6 +45,7 @@ mod view_search;
 pub use leases::{LEASE_CHUNK, LEASE_S};
 pub use runs::HEARTBEAT_INTERVAL;
 pub(crate) use runs::Owner;
+pub use team_budget::BudgetState;
 
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://helmbench.db";
 

@@ -306,3 +306,79 @@ async fn three_processes_one_killed_store_each_test_case_once() {
     );
     db.remove().await;
 }
+
+/// One budget for three processes (the first, two joiners; one killed
+/// with -9 after two seconds): each would spend the whole `--max-cost` on
+/// its own, together they stay within it plus the requests in flight, and
+/// the run ends stopped for the budget, every stored test case once.
+#[tokio::test(flavor = "multi_thread")]
+async fn three_processes_keep_one_budget() {
+    let Some(pg) = server() else { return };
+    let db = TestDb::create(&pg).await;
+    let url = db_url(&pg, &db.name);
+    let b = grid_bench(10, 30); // 300 test cases at $0.001
+    let mock = slow_triage_server(150).await;
+    let budget = 0.15;
+    let mut first_args = RUN.to_vec();
+    first_args.extend(["--max-cost", "0.15"]);
+    let first = spawn(&b, &url, &mock, &first_args);
+    wait_for(
+        &db.pool,
+        "SELECT count(*) FROM run_lease WHERE run_id = 1",
+        1,
+    )
+    .await;
+    let join = [
+        "run-batch",
+        "--join",
+        "1",
+        "--concurrency",
+        "2",
+        "--progress-every=0",
+    ];
+    let second = spawn(&b, &url, &mock, &join);
+    let doomed = spawn(&b, &url, &mock, &join);
+    let doomed_pid = doomed.id();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    crate::support::child::signal(doomed_pid, "-KILL");
+    let killed = wait(doomed).await;
+    assert_eq!(killed.status.code(), None, "killed by a signal");
+    let (a, s) = (wait(first).await, wait(second).await);
+    for out in [&a, &s] {
+        assert!(
+            stdout(out).contains("budget reached") || stdout(out).contains("continues in"),
+            "{}\n{}",
+            stdout(out),
+            stderr(out)
+        );
+    }
+    // What the provider was paid: every request it answered.
+    let paid = completions(&mock).await.len() as f64 * 0.001;
+    // In flight at once: three processes, two requests each.
+    let in_flight = 3.0 * 2.0 * 0.001;
+    assert!(
+        paid <= budget + in_flight + 1e-9,
+        "paid ${paid:.3} for a ${budget} budget"
+    );
+    assert!(paid >= budget - in_flight, "stopped early: ${paid:.3}");
+    let stored = count(&db.pool, "SELECT count(*) FROM result WHERE run_id = 1").await;
+    assert_eq!(
+        count(
+            &db.pool,
+            "SELECT count(*) FROM (SELECT DISTINCT test_code, repeat_index FROM result WHERE run_id = 1) d"
+        )
+        .await,
+        stored
+    );
+    assert!(stored < 300, "the budget stopped the run");
+    let runs = runs_json(&b, &url);
+    let run = &runs["runs"][0];
+    assert_eq!(run["status"], "interrupted", "{run:#}");
+    assert!(
+        run["message"].as_str().unwrap().contains("budget reached"),
+        "{run:#}"
+    );
+    let spent = run["cost_usd"].as_f64().unwrap() + run["judge_cost_usd"].as_f64().unwrap();
+    assert!(spent <= budget + in_flight + 1e-9, "{run:#}");
+    db.remove().await;
+}
