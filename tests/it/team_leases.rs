@@ -382,3 +382,44 @@ async fn three_processes_keep_one_budget() {
     assert!(spent <= budget + in_flight + 1e-9, "{run:#}");
     db.remove().await;
 }
+
+/// A lease-managed run whose only process was killed: `runs` shows it
+/// interrupted, `--resume` takes it over and asks only the missing test
+/// cases (chunks checked anew against what is stored), once each.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_killed_leased_run_resumes_asking_only_what_is_missing() {
+    let Some(pg) = server() else { return };
+    let db = TestDb::create(&pg).await;
+    let url = db_url(&pg, &db.name);
+    let b = grid_bench(4, 20); // 80 test cases
+    let mock = slow_triage_server(40).await;
+    let first = spawn(&b, &url, &mock, &RUN);
+    wait_for(&db.pool, "SELECT count(*) FROM result", 20).await;
+    crate::support::child::signal(first.id(), "-KILL");
+    let killed = wait(first).await;
+    assert_eq!(killed.status.code(), None);
+    let stored = count(&db.pool, "SELECT count(*) FROM result WHERE run_id = 1").await;
+    assert!(stored < 80);
+    let runs = runs_json(&b, &url);
+    assert_eq!(runs["runs"][0]["status"], "interrupted", "{runs:#}");
+    let sent_before = completions(&mock).await.len();
+    let out = cmd(&b, &url, &mock, &["run-batch", "--resume", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        count(
+            &db.pool,
+            "SELECT count(*) FROM (SELECT DISTINCT test_code, repeat_index FROM result WHERE run_id = 1) d"
+        )
+        .await,
+        80
+    );
+    assert_eq!(count(&db.pool, "SELECT count(*) FROM result WHERE run_id = 1").await, 80);
+    // Exactly the missing ones were asked (the killed process's requests
+    // in flight were sent before the kill: paid, never stored, asked again).
+    let asked_again = completions(&mock).await.len() - sent_before;
+    assert_eq!(asked_again as i64, 80 - stored);
+    assert_eq!(runs_json(&b, &url)["runs"][0]["status"], "completed");
+    db.remove().await;
+}
