@@ -175,12 +175,14 @@ impl Leased {
                 )
                 .await?;
             let Some(chunk) = self.store.claim_chunk(self.run_id).await? else {
-                // Nothing free now: chunks held by a gone process come
-                // free when their leases expire; chunks held by live
-                // processes (this one's included) will be finished by them.
+                // Nothing free now. What this process holds, its other
+                // workers finish; what others hold, they finish, or, if
+                // they are gone (anywhere, unseen), their leases expire and
+                // this process takes them: it waits while any chunk is
+                // another's, so the last process standing ends the run.
                 self.store.release_dead_holders(self.run_id).await?;
-                let (left, held) = self.store.chunks_held(self.run_id).await?;
-                if left == held {
+                let (left, mine) = self.store.chunks_held(self.run_id).await?;
+                if left == mine {
                     q.exhausted = true;
                     return Ok(None);
                 }
@@ -281,11 +283,14 @@ pub(super) async fn end_shared(
     let (status, message) = if others.is_empty() {
         (status, message)
     } else {
-        let why = message.map(|m| format!("{m}; ")).unwrap_or_default();
+        let here = match message {
+            Some(m) => format!("{m}; this process stopped"),
+            None => "this process's part is done".into(),
+        };
         (
             crate::domain::RunStatus::Running,
             Some(format!(
-                "{why}nothing left here to take: the run continues in {} (see `helmbench runs`)",
+                "{here}, the run continues in {} (see `helmbench runs`)",
                 others.join(", ")
             )),
         )

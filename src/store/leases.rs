@@ -387,8 +387,8 @@ impl Store {
         })
     }
 
-    /// The run's chunks not done, and of those, how many a process holds
-    /// with a lease that has not expired.
+    /// The run's chunks not done, and of those, how many this process
+    /// holds with a lease that has not expired.
     pub async fn chunks_held(&self, run_id: i64) -> Result<(i64, i64), StoreError> {
         on!(&self.pool, |pool| {
             let left: i64 =
@@ -398,9 +398,12 @@ impl Store {
                     .await?;
             let held: i64 = sqlx::query_scalar(
                 "SELECT count(*) FROM run_lease WHERE run_id = $1 AND done = 0
-                    AND holder_host IS NOT NULL AND expires_at >= julianday('now')",
+                    AND holder_host IS NOT NULL AND expires_at >= julianday('now')
+                    AND holder_host = $2 AND holder_pid = $3",
             )
             .bind(run_id)
+            .bind(&self.owner.host)
+            .bind(self.owner.pid)
             .fetch_one(pool)
             .await?;
             Ok((left, held))

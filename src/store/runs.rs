@@ -82,8 +82,17 @@ pub struct Owner {
 }
 
 impl Owner {
+    /// This process; its host is `HELMBENCH_HOST` when set (machines, or
+    /// containers, that share one hostname must tell themselves apart on
+    /// the team store), else the hostname.
     pub fn this_process() -> Owner {
-        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        let named = std::env::var("HELMBENCH_HOST")
+            .ok()
+            .map(|h| h.trim().to_string())
+            .filter(|h| !h.is_empty());
+        let host = named
+            .map(Ok)
+            .unwrap_or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname"))
             .or_else(|_| std::fs::read_to_string("/etc/hostname"))
             .ok()
             .map(|h| h.trim().to_string())

@@ -415,11 +415,102 @@ async fn a_killed_leased_run_resumes_asking_only_what_is_missing() {
         .await,
         80
     );
-    assert_eq!(count(&db.pool, "SELECT count(*) FROM result WHERE run_id = 1").await, 80);
+    assert_eq!(
+        count(&db.pool, "SELECT count(*) FROM result WHERE run_id = 1").await,
+        80
+    );
     // Exactly the missing ones were asked (the killed process's requests
     // in flight were sent before the kill: paid, never stored, asked again).
     let asked_again = completions(&mock).await.len() - sent_before;
     assert_eq!(asked_again as i64, 80 - stored);
     assert_eq!(runs_json(&b, &url)["runs"][0]["status"], "completed");
+    db.remove().await;
+}
+
+/// A joiner on another machine (`HELMBENCH_HOST`) that dies: its pid means
+/// nothing here, so its chunk is taken only once its lease expires. The
+/// first process, its own work done, waits for it meanwhile instead of
+/// leaving the run unfinished; the lease's expiry (30 s after the last
+/// heartbeat) is brought forward in the database rather than waited for.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_chunk_held_on_a_gone_machine_is_taken_when_its_lease_expires() {
+    let Some(pg) = server() else { return };
+    let db = TestDb::create(&pg).await;
+    let url = db_url(&pg, &db.name);
+    let b = grid_bench(5, 20); // 100 test cases: chunks of 32, 32, 32, 4
+    let mock = slow_triage_server(40).await;
+    let first = spawn(&b, &url, &mock, &RUN);
+    wait_for(
+        &db.pool,
+        "SELECT count(*) FROM run_lease WHERE run_id = 1",
+        1,
+    )
+    .await;
+    let far = cmd(
+        &b,
+        &url,
+        &mock,
+        &[
+            "run-batch",
+            "--join",
+            "1",
+            "--concurrency",
+            "2",
+            "--progress-every=0",
+        ],
+    )
+    .env("HELMBENCH_HOST", "far-away")
+    .spawn()
+    .unwrap();
+    let held = "SELECT count(*) FROM run_lease WHERE run_id = 1 AND holder_host = 'far-away'";
+    wait_for(&db.pool, held, 1).await;
+    wait_for(&db.pool, "SELECT count(*) FROM result WHERE run_id = 1", 10).await;
+    crate::support::child::signal(far.id(), "-KILL");
+    assert_eq!(wait(far).await.status.code(), None);
+    // Everything else done, the first process waits for the far chunk.
+    wait_for(
+        &db.pool,
+        "SELECT count(*) FROM run_lease WHERE run_id = 1 AND (done = 1 OR holder_host = 'far-away')",
+        4,
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let mut first = first;
+    assert!(
+        first.try_wait().unwrap().is_none(),
+        "the first process left the run unfinished"
+    );
+    assert_eq!(
+        count(&db.pool, held).await,
+        1,
+        "the far chunk is still leased"
+    );
+    assert!(count(&db.pool, "SELECT count(*) FROM result WHERE run_id = 1").await < 100);
+    // Thirty seconds later, as far as the lease is concerned.
+    sqlx::query(
+        "UPDATE run_lease SET expires_at = expires_at - 1.0 WHERE holder_host = 'far-away'",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    let out = wait(first).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        count(&db.pool, "SELECT count(*) FROM result WHERE run_id = 1").await,
+        100
+    );
+    let mut asked: HashMap<String, usize> = HashMap::new();
+    for r in completions(&mock).await {
+        *asked.entry(prompt_of(&r)).or_default() += 1;
+    }
+    assert_eq!(asked.len(), 100);
+    assert!(
+        asked.values().map(|n| n - 1).sum::<usize>() <= 2,
+        "paid twice beyond in-flight"
+    );
+    let runs = runs_json(&b, &url);
+    assert_eq!(runs["runs"][0]["status"], "completed", "{runs:#}");
+    let hosts = runs["runs"][0]["hosts"].as_array().unwrap();
+    assert!(hosts.iter().any(|h| h["host"] == "far-away"), "{hosts:?}");
     db.remove().await;
 }

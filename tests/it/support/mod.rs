@@ -33,10 +33,11 @@ pub const KEY: &str = "sk-or-test-SECRET-7f3a9c";
 /// The environment variables helmbench reads. Every test starts it without
 /// them (whatever the shell running `cargo test` has set), then sets the
 /// ones it means to.
-const CLEARED_ENV: [&str; 10] = [
+const CLEARED_ENV: [&str; 11] = [
     "COLUMNS",
     "DATABASE_URL",
     "HELMBENCH_BENCHMARK_DIR",
+    "HELMBENCH_HOST",
     "HELMBENCH_MAX_REPLY_BYTES",
     "HELMBENCH_VIEW_TOKEN",
     "OPENROUTER_API_KEY",
