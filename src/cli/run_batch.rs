@@ -226,7 +226,7 @@ pub(super) fn execute(s: &Settings, call_args: &CallArgs, args: &Batch) -> Resul
         // A run another live helmbench owns is refused before anything is
         // written (seeding the content waits for a database lock that the
         // owner may be stalled on too).
-        if args.join && !crate::store::is_postgres_url(&s.database_url) {
+        if args.join && !crate::store::Store::is_team_url(&s.database_url) {
             return Err(Error::usage(
                 "--join shares a run between processes through the team store (PostgreSQL: --database-url postgres://…); a SQLite file has one writing process at a time: use --resume once the run's process has stopped".into(),
             ));

@@ -46,7 +46,7 @@ pub use review::{Imported, LabelRow, LabelledJudgement, NewLabel, ReviewItem, Vo
 pub use run::{RunHost, RunRecord};
 pub use seed::SeedIds;
 pub use served::{ErrorTypeCount, ServedCount, TokenDetails};
-pub use spend::{DiscardedSpendRow, JudgeSpendRow, Reuse, ScenarioSpendRow, Spend};
+pub use spend::{BudgetState, DiscardedSpendRow, JudgeSpendRow, Reuse, ScenarioSpendRow, Spend};
 pub use text::excerpt;
 pub use view::{
     CaseDetail, CaseJudgement, CaseLabel, Cell, CellStatus, DownloadRow, SearchProgress, Sibling,

@@ -98,3 +98,7 @@ pub struct Reuse {
     /// had an unknown cost.
     pub original_cost_usd: f64,
 }
+
+/// A budget shared by the processes of a batch (the team store), as the
+/// database holds it: spent, reserved by attempts in flight, maximum (USD).
+pub type BudgetState = (f64, f64, f64);

@@ -482,8 +482,8 @@ async fn finish(
         ),
     };
     if leased {
-        return super::lease::end_shared(ctx, settings, run_id, planned, status, message, fatal)
-            .await;
+        let (status, message) = super::lease::leave(&ctx.store, run_id, status, message).await?;
+        return summary(ctx, settings, run_id, planned, status, message, fatal).await;
     }
     record_end(ctx, settings, run_id, planned, status, message, fatal).await
 }
@@ -502,6 +502,20 @@ pub(super) async fn record_end(
     ctx.store
         .finish_run(run_id, status, message.as_deref())
         .await?;
+    summary(ctx, settings, run_id, planned, status, message, fatal).await
+}
+
+/// The summary of a run as it ended here (`status`, `message`), with its
+/// counts and spend as stored (every process of it).
+async fn summary(
+    ctx: &RunContext,
+    settings: &RunSettings,
+    run_id: i64,
+    planned: usize,
+    status: RunStatus,
+    message: Option<String>,
+    fatal: Option<Arc<ProviderError>>,
+) -> crate::Result<RunSummary> {
     let row = ctx.store.run(run_id).await?;
     Ok(RunSummary {
         run_id,
@@ -810,7 +824,7 @@ pub(super) async fn open_run(
     let run_id = match resume {
         Some(id) if lease.join => {
             // Joined, not claimed: the run stays with the processes on it.
-            super::lease::check_joinable(ctx, id).await?;
+            super::lease::check_joinable(&ctx.store, id).await?;
             id
         }
         Some(id) => {

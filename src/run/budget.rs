@@ -6,68 +6,14 @@
 //! when its expected cost still fits; after any stop, nothing is sent.
 
 //!
-//! On the team store the budget lives in the database ([`TeamBudget`]),
-//! shared by every process of the batch: a reservation is an atomic
-//! UPDATE there; settlements go to it in order from a task of their own.
-
-use std::sync::{Arc, Mutex};
-
-use tokio::sync::{mpsc, oneshot};
+//! On the team store the budget lives in the database (team_budget.rs),
+//! shared by every process of the batch.
 
 use super::settings::BatchShared;
 use super::shared::Shared;
+use super::team_budget::TeamBudget;
 use crate::openrouter::{GateFuture, SpendGate};
-use crate::store::{BudgetState, Store};
-
-/// The batch's budget in the database, as this process uses it.
-#[derive(Debug)]
-pub(super) struct TeamBudget {
-    store: Store,
-    key: String,
-    /// The state last read back (spent, reserved, maximum): what
-    /// [`BatchShared::budget_reached`] answers from without a query.
-    seen: Arc<Mutex<BudgetState>>,
-    settles: mpsc::UnboundedSender<Settle>,
-}
-
-#[derive(Debug)]
-enum Settle {
-    /// An attempt that reserved .0 counted .1.
-    Attempt(f64, f64),
-    /// Answered once every settlement before it is written.
-    Flush(oneshot::Sender<()>),
-}
-
-/// Writes settlements in order. One that fails is tried again a few
-/// times; after that its reservation stays counted (conservative).
-async fn settler(
-    store: Store,
-    key: String,
-    seen: Arc<Mutex<BudgetState>>,
-    mut rx: mpsc::UnboundedReceiver<Settle>,
-) {
-    while let Some(m) = rx.recv().await {
-        match m {
-            Settle::Attempt(reserved, counted) => {
-                for attempt in 1..=5 {
-                    match store.settle_team_budget(&key, reserved, counted).await {
-                        Ok(state) => {
-                            *seen.lock().unwrap_or_else(|e| e.into_inner()) = state;
-                            break;
-                        }
-                        Err(e) if attempt == 5 => {
-                            tracing::warn!(error = %e, "a charge not settled in the team budget (its reservation stays counted)");
-                        }
-                        Err(_) => tokio::time::sleep(std::time::Duration::from_millis(200)).await,
-                    }
-                }
-            }
-            Settle::Flush(done) => {
-                let _ = done.send(());
-            }
-        }
-    }
-}
+use crate::store::Store;
 
 impl BatchShared {
     /// Moves the batch's budget (if it has one) into the database: `fresh`
@@ -84,20 +30,7 @@ impl BatchShared {
             return Ok(());
         };
         self.team
-            .get_or_try_init(|| async {
-                store
-                    .open_team_budget(&key, max, self.spend(), fresh)
-                    .await?;
-                let seen = Arc::new(Mutex::new((self.spend(), 0.0, max)));
-                let (tx, rx) = mpsc::unbounded_channel();
-                tokio::spawn(settler(store.clone(), key.clone(), seen.clone(), rx));
-                Ok::<_, crate::Error>(TeamBudget {
-                    store: store.clone(),
-                    key,
-                    seen,
-                    settles: tx,
-                })
-            })
+            .get_or_try_init(|| TeamBudget::open(store, key, max, self.spend(), fresh))
             .await?;
         Ok(())
     }
@@ -105,10 +38,7 @@ impl BatchShared {
     /// Waits until every settlement so far is in the database.
     pub(super) async fn flush_team_budget(&self) {
         if let Some(t) = self.team.get() {
-            let (tx, rx) = oneshot::channel();
-            if t.settles.send(Settle::Flush(tx)).is_ok() {
-                let _ = rx.await;
-            }
+            t.flush().await;
         }
     }
 
@@ -116,7 +46,7 @@ impl BatchShared {
     pub(super) fn budget_reached(&self) -> Option<String> {
         let max = self.max_cost?;
         if let Some(t) = self.team.get() {
-            let (spent, reserved, max) = *t.seen.lock().unwrap_or_else(|e| e.into_inner());
+            let (spent, reserved, max) = t.seen();
             return (spent + reserved >= max).then(|| reached(spent, reserved, max));
         }
         let l = self.ledger.lock().unwrap_or_else(|e| e.into_inner());
@@ -130,19 +60,15 @@ impl BatchShared {
             return self.reserve_here(retry, last_charge);
         };
         let expected = self.expected(retry, last_charge);
-        match t.store.reserve_team_budget(&t.key, expected, retry).await {
-            Ok(Ok(state)) => {
-                *t.seen.lock().unwrap_or_else(|e| e.into_inner()) = state;
+        match t.reserve(expected, retry).await {
+            Ok(Ok(())) => {
                 self.ledger
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .reserved += expected;
                 Ok(expected)
             }
-            Ok(Err((spent, reserved, max))) => {
-                *t.seen.lock().unwrap_or_else(|e| e.into_inner()) = (spent, reserved, max);
-                Err(reached(spent, reserved, max))
-            }
+            Ok(Err((spent, reserved, max))) => Err(reached(spent, reserved, max)),
             Err(e) => Err(format!(
                 "the batch's budget could not be reserved in the database ({e}); nothing more is sent"
             )),
@@ -200,7 +126,7 @@ impl BatchShared {
         self.add_spend(counted);
         l.reserved = (l.reserved - reserved).max(0.0);
         if let Some(t) = self.team.get() {
-            let _ = t.settles.send(Settle::Attempt(reserved, counted));
+            t.settle(reserved, counted);
         }
         counted
     }

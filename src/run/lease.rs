@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::benchmark::Benchmark;
 use crate::benchmark::cases::CaseIndex;
+use crate::domain::RunStatus;
 use crate::store::{LEASE_CHUNK, Store};
 
 /// How often a process with nothing to take looks again for a chunk that a
@@ -239,23 +240,20 @@ impl Leased {
 
 /// A run `--join` may join: on the team store, running, with a live
 /// process on it, and taking its work in leases (not the Batch API).
-pub(super) async fn check_joinable(
-    ctx: &super::RunContext,
-    run_id: i64,
-) -> Result<(), crate::Error> {
-    let row = ctx.store.run(run_id).await?;
-    if row.status != crate::domain::RunStatus::Running {
+pub(super) async fn check_joinable(store: &Store, run_id: i64) -> Result<(), crate::Error> {
+    let row = store.run(run_id).await?;
+    if row.status != RunStatus::Running {
         return Err(crate::Error::usage(format!(
             "run {run_id} is {}: no process is running it, so there is nothing to join; continue it with `helmbench run-batch --resume {run_id}`",
             row.status
         )));
     }
-    if !ctx.store.run_batches(run_id).await?.is_empty() {
+    if !store.run_batches(run_id).await?.is_empty() {
         return Err(crate::Error::usage(format!(
             "run {run_id} goes through OpenRouter's Batch API: its requests are already out, there is nothing to share; collect it with `helmbench run-batch --resume {run_id}` once its process has stopped"
         )));
     }
-    if !ctx.store.has_leases(run_id).await? {
+    if !store.has_leases(run_id).await? {
         return Err(crate::Error::usage(format!(
             "run {run_id} does not hand its work out in leases (it was started by an older helmbench); wait for it to finish, or stop it and resume it"
         )));
@@ -264,50 +262,28 @@ pub(super) async fn check_joinable(
 }
 
 /// Ends this process's part of a lease-managed run: the run's end is
-/// recorded if nothing is left or no other process is on it; otherwise the
-/// run goes on elsewhere, and the summary says so (status `running`).
-pub(super) async fn end_shared(
-    ctx: &super::RunContext,
-    settings: &super::RunSettings,
+/// recorded if it is complete or no other process is on it; otherwise the
+/// run goes on elsewhere, and what this process reports says so (status
+/// `running`).
+pub(super) async fn leave(
+    store: &Store,
     run_id: i64,
-    planned: usize,
-    status: crate::domain::RunStatus,
+    status: RunStatus,
     message: Option<String>,
-    fatal: Option<Arc<crate::openrouter::ProviderError>>,
-) -> crate::Result<super::RunSummary> {
-    let others = ctx
-        .store
-        .leave_run(run_id, status, message.as_deref())
-        .await?;
-    let row = ctx.store.run(run_id).await?;
-    let (status, message) = if others.is_empty() {
-        (status, message)
-    } else {
-        let here = match message {
-            Some(m) => format!("{m}; this process stopped"),
-            None => "this process's part is done".into(),
-        };
-        (
-            crate::domain::RunStatus::Running,
-            Some(format!(
-                "{here}, the run continues in {} (see `helmbench runs`)",
-                others.join(", ")
-            )),
-        )
+) -> Result<(RunStatus, Option<String>), crate::Error> {
+    let others = store.leave_run(run_id, status, message.as_deref()).await?;
+    if others.is_empty() {
+        return Ok((status, message));
+    }
+    let here = match message {
+        Some(m) => format!("{m}; this process stopped"),
+        None => "this process's part is done".into(),
     };
-    Ok(super::RunSummary {
-        run_id,
-        model: settings.model.id.clone(),
-        status,
-        planned,
-        stored: row.test_cases as usize,
-        passed: row.passed as usize,
-        provider_errors: row.provider_errors as usize,
-        judge_errors: row.judge_errors as usize,
-        cost_usd: row.cost_usd + row.judge_cost_usd,
-        unknown_cost_calls: row.unknown_cost_calls,
-        max_cost_usd: row.max_cost_usd,
-        message,
-        fatal,
-    })
+    Ok((
+        RunStatus::Running,
+        Some(format!(
+            "{here}, the run continues in {} (see `helmbench runs`)",
+            others.join(", ")
+        )),
+    ))
 }

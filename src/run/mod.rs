@@ -19,6 +19,7 @@ mod progress;
 mod settings;
 mod shared;
 mod signal;
+mod team_budget;
 mod worker;
 mod writer;
 

@@ -217,7 +217,7 @@ pub struct BatchShared {
     /// when this passes its cap, so ten models hold no more than two).
     pub(super) waiting: std::sync::atomic::AtomicUsize,
     /// The budget in the database, on the team store (budget.rs).
-    pub(super) team: tokio::sync::OnceCell<super::budget::TeamBudget>,
+    pub(super) team: tokio::sync::OnceCell<super::team_budget::TeamBudget>,
 }
 
 /// A request the preflight paid for: a structured-output probe.

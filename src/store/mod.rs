@@ -45,7 +45,6 @@ mod view_search;
 pub use leases::{LEASE_CHUNK, LEASE_S};
 pub use runs::HEARTBEAT_INTERVAL;
 pub(crate) use runs::Owner;
-pub use team_budget::BudgetState;
 
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://helmbench.db";
 
@@ -162,6 +161,12 @@ pub struct Store {
 }
 
 impl Store {
+    /// Whether `url` names the team store (PostgreSQL), where several
+    /// processes may share a run.
+    pub fn is_team_url(url: &str) -> bool {
+        is_postgres_url(url)
+    }
+
     /// The database file, or none for an in-memory database.
     pub fn database_file(&self) -> Option<PathBuf> {
         if is_postgres_url(&self.url) {

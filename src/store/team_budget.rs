@@ -7,9 +7,7 @@
 
 use super::backend::on;
 use super::{Store, StoreError};
-
-/// A budget's state: spent, reserved, maximum (USD).
-pub type BudgetState = (f64, f64, f64);
+use crate::domain::BudgetState;
 
 impl Store {
     /// Opens the batch's budget. `fresh` (a new batch, or a resume, when no
