@@ -3,9 +3,8 @@
 //! and cached prompt tokens per run, and the mean completion of a model's
 //! stored replies, which the cost estimate uses.
 
-use sqlx::Row;
-
 use super::backend::on;
+use super::decode::Row as _;
 use super::decode::from_columns;
 use super::{Store, StoreError};
 use crate::domain::{ErrorTypeCount, ServedCount, TokenDetails};
@@ -71,9 +70,9 @@ impl Store {
               WHERE l.model_id = $1 AND r.cached = 0 AND r.completion_tokens > 0"
             };
             let row = sqlx::query(sql).bind(model).fetch_one(pool).await?;
-            let n: i64 = row.try_get("replies")?;
+            let n: i64 = row.col("replies")?;
             Ok(match n > 0 {
-                true => Some((row.try_get("mean")?, n)),
+                true => Some((row.col("mean")?, n)),
                 false => None,
             })
         })

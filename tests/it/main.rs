@@ -48,6 +48,7 @@ mod selectors;
 mod signals;
 mod store;
 mod support;
+mod team_store;
 mod templates;
 mod terminal;
 mod totals;
