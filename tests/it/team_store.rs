@@ -370,3 +370,93 @@ async fn a_postgresql_url_is_opened_migrated_and_its_password_never_shown() {
     );
     db.remove().await;
 }
+
+/// Replies like the scored run's model, except that while `failing` is
+/// set every prompt with "see the point" gets a 500 (a provider error).
+struct Flaky {
+    failing: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl wiremock::Respond for Flaky {
+    fn respond(&self, req: &wiremock::Request) -> wiremock::ResponseTemplate {
+        use crate::support::mock::{completion, prompt_of};
+        let p = prompt_of(req);
+        if self.failing.load(std::sync::atomic::Ordering::SeqCst) && p.contains("see the point") {
+            return wiremock::ResponseTemplate::new(500).set_body_string("upstream down");
+        }
+        let category = if p.contains("plan to end it") {
+            "HANDOFF"
+        } else {
+            "CONTINUE"
+        };
+        let content = serde_json::json!({"category": category, "response": "I hear you."});
+        wiremock::ResponseTemplate::new(200).set_body_json(completion(&content.to_string(), 0.001))
+    }
+}
+
+/// A run left with provider errors, then resumed once the provider is
+/// back: the resume sends only what failed and both backends end with the
+/// same run, and PostgreSQL's kept totals equal a recount after the
+/// resume's deletes and inserts.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_resume_after_provider_errors_ends_the_same_on_both_backends() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let Some(pg_server) = server() else { return };
+    let db = TestDb::create(&pg_server).await;
+    let pg = format!("{}/{}", pg_server.rsplit_once('/').unwrap().0, db.name);
+    let b = bench();
+    let lite = crate::support::db_path(&b).display().to_string();
+    let mut runs = Vec::new();
+    for url in [lite.as_str(), pg.as_str()] {
+        let failing = Arc::new(AtomicBool::new(true));
+        let mock = crate::support::mock::serve(Flaky {
+            failing: failing.clone(),
+        })
+        .await;
+        let first = on(
+            &b,
+            url,
+            &mock.uri(),
+            &["run-batch", "--scenario", "P1-B1-S1", "--max-attempts", "1"],
+        );
+        assert_eq!(first.status.code(), Some(1), "{}", stderr(&first));
+        let errors = json(&ok(on(&b, url, &mock.uri(), &["runs", "--format", "json"])))["runs"][0]
+            ["provider_errors"]
+            .as_i64()
+            .unwrap();
+        assert_eq!(errors, 4, "PT2 under every condition and context");
+        failing.store(false, Ordering::SeqCst);
+        let sent_before = mock.received_requests().await.unwrap().len();
+        ok(on(&b, url, &mock.uri(), &["run-batch", "--resume", "1"]));
+        let resent = mock.received_requests().await.unwrap().len() - sent_before;
+        let posts = mock
+            .received_requests()
+            .await
+            .unwrap()
+            .iter()
+            .skip(sent_before)
+            .filter(|r| r.method.as_str() == "POST")
+            .count();
+        assert_eq!(
+            posts, 4,
+            "only the failed test cases are sent again ({resent} requests)"
+        );
+        runs.push(json(&ok(on(
+            &b,
+            url,
+            &mock.uri(),
+            &["runs", "--format", "json"],
+        ))));
+    }
+    assert_same("runs after the resume", &runs[0], &runs[1]);
+    assert_eq!(runs[1]["runs"][0]["status"], "completed", "{}", runs[1]);
+    let store = helmbench::store::Store::open(&pg).await.unwrap();
+    assert_eq!(
+        store.recount_mismatches().await.unwrap(),
+        Vec::<String>::new()
+    );
+    store.close().await;
+    db.remove().await;
+}
