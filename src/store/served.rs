@@ -62,10 +62,10 @@ impl Store {
     ) -> Result<Option<(f64, i64)>, StoreError> {
         on!(&self.pool, |pool, d| {
             let sql = if judge {
-                "SELECT AVG(completion_tokens) AS mean, COUNT(*) AS replies FROM judgement
+                "SELECT AVG(CAST(completion_tokens AS DOUBLE PRECISION)) AS mean, COUNT(*) AS replies FROM judgement
               WHERE judge_model = $1 AND cached = 0 AND completion_tokens > 0"
             } else {
-                "SELECT AVG(r.completion_tokens) AS mean, COUNT(*) AS replies
+                "SELECT AVG(CAST(r.completion_tokens AS DOUBLE PRECISION)) AS mean, COUNT(*) AS replies
                FROM result r JOIN evaluation_run er ON er.id = r.run_id JOIN llm l ON l.id = er.llm_id
               WHERE l.model_id = $1 AND r.cached = 0 AND r.completion_tokens > 0"
             };

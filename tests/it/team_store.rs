@@ -2,7 +2,7 @@
 //! batch, run through the CLI once into SQLite and once into a fresh
 //! PostgreSQL database on the real server tests/it/postgres.rs starts,
 //! reads the same through every read command: `runs`, `costs`, `report`,
-//! `export`, `compare`, `review`, the totals kept as results are written
+//! `export`, `compare`, `review`, `estimate`, the totals kept as results are written
 //! (recounted), and a resume of a completed run. Values that are the time
 //! or the machine's (timestamps, latencies, the database's own name) are
 //! set aside before comparing; every count, cost, score and reply must be
@@ -163,6 +163,8 @@ async fn every_read_command_says_the_same_on_postgresql_as_on_sqlite() {
         &["report", "--run-id", "1", "--format", "json"],
         &["report", "--run-id", "2", "--format", "json", "--details"],
         &["compare", "--format", "json", "--resamples", "200"],
+        // Priced from the stored replies' mean completion tokens.
+        &["estimate", "--all-scenarios", "--format", "json"],
     ] {
         let what = args.join(" ");
         assert_same(&what, &json(&read(lite, args)), &json(&read(&pg, args)));
