@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use crate::postgres::{TestDb, server};
 use crate::support::scored_run::{bench, scripted_server};
-use crate::support::{Bench, KEY, json, jsonl, stderr, stdout};
+use crate::support::{Bench, KEY, json, jsonl, ok, stderr, stdout};
 
 /// helmbench ARGS on `url`, against the mock at `base`.
 fn on(b: &Bench, url: &str, base: &str, args: &[&str]) -> Output {
@@ -26,17 +26,6 @@ fn on(b: &Bench, url: &str, base: &str, args: &[&str]) -> Output {
         .args(args)
         .output()
         .unwrap()
-}
-
-fn ok(out: Output) -> Output {
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}\n{}",
-        stdout(&out),
-        stderr(&out)
-    );
-    out
 }
 
 /// Keys whose values are the clock's or the machine's, not the data's.
