@@ -361,7 +361,17 @@ async fn price(
     };
     let stored = |id: String, judge: bool| async move {
         match store {
-            Some(s) => s.mean_completion_tokens(&id, judge).await.ok().flatten(),
+            // A store that cannot answer is said, not silently priced
+            // as if it held no replies.
+            Some(s) => match s.mean_completion_tokens(&id, judge).await {
+                Ok(mean) => mean,
+                Err(e) => {
+                    eprintln!(
+                        "warning: the stored replies of {id} could not be read ({e}); estimated without them"
+                    );
+                    None
+                }
+            },
             None => None,
         }
     };

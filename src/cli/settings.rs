@@ -28,7 +28,8 @@ pub struct GlobalArgs {
         default_value = "benchmark"
     )]
     pub benchmark_dir: PathBuf,
-    /// SQLite database URL or path [default: sqlite://helmbench.db].
+    /// SQLite database URL or path, or a PostgreSQL URL (postgres://…, the
+    /// team store) [default: sqlite://helmbench.db].
     #[arg(long, global = true, env = "DATABASE_URL")]
     pub database_url: Option<String>,
     /// OpenRouter API key; without one, run-batch dry-runs. Prefer the

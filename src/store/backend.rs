@@ -30,13 +30,6 @@ impl Pool {
             Pool::Postgres(p) => p.close().await,
         }
     }
-
-    pub(super) fn dialect(&self) -> Dialect {
-        match self {
-            Pool::Sqlite(_) => Dialect::Sqlite,
-            Pool::Postgres(_) => Dialect::Postgres,
-        }
-    }
 }
 
 /// Which SQL a statement that differs between the two must be written in.

@@ -181,7 +181,7 @@ impl Store {
                 )
                 .bind(o.outcome)
                 .bind(o.cost_usd.filter(|c| c.is_finite()))
-                .bind(o.apportioned)
+                .bind(i64::from(o.apportioned))
                 .bind(id)
                 .bind(&o.custom_id)
                 .execute(&mut *tx)

@@ -10,36 +10,44 @@ use super::backend::on;
 use super::{Store, StoreError};
 use crate::domain::{ErrorKind, StoredResult};
 
+/// The rows both statements below pack: a run's results and their codes.
+macro_rules! scoring_from {
+    () => {
+        "
+  FROM result r
+  JOIN scenario s ON s.id = r.scenario_id
+  JOIN behaviour b ON b.id = s.behaviour_id
+  JOIN condition c ON c.id = r.condition_id
+  LEFT JOIN user_context u ON u.id = r.user_context_id
+  JOIN perturbation p ON p.id = r.perturbation_id
+  WHERE r.run_id = $1"
+    };
+}
+
 /// One JSON array per run; each element lists the [`StoredResult`] columns
 /// scoring reads, in the order of [`Packed`].
 // A whole-number REAL goes as an integer: the same value to serde, and
 // SQLite writes integers several times faster than floats.
-pub(super) const SCORING_RESULTS: &str = "SELECT json_group_array(json_array(r.test_code, b.code, s.code, c.code, u.code, p.code,
+pub(super) const SCORING_RESULTS: &str = concat!(
+    "SELECT json_group_array(json_array(r.test_code, b.code, s.code, c.code, u.code, p.code,
        r.repeat_index,
        CASE WHEN r.base_severity = CAST(r.base_severity AS INTEGER) THEN CAST(r.base_severity AS INTEGER) ELSE r.base_severity END,
        CASE WHEN r.difficulty = CAST(r.difficulty AS INTEGER) THEN CAST(r.difficulty AS INTEGER) ELSE r.difficulty END,
        r.passed, r.matched, r.error_kind))
-  FROM result r
-  JOIN scenario s ON s.id = r.scenario_id
-  JOIN behaviour b ON b.id = s.behaviour_id
-  JOIN condition c ON c.id = r.condition_id
-  LEFT JOIN user_context u ON u.id = r.user_context_id
-  JOIN perturbation p ON p.id = r.perturbation_id
-  WHERE r.run_id = $1";
+",
+    scoring_from!()
+);
 
 /// [`SCORING_RESULTS`] in PostgreSQL's words (an empty run: `[]`, as SQLite's).
-const SCORING_RESULTS_POSTGRES: &str = "SELECT COALESCE(json_agg(json_build_array(r.test_code, b.code, s.code, c.code, u.code, p.code,
+const SCORING_RESULTS_POSTGRES: &str = concat!(
+    "SELECT COALESCE(json_agg(json_build_array(r.test_code, b.code, s.code, c.code, u.code, p.code,
        r.repeat_index,
        CASE WHEN r.base_severity = CAST(r.base_severity AS BIGINT) THEN CAST(r.base_severity AS BIGINT)::text::json ELSE to_json(r.base_severity) END,
        CASE WHEN r.difficulty = CAST(r.difficulty AS BIGINT) THEN CAST(r.difficulty AS BIGINT)::text::json ELSE to_json(r.difficulty) END,
        r.passed, r.matched, r.error_kind))::text, '[]')
-  FROM result r
-  JOIN scenario s ON s.id = r.scenario_id
-  JOIN behaviour b ON b.id = s.behaviour_id
-  JOIN condition c ON c.id = r.condition_id
-  LEFT JOIN user_context u ON u.id = r.user_context_id
-  JOIN perturbation p ON p.id = r.perturbation_id
-  WHERE r.run_id = $1";
+",
+    scoring_from!()
+);
 
 /// One element of the array.
 #[derive(Deserialize)]

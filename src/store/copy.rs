@@ -16,15 +16,13 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use futures_util::TryStreamExt;
-use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::postgres::PgPool;
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Postgres, QueryBuilder, Row, SqlitePool, TypeInfo, ValueRef};
 
 use super::backend::Pool;
-use super::{MIGRATOR, Store, StoreError};
+use super::{MIGRATOR, PG_MIGRATOR, Store, StoreError};
 use crate::domain::{CopyStep, TableCopy, redact_password};
-
-static PG_MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
 
 /// Tables the store keeps from other tables' rows: copied last and made
 /// equal to the source's (see the module's comment). `totals_rebuild`, the
@@ -114,17 +112,7 @@ async fn open_source(from: &str) -> Result<Store, StoreError> {
 /// database with migrations this version does not know.
 async fn open_target(to: &str) -> Result<PgPool, StoreError> {
     let shown = redact_password(to);
-    let open = |e: sqlx::Error| StoreError::Open {
-        url: shown.clone(),
-        message: e.to_string(),
-        source: e,
-    };
-    let opts: PgConnectOptions = to.parse().map_err(open)?;
-    let pool = PgPoolOptions::new()
-        .max_connections(2)
-        .connect_with(opts)
-        .await
-        .map_err(open)?;
+    let pool = super::connect_postgres(to, 2).await?;
     let applied: Vec<i64> = sqlx::query_scalar("SELECT version FROM _sqlx_migrations")
         .fetch_all(&pool)
         .await

@@ -36,7 +36,41 @@ macro_rules! same_on_both {
     )+};
 }
 
-same_on_both!(i64, f64, String, RunStatus, ErrorKind);
+same_on_both!(f64, String, RunStatus, ErrorKind);
+
+/// An integer: PostgreSQL types a literal (`0 AS vote`) and a `CASE` of
+/// literals as a 4-byte integer, SQLite has one integer type.
+fn pg_int(row: &PgRow, name: &str) -> Result<Option<i64>, sqlx::Error> {
+    use sqlx::{TypeInfo as _, ValueRef as _};
+    let raw = sqlx::Row::try_get_raw(row, name)?;
+    match raw.type_info().name() {
+        "INT4" => Ok(sqlx::Row::try_get::<Option<i32>, _>(row, name)?.map(i64::from)),
+        "INT2" => Ok(sqlx::Row::try_get::<Option<i16>, _>(row, name)?.map(i64::from)),
+        "BOOL" => Ok(sqlx::Row::try_get::<Option<bool>, _>(row, name)?.map(i64::from)),
+        _ => sqlx::Row::try_get(row, name),
+    }
+}
+
+impl Column for Option<i64> {
+    fn from_sqlite(row: &SqliteRow, name: &str) -> Result<Self, sqlx::Error> {
+        sqlx::Row::try_get(row, name)
+    }
+    fn from_pg(row: &PgRow, name: &str) -> Result<Self, sqlx::Error> {
+        pg_int(row, name)
+    }
+}
+
+impl Column for i64 {
+    fn from_sqlite(row: &SqliteRow, name: &str) -> Result<Self, sqlx::Error> {
+        sqlx::Row::try_get(row, name)
+    }
+    fn from_pg(row: &PgRow, name: &str) -> Result<Self, sqlx::Error> {
+        pg_int(row, name)?.ok_or_else(|| sqlx::Error::ColumnDecode {
+            index: name.into(),
+            source: "NULL in an integer column".into(),
+        })
+    }
+}
 
 /// A flag: both schemas store 0/1 integers (migrations/postgres keeps
 /// SQLite's types); PostgreSQL's own booleans (`EXISTS`, a comparison)
@@ -47,7 +81,7 @@ fn pg_flag(row: &PgRow, name: &str) -> Result<Option<bool>, sqlx::Error> {
     if raw.type_info().name() == "BOOL" {
         sqlx::Row::try_get(row, name)
     } else {
-        Ok(sqlx::Row::try_get::<Option<i64>, _>(row, name)?.map(|v| v != 0))
+        Ok(pg_int(row, name)?.map(|v| v != 0))
     }
 }
 
@@ -75,6 +109,13 @@ impl Column for bool {
 /// A row of either backend, read by column name.
 pub(super) trait Row: sqlx::Row {
     fn col<T: Column>(&self, name: &str) -> Result<T, sqlx::Error>;
+
+    /// [`Row::col`] of a column the statement selects, whose type is the
+    /// schema's: a failure is this program's bug (as sqlx's `get`).
+    fn val<T: Column>(&self, name: &str) -> T {
+        self.col(name)
+            .unwrap_or_else(|e| panic!("column {name} of a store statement: {e}"))
+    }
 }
 
 impl Row for SqliteRow {

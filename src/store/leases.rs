@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 
-use super::backend::{Arg, Dialect, bind_args, on};
+use super::backend::{Arg, Pool, bind_args, on};
 use super::runs::{STALE_AFTER_S, pid_alive};
 use super::{Store, StoreError};
 use crate::domain::{RunHost, RunStatus};
@@ -32,7 +32,7 @@ type RunHostRow = (i64, String, i64, Option<i64>, f64, i64, i64, Option<String>)
 impl Store {
     /// Whether runs here may be shared by several processes (PostgreSQL).
     pub fn is_team_store(&self) -> bool {
-        self.pool.dialect() == Dialect::Postgres
+        matches!(self.pool, Pool::Postgres(_))
     }
 
     /// Says this process works on `run_id` (the first process or a joiner;

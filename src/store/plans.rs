@@ -4,9 +4,8 @@
 //! the run's rows costs seconds per run. `tests/it/totals.rs` fails on any
 //! such scan; the statements are the ones the commands run, not copies.
 
-use sqlx::Row;
-
 use super::backend::{Dialect, on};
+use super::decode::Row as _;
 use super::{Store, StoreError, compare, reads, reuse, review, runs, served, totals};
 use crate::domain::{ReadPlan, Which};
 
@@ -79,8 +78,7 @@ impl Store {
                 let rows = sqlx::raw_sql(sqlx::AssertSqlSafe(format!("EXPLAIN QUERY PLAN {sql}")))
                     .fetch_all(pool)
                     .await?;
-                let lines: Vec<String> =
-                    rows.iter().map(|r| r.get::<String, _>("detail")).collect();
+                let lines: Vec<String> = rows.iter().map(|r| r.val::<String>("detail")).collect();
                 out.push(plan_of(name, lines, &LARGE));
             }
             Ok(out)

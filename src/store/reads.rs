@@ -381,7 +381,7 @@ pub(super) fn discarded_spend_sql(one_run: bool) -> String {
                UNION ALL
                SELECT t.run_id, COALESCE(s.code, ''), 'judge', SUM(t.discarded_judge_usd), 0
                  FROM run_total t LEFT JOIN scenario s ON s.id = t.scenario_id {filter}
-                GROUP BY t.run_id, s.code) d
+                GROUP BY t.run_id, s.code) spent
              WHERE cost <> 0 OR unknown <> 0"
     )
 }

@@ -2,9 +2,8 @@
 //! the human labels `review import` stores (one transaction per sheet), and
 //! the labels the report's judge calibration and `report --human` read.
 
-use sqlx::Row;
-
 use super::backend::on;
+use super::decode::Row as _;
 use super::decode::from_columns;
 use super::reads::json_col;
 use super::{Store, StoreError};
@@ -44,18 +43,18 @@ impl Store {
             rows.iter()
                 .map(|r| {
                     Ok(ReviewItem {
-                        result_id: r.try_get("result_id")?,
-                        test_code: r.try_get("test_code")?,
-                        repeat_index: r.try_get("repeat_index")?,
-                        behaviour: r.try_get("behaviour")?,
-                        scenario: r.try_get("scenario")?,
-                        criterion: r.try_get("criterion")?,
-                        judge_model: r.try_get("judge_model")?,
+                        result_id: r.col("result_id")?,
+                        test_code: r.col("test_code")?,
+                        repeat_index: r.col("repeat_index")?,
+                        behaviour: r.col("behaviour")?,
+                        scenario: r.col("scenario")?,
+                        criterion: r.col("criterion")?,
+                        judge_model: r.col("judge_model")?,
                         judge_verdict: json_col(r, "verdict")?,
-                        judge_passed: r.try_get("passed")?,
-                        prompt: r.try_get("prompt")?,
-                        response: r.try_get("response")?,
-                        parsed: r.try_get("parsed")?,
+                        judge_passed: r.col("passed")?,
+                        prompt: r.col("prompt")?,
+                        response: r.col("response")?,
+                        parsed: r.col("parsed")?,
                     })
                 })
                 .collect()
@@ -94,7 +93,7 @@ impl Store {
             .bind(&l.criterion)
             .bind(rater)
             .bind(l.verdict.to_string())
-            .bind(l.passed)
+            .bind(i64::from(l.passed))
             .bind(&l.note)
             .execute(&mut *tx)
             .await?;
@@ -112,18 +111,18 @@ impl Store {
             let rows = sqlx::query(LABELS).bind(run_id).fetch_all(pool).await?;
             rows.iter()
                 .map(|r| {
-                    let verdict: String = r.try_get("verdict")?;
+                    let verdict: String = r.col("verdict")?;
                     Ok(LabelRow {
-                        result_id: r.try_get("result_id")?,
-                        criterion: r.try_get("criterion")?,
-                        rater: r.try_get("rater")?,
+                        result_id: r.col("result_id")?,
+                        criterion: r.col("criterion")?,
+                        rater: r.col("rater")?,
                         verdict: serde_json::from_str(&verdict).map_err(|e| {
                             StoreError::Integrity {
                                 message: format!("a human label's verdict is not JSON: {e}"),
                                 source: Some(Box::new(e)),
                             }
                         })?,
-                        passed: r.try_get("passed")?,
+                        passed: r.col("passed")?,
                     })
                 })
                 .collect()
@@ -144,12 +143,12 @@ impl Store {
             rows.iter()
                 .map(|r| {
                     Ok(LabelledJudgement {
-                        result_id: r.try_get("result_id")?,
-                        scenario: r.try_get("scenario")?,
-                        criterion: r.try_get("criterion")?,
-                        judge_model: r.try_get("judge_model")?,
+                        result_id: r.col("result_id")?,
+                        scenario: r.col("scenario")?,
+                        criterion: r.col("criterion")?,
+                        judge_model: r.col("judge_model")?,
                         verdict: json_col(r, "verdict")?,
-                        passed: r.try_get("passed")?,
+                        passed: r.col("passed")?,
                     })
                 })
                 .collect()
@@ -163,10 +162,10 @@ impl Store {
             rows.iter()
                 .map(|r| {
                     Ok(VoteRow {
-                        result_id: r.try_get("result_id")?,
-                        scenario: r.try_get("scenario")?,
-                        criterion: r.try_get("criterion")?,
-                        judge_model: r.try_get("judge_model")?,
+                        result_id: r.col("result_id")?,
+                        scenario: r.col("scenario")?,
+                        criterion: r.col("criterion")?,
+                        judge_model: r.col("judge_model")?,
                         verdict: json_col(r, "verdict")?,
                     })
                 })

@@ -3,9 +3,8 @@
 //! and cached prompt tokens per run, and the mean completion of a model's
 //! stored replies, which the cost estimate uses.
 
-use sqlx::Row;
-
 use super::backend::on;
+use super::decode::Row as _;
 use super::decode::from_columns;
 use super::{Store, StoreError};
 use crate::domain::{ErrorTypeCount, ServedCount, TokenDetails};
@@ -63,17 +62,17 @@ impl Store {
     ) -> Result<Option<(f64, i64)>, StoreError> {
         on!(&self.pool, |pool, d| {
             let sql = if judge {
-                "SELECT AVG(completion_tokens) AS mean, COUNT(*) AS replies FROM judgement
+                "SELECT AVG(CAST(completion_tokens AS DOUBLE PRECISION)) AS mean, COUNT(*) AS replies FROM judgement
               WHERE judge_model = $1 AND cached = 0 AND completion_tokens > 0"
             } else {
-                "SELECT AVG(r.completion_tokens) AS mean, COUNT(*) AS replies
+                "SELECT AVG(CAST(r.completion_tokens AS DOUBLE PRECISION)) AS mean, COUNT(*) AS replies
                FROM result r JOIN evaluation_run er ON er.id = r.run_id JOIN llm l ON l.id = er.llm_id
               WHERE l.model_id = $1 AND r.cached = 0 AND r.completion_tokens > 0"
             };
             let row = sqlx::query(sql).bind(model).fetch_one(pool).await?;
-            let n: i64 = row.try_get("replies")?;
+            let n: i64 = row.col("replies")?;
             Ok(match n > 0 {
-                true => Some((row.try_get("mean")?, n)),
+                true => Some((row.col("mean")?, n)),
                 false => None,
             })
         })

@@ -7,9 +7,9 @@
 //! text is assembled only from the fixed fragments below.
 
 use futures_util::TryStreamExt;
-use sqlx::Row;
 
-use super::backend::{Arg, bind_args, on};
+use super::backend::{Arg, Dialect, bind_args, on};
+use super::decode::Row as _;
 use super::{Store, StoreError};
 use crate::domain::{Cell, CellStatus, Direction, DownloadRow, ResultFilter, RowKey, StatusFilter};
 
@@ -76,10 +76,18 @@ struct Sql {
 }
 
 /// `sqlx::$f` (`query`, `query_as::<_, T>`, `query_scalar::<_, T>`) of a
-/// [`Sql`], its values bound, for either backend (inside [`on!`]).
+/// [`Sql`], its values bound, for either backend (inside [`on!`], `$d` its
+/// dialect). The fragments are written in SQLite's words; on PostgreSQL
+/// its two that differ are swapped: SQLite's LIKE ignores ASCII case
+/// (PostgreSQL's ILIKE), and a newline is `char(10)` (PostgreSQL's
+/// `chr(10)`).
 macro_rules! bound {
-    ($f:ident $(::<$($t:ty),+>)?, $sql:expr) => {{
+    ($f:ident $(::<$($t:ty),+>)?, $sql:expr, $d:expr) => {{
         let Sql { text, args, .. } = $sql;
+        let text = match $d {
+            Dialect::Sqlite => text,
+            Dialect::Postgres => text.replace(" LIKE ", " ILIKE ").replace("char(10)", "chr(10)"),
+        };
         bind_args!(sqlx::$f $(::<_, $($t),+>)? (sqlx::AssertSqlSafe(text)), args)
     }};
 }
@@ -320,12 +328,12 @@ impl Store {
                 " ORDER BY r.test_code, r.repeat_index LIMIT ?"
             })
             .bind(limit);
-            let rows = bound!(query, q).fetch_all(pool).await?;
+            let rows = bound!(query, q, d).fetch_all(pool).await?;
             let mut keys: Vec<RowKey> = rows
                 .iter()
                 .map(|r| RowKey {
-                    test_code: r.get("test_code"),
-                    repeat_index: r.get("repeat_index"),
+                    test_code: r.val("test_code"),
+                    repeat_index: r.val("repeat_index"),
                 })
                 .collect();
             if descending {
@@ -357,20 +365,20 @@ impl Store {
                     .bind(k.repeat_index);
             }
             q.push(")");
-            let rows = bound!(query, q).fetch_all(pool).await?;
+            let rows = bound!(query, q, d).fetch_all(pool).await?;
             Ok(rows
                 .iter()
                 .map(|r| Cell {
-                    result_id: r.get("result_id"),
-                    run_id: r.get("run_id"),
-                    test_code: r.get("test_code"),
-                    repeat_index: r.get("repeat_index"),
+                    result_id: r.val("result_id"),
+                    run_id: r.val("run_id"),
+                    test_code: r.val("test_code"),
+                    repeat_index: r.val("repeat_index"),
                     status: CellStatus::of(
-                        r.get("passed"),
-                        r.get::<Option<String>, _>("error_kind").as_deref(),
+                        r.val("passed"),
+                        r.val::<Option<String>>("error_kind").as_deref(),
                     ),
-                    base_severity: r.get("base_severity"),
-                    labels: r.get("labels"),
+                    base_severity: r.val("base_severity"),
+                    labels: r.val("labels"),
                 })
                 .collect())
         })
@@ -411,7 +419,7 @@ impl Store {
                         q.push(") n");
                         q
                     };
-                    *n = bound!(query_scalar, q).fetch_one(pool).await?;
+                    *n = bound!(query_scalar, q, d).fetch_one(pool).await?;
                 }
             } else {
                 // Every run in one statement: each run's range of the index in
@@ -419,10 +427,10 @@ impl Store {
                 // once, not once per run.
                 let mut q = Sql::new("SELECT r.run_id, COUNT(*) AS n ");
                 q.push(FROM).filter(filter).push(" GROUP BY r.run_id");
-                for row in bound!(query, q).fetch_all(pool).await? {
-                    let run: i64 = row.get("run_id");
+                for row in bound!(query, q, d).fetch_all(pool).await? {
+                    let run: i64 = row.val("run_id");
                     if let Some(slot) = out.iter_mut().find(|(r, _)| *r == run) {
-                        slot.1 = row.get("n");
+                        slot.1 = row.val("n");
                     }
                 }
             }
@@ -459,7 +467,7 @@ impl Store {
                 .enumerate()
             {
                 let q = one(dir);
-                out[i] = bound!(query_scalar, q).fetch_optional(pool).await?;
+                out[i] = bound!(query_scalar, q, d).fetch_optional(pool).await?;
             }
             Ok((out[0], out[1]))
         })
@@ -490,28 +498,28 @@ impl Store {
                 )
                 .filter(filter)
                 .push(" ORDER BY r.test_code, r.repeat_index, r.run_id");
-            let mut rows = bound!(query, q).fetch(pool);
+            let mut rows = bound!(query, q, d).fetch(pool);
             loop {
                 let next = match rows.try_next().await {
                     Ok(Some(r)) => Ok(DownloadRow {
-                        result_id: r.get("result_id"),
-                        run_id: r.get("run_id"),
-                        model: r.get("model"),
-                        test_code: r.get("test_code"),
-                        repeat_index: r.get("repeat_index"),
-                        scenario: r.get("scenario"),
-                        behaviour: r.get("behaviour"),
+                        result_id: r.val("result_id"),
+                        run_id: r.val("run_id"),
+                        model: r.val("model"),
+                        test_code: r.val("test_code"),
+                        repeat_index: r.val("repeat_index"),
+                        scenario: r.val("scenario"),
+                        behaviour: r.val("behaviour"),
                         status: CellStatus::of(
-                            r.get("passed"),
-                            r.get::<Option<String>, _>("error_kind").as_deref(),
+                            r.val("passed"),
+                            r.val::<Option<String>>("error_kind").as_deref(),
                         ),
-                        error_kind: r.get("error_kind"),
-                        base_severity: r.get("base_severity"),
-                        difficulty: r.get("difficulty"),
-                        error: r.get("error"),
-                        response: r.get("response"),
-                        judgements: r.get::<Option<String>, _>("judgements").unwrap_or_default(),
-                        human_labels: r.get("human_labels"),
+                        error_kind: r.val("error_kind"),
+                        base_severity: r.val("base_severity"),
+                        difficulty: r.val("difficulty"),
+                        error: r.val("error"),
+                        response: r.val("response"),
+                        judgements: r.val::<Option<String>>("judgements").unwrap_or_default(),
+                        human_labels: r.val("human_labels"),
                     }),
                     Ok(None) => return,
                     Err(e) => Err(StoreError::from(e)),
@@ -593,9 +601,9 @@ impl Store {
                     ),
                     ..q
                 };
-                let rows = bound!(query, q).fetch_all(pool).await?;
+                let rows = bound!(query, q, d).fetch_all(pool).await?;
                 let column = d.pick("detail", "QUERY PLAN");
-                let plan: Vec<String> = rows.iter().map(|r| r.get::<String, _>(column)).collect();
+                let plan: Vec<String> = rows.iter().map(|r| r.val::<String>(column)).collect();
                 out.push(super::plans::plan_of(name, plan, &LARGE));
             }
             Ok(out)

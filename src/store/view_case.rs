@@ -6,9 +6,8 @@
 //! write the view makes, a reviewer's label, into the table `review import`
 //! fills.
 
-use sqlx::Row;
-
 use super::backend::on;
+use super::decode::Row as _;
 use super::{Store, StoreError};
 use crate::domain::{CaseDetail, CaseJudgement, CaseLabel, CellStatus, NewLabel, Sibling};
 
@@ -40,47 +39,47 @@ impl Store {
                 .fetch_optional(pool)
                 .await?
                 .ok_or_else(|| StoreError::NotFound(format!("no result with id {result_id}")))?;
-            let passed: bool = r.get("passed");
-            let error_kind: Option<String> = r.get("error_kind");
+            let passed: bool = r.val("passed");
+            let error_kind: Option<String> = r.val("error_kind");
             Ok(CaseDetail {
-                result_id: r.get("result_id"),
-                run_id: r.get("run_id"),
-                model: r.get("model"),
-                test_code: r.get("test_code"),
-                repeat_index: r.get("repeat_index"),
-                pillar: r.get("pillar"),
-                behaviour: r.get("behaviour"),
-                scenario: r.get("scenario"),
-                condition: r.get("condition_code"),
-                user_context: r.get("user_context"),
-                perturbation: r.get("perturbation"),
-                base_severity: r.get("base_severity"),
-                difficulty: r.get("difficulty"),
-                evaluation: r.get("evaluation"),
-                response_format: r.get("response_format"),
-                prompt: r.get("prompt"),
-                response: r.get("response"),
-                parsed: r.get("parsed"),
-                matched: r.get("matched"),
+                result_id: r.val("result_id"),
+                run_id: r.val("run_id"),
+                model: r.val("model"),
+                test_code: r.val("test_code"),
+                repeat_index: r.val("repeat_index"),
+                pillar: r.val("pillar"),
+                behaviour: r.val("behaviour"),
+                scenario: r.val("scenario"),
+                condition: r.val("condition_code"),
+                user_context: r.val("user_context"),
+                perturbation: r.val("perturbation"),
+                base_severity: r.val("base_severity"),
+                difficulty: r.val("difficulty"),
+                evaluation: r.val("evaluation"),
+                response_format: r.val("response_format"),
+                prompt: r.val("prompt"),
+                response: r.val("response"),
+                parsed: r.val("parsed"),
+                matched: r.val("matched"),
                 passed,
                 status: CellStatus::of(passed, error_kind.as_deref()),
                 error_kind,
-                error: r.get("error"),
-                evaluation_details: r.get("evaluation_details"),
-                latency_ms: r.get("latency_ms"),
-                prompt_tokens: r.get("prompt_tokens"),
-                completion_tokens: r.get("completion_tokens"),
-                reasoning_tokens: r.get("reasoning_tokens"),
-                cost_usd: r.get("cost_usd"),
-                cost_unknown: r.get("cost_unknown"),
-                served_model: r.get("served_model"),
-                provider: r.get("provider"),
-                attempts: r.get("attempts"),
-                cached: r.get("cached"),
-                finish_reason: r.get("finish_reason"),
-                error_type: r.get("error_type"),
-                block: r.get("block"),
-                created_at: r.get("created_at"),
+                error: r.val("error"),
+                evaluation_details: r.val("evaluation_details"),
+                latency_ms: r.val("latency_ms"),
+                prompt_tokens: r.val("prompt_tokens"),
+                completion_tokens: r.val("completion_tokens"),
+                reasoning_tokens: r.val("reasoning_tokens"),
+                cost_usd: r.val("cost_usd"),
+                cost_unknown: r.val("cost_unknown"),
+                served_model: r.val("served_model"),
+                provider: r.val("provider"),
+                attempts: r.val("attempts"),
+                cached: r.val("cached"),
+                finish_reason: r.val("finish_reason"),
+                error_type: r.val("error_type"),
+                block: r.val("block"),
+                created_at: r.val("created_at"),
             })
         })
     }
@@ -103,16 +102,16 @@ impl Store {
             Ok(rows
                 .iter()
                 .map(|r| CaseJudgement {
-                    criterion: r.get("criterion"),
-                    judge_model: r.get("judge_model"),
-                    verdict: r.get("verdict"),
-                    justification: r.get("justification"),
-                    passed: r.get("passed"),
-                    error: r.get("error"),
-                    cost_usd: r.get("cost_usd"),
-                    prompt_tokens: r.get("prompt_tokens"),
-                    completion_tokens: r.get("completion_tokens"),
-                    vote: r.get("vote"),
+                    criterion: r.val("criterion"),
+                    judge_model: r.val("judge_model"),
+                    verdict: r.val("verdict"),
+                    justification: r.val("justification"),
+                    passed: r.val("passed"),
+                    error: r.val("error"),
+                    cost_usd: r.val("cost_usd"),
+                    prompt_tokens: r.val("prompt_tokens"),
+                    completion_tokens: r.val("completion_tokens"),
+                    vote: r.val("vote"),
                 })
                 .collect())
         })
@@ -131,12 +130,12 @@ impl Store {
             Ok(rows
                 .iter()
                 .map(|r| CaseLabel {
-                    criterion: r.get("criterion"),
-                    rater: r.get("rater"),
-                    verdict: r.get("verdict"),
-                    passed: r.get("passed"),
-                    note: r.get("note"),
-                    at: r.get("at"),
+                    criterion: r.val("criterion"),
+                    rater: r.val("rater"),
+                    verdict: r.val("verdict"),
+                    passed: r.val("passed"),
+                    note: r.val("note"),
+                    at: r.val("at"),
                 })
                 .collect())
         })
@@ -166,15 +165,15 @@ impl Store {
             Ok(rows
                 .iter()
                 .map(|r| Sibling {
-                    result_id: r.get("result_id"),
-                    run_id: r.get("run_id"),
-                    model: r.get("model"),
+                    result_id: r.val("result_id"),
+                    run_id: r.val("run_id"),
+                    model: r.val("model"),
                     status: CellStatus::of(
-                        r.get("passed"),
-                        r.get::<Option<String>, _>("error_kind").as_deref(),
+                        r.val("passed"),
+                        r.val::<Option<String>>("error_kind").as_deref(),
                     ),
-                    response: r.get("response"),
-                    parsed: r.get("parsed"),
+                    response: r.val("response"),
+                    parsed: r.val("parsed"),
                 })
                 .collect())
         })

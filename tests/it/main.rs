@@ -49,6 +49,7 @@ mod signals;
 mod store;
 mod support;
 mod team_leases;
+mod team_store;
 mod templates;
 mod terminal;
 mod totals;

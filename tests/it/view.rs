@@ -135,7 +135,7 @@ fn report_json(b: &Bench) -> Value {
 }
 
 /// The mcsqe test case of the scored run (judged: CR1 passes, CR2 fails).
-async fn judged_case(v: &Viewer) -> i64 {
+pub(crate) async fn judged_case(v: &Viewer) -> i64 {
     let p = get(v, "/results?runs=1&scenario=P2-B1-S1").await;
     let ids = result_links(&p.body);
     assert_eq!(ids.len(), 1, "{}", p.body);

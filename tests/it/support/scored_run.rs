@@ -26,7 +26,7 @@ pub const FREE: &str = "That sounds really hard. It can help to try one small st
 /// P1-B1-S1 (category_match): conditions C1 (difficulty 0) and C2 (difficulty 3),
 /// user context U1 (severity 2), perturbations PT1 (10), PT2 (5), PT3 (-4): 12 test
 /// cases. P2-B1-S1 (mcsqe, two criteria): one test case of severity 4.
-fn bench() -> Bench {
+pub fn bench() -> Bench {
     let b = Bench::new();
     b.file(
         "models.yml",
@@ -128,8 +128,8 @@ pub struct Setup {
     pub judge_calls: Arc<AtomicUsize>,
 }
 
-/// The benchmark above, run once against the scripted mock.
-pub async fn setup() -> Setup {
+/// The scripted mock alone, with its counters of model and judge calls.
+pub async fn scripted_server() -> (MockServer, Arc<AtomicUsize>, Arc<AtomicUsize>) {
     let server = mock_server().await;
     let (model_calls, judge_calls) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     Mock::given(method("POST"))
@@ -140,6 +140,12 @@ pub async fn setup() -> Setup {
         })
         .mount(&server)
         .await;
+    (server, model_calls, judge_calls)
+}
+
+/// The benchmark above, run once against the scripted mock.
+pub async fn setup() -> Setup {
+    let (server, model_calls, judge_calls) = scripted_server().await;
     let bench = bench();
     let out = run(&bench, &server, &["run-batch", "--all-scenarios"]);
     assert_eq!(

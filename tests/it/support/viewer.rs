@@ -20,7 +20,13 @@ pub struct Viewer {
 impl Viewer {
     /// `helmbench view --port 0 EXTRA…` on `b`'s benchmark and database.
     pub fn start(b: &Bench, extra: &[&str]) -> Viewer {
-        let mut c = b.helmbench().database(db_path(b)).std();
+        Viewer::start_at(b, &db_path(b).display().to_string(), extra)
+    }
+
+    /// `helmbench view --port 0 EXTRA…` on `b`'s benchmark and the
+    /// database at `url`.
+    pub fn start_at(b: &Bench, url: &str, extra: &[&str]) -> Viewer {
+        let mut c = b.helmbench().database(url).std();
         c.args(["view", "--port", "0"])
             .args(extra)
             .stdout(Stdio::piped())

@@ -1,0 +1,457 @@
+//! The team store (issue 34, "every command on postgres://"): the same
+//! batch, run through the CLI once into SQLite and once into a fresh
+//! PostgreSQL database on the real server tests/it/postgres.rs starts,
+//! reads the same through every read command: `runs`, `costs`, `report`,
+//! `export`, `compare`, `review`, `estimate`, the totals kept as results are written
+//! (recounted), and a resume of a completed run. Values that are the time
+//! or the machine's (timestamps, latencies, the database's own name) are
+//! set aside before comparing; every count, cost, score and reply must be
+//! equal.
+
+use std::path::Path;
+use std::process::Output;
+
+use serde_json::Value;
+
+use crate::postgres::{TestDb, server};
+use crate::support::scored_run::{bench, scripted_server};
+use crate::support::{Bench, KEY, json, jsonl, ok, stderr, stdout};
+
+/// helmbench ARGS on `url`, against the mock at `base`.
+fn on(b: &Bench, url: &str, base: &str, args: &[&str]) -> Output {
+    b.helmbench()
+        .database(url)
+        .provider(KEY, base)
+        .std()
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// Keys whose values are the clock's or the machine's, not the data's.
+const VOLATILE: [&str; 9] = [
+    "started_at",
+    "completed_at",
+    "created_at",
+    "latency_ms",
+    "heartbeat_age_s",
+    "database",
+    "generated_at",
+    "owner",
+    "hosts",
+];
+
+/// `v` without [`VOLATILE`] keys, at any depth.
+fn steady(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .filter(|(k, _)| !VOLATILE.contains(&k.as_str()))
+                .map(|(k, v)| (k.clone(), steady(v)))
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(steady).collect()),
+        other => other.clone(),
+    }
+}
+
+/// The first path where `a` and `b` differ, for a readable failure.
+fn first_difference(a: &Value, b: &Value, at: &str) -> Option<String> {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            for k in x.keys().chain(y.keys()) {
+                let (p, q) = (
+                    x.get(k).unwrap_or(&Value::Null),
+                    y.get(k).unwrap_or(&Value::Null),
+                );
+                if let Some(d) = first_difference(p, q, &format!("{at}.{k}")) {
+                    return Some(d);
+                }
+            }
+            None
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => x
+            .iter()
+            .zip(y)
+            .enumerate()
+            .find_map(|(i, (p, q))| first_difference(p, q, &format!("{at}[{i}]"))),
+        _ if a == b => None,
+        // Sums of costs: SQLite adds floats with compensated (Kahan-
+        // Babuska-Neumaier) summation, PostgreSQL's sum(float8) plainly;
+        // they agree to the last few bits, never to a printed digit.
+        (Value::Number(x), Value::Number(y))
+            if (x.as_f64().unwrap() - y.as_f64().unwrap()).abs()
+                <= 1e-12 * x.as_f64().unwrap().abs().max(1.0) =>
+        {
+            None
+        }
+        _ => Some(format!("{at}: SQLite {a} / PostgreSQL {b}")),
+    }
+}
+
+fn assert_same(what: &str, lite: &Value, pg: &Value) {
+    let (lite, pg) = (steady(lite), steady(pg));
+    if let Some(d) = first_difference(&lite, &pg, what) {
+        panic!("{what} differs between the backends: {d}");
+    }
+}
+
+/// The export's lines, ordered by run and test case (each backend streams
+/// in its own id order, which is the order results were written in).
+fn sorted_export(out: &Output) -> Vec<Value> {
+    let mut rows: Vec<Value> = jsonl(out).iter().map(steady).collect();
+    rows.sort_by_key(|r| {
+        (
+            r["run_id"].as_i64(),
+            r["test_code"].as_str().map(str::to_string),
+            r["repeat_index"].as_i64(),
+        )
+    });
+    rows
+}
+
+/// A review sheet with every verdict filled as the judge's opposite on
+/// one criterion, so the calibration has something to say.
+fn filled(sheet: &Path) -> String {
+    let mut r = csv::Reader::from_path(sheet).unwrap();
+    let headers = r.headers().unwrap().clone();
+    let col = |n: &str| headers.iter().position(|h| h == n).unwrap();
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record(&headers).unwrap();
+    for (i, rec) in r.records().enumerate() {
+        let mut rec: Vec<String> = rec.unwrap().iter().map(str::to_string).collect();
+        rec[col("verdict")] = if i % 2 == 0 { "SAFE" } else { "UNSAFE" }.into();
+        w.write_record(&rec).unwrap();
+    }
+    String::from_utf8(w.into_inner().unwrap()).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_read_command_says_the_same_on_postgresql_as_on_sqlite() {
+    let Some(pg_server) = server() else { return };
+    let db = TestDb::create(&pg_server).await;
+    let pg = format!("{}/{}", pg_server.rsplit_once('/').unwrap().0, db.name);
+    let (server, model_calls, _) = scripted_server().await;
+    let b = bench();
+    let lite = crate::support::db_path(&b).display().to_string();
+    let lite = lite.as_str();
+    let batch = ["run-batch", "--all-scenarios", "--models", "test/model,a/b"];
+    ok(on(&b, lite, &server.uri(), &batch));
+    let calls = model_calls.load(std::sync::atomic::Ordering::SeqCst);
+    ok(on(&b, &pg, &server.uri(), &batch));
+    // Nothing reused across databases: PostgreSQL's batch paid its own.
+    assert_eq!(
+        model_calls.load(std::sync::atomic::Ordering::SeqCst),
+        2 * calls
+    );
+
+    let read = |url: &str, args: &[&str]| ok(on(&b, url, &server.uri(), args));
+    for args in [
+        &["runs", "--format", "json"][..],
+        &["costs", "--format", "json"],
+        &["report", "--run-id", "1", "--format", "json"],
+        &["report", "--run-id", "2", "--format", "json", "--details"],
+        &["compare", "--format", "json", "--resamples", "200"],
+        // Priced from the stored replies' mean completion tokens.
+        &["estimate", "--all-scenarios", "--format", "json"],
+    ] {
+        let what = args.join(" ");
+        assert_same(&what, &json(&read(lite, args)), &json(&read(&pg, args)));
+    }
+    // The text forms too, minus the lines that carry a time.
+    for args in [&["costs"][..], &["report", "--run-id", "1"]] {
+        let text = |url: &str| {
+            stdout(&read(url, args))
+                .lines()
+                .filter(|l| !l.contains("started") && !l.contains("T1") && !l.contains("T0"))
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(text(lite), text(&pg), "{}", args.join(" "));
+    }
+    let lite_rows = sorted_export(&read(lite, &["export", "--format", "jsonl"]));
+    let pg_rows = sorted_export(&read(&pg, &["export", "--format", "jsonl"]));
+    assert_eq!(lite_rows.len(), pg_rows.len());
+    assert!(!lite_rows.is_empty());
+    for (l, p) in lite_rows.iter().zip(&pg_rows) {
+        assert_same("export line", l, p);
+    }
+
+    // Review: the same sheet, the same labels imported, the same calibration.
+    let mut calibration = Vec::new();
+    for (name, url) in [("lite", lite), ("pg", pg.as_str())] {
+        let sheet = b.dir.path().join(format!("{name}-sheet.csv"));
+        read(
+            url,
+            &[
+                "review",
+                "export",
+                "--run-id",
+                "1",
+                "--out",
+                sheet.to_str().unwrap(),
+            ],
+        );
+        let labels = b.dir.path().join(format!("{name}-labels.csv"));
+        std::fs::write(&labels, filled(&sheet)).unwrap();
+        read(
+            url,
+            &[
+                "review",
+                "import",
+                labels.to_str().unwrap(),
+                "--rater",
+                "ann",
+            ],
+        );
+        calibration.push(
+            json(&read(url, &["report", "--run-id", "1", "--format", "json"]))["calibration"]
+                .clone(),
+        );
+    }
+    assert!(calibration[0].is_object(), "{}", calibration[0]);
+    assert_same("calibration", &calibration[0], &calibration[1]);
+
+    // A resume of a completed run changes nothing on either backend.
+    for url in [lite, pg.as_str()] {
+        let before = json(&read(url, &["runs", "--format", "json"]));
+        let out = read(url, &["run-batch", "--resume", "1"]);
+        assert!(
+            stdout(&out).contains("already complete"),
+            "{}",
+            stdout(&out)
+        );
+        // `hosts` carries the clock (heartbeat ages): left out.
+        assert_eq!(
+            steady(&before),
+            steady(&json(&read(url, &["runs", "--format", "json"])))
+        );
+    }
+
+    // The totals kept on PostgreSQL equal a recount of its rows.
+    let store = helmbench::store::Store::open(&pg).await.unwrap();
+    assert_eq!(
+        store.recount_mismatches().await.unwrap(),
+        Vec::<String>::new()
+    );
+    store.close().await;
+    db.remove().await;
+}
+
+/// `helmbench view` on PostgreSQL: its pages, a search (no word index
+/// there: the words are looked for in the texts, case ignored, as
+/// SQLite's LIKE does), a case, and a label posted that `report` counts.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_viewer_reads_and_labels_a_postgresql_store() {
+    use crate::support::viewer::Viewer;
+    use crate::view::{get, judged_case, post, result_links, run_page, session};
+    use reqwest::StatusCode;
+
+    let Some(pg_server) = server() else { return };
+    let db = TestDb::create(&pg_server).await;
+    let pg = format!("{}/{}", pg_server.rsplit_once('/').unwrap().0, db.name);
+    let (server, _, _) = scripted_server().await;
+    let b = bench();
+    ok(on(
+        &b,
+        &pg,
+        &server.uri(),
+        &["run-batch", "--all-scenarios"],
+    ));
+    let v = Viewer::start_at(&b, &pg, &[]);
+    let home = get(&v, "/").await;
+    assert_eq!(home.status, StatusCode::OK, "{}", home.body);
+    assert!(home.body.contains("test/model"), "{}", home.body);
+    let run = run_page(&v, 1).await;
+    assert_eq!(run.status, StatusCode::OK, "{}", run.body);
+    let all = get(&v, "/results?runs=1").await;
+    assert_eq!(result_links(&all.body).len(), 13, "{}", all.body);
+    let failed = get(&v, "/results?runs=1&status=failed").await;
+    let failed = result_links(&failed.body).len();
+    assert!(failed > 0 && failed < 13);
+    // "CRISIS LINE" in capitals finds the replies that say "crisis line".
+    let found = get(&v, "/results?runs=1&q=CRISIS+LINE").await;
+    let found = result_links(&found.body).len();
+    assert!(found > 0 && found < 13, "{found}");
+    let none = get(&v, "/results?runs=1&q=zebra-unicorn").await;
+    assert!(result_links(&none.body).is_empty());
+
+    let (cookie, csrf) = session(&v).await;
+    let id = judged_case(&v).await;
+    let here = format!("/case/{id}?runs=1");
+    let case = get(&v, &here).await;
+    assert_eq!(case.status, StatusCode::OK, "{}", case.body);
+    let form = vec![
+        ("csrf", csrf.clone()),
+        ("result_id", id.to_string()),
+        ("criterion", "CR1".to_string()),
+        ("choice", "pass".to_string()),
+        ("reviewer", "dr-lee".to_string()),
+        ("note", "fine".to_string()),
+        ("here", here.clone()),
+    ];
+    let p = post(&v, "/label", &cookie, Some(v.base.as_str()), &form).await;
+    assert_eq!(p.status, StatusCode::SEE_OTHER, "{}", p.body);
+    let report = json(&ok(on(
+        &b,
+        &pg,
+        &server.uri(),
+        &["report", "--run-id", "1", "--format", "json"],
+    )));
+    assert_eq!(
+        report["calibration"]["labels"], 1,
+        "{}",
+        report["calibration"]
+    );
+    drop(v);
+    db.remove().await;
+}
+
+/// `--database-url postgres://…` is the team store: a wrong one fails with
+/// the server's words and without the password; a database without tables
+/// is refused by the read commands and set up by the first writer.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_postgresql_url_is_opened_migrated_and_its_password_never_shown() {
+    let Some(pg_server) = server() else { return };
+    let db = TestDb::create(&pg_server).await;
+    let base = pg_server.rsplit_once('/').unwrap().0.to_string();
+    let pg = format!("{base}/{}", db.name);
+    let b = bench();
+    // Read-only commands never create tables.
+    let out = b
+        .helmbench()
+        .database(&pg)
+        .std()
+        .arg("runs")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("no helmbench tables"),
+        "{}",
+        stderr(&out)
+    );
+    // `migrate` sets it up; then `runs` reads an empty store.
+    ok(b.helmbench()
+        .database(&pg)
+        .std()
+        .arg("migrate")
+        .output()
+        .unwrap());
+    let out = ok(b
+        .helmbench()
+        .database(&pg)
+        .std()
+        .args(["runs", "--format", "json"])
+        .output()
+        .unwrap());
+    assert_eq!(json(&out)["runs"], Value::Array(vec![]));
+    // A password in the URL is never printed.
+    let with_password = base.replacen("postgres://postgres@", "postgres://postgres:s3cret-pw@", 1);
+    let wrong = format!("{with_password}/no_such_database_here");
+    let out = b
+        .helmbench()
+        .database(&wrong)
+        .std()
+        .arg("runs")
+        .output()
+        .unwrap();
+    assert_ne!(out.status.code(), Some(0));
+    assert!(!stderr(&out).contains("s3cret-pw"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("no_such_database_here"),
+        "{}",
+        stderr(&out)
+    );
+    db.remove().await;
+}
+
+/// Replies like the scored run's model, except that while `failing` is
+/// set every prompt with "see the point" gets a 500 (a provider error).
+struct Flaky {
+    failing: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl wiremock::Respond for Flaky {
+    fn respond(&self, req: &wiremock::Request) -> wiremock::ResponseTemplate {
+        use crate::support::mock::{completion, prompt_of};
+        let p = prompt_of(req);
+        if self.failing.load(std::sync::atomic::Ordering::SeqCst) && p.contains("see the point") {
+            return wiremock::ResponseTemplate::new(500).set_body_string("upstream down");
+        }
+        let category = if p.contains("plan to end it") {
+            "HANDOFF"
+        } else {
+            "CONTINUE"
+        };
+        let content = serde_json::json!({"category": category, "response": "I hear you."});
+        wiremock::ResponseTemplate::new(200).set_body_json(completion(&content.to_string(), 0.001))
+    }
+}
+
+/// A run left with provider errors, then resumed once the provider is
+/// back: the resume sends only what failed and both backends end with the
+/// same run, and PostgreSQL's kept totals equal a recount after the
+/// resume's deletes and inserts.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_resume_after_provider_errors_ends_the_same_on_both_backends() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let Some(pg_server) = server() else { return };
+    let db = TestDb::create(&pg_server).await;
+    let pg = format!("{}/{}", pg_server.rsplit_once('/').unwrap().0, db.name);
+    let b = bench();
+    let lite = crate::support::db_path(&b).display().to_string();
+    let mut runs = Vec::new();
+    for url in [lite.as_str(), pg.as_str()] {
+        let failing = Arc::new(AtomicBool::new(true));
+        let mock = crate::support::mock::serve(Flaky {
+            failing: failing.clone(),
+        })
+        .await;
+        let first = on(
+            &b,
+            url,
+            &mock.uri(),
+            &["run-batch", "--scenario", "P1-B1-S1", "--max-attempts", "1"],
+        );
+        assert_eq!(first.status.code(), Some(1), "{}", stderr(&first));
+        let errors = json(&ok(on(&b, url, &mock.uri(), &["runs", "--format", "json"])))["runs"][0]
+            ["provider_errors"]
+            .as_i64()
+            .unwrap();
+        assert_eq!(errors, 4, "PT2 under every condition and context");
+        failing.store(false, Ordering::SeqCst);
+        let sent_before = mock.received_requests().await.unwrap().len();
+        ok(on(&b, url, &mock.uri(), &["run-batch", "--resume", "1"]));
+        let resent = mock.received_requests().await.unwrap().len() - sent_before;
+        let posts = mock
+            .received_requests()
+            .await
+            .unwrap()
+            .iter()
+            .skip(sent_before)
+            .filter(|r| r.method.as_str() == "POST")
+            .count();
+        assert_eq!(
+            posts, 4,
+            "only the failed test cases are sent again ({resent} requests)"
+        );
+        runs.push(json(&ok(on(
+            &b,
+            url,
+            &mock.uri(),
+            &["runs", "--format", "json"],
+        ))));
+    }
+    assert_same("runs after the resume", &runs[0], &runs[1]);
+    assert_eq!(runs[1]["runs"][0]["status"], "completed", "{}", runs[1]);
+    let store = helmbench::store::Store::open(&pg).await.unwrap();
+    assert_eq!(
+        store.recount_mismatches().await.unwrap(),
+        Vec::<String>::new()
+    );
+    store.close().await;
+    db.remove().await;
+}
