@@ -100,7 +100,7 @@ async fn a_joined_run_is_shared_and_runs_shows_its_processes() {
     let Some(pg) = server() else { return };
     let db = TestDb::create(&pg).await;
     let url = db_url(&pg, &db.name);
-    let b = grid_bench(4, 20); // 80 test cases
+    let b = grid_bench(8, 20); // 160 test cases: five chunks
     let mock = slow_triage_server(60).await;
     let first = spawn(&b, &url, &mock, &RUN);
     wait_for(&db.pool, "SELECT count(*) FROM result", 4).await;
@@ -155,14 +155,14 @@ async fn a_joined_run_is_shared_and_runs_shows_its_processes() {
     // Every case once, both did some, nothing asked twice.
     assert_eq!(
         count(&db.pool, "SELECT count(*) FROM result WHERE run_id = 1").await,
-        80
+        160
     );
     let asked = completions(&mock).await;
-    assert_eq!(asked.len(), 80, "every test case asked once");
+    assert_eq!(asked.len(), 160, "every test case asked once");
     let runs = runs_json(&b, &url);
     let run = &runs["runs"][0];
     assert_eq!(run["status"], "completed", "{run:#}");
-    assert_eq!(run["test_cases"], 80);
+    assert_eq!(run["test_cases"], 160);
     let hosts = run["hosts"].as_array().unwrap();
     let stored: i64 = hosts.iter().map(|h| h["stored"].as_i64().unwrap()).sum();
     assert!(hosts.iter().all(|h| h["live"] == false), "{hosts:?}");
@@ -170,7 +170,7 @@ async fn a_joined_run_is_shared_and_runs_shows_its_processes() {
         hosts.iter().all(|h| h["stored"].as_i64().unwrap() > 0),
         "both processes stored results: {hosts:?}"
     );
-    assert!(stored <= 80, "{hosts:?}");
+    assert_eq!(stored, 160, "{hosts:?}");
     // The finished run still lists who shared it.
     let table = stdout(&read(&b, &url, &["runs"]));
     assert!(table.contains("(gone,"), "{table}");
@@ -512,5 +512,66 @@ async fn a_chunk_held_on_a_gone_machine_is_taken_when_its_lease_expires() {
     assert_eq!(runs["runs"][0]["status"], "completed", "{runs:#}");
     let hosts = runs["runs"][0]["hosts"].as_array().unwrap();
     assert!(hosts.iter().any(|h| h["host"] == "far-away"), "{hosts:?}");
+    db.remove().await;
+}
+
+/// Ctrl-C on a joiner: its requests in flight finish and are stored (the
+/// grace period), its leases go back at once, it exits 0 saying the run
+/// continues; the first process finishes the run, nothing paid twice.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_interrupted_joiner_hands_its_chunks_back() {
+    let Some(pg) = server() else { return };
+    let db = TestDb::create(&pg).await;
+    let url = db_url(&pg, &db.name);
+    let b = grid_bench(8, 20); // 160 test cases
+    let mock = slow_triage_server(50).await;
+    let first = spawn(&b, &url, &mock, &RUN);
+    wait_for(
+        &db.pool,
+        "SELECT count(*) FROM run_lease WHERE run_id = 1",
+        1,
+    )
+    .await;
+    let joiner = spawn(
+        &b,
+        &url,
+        &mock,
+        &[
+            "run-batch",
+            "--join",
+            "1",
+            "--concurrency",
+            "2",
+            "--progress-every=0",
+        ],
+    );
+    let mine = format!(
+        "SELECT count(*) FROM run_lease WHERE run_id = 1 AND holder_pid = {}",
+        joiner.id()
+    );
+    wait_for(&db.pool, &mine, 1).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    crate::support::child::signal(joiner.id(), "-INT");
+    let j = wait(joiner).await;
+    assert_eq!(j.status.code(), Some(0), "{}", stderr(&j));
+    assert!(
+        stdout(&j).contains("the run continues in"),
+        "{}",
+        stdout(&j)
+    );
+    assert_eq!(count(&db.pool, &mine).await, 0, "its leases went back");
+    let a = wait(first).await;
+    assert_eq!(a.status.code(), Some(0), "{}", stderr(&a));
+    assert_eq!(
+        count(&db.pool, "SELECT count(*) FROM result WHERE run_id = 1").await,
+        160
+    );
+    let mut asked: HashMap<String, usize> = HashMap::new();
+    for r in completions(&mock).await {
+        *asked.entry(prompt_of(&r)).or_default() += 1;
+    }
+    assert_eq!(asked.len(), 160);
+    assert!(asked.values().all(|n| *n == 1), "a request paid twice");
+    assert_eq!(runs_json(&b, &url)["runs"][0]["status"], "completed");
     db.remove().await;
 }
