@@ -19,10 +19,12 @@ use crate::domain::{RunHost, RunStatus};
 pub const LEASE_CHUNK: usize = 32;
 /// How long a lease lasts without a heartbeat (which comes every
 /// [`super::HEARTBEAT_INTERVAL`], 5 s).
-pub const LEASE_S: f64 = 30.0;
+pub(super) const LEASE_S: f64 = 30.0;
 
 /// `julianday('now')` plus [`LEASE_S`], the expiry a claim or a heartbeat sets.
-const EXPIRY: &str = "julianday('now') + 30.0 / 86400.0";
+fn expiry() -> String {
+    format!("julianday('now') + {LEASE_S:.1} / 86400.0")
+}
 
 /// A row of `run_host`: host, pid, started, heartbeat age, sent, stored, left.
 type HostRow = (String, i64, Option<i64>, f64, i64, i64, Option<String>);
@@ -78,8 +80,9 @@ impl Store {
             .execute(&mut *tx)
             .await?;
             sqlx::query(sqlx::AssertSqlSafe(format!(
-                "UPDATE run_lease SET expires_at = {EXPIRY}
-                  WHERE run_id = $1 AND holder_host = $2 AND holder_pid = $3 AND done = 0"
+                "UPDATE run_lease SET expires_at = {}
+                  WHERE run_id = $1 AND holder_host = $2 AND holder_pid = $3 AND done = 0",
+                expiry()
             )))
             .bind(run_id)
             .bind(&self.owner.host)
@@ -153,8 +156,9 @@ impl Store {
             .await?;
             if let Some(c) = chunk {
                 sqlx::query(sqlx::AssertSqlSafe(format!(
-                    "UPDATE run_lease SET holder_host = $3, holder_pid = $4, expires_at = {EXPIRY}
-                      WHERE run_id = $1 AND chunk = $2"
+                    "UPDATE run_lease SET holder_host = $3, holder_pid = $4, expires_at = {}
+                      WHERE run_id = $1 AND chunk = $2",
+                    expiry()
                 )))
                 .bind(run_id)
                 .bind(c)
@@ -211,43 +215,25 @@ impl Store {
         Ok(rows.into_iter().map(|(c, r, j)| ((c, r), j == 1)).collect())
     }
 
-    /// The processes that worked on the run, first seen first.
-    pub async fn run_hosts(&self, run_id: i64) -> Result<Vec<RunHost>, StoreError> {
-        let rows: Vec<(i64, HostRow)> = self.host_rows(Some(run_id)).await?;
-        Ok(rows.into_iter().map(|(_, h)| self.host_of(h)).collect())
-    }
-
-    /// Every run's processes, by run.
+    /// Every run's processes, by run, first seen first.
     pub async fn all_run_hosts(&self) -> Result<HashMap<i64, Vec<RunHost>>, StoreError> {
+        let rows: Vec<RunHostRow> = on!(&self.pool, |pool| {
+            sqlx::query_as(
+                "SELECT run_id, host, pid, started, (julianday('now') - julianday(heartbeat_at)) * 86400.0 AS age,
+                        sent, stored, left_at
+                   FROM run_host ORDER BY run_id, first_seen, host, pid",
+            )
+            .fetch_all(pool)
+            .await?
+        });
         let mut by_run: HashMap<i64, Vec<RunHost>> = HashMap::new();
-        for (id, h) in self.host_rows(None).await? {
-            by_run.entry(id).or_default().push(self.host_of(h));
+        for (id, h, p, s, a, se, st, l) in rows {
+            by_run
+                .entry(id)
+                .or_default()
+                .push(self.host_of((h, p, s, a, se, st, l)));
         }
         Ok(by_run)
-    }
-
-    async fn host_rows(&self, run_id: Option<i64>) -> Result<Vec<(i64, HostRow)>, StoreError> {
-        let sql = format!(
-            "SELECT run_id, host, pid, started, (julianday('now') - julianday(heartbeat_at)) * 86400.0 AS age,
-                    sent, stored, left_at
-               FROM run_host {} ORDER BY run_id, first_seen, host, pid",
-            if run_id.is_some() {
-                "WHERE run_id = $1"
-            } else {
-                ""
-            }
-        );
-        let rows: Vec<RunHostRow> = on!(&self.pool, |pool| {
-            let mut q = sqlx::query_as(sqlx::AssertSqlSafe(sql.clone()));
-            if let Some(id) = run_id {
-                q = q.bind(id);
-            }
-            q.fetch_all(pool).await?
-        });
-        Ok(rows
-            .into_iter()
-            .map(|(id, h, p, s, a, se, st, l)| (id, (h, p, s, a, se, st, l)))
-            .collect())
     }
 
     fn host_of(&self, (host, pid, started, age, sent, stored, left): HostRow) -> RunHost {
@@ -265,17 +251,6 @@ impl Store {
             stored,
             live,
         }
-    }
-
-    /// The other processes working on the run now, as "pid P on HOST".
-    pub async fn other_live_hosts(&self, run_id: i64) -> Result<Vec<String>, StoreError> {
-        Ok(self
-            .run_hosts(run_id)
-            .await?
-            .into_iter()
-            .filter(|h| h.live && !(h.host == self.owner.host && h.pid == self.owner.pid))
-            .map(|h| format!("pid {} on {}", h.pid, h.host))
-            .collect())
     }
 
     /// This process leaves a lease-managed run, and records how it ended

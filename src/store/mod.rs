@@ -42,7 +42,7 @@ mod view_case;
 mod view_run;
 mod view_search;
 
-pub use leases::{LEASE_CHUNK, LEASE_S};
+pub use leases::LEASE_CHUNK;
 pub use runs::HEARTBEAT_INTERVAL;
 pub(crate) use runs::Owner;
 
