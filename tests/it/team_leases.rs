@@ -307,10 +307,11 @@ async fn three_processes_one_killed_store_each_test_case_once() {
     db.remove().await;
 }
 
-/// One budget for three processes (the first, two joiners; one killed
-/// with -9 after two seconds): each would spend the whole `--max-cost` on
-/// its own, together they stay within it plus the requests in flight, and
-/// the run ends stopped for the budget, every stored test case once.
+/// One budget for three processes (the first, two joiners; the first,
+/// the run's owner, killed with -9 after two seconds): each would spend
+/// the whole `--max-cost` on its own, together they stay within it plus
+/// the requests in flight, and the joiners end the run, stopped for the
+/// budget, every stored test case once.
 #[tokio::test(flavor = "multi_thread")]
 async fn three_processes_keep_one_budget() {
     let Some(pg) = server() else { return };
@@ -337,13 +338,15 @@ async fn three_processes_keep_one_budget() {
         "--progress-every=0",
     ];
     let second = spawn(&b, &url, &mock, &join);
-    let doomed = spawn(&b, &url, &mock, &join);
-    let doomed_pid = doomed.id();
+    let third = spawn(&b, &url, &mock, &join);
+    // This time the process that started the run (its owner) is killed.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    crate::support::child::signal(doomed_pid, "-KILL");
-    let killed = wait(doomed).await;
+    crate::support::child::signal(first.id(), "-KILL");
+    let killed = wait(first).await;
     assert_eq!(killed.status.code(), None, "killed by a signal");
-    let (a, s) = (wait(first).await, wait(second).await);
+    // The run lives on in the joiners.
+    assert_eq!(runs_json(&b, &url)["runs"][0]["status"], "running");
+    let (a, s) = (wait(second).await, wait(third).await);
     for out in [&a, &s] {
         assert!(
             stdout(out).contains("budget reached") || stdout(out).contains("continues in"),
