@@ -578,3 +578,68 @@ async fn an_interrupted_joiner_hands_its_chunks_back() {
     assert_eq!(runs_json(&b, &url)["runs"][0]["status"], "completed");
     db.remove().await;
 }
+
+/// The shared budget's rules, atomic on the real server: 40 reservations
+/// at once against a $1 budget take exactly eight $0.125 slots (a first
+/// attempt goes while spent + reserved is under the budget; amounts exact
+/// in binary, so no rounding decides), a retry only when its cost fits, a
+/// settlement moves a reservation into the spend; a joiner's open keeps
+/// the row, a resume's drops what was reserved.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_shared_budget_reserves_atomically() {
+    let Some(pg) = server() else { return };
+    let db = TestDb::create(&pg).await;
+    let url = db_url(&pg, &db.name);
+    let store = helmbench::store::Store::open(&url).await.unwrap();
+    store.open_team_budget("b1", 1.0, 0.0, true).await.unwrap();
+    let tries = (0..40).map(|_| {
+        let store = store.clone();
+        tokio::spawn(async move { store.reserve_team_budget("b1", 0.125, false).await })
+    });
+    let mut taken = 0;
+    for t in tries {
+        if t.await.unwrap().unwrap().is_ok() {
+            taken += 1;
+        }
+    }
+    assert_eq!(taken, 8);
+    // Reached: a first attempt is refused, whatever its cost.
+    let refused = store.reserve_team_budget("b1", 0.0, false).await.unwrap();
+    assert_eq!(refused, Err((0.0, 1.0, 1.0)));
+    // Two attempts settle cheaper than reserved: room for a retry that fits.
+    store.settle_team_budget("b1", 0.125, 0.025).await.unwrap();
+    let state = store.settle_team_budget("b1", 0.125, 0.025).await.unwrap();
+    assert!(
+        (state.0 - 0.05).abs() < 1e-12 && state.1 == 0.75,
+        "{state:?}"
+    );
+    assert!(
+        store
+            .reserve_team_budget("b1", 0.25, true)
+            .await
+            .unwrap()
+            .is_err()
+    );
+    assert!(
+        store
+            .reserve_team_budget("b1", 0.125, true)
+            .await
+            .unwrap()
+            .is_ok()
+    );
+    // A joiner's open keeps what is reserved (a retry of 0.125 no longer fits)…
+    store.open_team_budget("b1", 1.0, 0.0, false).await.unwrap();
+    assert!(
+        store
+            .reserve_team_budget("b1", 0.125, true)
+            .await
+            .unwrap()
+            .is_err()
+    );
+    // …a resume's (nobody in flight) drops it and takes the spend given.
+    store.open_team_budget("b1", 1.0, 0.05, true).await.unwrap();
+    let fresh = store.reserve_team_budget("b1", 0.125, false).await.unwrap();
+    assert_eq!(fresh, Ok((0.05, 0.125, 1.0)));
+    store.close().await;
+    db.remove().await;
+}
