@@ -17,9 +17,10 @@ use crate::benchmark::cases::CaseIndex;
 use crate::domain::RunStatus;
 use crate::store::{LEASE_CHUNK, Store};
 
-/// How often a process with nothing to take looks again for a chunk that a
-/// gone process held (its lease expires, or its pid on this host is dead).
-const WAIT_FOR_LEASES: Duration = Duration::from_millis(500);
+/// How often a process with nothing to take looks again: for the last
+/// chunks to be done (then it ends at once), or for one that a gone
+/// process held (its lease expired, or its pid on this host is dead).
+const WAIT_FOR_LEASES: Duration = Duration::from_millis(100);
 
 /// One test case to ask: which, whether its stored result (a judge error)
 /// is replaced, and the chunk it came from (leases only).
@@ -166,15 +167,6 @@ impl Leased {
             if q.exhausted || stop.is_cancelled() {
                 return Ok(None);
             }
-            // The counts `runs` shows, fresh at each claim (and every
-            // heartbeat), so a killed process's row says what it did.
-            self.store
-                .host_heartbeat(
-                    self.run_id,
-                    self.sent.load(Ordering::Relaxed),
-                    self.stored.load(Ordering::Relaxed),
-                )
-                .await?;
             let Some(chunk) = self.store.claim_chunk(self.run_id).await? else {
                 // Nothing free now. What this process holds, its other
                 // workers finish; what others hold, they finish, or, if
@@ -193,6 +185,15 @@ impl Leased {
                 }
                 continue;
             };
+            // The counts `runs` shows, fresh at each claim (and every
+            // heartbeat), so a killed process's row says what it did.
+            self.store
+                .host_heartbeat(
+                    self.run_id,
+                    self.sent.load(Ordering::Relaxed),
+                    self.stored.load(Ordering::Relaxed),
+                )
+                .await?;
             let missing = self.missing(chunk).await?;
             if missing.is_empty() {
                 self.store.chunk_done(self.run_id, chunk).await?;
