@@ -347,6 +347,17 @@ async fn a_postgresql_url_is_opened_migrated_and_its_password_never_shown() {
     assert_eq!(json(&out)["runs"], Value::Array(vec![]));
     // A password in the URL is never printed.
     let with_password = base.replacen("postgres://postgres@", "postgres://postgres:s3cret-pw@", 1);
+    // (The test server trusts loopback: the password is accepted, unused.)
+    let right = format!("{with_password}/{}", db.name);
+    let out = b
+        .helmbench()
+        .database(&right)
+        .std()
+        .args(["runs", "-vv"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(!stdout(&out).contains("s3cret-pw") && !stderr(&out).contains("s3cret-pw"));
     let wrong = format!("{with_password}/no_such_database_here");
     let out = b
         .helmbench()
