@@ -134,7 +134,10 @@ impl std::fmt::Debug for Settings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Settings")
             .field("benchmark_dir", &self.benchmark_dir)
-            .field("database_url", &self.database_url)
+            .field(
+                "database_url",
+                &crate::domain::redact_password(&self.database_url),
+            )
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
             .field("base_url", &openrouter::redact_url(&self.base_url))
             .field("quiet", &self.quiet)

@@ -617,9 +617,11 @@ impl Store {
                     source: e,
                 })?;
         }
+        // The URL is kept with its password hidden: the pool holds the
+        // connections, and the URL is only ever shown (in errors).
         let store = Store {
             pool: Pool::Postgres(pool),
-            url: url.to_string(),
+            url: shown,
             owner: Owner::this_process(),
             endpoint: None,
         };

@@ -17,7 +17,7 @@ use crate::support::{Bench, db_path, jsonl, ok, read, run, runs_json, stderr, st
 
 /// The test cases of these tests: triage P1-B1-S1 (one condition, `n`
 /// perturbations: odd ones risky) and the one-criterion judged P3-B1-S1.
-fn bench(n: usize, extra: &str) -> Bench {
+pub(crate) fn bench(n: usize, extra: &str) -> Bench {
     let b = Bench::new();
     b.file(
         "models.yml",
@@ -53,7 +53,7 @@ async fn submitted(pool: &sqlx::SqlitePool) -> i64 {
         .unwrap_or(0)
 }
 
-const FAST: &str = "--test-batch-poll-ms=10";
+pub(crate) const FAST: &str = "--test-batch-poll-ms=10";
 
 /// Verdicts per (test code): passed, matched, error kind, judge verdicts.
 fn verdicts(b: &Bench) -> BTreeMap<String, Value> {

@@ -288,6 +288,35 @@ async fn unusable_databases_give_clear_errors() {
 /// Components are written many rows a statement: more than one statement's
 /// worth (500) of a kind still gets every row, link and id, and seeding
 /// again returns the same ids without new rows.
+/// A second handle on a SQLite file or a PostgreSQL database the store
+/// wrote, for the backend matrix below.
+enum Raw {
+    Lite(sqlx::SqlitePool),
+    Pg(sqlx::PgPool),
+}
+
+impl Raw {
+    async fn count(&self, sql: &str) -> i64 {
+        let sql = sqlx::AssertSqlSafe(sql.to_string());
+        match self {
+            Raw::Lite(p) => sqlx::query_scalar(sql).fetch_one(p).await.unwrap(),
+            Raw::Pg(p) => sqlx::query_scalar(sql).fetch_one(p).await.unwrap(),
+        }
+    }
+
+    /// Rows of (id, text, text).
+    async fn triples(&self, sql: &'static str) -> Vec<(i64, String, String)> {
+        match self {
+            Raw::Lite(p) => sqlx::query_as(sql).fetch_all(p).await.unwrap(),
+            Raw::Pg(p) => sqlx::query_as(sql).fetch_all(p).await.unwrap(),
+        }
+    }
+}
+
+/// Seeding on both backends (a fresh PostgreSQL database on the server
+/// tests/it/postgres.rs starts; SQLite alone where there is none outside
+/// CI): every component stored once, under its own scenario, and a second
+/// seed of the same content adds nothing and gives the same ids.
 #[tokio::test(flavor = "multi_thread")]
 async fn seeding_a_large_benchmark_stores_every_component_once() {
     let dir = tempfile::tempdir().unwrap();
@@ -299,64 +328,81 @@ async fn seeding_a_large_benchmark_stores_every_component_once() {
     };
     gen_bench::generate(&dir.path().join("bench"), shape).unwrap();
     let b = helmbench::content::load_strict(&dir.path().join("bench")).unwrap();
-    let url = dir.path().join("h.db").display().to_string();
-    let store = Store::open(&url).await.unwrap();
-    let ids = store.seed(&b).await.unwrap();
-    assert_eq!(ids.conditions.len(), 30 * 21);
-    assert_eq!(ids.user_contexts.len(), 30 * 2);
-    assert_eq!(ids.perturbations.len(), 30 * 17);
-    let raw = raw_pool(&url).await;
-    let pool = &raw;
-    for (table, n) in [
-        ("condition", 630),
-        ("user_context", 60),
-        ("perturbation", 510),
-        ("scenario_condition", 630),
-        ("scenario_user_context", 60),
-    ] {
-        let count: i64 =
-            sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM {table}")))
-                .fetch_one(pool)
-                .await
-                .unwrap();
-        assert_eq!(count, n, "{table}");
-    }
-    // Each id is the row of its own full code, linked to its own scenario.
-    let rows = sqlx::query(
-        "SELECT c.id, c.full_code, s.code FROM condition c
-         JOIN scenario_condition sc ON sc.condition_id = c.id JOIN scenario s ON s.id = sc.scenario_id",
-    )
-    .fetch_all(pool)
-    .await
-    .unwrap();
-    assert_eq!(rows.len(), 630);
-    for row in &rows {
-        let (id, full, scenario): (i64, String, String) = (row.get(0), row.get(1), row.get(2));
-        assert_eq!(ids.conditions[&full], id);
-        assert!(
-            full.starts_with(&format!("{scenario}-")),
-            "{full} under {scenario}"
+    let lite = dir.path().join("h.db").display().to_string();
+    let pg = match crate::postgres::server() {
+        Some(server) => Some(crate::postgres::TestDb::create(&server).await),
+        None => None,
+    };
+    let mut backends = vec![(lite.clone(), None)];
+    if let Some(db) = &pg {
+        let url = format!(
+            "{}/{}",
+            crate::postgres::server()
+                .unwrap()
+                .rsplit_once('/')
+                .unwrap()
+                .0,
+            db.name
         );
+        backends.push((url, Some(db.pool.clone())));
     }
-    let rows = sqlx::query(
-        "SELECT p.id, p.full_code, s.code FROM perturbation p JOIN scenario s ON s.id = p.scenario_id",
-    )
-    .fetch_all(pool)
-    .await
-    .unwrap();
-    assert_eq!(rows.len(), 510);
-    for row in &rows {
-        let (id, full, scenario): (i64, String, String) = (row.get(0), row.get(1), row.get(2));
-        assert_eq!(ids.perturbations[&full], id);
-        assert!(full.starts_with(&format!("{scenario}-")));
+    for (url, pg_pool) in backends {
+        let store = Store::open(&url).await.unwrap();
+        let ids = store.seed(&b).await.unwrap();
+        assert_eq!(ids.conditions.len(), 30 * 21);
+        assert_eq!(ids.user_contexts.len(), 30 * 2);
+        assert_eq!(ids.perturbations.len(), 30 * 17);
+        let raw = match pg_pool {
+            Some(p) => Raw::Pg(p),
+            None => Raw::Lite(raw_pool(&url).await),
+        };
+        for (table, n) in [
+            ("condition", 630),
+            ("user_context", 60),
+            ("perturbation", 510),
+            ("scenario_condition", 630),
+            ("scenario_user_context", 60),
+        ] {
+            let count = raw.count(&format!("SELECT COUNT(*) FROM {table}")).await;
+            assert_eq!(count, n, "{table} on {url}");
+        }
+        // Each id is the row of its own full code, linked to its own scenario.
+        let rows = raw
+            .triples(
+                "SELECT c.id, c.full_code, s.code FROM condition c
+                 JOIN scenario_condition sc ON sc.condition_id = c.id JOIN scenario s ON s.id = sc.scenario_id",
+            )
+            .await;
+        assert_eq!(rows.len(), 630);
+        for (id, full, scenario) in &rows {
+            assert_eq!(ids.conditions[full], *id);
+            assert!(
+                full.starts_with(&format!("{scenario}-")),
+                "{full} under {scenario}"
+            );
+        }
+        let rows = raw
+            .triples(
+                "SELECT p.id, p.full_code, s.code FROM perturbation p JOIN scenario s ON s.id = p.scenario_id",
+            )
+            .await;
+        assert_eq!(rows.len(), 510);
+        for (id, full, scenario) in &rows {
+            assert_eq!(ids.perturbations[full], *id);
+            assert!(full.starts_with(&format!("{scenario}-")));
+        }
+        let again = store.seed(&b).await.unwrap();
+        assert_eq!(again.conditions, ids.conditions);
+        assert_eq!(again.user_contexts, ids.user_contexts);
+        assert_eq!(again.perturbations, ids.perturbations);
+        assert_eq!(raw.count("SELECT COUNT(*) FROM condition").await, 630);
+        assert_eq!(
+            raw.count("SELECT COUNT(*) FROM scenario_condition").await,
+            630
+        );
+        store.close().await;
     }
-    let again = store.seed(&b).await.unwrap();
-    assert_eq!(again.conditions, ids.conditions);
-    assert_eq!(again.user_contexts, ids.user_contexts);
-    assert_eq!(again.perturbations, ids.perturbations);
-    let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM condition")
-        .fetch_one(pool)
-        .await
-        .unwrap();
-    assert_eq!(count, 630);
+    if let Some(db) = pg {
+        db.remove().await;
+    }
 }

@@ -29,8 +29,11 @@ fn on(b: &Bench, url: &str, base: &str, args: &[&str]) -> Output {
 }
 
 /// Keys whose values are the clock's or the machine's, not the data's.
-const VOLATILE: [&str; 9] = [
+const VOLATILE: [&str; 11] = [
     "started_at",
+    "updated_at",
+    // A Batch API batch's polling round: how soon its judge batch went out.
+    "round",
     "completed_at",
     "created_at",
     "latency_ms",
@@ -348,6 +351,17 @@ async fn a_postgresql_url_is_opened_migrated_and_its_password_never_shown() {
     assert_eq!(json(&out)["runs"], Value::Array(vec![]));
     // A password in the URL is never printed.
     let with_password = base.replacen("postgres://postgres@", "postgres://postgres:s3cret-pw@", 1);
+    // (The test server trusts loopback: the password is accepted, unused.)
+    let right = format!("{with_password}/{}", db.name);
+    let out = b
+        .helmbench()
+        .database(&right)
+        .std()
+        .args(["runs", "-vv"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(!stdout(&out).contains("s3cret-pw") && !stderr(&out).contains("s3cret-pw"));
     let wrong = format!("{with_password}/no_such_database_here");
     let out = b
         .helmbench()
@@ -453,5 +467,72 @@ async fn a_resume_after_provider_errors_ends_the_same_on_both_backends() {
         Vec::<String>::new()
     );
     store.close().await;
+    db.remove().await;
+}
+
+/// `run-batch --batch-api` into PostgreSQL: the batches, their items and
+/// their shared-out costs are kept there as in SQLite, and the run reads
+/// the same (verdicts, costs, the batches `runs` lists).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_batch_api_run_is_kept_in_postgresql_as_in_sqlite() {
+    use crate::support::batches::{Opts, batch_server};
+
+    let Some(pg_server) = server() else { return };
+    let db = TestDb::create(&pg_server).await;
+    let pg = format!("{}/{}", pg_server.rsplit_once('/').unwrap().0, db.name);
+    let b = crate::batch_api::bench(6, "");
+    let lite = crate::support::db_path(&b).display().to_string();
+    let mut reads = Vec::new();
+    for url in [lite.as_str(), pg.as_str()] {
+        let (server, mock) = batch_server(Opts::default()).await;
+        ok(on(
+            &b,
+            url,
+            &server.uri(),
+            &[
+                crate::batch_api::FAST,
+                "run-batch",
+                "--all-scenarios",
+                "--batch-api",
+                "--batch-size",
+                "4",
+                "--yes",
+            ],
+        ));
+        assert_eq!(mock.state.lock().unwrap().sync_calls, 0);
+        let runs = json(&ok(on(
+            &b,
+            url,
+            &server.uri(),
+            &["runs", "--format", "json"],
+        )));
+        assert_eq!(runs["runs"][0]["status"], "completed", "{runs}");
+        assert!(
+            runs["runs"][0]["batches"]
+                .as_array()
+                .is_some_and(|b| !b.is_empty() && b.iter().all(|b| b["state"] == "collected")),
+            "{runs}"
+        );
+        let export = sorted_export(&ok(on(
+            &b,
+            url,
+            &server.uri(),
+            &["export", "--format", "jsonl"],
+        )));
+        let report = json(&ok(on(
+            &b,
+            url,
+            &server.uri(),
+            &["report", "--format", "json"],
+        )));
+        reads.push((runs, export, report));
+    }
+    // Batch ids are the mock's own, numbered per server: equal here too.
+    assert_same("runs", &reads[0].0, &reads[1].0);
+    assert_eq!(reads[0].1.len(), reads[1].1.len());
+    for (l, p) in reads[0].1.iter().zip(&reads[1].1) {
+        assert_same("export line", l, p);
+    }
+    assert_same("report", &reads[0].2, &reads[1].2);
     db.remove().await;
 }
