@@ -124,14 +124,7 @@ async fn open_target(to: &str) -> Result<PgPool, StoreError> {
             "the target database {shown} was written by a newer helmbench (it has migration {v}, unknown to this version)"
         )));
     }
-    PG_MIGRATOR
-        .run(&pool)
-        .await
-        .map_err(|e| StoreError::Migrate {
-            url: shown.clone(),
-            message: e.to_string(),
-            source: e,
-        })?;
+    super::migrate_postgres(&pool, &shown).await?;
     Ok(pool)
 }
 

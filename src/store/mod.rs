@@ -606,16 +606,7 @@ impl Store {
                 });
             }
         } else {
-            // Two processes migrating at once: PostgreSQL's migrator takes an
-            // advisory lock, so the second waits and then finds it done.
-            PG_MIGRATOR
-                .run(&pool)
-                .await
-                .map_err(|e| StoreError::Migrate {
-                    url: shown.clone(),
-                    message: e.to_string(),
-                    source: e,
-                })?;
+            migrate_postgres(&pool, &shown).await?;
         }
         // The URL is kept with its password hidden: the pool holds the
         // connections, and the URL is only ever shown (in errors).
@@ -643,6 +634,20 @@ impl Store {
             Pool::Postgres(_) => panic!("a SQLite-only statement on PostgreSQL"),
         }
     }
+}
+
+/// Applies PostgreSQL's migrations to `pool` (`shown`: its URL, password
+/// hidden). Two processes migrating at once: PostgreSQL's migrator takes an
+/// advisory lock, so the second waits and then finds it done.
+async fn migrate_postgres(pool: &PgPool, shown: &str) -> Result<(), StoreError> {
+    PG_MIGRATOR
+        .run(pool)
+        .await
+        .map_err(|e| StoreError::Migrate {
+            url: shown.to_string(),
+            message: e.to_string(),
+            source: e,
+        })
 }
 
 /// A pool on the PostgreSQL database `url`, whose connections find the
