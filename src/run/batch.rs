@@ -323,7 +323,7 @@ pub async fn run_batch(
     drop(tx);
 
     let heartbeat = if work.is_leased() {
-        tokio::spawn(lease_heartbeat(ctx.store.clone(), run_id, work.clone()))
+        tokio::spawn(lease_heartbeat(work.clone()))
     } else {
         tokio::spawn(heartbeat(
             ctx.store.clone(),
@@ -749,13 +749,12 @@ pub(super) async fn heartbeat(
 /// The heartbeat of a process on a lease-managed run: its host row with
 /// its counts, its leases and the run's liveness (store/leases.rs). A
 /// missed beat is retried at the next tick; leases outlast several.
-async fn lease_heartbeat(store: Store, run_id: i64, work: Arc<Work>) {
+async fn lease_heartbeat(work: Arc<Work>) {
     let mut tick = tokio::time::interval(crate::store::HEARTBEAT_INTERVAL);
     tick.tick().await;
     loop {
         tick.tick().await;
-        let (sent, stored) = work.counts().unwrap_or_default();
-        if let Err(e) = store.host_heartbeat(run_id, sent, stored).await {
+        if let Err(e) = work.beat().await {
             tracing::warn!(error = %e, "heartbeat not written");
         }
     }

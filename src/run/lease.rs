@@ -22,6 +22,14 @@ use crate::store::{LEASE_CHUNK, Store};
 /// process held (its lease expired, or its pid on this host is dead).
 const WAIT_FOR_LEASES: Duration = Duration::from_millis(100);
 
+/// How old this process's last lease extension may be before it asks the
+/// database which chunks it still holds, ahead of sending another case:
+/// two heartbeats. Past it the process was stopped (Ctrl-Z, a laptop's
+/// sleep) or cut off, its leases may have expired and been taken, and the
+/// cases it queued from them are another's now: sending them would pay
+/// twice. Wall-clock time, which a machine's sleep advances too.
+const BEAT_GUARD: Duration = Duration::from_secs(10);
+
 /// One test case to ask: which, whether its stored result (a judge error)
 /// is replaced, and the chunk it came from (leases only).
 #[derive(Debug, Clone, Copy)]
@@ -53,6 +61,11 @@ pub(super) struct Leased {
     queue: tokio::sync::Mutex<Queue>,
     /// Per chunk this process holds: its cases not stored yet.
     pending: Mutex<HashMap<i64, usize>>,
+    /// Chunks this process held and another took (its lease expired): their
+    /// queued cases are dropped, never sent.
+    lost: Mutex<HashSet<i64>>,
+    /// When the database last extended this process's leases.
+    beat_at: Mutex<std::time::SystemTime>,
     sent: AtomicI64,
     stored: AtomicI64,
 }
@@ -86,6 +99,8 @@ impl Work {
             plan,
             queue: Default::default(),
             pending: Default::default(),
+            lost: Default::default(),
+            beat_at: Mutex::new(std::time::SystemTime::now()),
             sent: AtomicI64::new(0),
             stored: AtomicI64::new(0),
         }))
@@ -154,13 +169,78 @@ impl Work {
     pub(super) fn is_leased(&self) -> bool {
         matches!(self, Work::Leased(_))
     }
+
+    /// This process's heartbeat on a lease-managed run (nothing for a
+    /// listed one): its counts, its leases extended, and the chunks it no
+    /// longer holds noted as lost.
+    pub(super) async fn beat(&self) -> Result<(), crate::Error> {
+        match self {
+            Work::Leased(l) => l.beat().await,
+            Work::Listed { .. } => Ok(()),
+        }
+    }
 }
 
 impl Leased {
+    /// Writes this process's heartbeat and learns which chunks it still
+    /// holds: a chunk it held before the heartbeat and no longer holds was
+    /// taken by another process (see [`BEAT_GUARD`]).
+    async fn beat(&self) -> Result<(), crate::Error> {
+        let before: Vec<i64> = self
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .keys()
+            .copied()
+            .collect();
+        let held = self
+            .store
+            .host_heartbeat(
+                self.run_id,
+                self.sent.load(Ordering::Relaxed),
+                self.stored.load(Ordering::Relaxed),
+            )
+            .await?;
+        let gone: Vec<i64> = before.into_iter().filter(|c| !held.contains(c)).collect();
+        if !gone.is_empty() {
+            tracing::warn!(
+                chunks = ?gone,
+                "leases lost to another process (this one was stopped or cut off); their cases are left to it"
+            );
+            let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+            let mut lost = self.lost.lock().unwrap_or_else(|e| e.into_inner());
+            for c in gone {
+                pending.remove(&c);
+                lost.insert(c);
+            }
+        }
+        *self.beat_at.lock().unwrap_or_else(|e| e.into_inner()) = std::time::SystemTime::now();
+        Ok(())
+    }
+
+    /// Whether the last heartbeat is older than [`BEAT_GUARD`] (or the
+    /// clock went back).
+    fn beat_is_old(&self) -> bool {
+        let at = *self.beat_at.lock().unwrap_or_else(|e| e.into_inner());
+        at.elapsed().map_or(true, |d| d > BEAT_GUARD)
+    }
+
     async fn next(&self, stop: &CancellationToken) -> Result<Option<Item>, crate::Error> {
         let mut q = self.queue.lock().await;
         loop {
+            if !q.items.is_empty() && self.beat_is_old() {
+                self.beat().await?;
+            }
             if let Some(item) = q.items.pop_front() {
+                let lost = item.chunk.is_some_and(|c| {
+                    self.lost
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .contains(&c)
+                });
+                if lost {
+                    continue;
+                }
                 self.sent.fetch_add(1, Ordering::Relaxed);
                 return Ok(Some(item));
             }
@@ -187,13 +267,7 @@ impl Leased {
             };
             // The counts `runs` shows, fresh at each claim (and every
             // heartbeat), so a killed process's row says what it did.
-            self.store
-                .host_heartbeat(
-                    self.run_id,
-                    self.sent.load(Ordering::Relaxed),
-                    self.stored.load(Ordering::Relaxed),
-                )
-                .await?;
+            self.beat().await?;
             let missing = self.missing(chunk).await?;
             if missing.is_empty() {
                 self.store.chunk_done(self.run_id, chunk).await?;

@@ -60,12 +60,15 @@ impl Store {
     /// its counts), the leases it holds (extended by [`LEASE_S`]), and the
     /// run's own heartbeat, so the run reads as alive while anyone works
     /// on it.
+    /// Returns the chunks this process still holds: one it held and that
+    /// is not among them was taken by another process after its lease
+    /// expired (this one was stopped, or cut off from the database).
     pub async fn host_heartbeat(
         &self,
         run_id: i64,
         sent: i64,
         stored: i64,
-    ) -> Result<(), StoreError> {
+    ) -> Result<Vec<i64>, StoreError> {
         on!(&self.pool, |pool| {
             let mut tx = pool.begin().await?;
             sqlx::query(
@@ -79,15 +82,16 @@ impl Store {
             .bind(stored)
             .execute(&mut *tx)
             .await?;
-            sqlx::query(sqlx::AssertSqlSafe(format!(
+            let held: Vec<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
                 "UPDATE run_lease SET expires_at = {}
-                  WHERE run_id = $1 AND holder_host = $2 AND holder_pid = $3 AND done = 0",
+                  WHERE run_id = $1 AND holder_host = $2 AND holder_pid = $3 AND done = 0
+                  RETURNING chunk",
                 expiry()
             )))
             .bind(run_id)
             .bind(&self.owner.host)
             .bind(self.owner.pid)
-            .execute(&mut *tx)
+            .fetch_all(&mut *tx)
             .await?;
             sqlx::query(
                 "UPDATE evaluation_run SET heartbeat_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = $1",
@@ -96,7 +100,7 @@ impl Store {
             .execute(&mut *tx)
             .await?;
             tx.commit().await?;
-            Ok(())
+            Ok(held)
         })
     }
 

@@ -643,3 +643,72 @@ async fn the_shared_budget_reserves_atomically() {
     store.close().await;
     db.remove().await;
 }
+
+/// A process stopped (Ctrl-Z, a laptop's sleep) past its lease: another
+/// process takes its chunk and finishes it; when the stopped one wakes, it
+/// asks the database which chunks it still holds before sending another
+/// case, and sends none of those it had queued from the chunk it lost. A
+/// case is paid twice only if it was in flight when the process stopped
+/// (its concurrency, 2).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_process_stopped_past_its_lease_sends_none_of_the_chunk_another_took() {
+    use crate::support::child::signal;
+
+    let Some(pg) = server() else { return };
+    let db = TestDb::create(&pg).await;
+    let url = db_url(&pg, &db.name);
+    let b = grid_bench(2, 16); // 32 test cases: one chunk
+    let mock = slow_triage_server(300).await;
+    let sleeper = spawn(&b, &url, &mock, &RUN);
+    wait_for(&db.pool, "SELECT count(*) FROM result WHERE run_id = 1", 2).await;
+    signal(sleeper.id(), "-STOP");
+    let stopped = Instant::now();
+    // Its lease runs out (brought forward, as 30 s of silence would) and a
+    // process that joins takes the chunk and asks every missing case.
+    sqlx::query("UPDATE run_lease SET expires_at = 0 WHERE run_id = 1")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let joiner = wait(spawn(
+        &b,
+        &url,
+        &mock,
+        &[
+            "run-batch",
+            "--join",
+            "1",
+            "--concurrency",
+            "8",
+            "--progress-every=0",
+        ],
+    ))
+    .await;
+    assert_eq!(joiner.status.code(), Some(0), "{}", stderr(&joiner));
+    assert_eq!(
+        count(&db.pool, "SELECT count(*) FROM result WHERE run_id = 1").await,
+        32
+    );
+    // Wake it well past two heartbeats after its last one.
+    let asleep = Duration::from_secs(12);
+    tokio::time::sleep(asleep.saturating_sub(stopped.elapsed())).await;
+    signal(sleeper.id(), "-CONT");
+    let woke = wait(sleeper).await;
+    assert_eq!(woke.status.code(), Some(0), "{}", stderr(&woke));
+    assert_eq!(
+        count(&db.pool, "SELECT count(*) FROM result WHERE run_id = 1").await,
+        32,
+        "each test case stored once"
+    );
+    let mut asked: HashMap<String, usize> = HashMap::new();
+    for r in completions(&mock).await {
+        *asked.entry(prompt_of(&r)).or_default() += 1;
+    }
+    assert_eq!(asked.len(), 32);
+    let twice: usize = asked.values().map(|n| n - 1).sum();
+    assert!(
+        twice <= 2,
+        "{twice} requests paid twice (in flight when stopped: 2)"
+    );
+    assert_eq!(runs_json(&b, &url)["runs"][0]["status"], "completed");
+    db.remove().await;
+}
