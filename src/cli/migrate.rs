@@ -55,12 +55,12 @@ pub fn run(s: &Settings, args: &MigrateArgs) -> Result<ExitStatus> {
 /// the counts per table on stdout; exit 1 when a table's counts differ.
 fn copy(s: &Settings, from: &str, to: &str) -> Result<ExitStatus> {
     let (shown_from, shown_to) = (redact_password(from), redact_password(to));
-    if !(to.starts_with("postgres://") || to.starts_with("postgresql://")) {
+    if !Store::is_team_url(to) {
         return Err(Error::usage(format!(
             "--to {shown_to}: expected a PostgreSQL URL (postgres://user@host:port/database)"
         )));
     }
-    if from.starts_with("postgres://") || from.starts_with("postgresql://") {
+    if Store::is_team_url(from) {
         return Err(Error::usage(format!(
             "--from {shown_from}: expected a SQLite database (sqlite://file.db or a path); the copy goes from SQLite into PostgreSQL"
         )));

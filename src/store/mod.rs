@@ -55,7 +55,7 @@ static PG_MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postg
 
 /// Whether `url` names a PostgreSQL database (the team store) rather than
 /// a SQLite file.
-pub fn is_postgres_url(url: &str) -> bool {
+fn is_postgres_url(url: &str) -> bool {
     url.starts_with("postgres://") || url.starts_with("postgresql://")
 }
 

@@ -144,7 +144,7 @@ pub async fn serve(cfg: ViewConfig) -> Result<()> {
         None => None,
     };
     let opened = Store::open(&cfg.database_url).await?;
-    let (store, search) = with_search_index(opened, &cfg.database_url).await;
+    let (store, search) = with_search_index(opened).await;
     let listener = tokio::net::TcpListener::bind(SocketAddr::new(ip, cfg.port))
         .await
         .map_err(|e| {
@@ -208,10 +208,7 @@ pub async fn serve(cfg: ViewConfig) -> Result<()> {
 /// The database with the search index beside it attached, and the index's
 /// keeper; the database alone (searches scan) when it has no file (in
 /// memory), is not SQLite, or the index file cannot be opened.
-async fn with_search_index(store: Store, url: &str) -> (Store, Option<Arc<SearchIndex>>) {
-    if url.starts_with("postgres") {
-        return (store, None);
-    }
+async fn with_search_index(store: Store) -> (Store, Option<Arc<SearchIndex>>) {
     let Some(db) = store.database_file() else {
         return (store, None);
     };

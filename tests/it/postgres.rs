@@ -100,6 +100,12 @@ pub(crate) fn server() -> Option<String> {
     }
 }
 
+/// The URL of database `name` on the test server at `server`.
+pub(crate) fn db_url(server: &str, name: &str) -> String {
+    let (base, _) = server.rsplit_once('/').unwrap();
+    format!("{base}/{name}")
+}
+
 /// A new, empty database on the server, dropped when the test is done.
 pub(crate) struct TestDb {
     admin: PgConnectOptions,

@@ -329,21 +329,14 @@ async fn seeding_a_large_benchmark_stores_every_component_once() {
     gen_bench::generate(&dir.path().join("bench"), shape).unwrap();
     let b = helmbench::content::load_strict(&dir.path().join("bench")).unwrap();
     let lite = dir.path().join("h.db").display().to_string();
-    let pg = match crate::postgres::server() {
-        Some(server) => Some(crate::postgres::TestDb::create(&server).await),
+    let server = crate::postgres::server();
+    let pg = match &server {
+        Some(server) => Some(crate::postgres::TestDb::create(server).await),
         None => None,
     };
     let mut backends = vec![(lite.clone(), None)];
-    if let Some(db) = &pg {
-        let url = format!(
-            "{}/{}",
-            crate::postgres::server()
-                .unwrap()
-                .rsplit_once('/')
-                .unwrap()
-                .0,
-            db.name
-        );
+    if let (Some(server), Some(db)) = (&server, &pg) {
+        let url = crate::postgres::db_url(server, &db.name);
         backends.push((url, Some(db.pool.clone())));
     }
     for (url, pg_pool) in backends {

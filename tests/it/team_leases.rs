@@ -14,15 +14,9 @@ use serde_json::Value;
 use sqlx::postgres::PgPool;
 use wiremock::MockServer;
 
-use crate::postgres::{TestDb, server};
+use crate::postgres::{TestDb, db_url, server};
 use crate::support::mock::{completions, prompt_of, slow_triage_server};
 use crate::support::{Bench, KEY, grid_bench, json, stderr, stdout};
-
-/// The URL of database `name` on the test server at `server`.
-fn db_url(server: &str, name: &str) -> String {
-    let (base, _) = server.rsplit_once('/').unwrap();
-    format!("{base}/{name}")
-}
 
 /// helmbench ARGS on the PostgreSQL database `url`, against the mock.
 fn cmd(b: &Bench, url: &str, mock: &MockServer, args: &[&str]) -> std::process::Command {
@@ -95,6 +89,16 @@ const RUN: [&str; 6] = [
     "--progress-every=0",
 ];
 
+/// `run-batch --join 1` with the same two requests in flight as [`RUN`].
+const JOIN: [&str; 6] = [
+    "run-batch",
+    "--join",
+    "1",
+    "--concurrency",
+    "2",
+    "--progress-every=0",
+];
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_joined_run_is_shared_and_runs_shows_its_processes() {
     let Some(pg) = server() else { return };
@@ -104,19 +108,7 @@ async fn a_joined_run_is_shared_and_runs_shows_its_processes() {
     let mock = slow_triage_server(60).await;
     let first = spawn(&b, &url, &mock, &RUN);
     wait_for(&db.pool, "SELECT count(*) FROM result", 4).await;
-    let joiner = spawn(
-        &b,
-        &url,
-        &mock,
-        &[
-            "run-batch",
-            "--join",
-            "1",
-            "--concurrency",
-            "2",
-            "--progress-every=0",
-        ],
-    );
+    let joiner = spawn(&b, &url, &mock, &JOIN);
     // Both say they work on run 1 (the joiner once it has taken a lease).
     wait_for(
         &db.pool,
@@ -243,16 +235,8 @@ async fn three_processes_one_killed_store_each_test_case_once() {
         1,
     )
     .await;
-    let join = [
-        "run-batch",
-        "--join",
-        "1",
-        "--concurrency",
-        "2",
-        "--progress-every=0",
-    ];
-    let second = spawn(&b, &url, &mock, &join);
-    let doomed = spawn(&b, &url, &mock, &join);
+    let second = spawn(&b, &url, &mock, &JOIN);
+    let doomed = spawn(&b, &url, &mock, &JOIN);
     let doomed_pid = doomed.id();
     tokio::time::sleep(Duration::from_secs(2)).await;
     let before_kill = count(&db.pool, "SELECT count(*) FROM result WHERE run_id = 1").await;
@@ -329,16 +313,8 @@ async fn three_processes_keep_one_budget() {
         1,
     )
     .await;
-    let join = [
-        "run-batch",
-        "--join",
-        "1",
-        "--concurrency",
-        "2",
-        "--progress-every=0",
-    ];
-    let second = spawn(&b, &url, &mock, &join);
-    let third = spawn(&b, &url, &mock, &join);
+    let second = spawn(&b, &url, &mock, &JOIN);
+    let third = spawn(&b, &url, &mock, &JOIN);
     // This time the process that started the run (its owner) is killed.
     tokio::time::sleep(Duration::from_secs(2)).await;
     crate::support::child::signal(first.id(), "-KILL");
@@ -449,22 +425,10 @@ async fn a_chunk_held_on_a_gone_machine_is_taken_when_its_lease_expires() {
         1,
     )
     .await;
-    let far = cmd(
-        &b,
-        &url,
-        &mock,
-        &[
-            "run-batch",
-            "--join",
-            "1",
-            "--concurrency",
-            "2",
-            "--progress-every=0",
-        ],
-    )
-    .env("HELMBENCH_HOST", "far-away")
-    .spawn()
-    .unwrap();
+    let far = cmd(&b, &url, &mock, &JOIN)
+        .env("HELMBENCH_HOST", "far-away")
+        .spawn()
+        .unwrap();
     let held = "SELECT count(*) FROM run_lease WHERE run_id = 1 AND holder_host = 'far-away'";
     wait_for(&db.pool, held, 1).await;
     wait_for(&db.pool, "SELECT count(*) FROM result WHERE run_id = 1", 10).await;
@@ -535,19 +499,7 @@ async fn an_interrupted_joiner_hands_its_chunks_back() {
         1,
     )
     .await;
-    let joiner = spawn(
-        &b,
-        &url,
-        &mock,
-        &[
-            "run-batch",
-            "--join",
-            "1",
-            "--concurrency",
-            "2",
-            "--progress-every=0",
-        ],
-    );
+    let joiner = spawn(&b, &url, &mock, &JOIN);
     let mine = format!(
         "SELECT count(*) FROM run_lease WHERE run_id = 1 AND holder_pid = {}",
         joiner.id()

@@ -13,7 +13,7 @@ use std::process::Output;
 
 use serde_json::Value;
 
-use crate::postgres::{TestDb, server};
+use crate::postgres::{TestDb, db_url, server};
 use crate::support::scored_run::{bench, scripted_server};
 use crate::support::{Bench, KEY, json, jsonl, ok, stderr, stdout};
 
@@ -113,6 +113,16 @@ fn sorted_export(out: &Output) -> Vec<Value> {
     rows
 }
 
+/// The totals the store kept at `url` equal a recount of its rows.
+async fn assert_recounted(url: &str) {
+    let store = helmbench::store::Store::open(url).await.unwrap();
+    assert_eq!(
+        store.recount_mismatches().await.unwrap(),
+        Vec::<String>::new()
+    );
+    store.close().await;
+}
+
 /// A review sheet with every verdict filled as the judge's opposite on
 /// one criterion, so the calibration has something to say.
 fn filled(sheet: &Path) -> String {
@@ -133,7 +143,7 @@ fn filled(sheet: &Path) -> String {
 async fn every_read_command_says_the_same_on_postgresql_as_on_sqlite() {
     let Some(pg_server) = server() else { return };
     let db = TestDb::create(&pg_server).await;
-    let pg = format!("{}/{}", pg_server.rsplit_once('/').unwrap().0, db.name);
+    let pg = db_url(&pg_server, &db.name);
     let (server, model_calls, _) = scripted_server().await;
     let b = bench();
     let lite = crate::support::db_path(&b).display().to_string();
@@ -232,12 +242,7 @@ async fn every_read_command_says_the_same_on_postgresql_as_on_sqlite() {
     }
 
     // The totals kept on PostgreSQL equal a recount of its rows.
-    let store = helmbench::store::Store::open(&pg).await.unwrap();
-    assert_eq!(
-        store.recount_mismatches().await.unwrap(),
-        Vec::<String>::new()
-    );
-    store.close().await;
+    assert_recounted(&pg).await;
     db.remove().await;
 }
 
@@ -252,7 +257,7 @@ async fn the_viewer_reads_and_labels_a_postgresql_store() {
 
     let Some(pg_server) = server() else { return };
     let db = TestDb::create(&pg_server).await;
-    let pg = format!("{}/{}", pg_server.rsplit_once('/').unwrap().0, db.name);
+    let pg = db_url(&pg_server, &db.name);
     let (server, _, _) = scripted_server().await;
     let b = bench();
     ok(on(
@@ -414,7 +419,7 @@ async fn a_resume_after_provider_errors_ends_the_same_on_both_backends() {
 
     let Some(pg_server) = server() else { return };
     let db = TestDb::create(&pg_server).await;
-    let pg = format!("{}/{}", pg_server.rsplit_once('/').unwrap().0, db.name);
+    let pg = db_url(&pg_server, &db.name);
     let b = bench();
     let lite = crate::support::db_path(&b).display().to_string();
     let mut runs = Vec::new();
@@ -461,12 +466,7 @@ async fn a_resume_after_provider_errors_ends_the_same_on_both_backends() {
     }
     assert_same("runs after the resume", &runs[0], &runs[1]);
     assert_eq!(runs[1]["runs"][0]["status"], "completed", "{}", runs[1]);
-    let store = helmbench::store::Store::open(&pg).await.unwrap();
-    assert_eq!(
-        store.recount_mismatches().await.unwrap(),
-        Vec::<String>::new()
-    );
-    store.close().await;
+    assert_recounted(&pg).await;
     db.remove().await;
 }
 
@@ -479,7 +479,7 @@ async fn a_batch_api_run_is_kept_in_postgresql_as_in_sqlite() {
 
     let Some(pg_server) = server() else { return };
     let db = TestDb::create(&pg_server).await;
-    let pg = format!("{}/{}", pg_server.rsplit_once('/').unwrap().0, db.name);
+    let pg = db_url(&pg_server, &db.name);
     let b = crate::batch_api::bench(6, "");
     let lite = crate::support::db_path(&b).display().to_string();
     let mut reads = Vec::new();
