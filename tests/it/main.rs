@@ -14,6 +14,7 @@ mod check;
 mod compare;
 mod compose;
 mod content_errors;
+mod conversations;
 mod costs;
 mod database_locks;
 mod estimate;
