@@ -8,6 +8,8 @@ pub mod codes;
 pub mod compose;
 pub mod conversation;
 pub mod hash;
+pub mod variants;
+pub mod vary;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -32,6 +34,8 @@ pub struct Benchmark {
     /// Folders under `scenarios/` skipped because a scenario path stands
     /// among other words in their name (`Scenario-P1-B7-S1`), with why.
     pub skipped_folders: Vec<(PathBuf, String)>,
+    /// The word lists variants draw from (`word-lists/`, else bundled).
+    pub word_lists: variants::lists::WordLists,
 }
 
 impl Benchmark {
@@ -98,6 +102,9 @@ pub struct Scenario {
     /// Whether the live reply to message 1 is judged (`judge_first: false`
     /// in the scenario's frontmatter: a rapport opening).
     pub judge_first: bool,
+    /// The variants of the user's words its test cases run with (its
+    /// `variants:`, else `variants.yml`'s; issue 43).
+    pub variants: Vec<variants::spec::Variant>,
     pub hash: String,
 }
 

@@ -12,6 +12,7 @@ use crate::ExitStatus;
 use crate::benchmark::cases;
 use crate::benchmark::compose;
 use crate::benchmark::conversation::{self, Exchange, Reply};
+use crate::benchmark::variants;
 use crate::{Error, Result};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -29,6 +30,21 @@ pub struct PromptsArgs {
     /// Leave out the test cases without a user context.
     #[arg(long)]
     pub skip_no_context: bool,
+    /// Also show these variants of the user's words (comma-separated,
+    /// e.g. `lowercase,typos`) instead of the scenarios' own `variants:`.
+    #[arg(long, value_name = "A,B", value_parser = variant_list)]
+    pub variants: Option<VariantList>,
+    /// The seed the variants draw from.
+    #[arg(long, value_name = "N", default_value_t = variants::DEFAULT_VARIANT_SEED)]
+    pub variant_seed: u64,
+}
+
+/// `--variants`: names checked when the arguments are read.
+#[derive(Debug, Clone)]
+pub struct VariantList(Vec<variants::Variant>);
+
+fn variant_list(s: &str) -> std::result::Result<VariantList, String> {
+    variants::parse_names(s).map(VariantList)
 }
 
 pub fn run(s: &Settings, args: &PromptsArgs) -> Result<ExitStatus> {
@@ -84,9 +100,71 @@ pub fn run(s: &Settings, args: &PromptsArgs) -> Result<ExitStatus> {
                 writeln!(o)?;
             }
         }
+        write_variants(&mut o, &b, case, args)?;
     }
     o.flush()?;
     Ok(ExitStatus::unless_content_errors(errors.len()))
+}
+
+/// Each variant of `case` (the `--variants` asked for, else its
+/// scenario's own), after the original: its code, the varied message and
+/// the seed, or a line saying it changes nothing and is skipped.
+fn write_variants(
+    o: &mut impl Write,
+    b: &crate::benchmark::Benchmark,
+    case: &cases::TestCase<'_>,
+    args: &PromptsArgs,
+) -> Result<()> {
+    let list = match &args.variants {
+        Some(VariantList(l)) => l.as_slice(),
+        None => case.scenario.variants.as_slice(),
+    };
+    for v in list {
+        if let Err(why) = v.check_against(&b.word_lists) {
+            return Err(Error::usage(why));
+        }
+        let code = crate::benchmark::vary::variant_code(&case.code(), v);
+        let varied =
+            crate::benchmark::vary::vary_perturbation(case, v, &b.word_lists, args.variant_seed);
+        let prompt = varied.as_ref().map(|p| {
+            compose::compose(&cases::TestCase {
+                perturbation: p,
+                ..*case
+            })
+        });
+        match (args.format, prompt) {
+            (PromptFormat::Jsonl, prompt) => {
+                let line = match prompt {
+                    Some(p) => {
+                        json!({"test_code": code, "variant": v, "variant_seed": args.variant_seed,
+                                      "prompt": p, "response_format": compose::response_format(case)})
+                    }
+                    None => {
+                        json!({"test_code": code, "variant": v, "variant_seed": args.variant_seed,
+                                   "skipped": "the variant changes nothing in this message"})
+                    }
+                };
+                serde_json::to_writer(&mut *o, &line)?;
+                writeln!(o)?;
+            }
+            (PromptFormat::Text, Some(p)) => {
+                writeln!(
+                    o,
+                    "=== {code} (variant {}, seed {}) ===",
+                    v.name(),
+                    args.variant_seed
+                )?;
+                writeln!(o, "{p}\n")?;
+            }
+            (PromptFormat::Text, None) => {
+                writeln!(
+                    o,
+                    "=== {code}: the variant changes nothing in this message; skipped ===\n"
+                )?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Where a message comes from: message 1, or its turn with its role and

@@ -15,6 +15,7 @@ mod rubric;
 mod scan;
 mod scenario;
 mod turns;
+mod variants;
 mod yaml;
 
 use std::collections::BTreeMap;
@@ -66,6 +67,8 @@ pub fn load(root: &Path) -> (Benchmark, Vec<ContentError>) {
     for s in &scenarios {
         hasher.update(s.hash.as_bytes());
     }
+    let word_lists = variants::load_lists(root, &mut errors);
+    variants::resolve(root, &mut scenarios, &word_lists, &mut errors);
     let judged = scenarios.iter().any(|s| s.evaluation.is_judged());
     if let Some(m) = &models
         && judged
@@ -91,6 +94,7 @@ pub fn load(root: &Path) -> (Benchmark, Vec<ContentError>) {
         scenarios,
         content_hash: hex(&hasher.finalize()[..]),
         skipped_folders,
+        word_lists,
     };
     (benchmark, errors)
 }

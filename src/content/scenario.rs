@@ -257,6 +257,18 @@ pub(super) fn load_scenario(dir: &ScenarioDir, errors: &mut Vec<ContentError>) -
     for t in &turns {
         hash_parts.push(t.component.hash.as_bytes().to_vec());
     }
+    // Its own `variants:` (the benchmark's variants.yml fills in the
+    // scenarios without one, once every scenario is read).
+    let variants = match frontmatter.get("variants") {
+        None => Vec::new(),
+        Some(v) => crate::benchmark::variants::parse_list(v).unwrap_or_else(|problems| {
+            for p in problems {
+                errors
+                    .push(ContentError::new(&prompt_file, p).in_section("frontmatter `variants`"));
+            }
+            Vec::new()
+        }),
+    };
     let (conditions, user_contexts, perturbations, has_overrides) = apply_overrides(
         &evaluation,
         conditions,
@@ -291,6 +303,7 @@ pub(super) fn load_scenario(dir: &ScenarioDir, errors: &mut Vec<ContentError>) -
         rubrics,
         turns,
         judge_first,
+        variants,
         hash: sha256_hex(&parts),
     })
 }

@@ -43,13 +43,35 @@ fn refuse_conversations(benchmark: &Benchmark, cases: &[CaseIndex]) -> crate::Re
     }
     names.dedup();
     if names.is_empty() {
-        return Ok(());
+        return refuse_variants(benchmark, cases);
     }
     Err(crate::Error::usage(format!(
         "{} {} a conversation (turns.md): this helmbench checks and shows conversations (`helmbench check`, `helmbench prompts {}`) but does not send them yet, as it would score the first reply alone; leave {} out of the selection",
         names.join(", "),
         if names.len() == 1 { "is" } else { "are" },
         names[0],
+        if names.len() == 1 { "it" } else { "them" },
+    )))
+}
+
+/// Variants (issue 43) are checked and shown (`prompts --variants`), not
+/// yet run: a run would send the originals alone while the content asks
+/// for the variants beside them. Refused, naming the scenarios.
+fn refuse_variants(benchmark: &Benchmark, cases: &[CaseIndex]) -> crate::Result<()> {
+    let mut names: Vec<&str> = cases
+        .iter()
+        .map(|c| &benchmark.scenarios[c.scenario as usize])
+        .filter(|s| !s.variants.is_empty())
+        .map(|s| s.code.as_str())
+        .collect();
+    names.dedup();
+    let Some(first) = names.first() else {
+        return Ok(());
+    };
+    Err(crate::Error::usage(format!(
+        "{} {} variants of the user's words (`variants:`): this helmbench checks and shows them (`helmbench prompts {first}`) but does not send them yet; remove `variants:` (or variants.yml) to run the originals, or leave {} out of the selection",
+        names.join(", "),
+        if names.len() == 1 { "names" } else { "name" },
         if names.len() == 1 { "it" } else { "them" },
     )))
 }

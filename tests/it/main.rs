@@ -55,6 +55,7 @@ mod team_store;
 mod templates;
 mod terminal;
 mod totals;
+mod variants;
 mod view;
 mod view_browser;
 mod view_index;
