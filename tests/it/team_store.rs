@@ -536,3 +536,158 @@ async fn a_batch_api_run_is_kept_in_postgresql_as_in_sqlite() {
     assert_same("report", &reads[0].2, &reads[1].2);
     db.remove().await;
 }
+
+/// Scenarios whose codes sort differently by bytes than by a collation
+/// that ignores punctuation (P1-B1-S1 < P1-B1-S10 < P1-B10-S1 < P10-B1-S1
+/// in byte order; en_US.UTF-8 reads "P1B10S1" before "P1B1S1"), 16 test
+/// cases each: 64 results, two pages of the viewer.
+fn coded_bench() -> Bench {
+    let b = Bench::new();
+    b.file("models.yml", "models:\n  - id: test/model\n");
+    for (code, short) in [
+        ("P1-B1-S1", "S1"),
+        ("P1-B1-S10", "S10"),
+        ("P1-B10-S1", "S1"),
+        ("P10-B1-S1", "S1"),
+    ] {
+        b.scenario(code, short);
+        let p: String = (1..=16)
+            .map(|i| {
+                format!(
+                    "# PT{i}\n---\nseverity: {}\n---\n## User input\nMessage {i} of {code}.\n\n",
+                    i % 10
+                )
+            })
+            .collect();
+        b.file(&format!("scenarios/{code}/perturbations.md"), p);
+    }
+    b
+}
+
+/// The result ids the viewer lists under `filter`, page after page (its
+/// "Next" links), and back again from the last page ("Previous").
+async fn listed(v: &crate::support::viewer::Viewer, filter: &str) -> (Vec<i64>, Vec<i64>) {
+    use crate::view::{get, result_links};
+    let link = |body: &str, rel: &str| {
+        let at = body.find(&format!("rel=\"{rel}\" href=\""))?;
+        let rest = &body[at + rel.len() + 13..];
+        Some(rest[..rest.find('"')?].replace("&amp;", "&"))
+    };
+    let (mut forward, mut pages) = (Vec::new(), Vec::new());
+    let mut path = format!("/results?runs=1&{filter}");
+    loop {
+        let page = get(v, &path).await;
+        assert_eq!(
+            page.status,
+            reqwest::StatusCode::OK,
+            "{path}: {}",
+            page.body
+        );
+        forward.extend(result_links(&page.body));
+        pages.push(page.body.clone());
+        match link(&page.body, "next") {
+            Some(next) => path = next,
+            None => break,
+        }
+    }
+    let mut body = pages.pop().unwrap();
+    let mut backward = result_links(&body);
+    while let Some(prev) = link(&body, "prev") {
+        let page = get(v, &prev).await;
+        let mut ids = result_links(&page.body);
+        ids.extend(backward);
+        backward = ids;
+        body = page.body;
+    }
+    (forward, backward)
+}
+
+/// Issue 41, item 11: the store orders and ranges codes in byte order on
+/// PostgreSQL whatever the cluster's collation. The same run, copied into
+/// a database on the C cluster and one on an en_US.UTF-8 cluster, gives
+/// the viewer's pages (every page forward, then back) and its pillar,
+/// behaviour and scenario filters exactly as on SQLite; so do `report`
+/// and `export`. (Without COLLATE "C", the en_US cluster's behaviour and
+/// scenario filters came back empty and its pages in another order.)
+#[tokio::test(flavor = "multi_thread")]
+async fn codes_order_the_same_on_a_c_and_an_en_us_cluster() {
+    use crate::support::viewer::Viewer;
+    let Some(c_server) = server() else { return };
+    let Some(en_server) = crate::postgres::server_en() else {
+        return;
+    };
+    let m = crate::support::mock::triage_server().await;
+    let base = m.server.uri();
+    let b = coded_bench();
+    let lite = crate::support::db_path(&b).display().to_string();
+    ok(on(&b, &lite, &base, &["run-batch", "--all-scenarios"]));
+    let (c_db, en_db) = (
+        TestDb::create(&c_server).await,
+        TestDb::create(&en_server).await,
+    );
+    let collation: String = sqlx::query_scalar(
+        "SELECT datcollate::text FROM pg_database WHERE datname = current_database()",
+    )
+    .fetch_one(&en_db.pool)
+    .await
+    .unwrap();
+    assert!(collation.starts_with("en_US"), "{collation}");
+    let stores = [
+        lite.clone(),
+        db_url(&c_server, &c_db.name),
+        db_url(&en_server, &en_db.name),
+    ];
+    for pg in &stores[1..] {
+        ok(on(
+            &b,
+            &lite,
+            &base,
+            &["migrate", "--from", &lite, "--to", pg],
+        ));
+    }
+    let filters = [
+        "",
+        "pillar=P1",
+        "pillar=P10",
+        "behaviour=P1-B1",
+        "behaviour=P1-B10",
+        "scenario=P1-B1-S1",
+        "scenario=P1-B1-S10",
+        "scenario=P10-B1-S1",
+        "min_sev=5&behaviour=P1-B1",
+    ];
+    let mut answers = Vec::new();
+    for url in &stores {
+        let v = Viewer::start_at(&b, url, &[]);
+        let mut lists = Vec::new();
+        for f in filters {
+            lists.push((f, listed(&v, f).await));
+        }
+        drop(v);
+        let report = steady(&json(&ok(on(
+            &b,
+            url,
+            &base,
+            &["report", "--format", "json"],
+        ))));
+        let export = ok(on(&b, url, &base, &["export", "--format", "jsonl"]));
+        let export: Vec<Value> = jsonl(&export).iter().map(steady).collect();
+        answers.push((lists, report, export));
+    }
+    let (want, _, _) = &answers[0];
+    let all = &want[0].1.0;
+    assert_eq!(all.len(), 64, "{all:?}");
+    assert_eq!(want[0].1.1, *all, "back from the last page");
+    for (f, (forward, _)) in want {
+        assert!(!forward.is_empty(), "{f}: the test proves nothing");
+    }
+    for (store, got) in stores.iter().zip(&answers).skip(1) {
+        for ((f, w), (_, g)) in want.iter().zip(&got.0) {
+            assert_eq!(g, w, "{store}: {f}");
+        }
+        assert_same("report", &answers[0].1, &got.1);
+        assert_eq!(got.2, answers[0].2, "{store}: export");
+    }
+    c_db.remove().await;
+    en_db.remove().await;
+}
