@@ -40,6 +40,7 @@ mod team_budget;
 mod totals;
 mod view;
 mod view_case;
+mod view_pg_search;
 mod view_run;
 mod view_search;
 

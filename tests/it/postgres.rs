@@ -355,6 +355,15 @@ async fn sqlite_schema(pool: &SqlitePool) -> Schema {
     Schema { tables, triggers }
 }
 
+/// PostgreSQL's word indexes for the viewer's search (issue 45): SQLite's
+/// view keeps an FTS5 index in a file of its own instead.
+const PG_ONLY_INDEXES: [&str; 4] = [
+    "result_reply_words",
+    "prompt_text_words",
+    "judgement_words",
+    "judge_vote_words",
+];
+
 async fn pg_schema(pool: &PgPool) -> Schema {
     let names: Vec<String> = sqlx::query_scalar(
         "SELECT table_name::text FROM information_schema.tables
@@ -399,9 +408,11 @@ async fn pg_schema(pool: &PgPool) -> Schema {
                FROM pg_index ix
                JOIN pg_class i ON i.oid = ix.indexrelid
                JOIN pg_class tb ON tb.oid = ix.indrelid
-              WHERE tb.relnamespace = 'public'::regnamespace AND tb.relname = $1",
+              WHERE tb.relnamespace = 'public'::regnamespace AND tb.relname = $1
+                AND NOT (i.relname::text = ANY($2))",
         )
         .bind(&name)
+        .bind(&PG_ONLY_INDEXES[..])
         .fetch_all(pool)
         .await
         .unwrap();

@@ -691,3 +691,73 @@ async fn codes_order_the_same_on_a_c_and_an_en_us_cluster() {
     c_db.remove().await;
     en_db.remove().await;
 }
+
+/// The test codes (and repeats) a results page lists, in order.
+fn listed_codes(body: &str) -> Vec<String> {
+    let doc = scraper::Html::parse_document(body);
+    let sel = scraper::Selector::parse("td.code").unwrap();
+    doc.select(&sel)
+        .map(|td| td.text().collect::<String>().trim().to_string())
+        .collect()
+}
+
+/// Issue 45: the viewer's text search on PostgreSQL reads word indexes of
+/// its own (kept by PostgreSQL as the results are written) and finds what
+/// SQLite's view finds: a phrase in the replies in any case, a word of
+/// the prompts, words and a word's start in the judges' justifications,
+/// and nothing for a word in none.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_viewers_search_finds_the_same_on_both_backends() {
+    use crate::support::viewer::Viewer;
+    use crate::view::get;
+    let Some(pg_server) = server() else { return };
+    let db = TestDb::create(&pg_server).await;
+    let pg = db_url(&pg_server, &db.name);
+    let (server, _, _) = scripted_server().await;
+    let b = bench();
+    let lite = crate::support::db_path(&b).display().to_string();
+    let batch = ["run-batch", "--all-scenarios"];
+    ok(on(&b, &lite, &server.uri(), &batch));
+    ok(on(&b, &pg, &server.uri(), &batch));
+    let indexes: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM pg_indexes WHERE indexname IN
+           ('result_reply_words', 'prompt_text_words', 'judgement_words', 'judge_vote_words')",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(indexes, 4);
+    let words = [
+        ("CRISIS+LINE", true),
+        ("exams", true),
+        ("professional+help", true),
+        ("profess", true),
+        ("small+step", true),
+        ("zqxjkv", false),
+    ];
+    let mut answers: Vec<Vec<Vec<String>>> = Vec::new();
+    for url in [&lite, &pg] {
+        let v = Viewer::start_at(&b, url, &[]);
+        let mut found = Vec::new();
+        for (q, _) in words {
+            let page = get(&v, &format!("/results?runs=1&q={q}")).await;
+            assert_eq!(page.status, reqwest::StatusCode::OK, "{q}: {}", page.body);
+            found.push(listed_codes(&page.body));
+        }
+        drop(v);
+        answers.push(found);
+    }
+    let all = {
+        let v = Viewer::start_at(&b, &lite, &[]);
+        let page = get(&v, "/results?runs=1").await;
+        listed_codes(&page.body).len()
+    };
+    for ((q, some), (sqlite, postgres)) in words.iter().zip(answers[0].iter().zip(&answers[1])) {
+        assert_eq!(postgres, sqlite, "{q}");
+        assert_eq!(!sqlite.is_empty(), *some, "{q}: {sqlite:?}");
+        if *some && *q != "profess" && *q != "CRISIS+LINE" {
+            assert!(sqlite.len() < all, "{q}: every row found proves nothing");
+        }
+    }
+    db.remove().await;
+}
