@@ -1,17 +1,12 @@
 //! Copies a SQLite database into PostgreSQL (`helmbench migrate --from …
-//! --to …`, issue 34): the target gets PostgreSQL's migrations first, then
-//! every table of the schema, parents before children (foreign keys), in
-//! batches of one transaction each.
-//!
-//! Rows are keyed by their primary key (or, for a table without one, its
-//! unique key): a row already in the target is left as it is, so a second
-//! copy writes nothing. The run totals are derived (PostgreSQL's trigger
-//! adds each discarded charge copied to them): they are copied after every
-//! other table and upserted to equal the source's, whatever the trigger
-//! added meanwhile. The migration's "rebuild the totals" marker is removed
-//! only then, so a copy stopped half-way leaves a target whose totals get
-//! rebuilt from its rows, never wrong ones. Identity sequences are moved
-//! past the copied ids.
+//! --to …`, issue 34), the reading half: the source opened read-only and
+//! refused unless its migrations are exactly this version's, the target
+//! migrated, and every table of the source described (columns, keys, the
+//! rows it references) in an order parents first, the run totals last
+//! (they are derived: PostgreSQL's trigger adds each discarded charge
+//! copied to them, so they are made equal to the source's after every
+//! other table). How the rows go into a target that may hold other files'
+//! runs is copy_merge.rs's (issue 41).
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
@@ -19,9 +14,8 @@ use sqlx::postgres::PgPool;
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, SqlitePool, TypeInfo, ValueRef};
 
-use super::backend::Pool;
-use super::{MIGRATOR, PG_MIGRATOR, Store, StoreError};
-use crate::domain::{CopyStep, TableCopy, redact_password};
+use super::{PG_MIGRATOR, Store, StoreError};
+use crate::domain::redact_password;
 
 /// Tables the store keeps from other tables' rows: copied last and made
 /// equal to the source's (see the module's comment). `totals_rebuild`, the
@@ -69,33 +63,9 @@ pub(super) struct TableShape {
     parents: BTreeSet<String>,
 }
 
-impl Store {
-    /// Copies the SQLite database `from` into the PostgreSQL database `to`
-    /// (see the module's comment), reporting each step to `progress`; the
-    /// tables in the order copied, with their counts on both sides after.
-    ///
-    /// `from` must have exactly this version's migrations (else
-    /// [`StoreError::Refused`], naming the fix); `to` gets PostgreSQL's.
-    pub async fn copy_to_postgres(
-        from: &str,
-        to: &str,
-        progress: &mut dyn FnMut(CopyStep<'_>),
-    ) -> Result<Vec<TableCopy>, StoreError> {
-        let source = open_source(from).await?;
-        let result = match &source.pool {
-            Pool::Sqlite(pool) => copy(pool, to, progress).await,
-            Pool::Postgres(_) => Err(StoreError::Refused(
-                "the source of a copy is a SQLite database (--from sqlite://…)".into(),
-            )),
-        };
-        source.close().await;
-        result
-    }
-}
-
 /// Opens the source read-only, refusing one whose migrations are not
 /// exactly this version's.
-async fn open_source(from: &str) -> Result<Store, StoreError> {
+pub(super) async fn open_source(from: &str) -> Result<Store, StoreError> {
     let shown = redact_password(from);
     match Store::open_read_only(from).await {
         Ok(s) => Ok(s),
@@ -116,7 +86,7 @@ async fn open_source(from: &str) -> Result<Store, StoreError> {
 
 /// Connects to the target and applies PostgreSQL's migrations, refusing a
 /// database with migrations this version does not know.
-async fn open_target(to: &str) -> Result<PgPool, StoreError> {
+pub(super) async fn open_target(to: &str) -> Result<PgPool, StoreError> {
     let shown = redact_password(to);
     let pool = super::connect_postgres(to, 2).await?;
     let applied: Vec<i64> = sqlx::query_scalar("SELECT version FROM _sqlx_migrations")
@@ -134,26 +104,9 @@ async fn open_target(to: &str) -> Result<PgPool, StoreError> {
     Ok(pool)
 }
 
-async fn copy(
-    lite: &SqlitePool,
-    to: &str,
-    progress: &mut dyn FnMut(CopyStep<'_>),
-) -> Result<Vec<TableCopy>, StoreError> {
-    // Both histories are one (tests/it/postgres.rs): the same versions.
-    debug_assert_eq!(
-        MIGRATOR.iter().map(|m| m.version).collect::<Vec<_>>(),
-        PG_MIGRATOR.iter().map(|m| m.version).collect::<Vec<_>>()
-    );
-    let shapes = order(read_shapes(lite).await?)?;
-    let pg = open_target(to).await?;
-    let result = super::copy_merge::copy_tables(lite, &pg, &shapes, progress).await;
-    pg.close().await;
-    result
-}
-
 /// Every table of the source (sqlx's bookkeeping aside): its columns, key
 /// and parents.
-async fn read_shapes(lite: &SqlitePool) -> Result<Vec<TableShape>, StoreError> {
+pub(super) async fn read_shapes(lite: &SqlitePool) -> Result<Vec<TableShape>, StoreError> {
     let names: Vec<String> = sqlx::query_scalar(
         "SELECT name FROM sqlite_master WHERE type = 'table'
           AND name NOT LIKE 'sqlite_%' AND name NOT LIKE '_sqlx_%' ORDER BY name",
@@ -238,7 +191,7 @@ async fn unique_key(lite: &SqlitePool, table: &str) -> Result<Vec<String>, Store
 
 /// Parents before children (by name among equals); the derived tables
 /// last, in [`DERIVED`]'s order.
-fn order(shapes: Vec<TableShape>) -> Result<Vec<TableShape>, StoreError> {
+pub(super) fn order(shapes: Vec<TableShape>) -> Result<Vec<TableShape>, StoreError> {
     let mut pending: BTreeMap<String, TableShape> =
         shapes.into_iter().map(|s| (s.name.clone(), s)).collect();
     let derived: Vec<TableShape> = DERIVED.iter().filter_map(|d| pending.remove(*d)).collect();

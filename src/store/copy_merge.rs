@@ -22,11 +22,13 @@ use futures_util::TryStreamExt;
 use sqlx::postgres::PgPool;
 use sqlx::{PgConnection, Postgres, QueryBuilder, Row, SqlitePool};
 
-use super::StoreError;
+use super::backend::Pool;
 use super::copy::{
     DERIVED, MAX_BATCH_ROWS, MAX_PARAMS, TableShape, Ty, Val, advance_identity,
-    check_target_columns, column_list, count, integrity, quote, read_row,
+    check_target_columns, column_list, count, integrity, open_source, open_target, order, quote,
+    read_row, read_shapes,
 };
+use super::{MIGRATOR, PG_MIGRATOR, Store, StoreError};
 use crate::domain::{CopyStep, TableCopy};
 
 /// The migration's "rebuild the totals" marker: bookkeeping, not a table
@@ -97,7 +99,48 @@ fn index(s: &TableShape, col: &str) -> usize {
         .expect("a column of the table's own shape")
 }
 
-pub(super) async fn copy_tables(
+impl Store {
+    /// Copies the SQLite database `from` into the PostgreSQL database `to`
+    /// (see the module's comment), reporting each step to `progress`; the
+    /// tables in the order copied, with their counts on both sides after.
+    ///
+    /// `from` must have exactly this version's migrations (else
+    /// [`StoreError::Refused`], naming the fix); `to` gets PostgreSQL's.
+    pub async fn copy_to_postgres(
+        from: &str,
+        to: &str,
+        progress: &mut dyn FnMut(CopyStep<'_>),
+    ) -> Result<Vec<TableCopy>, StoreError> {
+        let source = open_source(from).await?;
+        let result = match &source.pool {
+            Pool::Sqlite(pool) => copy(pool, to, progress).await,
+            Pool::Postgres(_) => Err(StoreError::Refused(
+                "the source of a copy is a SQLite database (--from sqlite://…)".into(),
+            )),
+        };
+        source.close().await;
+        result
+    }
+}
+
+async fn copy(
+    lite: &SqlitePool,
+    to: &str,
+    progress: &mut dyn FnMut(CopyStep<'_>),
+) -> Result<Vec<TableCopy>, StoreError> {
+    // Both histories are one (tests/it/postgres.rs): the same versions.
+    debug_assert_eq!(
+        MIGRATOR.iter().map(|m| m.version).collect::<Vec<_>>(),
+        PG_MIGRATOR.iter().map(|m| m.version).collect::<Vec<_>>()
+    );
+    let shapes = order(read_shapes(lite).await?)?;
+    let pg = open_target(to).await?;
+    let result = copy_tables(lite, &pg, &shapes, progress).await;
+    pg.close().await;
+    result
+}
+
+async fn copy_tables(
     lite: &SqlitePool,
     pg: &PgPool,
     shapes: &[TableShape],
@@ -189,11 +232,19 @@ async fn held_runs(
         .fetch_all(&mut *pg)
         .await?
         .iter()
-        .map(|r| ((r.get(1), r.get(2), r.get(3), r.get(4)), r.get::<i64, _>(0)))
+        .map(|r| {
+            let key = (
+                r.get("benchmark_id"),
+                r.get("llm_id"),
+                r.get("kind"),
+                r.get("started_at"),
+            );
+            (key, r.get::<i64, _>("id"))
+        })
         .collect();
     let mut held = HashMap::new();
     for r in sqlx::query(identity).fetch_all(lite).await? {
-        let id: i64 = r.get(0);
+        let id: i64 = r.get("id");
         let at = |t: &str, v: i64| {
             ids.get(t)
                 .and_then(|m| m.get(&v))
@@ -201,10 +252,10 @@ async fn held_runs(
                 .ok_or_else(|| integrity(format!("run {id} names {t} {v}, which the source lacks")))
         };
         let key = (
-            at("benchmark", r.get(1))?,
-            at("llm", r.get(2))?,
-            r.get(3),
-            r.get(4),
+            at("benchmark", r.get("benchmark_id"))?,
+            at("llm", r.get("llm_id"))?,
+            r.get("kind"),
+            r.get("started_at"),
         );
         if let Some(t) = there.get(&key) {
             held.insert(id, *t);
