@@ -76,4 +76,7 @@ row "results, text search \`reply 5000\` (one reply)" "/results?runs=1&q=reply+5
 row "results, text search \`therapist\` (one judgement in ten)" "/results?runs=1&q=therapist"
 row "results, text search \`exams\` (in every prompt)" "/results?runs=1&q=exams"
 row "results, text search \`crisis\`, two runs" "/results?runs=1,2&q=crisis"
+# The view's connections first: a database in use cannot be dropped.
+kill $VIEW_PID 2>/dev/null || true
+wait $VIEW_PID 2>/dev/null || true
 psql "$PG_URL" -qc "DROP DATABASE IF EXISTS $DB" >/dev/null 2>&1 || true
