@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Start a throwaway PostgreSQL 15 cluster on loopback for helmbench's tests.
 #
-#   start.sh DIR     initdb into DIR/data (first time), start it on a free
-#                    127.0.0.1 port, write its URL to DIR/url and print it
+#   start.sh [--locale LOCALE] DIR
+#                    initdb into DIR/data (first time), start it on a free
+#                    127.0.0.1 port, write its URL to DIR/url and print it;
+#                    the cluster's locale is C unless LOCALE is given (e.g.
+#                    en_US.UTF-8, which must be generated: `locale -a`)
 #   stop.sh DIR      stop it (scripts/postgres/stop.sh)
 #
 # The cluster trusts every connection from 127.0.0.1 and listens nowhere
@@ -21,7 +24,20 @@ set -euo pipefail
 die() { echo "postgres/start.sh: $*" >&2; exit 1; }
 log() { echo "postgres/start.sh: $*" >&2; }
 
-[ $# -eq 1 ] || die "usage: start.sh DIR"
+LOCALE=C
+if [ "${1:-}" = --locale ]; then
+  [ $# -ge 2 ] || die "usage: start.sh [--locale LOCALE] DIR"
+  LOCALE=$2
+  shift 2
+fi
+[ $# -eq 1 ] || die "usage: start.sh [--locale LOCALE] DIR"
+# A locale the C library cannot load would make initdb fail later with
+# less clear words. (`locale` complains when LC_ALL names a locale that is
+# not generated; LOCPATH is honoured, as by the server.)
+if [ "$LOCALE" != C ] && command -v locale >/dev/null 2>&1 \
+  && LC_ALL="$LOCALE" locale 2>&1 >/dev/null | grep -q 'Cannot set'; then
+  die "the locale $LOCALE is not generated on this machine (Debian: apt-get install -y locales; uncomment it in /etc/locale.gen; locale-gen)"
+fi
 mkdir -p "$1"
 DIR=$(cd "$1" && pwd)
 DATA="$DIR/data"
@@ -68,8 +84,8 @@ fi
 
 if [ ! -f "$DATA/PG_VERSION" ]; then
   rm -rf "$DATA"
-  log "initdb into $DATA"
-  as_pg "$BIN/initdb" -D "$DATA" -U postgres --auth=trust --encoding=UTF8 --locale=C --no-sync >"$DIR/initdb.log" 2>&1 \
+  log "initdb into $DATA (locale $LOCALE)"
+  as_pg "$BIN/initdb" -D "$DATA" -U postgres --auth=trust --encoding=UTF8 --locale="$LOCALE" --no-sync >"$DIR/initdb.log" 2>&1 \
     || { cat "$DIR/initdb.log" >&2; die "initdb failed (log: $DIR/initdb.log)"; }
   # Trust on 127.0.0.1 only: no Unix socket, no other address, no replication.
   echo "host all all 127.0.0.1/32 trust" | as_pg tee "$DATA/pg_hba.conf" >/dev/null

@@ -21,8 +21,9 @@ pub struct MigrateArgs {
     #[arg(long, value_name = "URL", requires = "to")]
     pub from: Option<String>,
     /// A PostgreSQL database (`postgres://user:password@host:port/db`) to
-    /// copy into: its schema is migrated first, rows already there are
-    /// kept, so a second copy writes nothing.
+    /// copy into: its schema is migrated first; runs it already holds
+    /// (other files', or this file's from an earlier copy) are kept, so
+    /// several files make one store and a second copy writes nothing.
     #[arg(long, value_name = "URL")]
     pub to: Option<String>,
 }
@@ -78,7 +79,7 @@ fn copy(s: &Settings, from: &str, to: &str) -> Result<ExitStatus> {
         progress.step(step)
     }))?;
     let mut t =
-        crate::report::terminal::table(["table", "source rows", "written", "target rows", ""]);
+        crate::report::terminal::table(["table", "source rows", "written", "in the target", ""]);
     for c in &tables {
         t.add_row([
             c.table.clone(),
@@ -97,7 +98,7 @@ fn copy(s: &Settings, from: &str, to: &str) -> Result<ExitStatus> {
             .iter()
             .map(|c| {
                 format!(
-                    "{} ({} in the source, {} in the target)",
+                    "{} ({} in the source, {} of them in the target)",
                     c.table, c.source, c.target
                 )
             })

@@ -12,7 +12,9 @@ pub struct TableCopy {
     /// Rows this copy wrote into the target: inserted, or (for a derived
     /// table) made equal to the source's.
     pub written: u64,
-    /// Rows in the target after the copy.
+    /// The source's rows the target holds after the copy: its runs' rows
+    /// (copied now or before) and its content found by key. A target that
+    /// holds other files' runs has more rows; they are not counted.
     pub target: u64,
     /// Kept by the store from other tables' rows (run totals): copied
     /// last, made equal to the source's rather than only added to.
@@ -20,7 +22,7 @@ pub struct TableCopy {
 }
 
 impl TableCopy {
-    /// Whether both sides hold as many rows.
+    /// Whether the target holds every row of the source.
     pub fn matches(&self) -> bool {
         self.source == self.target
     }

@@ -1,33 +1,26 @@
 //! Copies a SQLite database into PostgreSQL (`helmbench migrate --from …
-//! --to …`, issue 34): the target gets PostgreSQL's migrations first, then
-//! every table of the schema, parents before children (foreign keys), in
-//! batches of one transaction each.
-//!
-//! Rows are keyed by their primary key (or, for a table without one, its
-//! unique key): a row already in the target is left as it is, so a second
-//! copy writes nothing. The run totals are derived (PostgreSQL's trigger
-//! adds each discarded charge copied to them): they are copied after every
-//! other table and upserted to equal the source's, whatever the trigger
-//! added meanwhile. The migration's "rebuild the totals" marker is removed
-//! only then, so a copy stopped half-way leaves a target whose totals get
-//! rebuilt from its rows, never wrong ones. Identity sequences are moved
-//! past the copied ids.
+//! --to …`, issue 34), the reading half: the source opened read-only and
+//! refused unless its migrations are exactly this version's, the target
+//! migrated, and every table of the source described (columns, keys, the
+//! rows it references) in an order parents first, the run totals last
+//! (they are derived: PostgreSQL's trigger adds each discarded charge
+//! copied to them, so they are made equal to the source's after every
+//! other table). How the rows go into a target that may hold other files'
+//! runs is copy_merge.rs's (issue 41).
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
-use futures_util::TryStreamExt;
 use sqlx::postgres::PgPool;
 use sqlx::sqlite::SqliteRow;
-use sqlx::{Postgres, QueryBuilder, Row, SqlitePool, TypeInfo, ValueRef};
+use sqlx::{Row, SqlitePool, TypeInfo, ValueRef};
 
-use super::backend::Pool;
-use super::{MIGRATOR, PG_MIGRATOR, Store, StoreError};
-use crate::domain::{CopyStep, TableCopy, redact_password};
+use super::{PG_MIGRATOR, Store, StoreError};
+use crate::domain::redact_password;
 
 /// Tables the store keeps from other tables' rows: copied last and made
 /// equal to the source's (see the module's comment). `totals_rebuild`, the
 /// migration's marker, is last of all.
-const DERIVED: [&str; 5] = [
+pub(super) const DERIVED: [&str; 5] = [
     "run_total",
     "run_served_total",
     "run_error_total",
@@ -36,12 +29,12 @@ const DERIVED: [&str; 5] = [
 ];
 
 /// PostgreSQL takes at most 65,535 parameters a statement.
-const MAX_PARAMS: usize = 30_000;
-const MAX_BATCH_ROWS: usize = 1_000;
+pub(super) const MAX_PARAMS: usize = 30_000;
+pub(super) const MAX_BATCH_ROWS: usize = 1_000;
 
 /// A column's declared type (the same on both backends, see migrations/postgres).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Ty {
+pub(super) enum Ty {
     Int,
     Real,
     Text,
@@ -49,55 +42,38 @@ enum Ty {
 
 /// One value read from SQLite, typed as its column is declared.
 #[derive(Debug, Clone, PartialEq)]
-enum Val {
+pub(super) enum Val {
     Int(Option<i64>),
     Real(Option<f64>),
     Text(Option<String>),
 }
 
 #[derive(Debug)]
-struct TableShape {
-    name: String,
-    columns: Vec<(String, Ty)>,
+pub(super) struct TableShape {
+    pub(super) name: String,
+    pub(super) columns: Vec<(String, Ty)>,
     /// The primary key, else the first unique key; empty for none.
-    key: Vec<String>,
+    pub(super) key: Vec<String>,
+    /// The first unique key besides the primary key (a content row's
+    /// natural key: a scenario's code and content hash); empty for none.
+    pub(super) natural: Vec<String>,
+    /// Its columns that name another table's row, with that table.
+    pub(super) refs: Vec<(String, String)>,
     /// Tables its foreign keys name.
     parents: BTreeSet<String>,
 }
 
-impl Store {
-    /// Copies the SQLite database `from` into the PostgreSQL database `to`
-    /// (see the module's comment), reporting each step to `progress`; the
-    /// tables in the order copied, with their counts on both sides after.
-    ///
-    /// `from` must have exactly this version's migrations (else
-    /// [`StoreError::Refused`], naming the fix); `to` gets PostgreSQL's.
-    pub async fn copy_to_postgres(
-        from: &str,
-        to: &str,
-        progress: &mut dyn FnMut(CopyStep<'_>),
-    ) -> Result<Vec<TableCopy>, StoreError> {
-        let source = open_source(from).await?;
-        let result = match &source.pool {
-            Pool::Sqlite(pool) => copy(pool, to, progress).await,
-            Pool::Postgres(_) => Err(StoreError::Refused(
-                "the source of a copy is a SQLite database (--from sqlite://…)".into(),
-            )),
-        };
-        source.close().await;
-        result
-    }
-}
-
 /// Opens the source read-only, refusing one whose migrations are not
 /// exactly this version's.
-async fn open_source(from: &str) -> Result<Store, StoreError> {
+pub(super) async fn open_source(from: &str) -> Result<Store, StoreError> {
     let shown = redact_password(from);
     match Store::open_read_only(from).await {
         Ok(s) => Ok(s),
-        Err(StoreError::OlderSchema { version, .. }) => Err(StoreError::Refused(format!(
-            "the source database {shown} lacks migration {version} of this helmbench (or its run totals are not filled yet); run `helmbench migrate --database-url {shown}` first, then copy it"
-        ))),
+        Err(StoreError::OlderSchema { version, .. } | StoreError::BeingCreated { version, .. }) => {
+            Err(StoreError::Refused(format!(
+                "the source database {shown} lacks migration {version} of this helmbench (or its run totals are not filled yet); run `helmbench migrate --database-url {shown}` first, then copy it"
+            )))
+        }
         Err(StoreError::NewerSchema { version, .. }) => Err(StoreError::Refused(format!(
             "the source database {shown} was written by a newer helmbench (it has migration {version}, unknown to this version); copy it with that helmbench"
         ))),
@@ -110,7 +86,7 @@ async fn open_source(from: &str) -> Result<Store, StoreError> {
 
 /// Connects to the target and applies PostgreSQL's migrations, refusing a
 /// database with migrations this version does not know.
-async fn open_target(to: &str) -> Result<PgPool, StoreError> {
+pub(super) async fn open_target(to: &str) -> Result<PgPool, StoreError> {
     let shown = redact_password(to);
     let pool = super::connect_postgres(to, 2).await?;
     let applied: Vec<i64> = sqlx::query_scalar("SELECT version FROM _sqlx_migrations")
@@ -128,69 +104,9 @@ async fn open_target(to: &str) -> Result<PgPool, StoreError> {
     Ok(pool)
 }
 
-async fn copy(
-    lite: &SqlitePool,
-    to: &str,
-    progress: &mut dyn FnMut(CopyStep<'_>),
-) -> Result<Vec<TableCopy>, StoreError> {
-    // Both histories are one (tests/it/postgres.rs): the same versions.
-    debug_assert_eq!(
-        MIGRATOR.iter().map(|m| m.version).collect::<Vec<_>>(),
-        PG_MIGRATOR.iter().map(|m| m.version).collect::<Vec<_>>()
-    );
-    let shapes = order(read_shapes(lite).await?)?;
-    let pg = open_target(to).await?;
-    let result = copy_tables(lite, &pg, &shapes, progress).await;
-    pg.close().await;
-    result
-}
-
-async fn copy_tables(
-    lite: &SqlitePool,
-    pg: &PgPool,
-    shapes: &[TableShape],
-    progress: &mut dyn FnMut(CopyStep<'_>),
-) -> Result<Vec<TableCopy>, StoreError> {
-    let mut report = Vec::new();
-    for shape in shapes {
-        check_target_columns(pg, shape).await?;
-        let rows = count(lite, &shape.name).await?;
-        progress(CopyStep::Table {
-            table: &shape.name,
-            rows,
-        });
-        let written = if shape.key.is_empty() {
-            replace_keyless(lite, pg, shape).await?
-        } else {
-            copy_keyed(lite, pg, shape, progress).await?
-        };
-        progress(CopyStep::TableDone);
-        report.push(TableCopy {
-            table: shape.name.clone(),
-            source: rows,
-            written,
-            target: 0,
-            derived: DERIVED.contains(&shape.name.as_str()),
-        });
-    }
-    for shape in shapes {
-        advance_identity(pg, shape).await?;
-    }
-    for t in &mut report {
-        let n: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-            "SELECT COUNT(*) FROM {}",
-            quote(&t.table)
-        )))
-        .fetch_one(pg)
-        .await?;
-        t.target = n as u64;
-    }
-    Ok(report)
-}
-
 /// Every table of the source (sqlx's bookkeeping aside): its columns, key
 /// and parents.
-async fn read_shapes(lite: &SqlitePool) -> Result<Vec<TableShape>, StoreError> {
+pub(super) async fn read_shapes(lite: &SqlitePool) -> Result<Vec<TableShape>, StoreError> {
     let names: Vec<String> = sqlx::query_scalar(
         "SELECT name FROM sqlite_master WHERE type = 'table'
           AND name NOT LIKE 'sqlite_%' AND name NOT LIKE '_sqlx_%' ORDER BY name",
@@ -226,20 +142,28 @@ async fn read_shapes(lite: &SqlitePool) -> Result<Vec<TableShape>, StoreError> {
         }
         pk.sort();
         let mut key: Vec<String> = pk.into_iter().map(|(_, c)| c).collect();
+        let natural = unique_key(lite, &name).await?;
         if key.is_empty() {
-            key = unique_key(lite, &name).await?;
+            key = natural.clone();
         }
-        let parents = sqlx::query_scalar("SELECT \"table\" FROM pragma_foreign_key_list(?)")
-            .bind(&name)
-            .fetch_all(lite)
-            .await?
-            .into_iter()
-            .filter(|p: &String| *p != name)
-            .collect();
+        let mut refs: Vec<(String, String)> =
+            sqlx::query_as("SELECT \"from\", \"table\" FROM pragma_foreign_key_list(?)")
+                .bind(&name)
+                .fetch_all(lite)
+                .await?;
+        refs.retain(|(_, p)| *p != name);
+        // A total's scenario (0: charges with no scenario) names no table
+        // in the schema but is a scenario's id all the same.
+        if name == "run_total" {
+            refs.push(("scenario_id".into(), "scenario".into()));
+        }
+        let parents = refs.iter().map(|(_, p)| p.clone()).collect();
         shapes.push(TableShape {
             name,
             columns,
             key,
+            natural,
+            refs,
             parents,
         });
     }
@@ -267,7 +191,7 @@ async fn unique_key(lite: &SqlitePool, table: &str) -> Result<Vec<String>, Store
 
 /// Parents before children (by name among equals); the derived tables
 /// last, in [`DERIVED`]'s order.
-fn order(shapes: Vec<TableShape>) -> Result<Vec<TableShape>, StoreError> {
+pub(super) fn order(shapes: Vec<TableShape>) -> Result<Vec<TableShape>, StoreError> {
     let mut pending: BTreeMap<String, TableShape> =
         shapes.into_iter().map(|s| (s.name.clone(), s)).collect();
     let derived: Vec<TableShape> = DERIVED.iter().filter_map(|d| pending.remove(*d)).collect();
@@ -302,7 +226,10 @@ fn order(shapes: Vec<TableShape>) -> Result<Vec<TableShape>, StoreError> {
 
 /// The target's table has the source's columns with the same types (one
 /// schema history; this catches a target changed by hand).
-async fn check_target_columns(pg: &PgPool, shape: &TableShape) -> Result<(), StoreError> {
+pub(super) async fn check_target_columns(
+    pg: &PgPool,
+    shape: &TableShape,
+) -> Result<(), StoreError> {
     let cols: Vec<(String, String)> = sqlx::query_as(
         "SELECT column_name::text, data_type::text FROM information_schema.columns
           WHERE table_schema = current_schema() AND table_name = $1 ORDER BY ordinal_position",
@@ -331,7 +258,7 @@ async fn check_target_columns(pg: &PgPool, shape: &TableShape) -> Result<(), Sto
     Ok(())
 }
 
-async fn count(lite: &SqlitePool, table: &str) -> Result<u64, StoreError> {
+pub(super) async fn count(lite: &SqlitePool, table: &str) -> Result<u64, StoreError> {
     let n: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
         "SELECT COUNT(*) FROM {}",
         quote(table)
@@ -341,171 +268,19 @@ async fn count(lite: &SqlitePool, table: &str) -> Result<u64, StoreError> {
     Ok(n as u64)
 }
 
-/// Copies a keyed table in batches (one transaction each): base tables
-/// insert the rows whose key the target lacks; derived tables also update
-/// the rows that differ. Returns the rows written.
-async fn copy_keyed(
-    lite: &SqlitePool,
-    pg: &PgPool,
-    shape: &TableShape,
-    progress: &mut dyn FnMut(CopyStep<'_>),
-) -> Result<u64, StoreError> {
-    let cols = column_list(shape);
-    let select = format!(
-        "SELECT {cols} FROM {} ORDER BY {}",
-        quote(&shape.name),
-        shape
-            .key
-            .iter()
-            .map(|k| quote(k))
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
-    let conflict = on_conflict(shape);
-    let per_batch = (MAX_PARAMS / shape.columns.len().max(1)).clamp(1, MAX_BATCH_ROWS);
-    let mut rows = sqlx::query(sqlx::AssertSqlSafe(select)).fetch(lite);
-    let mut batch: Vec<Vec<Val>> = Vec::with_capacity(per_batch);
-    let mut written = 0u64;
-    loop {
-        let row = rows.try_next().await?;
-        let end = row.is_none();
-        if let Some(row) = row {
-            batch.push(read_row(&row, shape)?);
-        }
-        if batch.len() == per_batch || (end && !batch.is_empty()) {
-            let mut q = QueryBuilder::<Postgres>::new(format!(
-                "INSERT INTO {} ({cols}) ",
-                quote(&shape.name)
-            ));
-            q.push_values(batch.iter(), |mut b, row| {
-                for v in row {
-                    match v {
-                        Val::Int(x) => b.push_bind(*x),
-                        Val::Real(x) => b.push_bind(*x),
-                        Val::Text(x) => b.push_bind(x.clone()),
-                    };
-                }
-            });
-            q.push(&conflict);
-            let mut tx = pg.begin().await?;
-            written += q.build().execute(&mut *tx).await?.rows_affected();
-            tx.commit().await?;
-            progress(CopyStep::Rows(batch.len() as u64));
-            batch.clear();
-        }
-        if end {
-            return Ok(written);
-        }
-    }
-}
-
-/// `ON CONFLICT …` for a batch: nothing for a base table's row already
-/// there; for a derived table, the source's values where they differ.
-fn on_conflict(shape: &TableShape) -> String {
-    let key = shape
-        .key
-        .iter()
-        .map(|k| quote(k))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let rest: Vec<String> = shape
-        .columns
-        .iter()
-        .map(|(c, _)| c)
-        .filter(|c| !shape.key.contains(c))
-        .map(|c| quote(c))
-        .collect();
-    if !DERIVED.contains(&shape.name.as_str()) || rest.is_empty() {
-        return format!(" ON CONFLICT ({key}) DO NOTHING");
-    }
-    let table = quote(&shape.name);
-    let set: Vec<String> = rest.iter().map(|c| format!("{c} = excluded.{c}")).collect();
-    let mine: Vec<String> = rest.iter().map(|c| format!("{table}.{c}")).collect();
-    let theirs: Vec<String> = rest.iter().map(|c| format!("excluded.{c}")).collect();
-    format!(
-        " ON CONFLICT ({key}) DO UPDATE SET {} WHERE ({}) IS DISTINCT FROM ({})",
-        set.join(", "),
-        mine.join(", "),
-        theirs.join(", ")
-    )
-}
-
-/// A table with no key (the totals marker): the target's rows are made the
-/// source's in one transaction when they differ. Returns the rows written
-/// (removed and inserted).
-async fn replace_keyless(
-    lite: &SqlitePool,
-    pg: &PgPool,
-    shape: &TableShape,
-) -> Result<u64, StoreError> {
-    let cols = column_list(shape);
-    let select = format!("SELECT {cols} FROM {}", quote(&shape.name));
-    let mut source = Vec::new();
-    for row in sqlx::query(sqlx::AssertSqlSafe(select.clone()))
-        .fetch_all(lite)
-        .await?
-    {
-        source.push(read_row(&row, shape)?);
-    }
-    let mut tx = pg.begin().await?;
-    let mut target = Vec::new();
-    for row in sqlx::query(sqlx::AssertSqlSafe(select))
-        .fetch_all(&mut *tx)
-        .await?
-    {
-        let mut vals = Vec::new();
-        for (i, (_, ty)) in shape.columns.iter().enumerate() {
-            vals.push(match ty {
-                Ty::Int => Val::Int(row.try_get(i)?),
-                Ty::Real => Val::Real(row.try_get(i)?),
-                Ty::Text => Val::Text(row.try_get(i)?),
-            });
-        }
-        target.push(vals);
-    }
-    let key = |v: &Vec<Val>| format!("{v:?}");
-    let mut a: Vec<String> = source.iter().map(key).collect();
-    let mut b: Vec<String> = target.iter().map(key).collect();
-    a.sort();
-    b.sort();
-    if a == b {
-        return Ok(0);
-    }
-    let removed = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "DELETE FROM {}",
-        quote(&shape.name)
-    )))
-    .execute(&mut *tx)
-    .await?
-    .rows_affected();
-    if !source.is_empty() {
-        let mut q =
-            QueryBuilder::<Postgres>::new(format!("INSERT INTO {} ({cols}) ", quote(&shape.name)));
-        q.push_values(source.iter(), |mut b, row| {
-            for v in row {
-                match v {
-                    Val::Int(x) => b.push_bind(*x),
-                    Val::Real(x) => b.push_bind(*x),
-                    Val::Text(x) => b.push_bind(x.clone()),
-                };
-            }
-        });
-        q.build().execute(&mut *tx).await?;
-    }
-    tx.commit().await?;
-    Ok(removed + source.len() as u64)
-}
-
 /// Moves an identity column's sequence past the highest id in the target,
 /// so rows inserted later on PostgreSQL get new ids.
-async fn advance_identity(pg: &PgPool, shape: &TableShape) -> Result<(), StoreError> {
+pub(super) async fn advance_identity(
+    pg: &mut sqlx::PgConnection,
+    shape: &TableShape,
+) -> Result<(), StoreError> {
     let [key] = shape.key.as_slice() else {
         return Ok(());
     };
     let sequence: Option<String> = sqlx::query_scalar("SELECT pg_get_serial_sequence($1, $2)")
         .bind(quote(&shape.name))
         .bind(key)
-        .fetch_one(pg)
+        .fetch_one(&mut *pg)
         .await?;
     let Some(sequence) = sequence else {
         return Ok(());
@@ -515,13 +290,14 @@ async fn advance_identity(pg: &PgPool, shape: &TableShape) -> Result<(), StoreEr
         quote(key),
         quote(&shape.name)
     )))
-    .fetch_one(pg)
+    .fetch_one(&mut *pg)
     .await?;
     if let Some(max) = max {
-        sqlx::query("SELECT setval($1::regclass, $2, true)")
+        // Never back: other writers may have taken ids past `max`.
+        sqlx::query("SELECT setval($1::regclass, GREATEST($2, (SELECT last_value FROM pg_sequences WHERE (schemaname || '.' || sequencename)::regclass = $1::regclass)), true)")
             .bind(sequence)
             .bind(max)
-            .execute(pg)
+            .execute(&mut *pg)
             .await?;
     }
     Ok(())
@@ -529,7 +305,7 @@ async fn advance_identity(pg: &PgPool, shape: &TableShape) -> Result<(), StoreEr
 
 /// A SQLite row as its columns' declared types; a value stored as another
 /// type is refused (an integer in a REAL column is that number).
-fn read_row(row: &SqliteRow, shape: &TableShape) -> Result<Vec<Val>, StoreError> {
+pub(super) fn read_row(row: &SqliteRow, shape: &TableShape) -> Result<Vec<Val>, StoreError> {
     let mut vals = Vec::with_capacity(shape.columns.len());
     for (i, (col, ty)) in shape.columns.iter().enumerate() {
         let raw = row.try_get_raw(i)?;
@@ -554,7 +330,7 @@ fn read_row(row: &SqliteRow, shape: &TableShape) -> Result<Vec<Val>, StoreError>
     Ok(vals)
 }
 
-fn column_list(shape: &TableShape) -> String {
+pub(super) fn column_list(shape: &TableShape) -> String {
     shape
         .columns
         .iter()
@@ -564,11 +340,11 @@ fn column_list(shape: &TableShape) -> String {
 }
 
 /// An identifier quoted for either backend (names come from the schema).
-fn quote(name: &str) -> String {
+pub(super) fn quote(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
 
-fn integrity(message: String) -> StoreError {
+pub(super) fn integrity(message: String) -> StoreError {
     StoreError::Integrity {
         message,
         source: None,

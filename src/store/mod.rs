@@ -31,6 +31,7 @@ mod batches;
 mod compare;
 mod complete;
 mod copy;
+mod copy_merge;
 mod decode;
 mod kinds;
 mod leases;
@@ -47,6 +48,7 @@ mod team_budget;
 mod totals;
 mod view;
 mod view_case;
+mod view_pg_search;
 mod view_run;
 mod view_search;
 
@@ -88,6 +90,13 @@ pub enum StoreError {
         "database {url} was written by an older helmbench (migration {version} is not applied); read-only commands never change a database: run `helmbench migrate` first (it upgrades the file in place; keep a copy if an older helmbench must still read it)"
     )]
     OlderSchema { url: String, version: i64 },
+    /// A database with only some of this version's migrations and no runs:
+    /// one a helmbench is creating (or was stopped while creating), not an
+    /// old one (issue 41, item 15).
+    #[error(
+        "database {url} is still being created (migration {version} is not applied yet and it holds no runs): try again in a moment; if the command creating it was stopped, `helmbench migrate` finishes it"
+    )]
+    BeingCreated { url: String, version: i64 },
     #[error(
         "database {url} has no helmbench tables (an empty file, or another program's database); pass the right --database-url"
     )]
@@ -272,12 +281,8 @@ fn path_problem(path: &Path) -> Option<String> {
     if !folder.is_dir() {
         return Some(missing_folder(path, folder));
     }
-    if path.is_dir() {
-        return Some(format!(
-            "cannot open {}: it is a folder, not a database file (pass --database-url with a file name, e.g. {})",
-            path.display(),
-            path.join("helmbench.db").display()
-        ));
+    if let Some(p) = folder_given(path) {
+        return Some(p);
     }
     // Creates `p` and removes it again: it did not exist.
     let probe_new = |p: &Path| {
@@ -314,6 +319,18 @@ fn path_problem(path: &Path) -> Option<String> {
         return Some(io_problem("write beside", path, folder, &e));
     }
     None
+}
+
+/// A folder where the database file should be: which, and the fix (the
+/// same words for `run-batch` and the read-only commands).
+fn folder_given(path: &Path) -> Option<String> {
+    path.is_dir().then(|| {
+        format!(
+            "cannot open {}: it is a folder, not a database file (pass --database-url with a file name, e.g. {})",
+            path.display(),
+            path.join("helmbench.db").display()
+        )
+    })
 }
 
 /// "cannot {verb} {path}: why (the fix)" for an I/O error on `target`.
@@ -442,7 +459,9 @@ impl Store {
         loop {
             let opened = Store::try_open_read_only(url).await;
             let patience = match &opened {
-                Err(StoreError::NotHelmbench { .. }) => Duration::from_secs(5),
+                Err(StoreError::NotHelmbench { .. } | StoreError::BeingCreated { .. }) => {
+                    Duration::from_secs(5)
+                }
                 Err(StoreError::OlderSchema { .. }) => Duration::from_millis(300),
                 _ => return opened,
             };
@@ -464,9 +483,14 @@ impl Store {
         }
         let done = finished(&applied);
         if let Some(m) = MIGRATOR.iter().find(|m| !done.contains(&m.version)) {
-            return Err(StoreError::OlderSchema {
-                url: url.into(),
-                version: m.version,
+            // Migrations are applied in order, so a database being created
+            // looks like an older one for a moment (or for good, when its
+            // creator was killed): it holds no runs yet.
+            let (url, version) = (url.to_string(), m.version);
+            return Err(if holds_runs(&pool).await {
+                StoreError::OlderSchema { url, version }
+            } else {
+                StoreError::BeingCreated { url, version }
             });
         }
         let store = Store {
@@ -710,6 +734,9 @@ async fn connect_read_only(url: &str) -> Result<(SqlitePool, Vec<AppliedMigratio
         .busy_timeout(Duration::from_secs(60))
         .pragma("cache_size", "-8192");
     let path = base.get_filename().to_path_buf();
+    if let Some(p) = folder_given(&path) {
+        return Err(StoreError::Path(p));
+    }
     let no_sidecars = !sidecar(url, "-wal") && !sidecar(url, "-shm");
     let read_only_bits = |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.permissions().readonly());
     let folder = path
@@ -745,6 +772,15 @@ async fn connect_read_only(url: &str) -> Result<(SqlitePool, Vec<AppliedMigratio
         Err(e) => return Err(StoreError::open(url, e)),
     };
     Ok((pool, applied))
+}
+
+/// Whether the database has any run (a database whose tables are not all
+/// there yet has none).
+async fn holds_runs(pool: &SqlitePool) -> bool {
+    sqlx::query_scalar::<_, i64>("SELECT 1 FROM evaluation_run LIMIT 1")
+        .fetch_optional(pool)
+        .await
+        .is_ok_and(|row| row.is_some())
 }
 
 /// Whether a migration failed because another process was applying the

@@ -10,6 +10,7 @@ use futures_util::TryStreamExt;
 
 use super::backend::{Arg, Dialect, bind_args, on};
 use super::decode::Row as _;
+use super::view_pg_search::PgSearch;
 use super::{Store, StoreError};
 use crate::domain::{Cell, CellStatus, Direction, DownloadRow, ResultFilter, RowKey, StatusFilter};
 
@@ -134,7 +135,7 @@ impl Sql {
     /// ` WHERE r.run_id IN (?, ?)` and the filter's conditions (the run
     /// condition first and always: it is what lets SQLite use
     /// `result_view`, see its migration).
-    fn filter(&mut self, f: &ResultFilter) -> &mut Sql {
+    fn filter(&mut self, f: &ResultFilter, pg: Option<&PgSearch>) -> &mut Sql {
         self.push(" WHERE r.run_id IN ").run_list(&f.runs);
         match f.status {
             StatusFilter::All => {}
@@ -194,7 +195,9 @@ impl Sql {
         if let Some(v) = f.max_severity {
             self.push(" AND r.base_severity <= ?").bind(v);
         }
-        if let Some(q) = f.search.as_deref().map(str::trim).filter(|q| !q.is_empty()) {
+        if let Some(s) = pg {
+            self.push(" AND ").pg_search(s);
+        } else if let Some(q) = f.search.as_deref().map(str::trim).filter(|q| !q.is_empty()) {
             match fts_phrase(q).filter(|_| f.search_index) {
                 Some(phrase) => {
                     // The index answers for the results it holds; those
@@ -222,6 +225,61 @@ impl Sql {
                     self.push(" AND ").like(q);
                 }
             }
+        }
+        self
+    }
+
+    /// The text condition on PostgreSQL, through its word indexes (see
+    /// view_pg_search.rs): each text's matches listed when they are few,
+    /// looked up row by row when they are many.
+    fn pg_search(&mut self, s: &PgSearch) -> &mut Sql {
+        self.push("(1 = 0");
+        if let Some(ids) = &s.replies {
+            self.id_list("r.id", ids);
+        } else {
+            self.push(
+                " OR to_tsvector('simple', COALESCE(r.response, '')) @@ to_tsquery('simple', ?)",
+            )
+            .bind(s.query.clone());
+        }
+        match &s.prompts {
+            Some(hashes) if !hashes.is_empty() => {
+                self.push(" OR r.prompt_hash IN (");
+                for (i, h) in hashes.iter().enumerate() {
+                    self.push(if i == 0 { "?" } else { ", ?" }).bind(h.clone());
+                }
+                self.push(")");
+            }
+            Some(_) => {}
+            None => {
+                self.push(
+                    " OR EXISTS (SELECT 1 FROM prompt_text pt WHERE pt.hash = r.prompt_hash
+                                  AND to_tsvector('simple', pt.text) @@ to_tsquery('simple', ?))",
+                )
+                .bind(s.query.clone());
+            }
+        }
+        if let Some(ids) = &s.judged {
+            self.id_list("r.id", ids);
+        } else {
+            self.push(
+                " OR EXISTS (SELECT 1 FROM judgement j WHERE j.result_id = r.id
+                              AND to_tsvector('simple', COALESCE(j.justification, '')) @@ to_tsquery('simple', ?))
+                  OR EXISTS (SELECT 1 FROM judge_vote v WHERE v.result_id = r.id
+                              AND to_tsvector('simple', COALESCE(v.justification, '')) @@ to_tsquery('simple', ?))",
+            )
+            .bind(s.query.clone())
+            .bind(s.query.clone());
+        }
+        self.push(")")
+    }
+
+    /// ` OR col IN (ids)`, the ids written out (they are the database's
+    /// own integers); nothing for none.
+    fn id_list(&mut self, col: &str, ids: &[i64]) -> &mut Sql {
+        if !ids.is_empty() {
+            let list: Vec<String> = ids.iter().map(i64::to_string).collect();
+            self.push(&format!(" OR {col} IN ({})", list.join(", ")));
         }
         self
     }
@@ -284,12 +342,13 @@ impl Store {
         limit: i64,
     ) -> Result<Vec<RowKey>, StoreError> {
         let mut keys = std::collections::BTreeSet::new();
+        let pg = self.pg_search(filter).await?;
         for run in &filter.runs {
             let one = ResultFilter {
                 runs: vec![*run],
                 ..filter.clone()
             };
-            keys.extend(self.run_rows(&one, from, limit).await?);
+            keys.extend(self.run_rows(&one, &pg, from, limit).await?);
         }
         let mut keys: Vec<RowKey> = keys.into_iter().collect();
         let n = keys.len().min(usize::try_from(limit).unwrap_or(0));
@@ -306,12 +365,13 @@ impl Store {
     async fn run_rows(
         &self,
         filter: &ResultFilter,
+        pg: &Option<PgSearch>,
         from: Option<(Direction, &RowKey)>,
         limit: i64,
     ) -> Result<Vec<RowKey>, StoreError> {
         on!(&self.pool, |pool, d| {
             let mut q = Sql::new("SELECT r.test_code, r.repeat_index ");
-            q.push(FROM).filter(filter);
+            q.push(FROM).filter(filter, pg.as_ref());
             let descending = matches!(from, Some((Direction::Before, _)));
             match from {
                 Some((Direction::After, k)) => {
@@ -396,6 +456,7 @@ impl Store {
         filter: &ResultFilter,
         cap: Option<i64>,
     ) -> Result<Vec<(i64, i64)>, StoreError> {
+        let pg = self.pg_search(filter).await?;
         on!(&self.pool, |pool, d| {
             let by_totals = filter.status == StatusFilter::All
                 && filter.min_severity.is_none()
@@ -412,7 +473,7 @@ impl Store {
                             ..filter.clone()
                         };
                         let mut q = Sql::new("SELECT COUNT(*) FROM (SELECT 1 ");
-                        q.push(FROM).filter(&one);
+                        q.push(FROM).filter(&one, pg.as_ref());
                         if let Some(cap) = cap {
                             q.push(" LIMIT ?").bind(cap + 1);
                         }
@@ -426,7 +487,9 @@ impl Store {
                 // turn (already grouped by run), and a search's match lists made
                 // once, not once per run.
                 let mut q = Sql::new("SELECT r.run_id, COUNT(*) AS n ");
-                q.push(FROM).filter(filter).push(" GROUP BY r.run_id");
+                q.push(FROM)
+                    .filter(filter, pg.as_ref())
+                    .push(" GROUP BY r.run_id");
                 for row in bound!(query, q, d).fetch_all(pool).await? {
                     let run: i64 = row.val("run_id");
                     if let Some(slot) = out.iter_mut().find(|(r, _)| *r == run) {
@@ -445,12 +508,13 @@ impl Store {
         run_id: i64,
         key: &RowKey,
     ) -> Result<(Option<i64>, Option<i64>), StoreError> {
+        let pg = self.pg_search(filter).await?;
         on!(&self.pool, |pool, d| {
             let one = |dir: Direction| {
                 let mut f = filter.clone();
                 f.runs = vec![run_id];
                 let mut q = Sql::new("SELECT r.id ");
-                q.push(FROM).filter(&f);
+                q.push(FROM).filter(&f, pg.as_ref());
                 match dir {
                     Direction::Before => q
                         .key("<", key)
@@ -481,6 +545,13 @@ impl Store {
         filter: &ResultFilter,
         tx: tokio::sync::mpsc::Sender<Result<DownloadRow, StoreError>>,
     ) {
+        let pg = match self.pg_search(filter).await {
+            Ok(pg) => pg,
+            Err(e) => {
+                let _ = tx.send(Err(e)).await;
+                return;
+            }
+        };
         on!(&self.pool, |pool, d| {
             let mut q = Sql::new(
             "SELECT r.id AS result_id, r.run_id, l.model_id AS model, r.test_code, r.repeat_index,
@@ -496,7 +567,7 @@ impl Store {
                     " JOIN evaluation_run er ON er.id = r.run_id
                   JOIN llm l ON l.id = er.llm_id",
                 )
-                .filter(filter)
+                .filter(filter, pg.as_ref())
                 .push(" ORDER BY r.test_code, r.repeat_index, r.run_id");
             let mut rows = bound!(query, q, d).fetch(pool);
             loop {
@@ -558,6 +629,7 @@ impl Store {
         &self,
         filter: &ResultFilter,
     ) -> Result<Vec<crate::domain::ReadPlan>, StoreError> {
+        let pg = self.pg_search(filter).await?;
         on!(&self.pool, |pool, d| {
             let run = filter.runs.first().copied().unwrap_or(0);
             let one = ResultFilter {
@@ -570,7 +642,7 @@ impl Store {
             };
             let page = |from: Option<(Direction, &RowKey)>| {
                 let mut q = Sql::new("SELECT r.test_code, r.repeat_index ");
-                q.push(FROM).filter(&one);
+                q.push(FROM).filter(&one, pg.as_ref());
                 if let Some((_, k)) = from {
                     q.key(">", k);
                 }
@@ -579,11 +651,14 @@ impl Store {
                 q
             };
             let mut count = Sql::new("SELECT r.run_id, COUNT(*) AS n ");
-            count.push(FROM).filter(&one).push(" GROUP BY r.run_id");
+            count
+                .push(FROM)
+                .filter(&one, pg.as_ref())
+                .push(" GROUP BY r.run_id");
             let mut before = Sql::new("SELECT r.id ");
             before
                 .push(FROM)
-                .filter(&one)
+                .filter(&one, pg.as_ref())
                 .key("<", &key)
                 .push(" ORDER BY r.test_code DESC, r.repeat_index DESC LIMIT 1");
             let statements = [

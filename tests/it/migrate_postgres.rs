@@ -342,13 +342,178 @@ async fn a_sqlite_database_is_copied_into_postgres_once() {
             .unwrap();
     assert_eq!(id, llms + 2, "after the nextval above");
 
-    // A target that no longer matches is said to, with a failure.
+    // Rows of the file's runs missing from the target are said to be, with
+    // a failure (rows of other runs there do not count: the llm above).
+    sqlx::query("DELETE FROM result WHERE id = (SELECT MAX(id) FROM result WHERE run_id = 1)")
+        .execute(&pg.pool)
+        .await
+        .unwrap();
     let out = migrate(&b, &["--from", &from, "--to", &to]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(stdout(&out).contains("MISMATCH"), "{}", stdout(&out));
-    assert!(stderr(&out).contains("llm"), "{}", stderr(&out));
+    let err = stderr(&out);
+    let error = err
+        .lines()
+        .find(|l| l.starts_with("error:"))
+        .unwrap_or_default();
+    assert!(
+        error.contains("result (") && error.contains("of them in the target"),
+        "{err}"
+    );
+    assert!(!error.contains("llm"), "{err}");
 
     lite.close().await;
+    pg.remove().await;
+}
+
+/// `helmbench` on the database at `url` (the team store).
+fn on(b: &Bench, url: &str, args: &[&str]) -> Output {
+    let out = b
+        .helmbench()
+        .database(url)
+        .std()
+        .args(args)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+    out
+}
+
+/// Numbers equal to 1e-9 (sums taken in another order), the rest exactly.
+fn same_json(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => {
+            (x.as_f64().unwrap() - y.as_f64().unwrap()).abs() < 1e-9
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(x, y)| same_json(x, y))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| same_json(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+/// A run's `runs`/`costs` JSON with its id set to `id`, its process list
+/// dropped (the hosts are the file's as written).
+fn as_run(v: &Value, id: i64) -> Value {
+    let mut v = v.clone();
+    v["run_id"] = json!(id);
+    v
+}
+
+/// Issue 41, item 4: two laptops' files merged into one team store. The
+/// second file's runs come alongside the first's under new ids, the
+/// benchmark's content shared; `runs`, `costs` and `export` show both, as
+/// each file showed its own; a second merge of either copies nothing. (The
+/// merge used to fail on the second file: "duplicate key value violates
+/// unique constraint".)
+#[tokio::test(flavor = "multi_thread")]
+async fn two_sqlite_files_merge_into_one_store() {
+    let Some(url) = server() else { return };
+    let (a, b) = (bench(), bench());
+    source(&a).await;
+    source(&b).await;
+    let pg = TestDb::create(&url).await;
+    let to = db_url(&url, &pg.name, None);
+    let from = |x: &Bench| format!("sqlite://{}", db_path(x).display());
+    for x in [&a, &b] {
+        let out = migrate(x, &["--from", &from(x), "--to", &to]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert!(stderr(&out).contains("counts match"), "{}", stderr(&out));
+        assert!(!stdout(&out).contains("MISMATCH"), "{}", stdout(&out));
+    }
+    let count = |t: &str| format!("SELECT COUNT(*) FROM {t}");
+    let n = |pool: &PgPool, t: &'static str| {
+        let pool = pool.clone();
+        async move {
+            sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(count(t)))
+                .fetch_one(&pool)
+                .await
+                .unwrap()
+        }
+    };
+    let lite = sqlite(&a).await;
+    for (t, times) in [
+        ("evaluation_run", 2),
+        ("result", 2),
+        ("judgement", 2),
+        ("discarded_charge", 2),
+        ("human_label", 2),
+        ("benchmark", 1),
+        ("scenario", 1),
+        ("perturbation", 1),
+        ("llm", 1),
+        ("prompt_text", 1),
+    ] {
+        let one: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(count(t)))
+            .fetch_one(&lite)
+            .await
+            .unwrap();
+        assert!(one > 0, "{t}: the test proves nothing");
+        assert_eq!(n(&pg.pool, t).await, one * times, "{t}");
+    }
+    lite.close().await;
+
+    // `runs` and `costs`: a's runs as 1 and 2, b's as 3 and 4, each as its
+    // file shows it.
+    for args in [
+        &["runs", "--format", "json"][..],
+        &["costs", "--format", "json"],
+    ] {
+        let team: Value = serde_json::from_slice(&on(&a, &to, args).stdout).unwrap();
+        let team = team["runs"].as_array().unwrap().clone();
+        let mut want = Vec::new();
+        for (x, first) in [(&a, 1), (&b, 3)] {
+            let file = b
+                .helmbench()
+                .database(db_path(x))
+                .std()
+                .args(args)
+                .output()
+                .unwrap();
+            let file: Value = serde_json::from_slice(&file.stdout).unwrap();
+            for r in file["runs"].as_array().unwrap() {
+                want.push(as_run(r, r["run_id"].as_i64().unwrap() - 1 + first));
+            }
+        }
+        let by_id = |v: &Vec<Value>| {
+            let mut v = v.clone();
+            v.sort_by_key(|r| r["run_id"].as_i64());
+            v
+        };
+        assert_eq!(team.len(), 4, "{args:?}");
+        assert!(
+            same_json(&json!(by_id(&team)), &json!(by_id(&want))),
+            "{args:?}:\n{team:#?}\n{want:#?}"
+        );
+    }
+    // `export`: every result of both files.
+    let rows = |out: &Output| stdout(out).lines().count();
+    let team = rows(&on(&a, &to, &["export", "--format", "jsonl"]));
+    let files: usize = [&a, &b]
+        .iter()
+        .map(|x| {
+            rows(&on(
+                x,
+                &db_path(x).display().to_string(),
+                &["export", "--format", "jsonl"],
+            ))
+        })
+        .sum();
+    assert!(team > 0);
+    assert_eq!(team, files);
+
+    // Again, either file: nothing copied.
+    for x in [&b, &a] {
+        let out = migrate(x, &["--from", &from(x), "--to", &to]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert!(stderr(&out).contains("nothing to copy"), "{}", stderr(&out));
+    }
+    assert_eq!(n(&pg.pool, "evaluation_run").await, 4);
     pg.remove().await;
 }
 

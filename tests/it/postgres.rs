@@ -100,6 +100,27 @@ pub(crate) fn server() -> Option<String> {
     }
 }
 
+/// The second test server's URL, whose cluster was created with a non-C
+/// locale (en_US.UTF-8: .ci/run starts it), or None (skipped, with a
+/// message) outside CI where there is none. Under CI=true it must be there.
+pub(crate) fn server_en() -> Option<String> {
+    const VAR: &str = "HELMBENCH_TEST_POSTGRES_URL_EN";
+    if let Ok(url) = std::env::var(VAR)
+        && !url.is_empty()
+    {
+        return Some(url);
+    }
+    let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+    assert!(
+        !ci,
+        "no en_US.UTF-8 PostgreSQL cluster (CI=true: this test must run): set {VAR} (.ci/run starts one with scripts/postgres/start.sh --locale en_US.UTF-8 DIR)"
+    );
+    eprintln!(
+        "skipped: no en_US.UTF-8 PostgreSQL cluster ({VAR} unset; `scripts/postgres/start.sh --locale en_US.UTF-8 DIR`, or run .ci/run)"
+    );
+    None
+}
+
 /// The URL of database `name` on the test server at `server`.
 pub(crate) fn db_url(server: &str, name: &str) -> String {
     let (base, _) = server.rsplit_once('/').unwrap();
@@ -334,6 +355,15 @@ async fn sqlite_schema(pool: &SqlitePool) -> Schema {
     Schema { tables, triggers }
 }
 
+/// PostgreSQL's word indexes for the viewer's search (issue 45): SQLite's
+/// view keeps an FTS5 index in a file of its own instead.
+const PG_ONLY_INDEXES: [&str; 4] = [
+    "result_reply_words",
+    "prompt_text_words",
+    "judgement_words",
+    "judge_vote_words",
+];
+
 async fn pg_schema(pool: &PgPool) -> Schema {
     let names: Vec<String> = sqlx::query_scalar(
         "SELECT table_name::text FROM information_schema.tables
@@ -378,9 +408,11 @@ async fn pg_schema(pool: &PgPool) -> Schema {
                FROM pg_index ix
                JOIN pg_class i ON i.oid = ix.indexrelid
                JOIN pg_class tb ON tb.oid = ix.indrelid
-              WHERE tb.relnamespace = 'public'::regnamespace AND tb.relname = $1",
+              WHERE tb.relnamespace = 'public'::regnamespace AND tb.relname = $1
+                AND NOT (i.relname::text = ANY($2))",
         )
         .bind(&name)
+        .bind(&PG_ONLY_INDEXES[..])
         .fetch_all(pool)
         .await
         .unwrap();
@@ -541,6 +573,17 @@ async fn postgres_schema_matches_sqlite() {
         assert_eq!(Some(t), got.tables.get(name), "table {name}");
     }
     assert_eq!(want.triggers, got.triggers);
+    // Every text column compares in byte order, as SQLite's (issue 41,
+    // item 11): a later migration's new column too.
+    let other: Vec<(String, String)> = sqlx::query_as(
+        "SELECT table_name::text, column_name::text FROM information_schema.columns
+          WHERE table_schema = 'public' AND data_type = 'text' AND table_name <> '_sqlx_migrations'
+            AND collation_name IS DISTINCT FROM 'C' ORDER BY 1, 2",
+    )
+    .fetch_all(&pg.pool)
+    .await
+    .unwrap();
+    assert_eq!(other, vec![], "text columns without COLLATE \"C\"");
     assert!(
         want.triggers
             .contains(&("discarded_charge_total".into(), "discarded_charge".into()))

@@ -226,3 +226,93 @@ async fn read_only_commands_never_migrate_an_older_database() {
     let out = read(&b, &["migrate"]);
     assert!(stderr(&out).contains("up to date"), "{}", stderr(&out));
 }
+
+/// Issue 41, item 15: a folder given as the database is named, with what
+/// is expected (`run-batch`'s words), never SQLite's "(code: 266) disk I/O
+/// error".
+#[test]
+fn a_folder_given_as_the_database_is_named() {
+    let b = Bench::new();
+    let dir = b.dir.path().join("results");
+    std::fs::create_dir(&dir).unwrap();
+    for args in read_commands() {
+        let out = read_at(&b, &dir, &args);
+        assert_no_panic(&out);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains(&format!(
+                "cannot open {}: it is a folder, not a database file (pass --database-url with a file name, e.g. {})",
+                dir.display(),
+                dir.join("helmbench.db").display()
+            )),
+            "{args:?}: {err}"
+        );
+        assert!(!err.contains("code: 266"), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+    assert_eq!(listing(&dir), Vec::<String>::new(), "nothing written in it");
+}
+
+/// Issue 41, item 15: a new database read while its first command creates
+/// it (or after that command was killed -9) is not "written by an older
+/// helmbench": with only the first migrations and no runs it is said to be
+/// being created; migrated but with its (empty) totals not filled yet, it
+/// reads as the empty database it is.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_database_being_created_is_not_an_old_one() {
+    let b = Bench::new();
+    let url = db_path(&b).display().to_string();
+    // The migrator's first step: its bookkeeping table, no migration yet.
+    let empty = b.dir.path().join("no-migrations");
+    std::fs::create_dir(&empty).unwrap();
+    {
+        let p = sqlx::SqlitePool::connect(&format!("sqlite://{url}?mode=rwc"))
+            .await
+            .unwrap();
+        sqlx::migrate::Migrator::new(empty.as_path())
+            .await
+            .unwrap()
+            .run(&p)
+            .await
+            .unwrap();
+        p.close().await;
+    }
+    for args in read_commands() {
+        let out = read(&b, &args);
+        assert_no_panic(&out);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(!err.contains("older helmbench"), "{args:?}: {err}");
+        assert!(
+            err.contains("is still being created") && err.contains("helmbench migrate"),
+            "{args:?}: {err}"
+        );
+    }
+    std::fs::remove_file(db_path(&b)).unwrap();
+
+    // Every migration applied; the process stopped before it filled the
+    // totals (their marker still there).
+    helmbench::store::Store::open(&url)
+        .await
+        .unwrap()
+        .close()
+        .await;
+    let p = connect(&b).await.unwrap();
+    sqlx::query("INSERT INTO totals_rebuild VALUES (1)")
+        .execute(&p)
+        .await
+        .unwrap();
+    p.close().await;
+    let out = read(&b, &["runs", "--format", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(runs_json(&b)["runs"], serde_json::json!([]));
+    for args in read_commands() {
+        let out = read(&b, &args);
+        assert!(
+            !stderr(&out).contains("older helmbench"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+}

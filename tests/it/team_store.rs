@@ -546,3 +546,228 @@ async fn a_batch_api_run_is_kept_in_postgresql_as_in_sqlite() {
     assert_same("report", &reads[0].2, &reads[1].2);
     db.remove().await;
 }
+
+/// Scenarios whose codes sort differently by bytes than by a collation
+/// that ignores punctuation (P1-B1-S1 < P1-B1-S10 < P1-B10-S1 < P10-B1-S1
+/// in byte order; en_US.UTF-8 reads "P1B10S1" before "P1B1S1"), 16 test
+/// cases each: 64 results, two pages of the viewer.
+fn coded_bench() -> Bench {
+    let b = Bench::new();
+    b.file("models.yml", "models:\n  - id: test/model\n");
+    for (code, short) in [
+        ("P1-B1-S1", "S1"),
+        ("P1-B1-S10", "S10"),
+        ("P1-B10-S1", "S1"),
+        ("P10-B1-S1", "S1"),
+    ] {
+        b.scenario(code, short);
+        let p: String = (1..=16)
+            .map(|i| {
+                format!(
+                    "# PT{i}\n---\nseverity: {}\n---\n## User input\nMessage {i} of {code}.\n\n",
+                    i % 10
+                )
+            })
+            .collect();
+        b.file(&format!("scenarios/{code}/perturbations.md"), p);
+    }
+    b
+}
+
+/// The result ids the viewer lists under `filter`, page after page (its
+/// "Next" links), and back again from the last page ("Previous").
+async fn listed(v: &crate::support::viewer::Viewer, filter: &str) -> (Vec<i64>, Vec<i64>) {
+    use crate::view::{get, result_links};
+    let link = |body: &str, rel: &str| {
+        let at = body.find(&format!("rel=\"{rel}\" href=\""))?;
+        let rest = &body[at + rel.len() + 13..];
+        Some(rest[..rest.find('"')?].replace("&amp;", "&"))
+    };
+    let (mut forward, mut pages) = (Vec::new(), Vec::new());
+    let mut path = format!("/results?runs=1&{filter}");
+    loop {
+        let page = get(v, &path).await;
+        assert_eq!(
+            page.status,
+            reqwest::StatusCode::OK,
+            "{path}: {}",
+            page.body
+        );
+        forward.extend(result_links(&page.body));
+        pages.push(page.body.clone());
+        match link(&page.body, "next") {
+            Some(next) => path = next,
+            None => break,
+        }
+    }
+    let mut body = pages.pop().unwrap();
+    let mut backward = result_links(&body);
+    while let Some(prev) = link(&body, "prev") {
+        let page = get(v, &prev).await;
+        let mut ids = result_links(&page.body);
+        ids.extend(backward);
+        backward = ids;
+        body = page.body;
+    }
+    (forward, backward)
+}
+
+/// Issue 41, item 11: the store orders and ranges codes in byte order on
+/// PostgreSQL whatever the cluster's collation. The same run, copied into
+/// a database on the C cluster and one on an en_US.UTF-8 cluster, gives
+/// the viewer's pages (every page forward, then back) and its pillar,
+/// behaviour and scenario filters exactly as on SQLite; so do `report`
+/// and `export`. (Without COLLATE "C", the en_US cluster's behaviour and
+/// scenario filters came back empty and its pages in another order.)
+#[tokio::test(flavor = "multi_thread")]
+async fn codes_order_the_same_on_a_c_and_an_en_us_cluster() {
+    use crate::support::viewer::Viewer;
+    let Some(c_server) = server() else { return };
+    let Some(en_server) = crate::postgres::server_en() else {
+        return;
+    };
+    let m = crate::support::mock::triage_server().await;
+    let base = m.server.uri();
+    let b = coded_bench();
+    let lite = crate::support::db_path(&b).display().to_string();
+    ok(on(&b, &lite, &base, &["run-batch", "--all-scenarios"]));
+    let (c_db, en_db) = (
+        TestDb::create(&c_server).await,
+        TestDb::create(&en_server).await,
+    );
+    let collation: String = sqlx::query_scalar(
+        "SELECT datcollate::text FROM pg_database WHERE datname = current_database()",
+    )
+    .fetch_one(&en_db.pool)
+    .await
+    .unwrap();
+    assert!(collation.starts_with("en_US"), "{collation}");
+    let stores = [
+        lite.clone(),
+        db_url(&c_server, &c_db.name),
+        db_url(&en_server, &en_db.name),
+    ];
+    for pg in &stores[1..] {
+        ok(on(
+            &b,
+            &lite,
+            &base,
+            &["migrate", "--from", &lite, "--to", pg],
+        ));
+    }
+    let filters = [
+        "",
+        "pillar=P1",
+        "pillar=P10",
+        "behaviour=P1-B1",
+        "behaviour=P1-B10",
+        "scenario=P1-B1-S1",
+        "scenario=P1-B1-S10",
+        "scenario=P10-B1-S1",
+        "min_sev=5&behaviour=P1-B1",
+    ];
+    let mut answers = Vec::new();
+    for url in &stores {
+        let v = Viewer::start_at(&b, url, &[]);
+        let mut lists = Vec::new();
+        for f in filters {
+            lists.push((f, listed(&v, f).await));
+        }
+        drop(v);
+        let report = steady(&json(&ok(on(
+            &b,
+            url,
+            &base,
+            &["report", "--format", "json"],
+        ))));
+        let export = ok(on(&b, url, &base, &["export", "--format", "jsonl"]));
+        let export: Vec<Value> = jsonl(&export).iter().map(steady).collect();
+        answers.push((lists, report, export));
+    }
+    let (want, _, _) = &answers[0];
+    let all = &want[0].1.0;
+    assert_eq!(all.len(), 64, "{all:?}");
+    assert_eq!(want[0].1.1, *all, "back from the last page");
+    for (f, (forward, _)) in want {
+        assert!(!forward.is_empty(), "{f}: the test proves nothing");
+    }
+    for (store, got) in stores.iter().zip(&answers).skip(1) {
+        for ((f, w), (_, g)) in want.iter().zip(&got.0) {
+            assert_eq!(g, w, "{store}: {f}");
+        }
+        assert_same("report", &answers[0].1, &got.1);
+        assert_eq!(got.2, answers[0].2, "{store}: export");
+    }
+    c_db.remove().await;
+    en_db.remove().await;
+}
+
+/// The test codes (and repeats) a results page lists, in order.
+fn listed_codes(body: &str) -> Vec<String> {
+    let doc = scraper::Html::parse_document(body);
+    let sel = scraper::Selector::parse("td.code").unwrap();
+    doc.select(&sel)
+        .map(|td| td.text().collect::<String>().trim().to_string())
+        .collect()
+}
+
+/// Issue 45: the viewer's text search on PostgreSQL reads word indexes of
+/// its own (kept by PostgreSQL as the results are written) and finds what
+/// SQLite's view finds: a phrase in the replies in any case, a word of
+/// the prompts, words and a word's start in the judges' justifications,
+/// and nothing for a word in none.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_viewers_search_finds_the_same_on_both_backends() {
+    use crate::support::viewer::Viewer;
+    use crate::view::get;
+    let Some(pg_server) = server() else { return };
+    let db = TestDb::create(&pg_server).await;
+    let pg = db_url(&pg_server, &db.name);
+    let (server, _, _) = scripted_server().await;
+    let b = bench();
+    let lite = crate::support::db_path(&b).display().to_string();
+    let batch = ["run-batch", "--all-scenarios"];
+    ok(on(&b, &lite, &server.uri(), &batch));
+    ok(on(&b, &pg, &server.uri(), &batch));
+    let indexes: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM pg_indexes WHERE indexname IN
+           ('result_reply_words', 'prompt_text_words', 'judgement_words', 'judge_vote_words')",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(indexes, 4);
+    let words = [
+        ("CRISIS+LINE", true),
+        ("exams", true),
+        ("professional+help", true),
+        ("profess", true),
+        ("small+step", true),
+        ("zqxjkv", false),
+    ];
+    let mut answers: Vec<Vec<Vec<String>>> = Vec::new();
+    for url in [&lite, &pg] {
+        let v = Viewer::start_at(&b, url, &[]);
+        let mut found = Vec::new();
+        for (q, _) in words {
+            let page = get(&v, &format!("/results?runs=1&q={q}")).await;
+            assert_eq!(page.status, reqwest::StatusCode::OK, "{q}: {}", page.body);
+            found.push(listed_codes(&page.body));
+        }
+        drop(v);
+        answers.push(found);
+    }
+    let all = {
+        let v = Viewer::start_at(&b, &lite, &[]);
+        let page = get(&v, "/results?runs=1").await;
+        listed_codes(&page.body).len()
+    };
+    for ((q, some), (sqlite, postgres)) in words.iter().zip(answers[0].iter().zip(&answers[1])) {
+        assert_eq!(postgres, sqlite, "{q}");
+        assert_eq!(!sqlite.is_empty(), *some, "{q}: {sqlite:?}");
+        if *some && *q != "profess" && *q != "CRISIS+LINE" {
+            assert!(sqlite.len() < all, "{q}: every row found proves nothing");
+        }
+    }
+    db.remove().await;
+}
