@@ -168,6 +168,18 @@ impl Drop for Spool {
 const MAX_BATCH_BYTES: u64 = 8 << 30;
 
 impl Client {
+    /// The base URL batches are submitted to (a batch id means something
+    /// only there), without a trailing slash.
+    pub fn batch_base_url(&self) -> String {
+        self.cfg.base_url.trim().trim_end_matches('/').to_string()
+    }
+
+    /// The first 16 hex digits of the SHA-256 of the API key: which key
+    /// submitted a run's batches, recorded with the run instead of the key.
+    pub fn key_fingerprint(&self) -> String {
+        crate::benchmark::sha256_hex(&[self.cfg.api_key.trim().as_bytes()])[..16].to_string()
+    }
+
     /// `{root}/api/beta/batches`, root being the base URL without `/api/v1`.
     fn batches_url(&self) -> String {
         let base = self.cfg.base_url.trim().trim_end_matches('/');

@@ -88,6 +88,14 @@ pub async fn run_batch_api(
     control: &RunControl,
     api: &BatchApi,
 ) -> crate::Result<RunSummary> {
+    // The run's recorded batch size, on every resume.
+    let api = &BatchApi {
+        batch_size: settings
+            .batch_api
+            .as_ref()
+            .map_or(api.batch_size, |a| a.batch_size),
+        ..api.clone()
+    };
     let b = &ctx.benchmark;
     let work = plan(b, settings)?;
     let planned = work.len();
@@ -116,6 +124,18 @@ pub async fn run_batch_api(
     )
     .await?;
     drop(opening);
+    // On the team store the batch's budget is kept in the database, as
+    // for synchronous runs (budget.rs).
+    if ctx.store.is_team_store() {
+        let key = settings
+            .batch
+            .clone()
+            .unwrap_or_else(|| format!("run:{run_id}"));
+        control
+            .batch
+            .open_team_budget(&ctx.store, key, !control.join)
+            .await?;
+    }
     let stored = ctx.store.stored_cases(run_id).await?;
     let held = ctx.store.held_cases(run_id).await?;
     let progress = control
@@ -186,7 +206,7 @@ pub async fn run_batch_api(
         stop.clone(),
         shared.clone(),
     ));
-    let mut live = recorded(ctx, run_id, &mut col).await?;
+    let mut live = recorded(ctx, control, run_id, &mut col).await?;
     let outcome = drive(
         ctx, settings, control, api, run_id, &mut col, &mut live, &shared,
     )
@@ -196,7 +216,10 @@ pub async fn run_batch_api(
     progress.set_spend(col.spent);
     progress.finish();
     // What the batches in flight were counted at is released.
-    release(control, live.iter().map(|l| l.estimate).sum());
+    control
+        .batch
+        .release_batch(live.iter().map(|l| l.estimate).sum());
+    control.batch.flush_team_budget().await;
     let stop_reason = shared
         .stop_reason
         .lock()
@@ -267,7 +290,12 @@ enum Ended {
 /// The batches an earlier process of this run recorded: an intent whose
 /// 202 never came is abandoned (its requests go out again); submitted and
 /// completed ones are polled (a completed one is read again).
-async fn recorded(ctx: &RunContext, run_id: i64, col: &mut Collect) -> crate::Result<Vec<Live>> {
+async fn recorded(
+    ctx: &RunContext,
+    control: &RunControl,
+    run_id: i64,
+    col: &mut Collect,
+) -> crate::Result<Vec<Live>> {
     let rows: Vec<BatchRow> = ctx.store.run_batches(run_id).await?;
     let mut live = Vec::new();
     // Judge requests that a live batch holds are not sent again.
@@ -305,6 +333,13 @@ async fn recorded(ctx: &RunContext, run_id: i64, col: &mut Collect) -> crate::Re
                     }
                 }
                 col.expect(row.id, items.len());
+                let estimate = if row.state == "submitted" {
+                    row.estimate_usd
+                } else {
+                    0.0
+                };
+                // Still at OpenRouter: counted against the budget again.
+                control.batch.hold_batch(estimate).await;
                 live.push(Live {
                     row: row.id,
                     remote: remote.clone(),
@@ -312,11 +347,7 @@ async fn recorded(ctx: &RunContext, run_id: i64, col: &mut Collect) -> crate::Re
                     items,
                     next: Instant::now(),
                     wait: Duration::ZERO,
-                    estimate: if row.state == "submitted" {
-                        row.estimate_usd
-                    } else {
-                        0.0
-                    },
+                    estimate,
                     counts: [row.total, row.completed, row.failed],
                 });
             }
@@ -410,7 +441,7 @@ async fn drive(
             }
             if poll_one(ctx, control, api, col, &mut live[i], shared).await? {
                 let l = live.swap_remove(i);
-                release(control, l.estimate);
+                control.batch.release_batch(l.estimate);
             } else {
                 i += 1;
             }
@@ -555,37 +586,6 @@ fn next_wait(last: Duration, api: &BatchApi) -> Duration {
     };
     let jitter = rand::rng().random_range(0.8..=1.2);
     base.mul_f64(jitter).min(api.poll_max.mul_f64(1.2))
-}
-
-/// Gives back what a batch in flight was counted at against the budget.
-fn release(control: &RunControl, usd: f64) {
-    let mut l = control
-        .batch
-        .ledger
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
-    l.reserved = (l.reserved - usd).max(0.0);
-}
-
-/// Counts a batch about to go out against the budget; Err when it could
-/// cross `--max-cost`.
-fn reserve(control: &RunControl, usd: f64) -> Result<(), String> {
-    let mut l = control
-        .batch
-        .ledger
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
-    if let Some(max) = control.batch.max_cost {
-        let spent = control.batch.spend();
-        if spent + l.reserved + usd > max {
-            return Err(format!(
-                "budget reached: ${spent:.4} spent and ${:.4} estimated for the batches in flight; a batch estimated at ${usd:.4} could cross the batch's --max-cost ${max} (not submitted)",
-                l.reserved
-            ));
-        }
-    }
-    l.reserved += usd;
-    Ok(())
 }
 
 fn stop_for(control: &RunControl, shared: &Shared, model: &str, e: &ProviderError) {
@@ -759,7 +759,7 @@ async fn post_all(
         let refused = if stopped {
             Some("the run stopped".to_string())
         } else {
-            reserve(control, estimate).err()
+            control.batch.reserve_batch(estimate).await.err()
         };
         if let Some(why) = refused {
             if !stopped {
@@ -827,7 +827,7 @@ async fn post_all(
                 }
             }
             Err(e) => {
-                release(control, estimate);
+                control.batch.release_batch(estimate);
                 let state = if matches!(e, ProviderError::Exhausted { .. }) {
                     "abandoned"
                 } else {

@@ -638,7 +638,7 @@ impl Collect {
         self.writer.write_results(&results, &self.loose).await?;
         self.loose.clear();
         self.spent += paid;
-        self.batch.add_spend(paid);
+        self.batch.count_batch_spend(paid);
         if let Some(cache) = &self.worker.cache {
             cache.note(&results);
         }

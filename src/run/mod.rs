@@ -34,8 +34,8 @@ pub use log::write_kept;
 pub use plan::plan;
 pub use progress::{Progress, ProgressMode};
 pub use settings::{
-    BatchShared, DEFAULT_GRACE, DEFAULT_WRITE_WAIT, Interrupt, LOG_AGE, MAX_CONCURRENCY,
-    PreflightCharge, RunControl, RunSettings, Selection,
+    BatchApiSettings, BatchShared, DEFAULT_GRACE, DEFAULT_WRITE_WAIT, Interrupt, LOG_AGE,
+    MAX_CONCURRENCY, PreflightCharge, RunControl, RunSettings, Selection,
 };
 pub use signal::interrupt_handler;
 
@@ -65,6 +65,7 @@ mod tests {
             blocked_as: Default::default(),
             judge_entries: None,
             batch: None,
+            batch_api: None,
         };
         let work = plan(&b, &settings).unwrap();
         let cases =

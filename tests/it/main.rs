@@ -5,6 +5,7 @@
 mod author_shapes;
 mod batch_api;
 mod batch_models;
+mod batch_resume;
 mod bench_smoke;
 mod bounded;
 mod budget;
