@@ -68,6 +68,12 @@ pub struct RunBatchArgs {
     /// not asked again, by default: a block is the provider's answer).
     #[arg(long, requires = "resume", help_heading = "Resume")]
     pub retry_blocked: bool,
+    /// With --resume of a --batch-api run: send again the requests of the
+    /// batches whose submission is uncertain (a 429, 5xx or timeout after
+    /// the body was sent). OpenRouter may have accepted them: if it did,
+    /// they are paid twice. Never done without this flag.
+    #[arg(long, requires = "resume", help_heading = "Resume")]
+    pub resubmit_uncertain: bool,
     #[arg(long, value_enum, default_value_t = DataFormat::Table, help_heading = "Output")]
     pub format: DataFormat,
     /// When stderr is not a terminal (a log, CI): a progress line per model
@@ -128,6 +134,7 @@ pub(super) struct Batch {
     pub adaptive: bool,
     pub blocked_as: Option<BlockedAs>,
     pub retry_blocked: bool,
+    pub resubmit_uncertain: bool,
     pub format: DataFormat,
     /// Plain progress lines this often when stderr is not a terminal.
     pub progress_every: Option<std::time::Duration>,
@@ -149,6 +156,7 @@ impl Batch {
             adaptive: true,
             blocked_as: None,
             retry_blocked: false,
+            resubmit_uncertain: false,
             format: DataFormat::Table,
             progress_every: Some(std::time::Duration::from_secs(DEFAULT_PROGRESS_EVERY_S)),
             batch_api: None,
@@ -188,6 +196,7 @@ impl RunBatchArgs {
             adaptive: !self.fixed_concurrency,
             blocked_as: self.blocked_as,
             retry_blocked: self.retry_blocked,
+            resubmit_uncertain: self.resubmit_uncertain,
             format: self.format,
             progress_every: (self.progress_every > 0)
                 .then(|| std::time::Duration::from_secs(self.progress_every)),
@@ -256,6 +265,7 @@ pub(super) fn execute(s: &Settings, call_args: &CallArgs, args: &Batch) -> Resul
         let ctx = run::RunContext::new(b, store, client, s.quiet).await?;
         let mut control = call_args.control(s);
         control.retry_blocked = args.retry_blocked;
+        control.resubmit_uncertain = args.resubmit_uncertain;
         control.join = args.join;
         let per_case;
         let (runs, budget, spent_before, probes) = if args.resume.is_empty() {

@@ -86,6 +86,16 @@ impl BatchUsage {
     }
 }
 
+/// Why a batch was not created.
+#[derive(Debug)]
+pub enum CreateError {
+    /// Not accepted: refused with a definite answer (a 4xx other than 429),
+    /// or the server was never reached.
+    Refused(ProviderError),
+    /// Maybe accepted (see [`Client::create_batch`]): why.
+    Uncertain(String),
+}
+
 /// A batch as the API describes it (without its results).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct BatchStatus {
@@ -187,13 +197,15 @@ impl Client {
         format!("{root}/api/beta/batches")
     }
 
-    /// Posts a batch (a [`batch_body`]). A 429 or 5xx, or a connection
-    /// that never reached the server, is retried (the batch was not
-    /// accepted); a timeout after the body was sent is not, and says the
-    /// batch may exist (the caller records it as abandoned).
-    pub async fn create_batch(&self, body: String) -> Result<BatchStatus, ProviderError> {
+    /// Posts a batch (a [`batch_body`]). Only a connection that never
+    /// reached the server is tried again: the Batch API has no idempotency
+    /// key nor a list of batches, so once the body may have arrived (a 429
+    /// or 5xx, a timeout, an answer that cannot be read) the batch may exist
+    /// and is [`CreateError::Uncertain`], never posted again here.
+    pub async fn create_batch(&self, body: String) -> Result<BatchStatus, CreateError> {
         let body = bytes::Bytes::from(body);
         let url = self.batches_url();
+        let uncertain = |why: String| CreateError::Uncertain(self.redact.scrub(&why));
         let mut attempt = 0u32;
         loop {
             attempt += 1;
@@ -206,55 +218,38 @@ impl Client {
                 .await;
             let failure = match sent {
                 Err(e) if e.is_connect() => transport_failure(&e),
-                Err(e) => {
-                    return Err(ProviderError::Exhausted {
-                        attempts: attempt,
-                        last: self.redact.scrub(&format!(
-                            "{} (the batch may or may not have been accepted; its test cases go out again)",
-                            transport_failure(&e).reason
-                        )),
-                        meta: ErrorMeta::default(),
-                    });
-                }
+                Err(e) => return Err(uncertain(transport_failure(&e).reason)),
                 Ok(resp) => {
                     let status = resp.status();
-                    let retry_after = resp
-                        .headers()
-                        .get(reqwest::header::RETRY_AFTER)
-                        .and_then(|v| v.to_str().ok())
-                        .and_then(super::classify::parse_retry_after);
                     let text = super::http::read_capped(resp, self.cfg.max_reply_bytes)
                         .await
-                        .map_err(|f| ProviderError::Exhausted {
-                            attempts: attempt,
-                            last: f.reason,
-                            meta: ErrorMeta::default(),
+                        .map_err(|f| {
+                            uncertain(format!("HTTP {status}, answer not read: {}", f.reason))
                         })?;
                     let text = self.redact.scrub(&text);
                     if status.is_success() {
-                        return parse_status(&text).ok_or_else(|| ProviderError::Rejected {
-                            status: status.as_u16(),
-                            code: None,
-                            message: format!(
-                                "the batch answer is not a batch object: {}",
+                        return parse_status(&text).ok_or_else(|| {
+                            uncertain(format!(
+                                "the answer is not a batch object: {}",
                                 super::classify::body_snippet(status, &text)
-                            ),
-                            meta: ErrorMeta::default(),
+                            ))
                         });
                     }
-                    match classify(status, retry_after, &text, parse_json(&text), false) {
-                        Outcome::Fatal(e) => return Err(self.redact.scrub_error(e)),
-                        Outcome::Retry(r) => r,
-                        Outcome::Success(_) => unreachable!("not a success status"),
-                    }
+                    return Err(
+                        match classify(status, None, &text, parse_json(&text), false) {
+                            Outcome::Fatal(e) => CreateError::Refused(self.redact.scrub_error(e)),
+                            Outcome::Retry(r) => uncertain(r.reason),
+                            Outcome::Success(_) => unreachable!("not a success status"),
+                        },
+                    );
                 }
             };
             if attempt >= self.cfg.max_attempts {
-                return Err(ProviderError::Exhausted {
+                return Err(CreateError::Refused(ProviderError::Exhausted {
                     attempts: attempt,
                     last: self.redact.scrub(&failure.reason),
                     meta: failure.meta,
-                });
+                }));
             }
             let delay = backoff_delay(self.cfg.backoff_base, self.cfg.backoff_max, attempt - 1)
                 .max(failure.retry_after.unwrap_or_default());

@@ -26,7 +26,7 @@ use super::complete;
 use super::shared::Shared;
 use super::worker::Worker;
 use crate::domain::{BatchItem, BatchRow, RunStatus};
-use crate::openrouter::{ProviderError, ResultItem, batch_body};
+use crate::openrouter::{CreateError, ProviderError, ResultItem, batch_body};
 use crate::run::RunContext;
 use crate::run::RunControl;
 use crate::run::RunSettings;
@@ -136,6 +136,24 @@ pub async fn run_batch_api(
             .open_team_budget(&ctx.store, key, !control.join)
             .await?;
     }
+    if control.resubmit_uncertain {
+        // Asked for: the requests of batches of uncertain submission go out
+        // again (they are no longer held).
+        for row in ctx.store.run_batches(run_id).await? {
+            if row.is_uncertain() {
+                ctx.store
+                    .record_batch_closed(
+                        row.id,
+                        "ended",
+                        &format!(
+                            "{}; its requests sent again (--resubmit-uncertain)",
+                            row.message.as_deref().unwrap_or("submission uncertain")
+                        ),
+                    )
+                    .await?;
+            }
+        }
+    }
     let stored = ctx.store.stored_cases(run_id).await?;
     let held = ctx.store.held_cases(run_id).await?;
     let progress = control
@@ -233,6 +251,7 @@ pub async fn run_batch_api(
         });
     let resume_cmd = format!("helmbench run-batch --resume {run_id}");
     let all_done = ctx.store.count_results(run_id).await? >= planned as i64;
+    let uncertain = crate::domain::uncertain_batches(run_id, &ctx.store.run_batches(run_id).await?);
     let (status, message, fatal) = match (outcome?, stop_reason, control.interrupt.signal()) {
         (_, Some((msg, fatal)), _) => (
             RunStatus::Interrupted,
@@ -268,6 +287,11 @@ pub async fn run_batch_api(
             None,
         ),
     };
+    // Batches that may have been accepted: said at the end, with the choice.
+    let message = match (message, uncertain) {
+        (Some(m), Some(u)) => Some(format!("{m}; {u}")),
+        (m, _) => m,
+    };
     super::batch::record_end(ctx, settings, run_id, planned, status, message, fatal).await
 }
 
@@ -288,8 +312,10 @@ enum Ended {
 }
 
 /// The batches an earlier process of this run recorded: an intent whose
-/// 202 never came is abandoned (its requests go out again); submitted and
-/// completed ones are polled (a completed one is read again).
+/// 202 never came is of uncertain submission, like a create whose answer
+/// was a 5xx (its requests are held, and counted at its estimate, unless
+/// `--resubmit-uncertain` sent them again); submitted and completed ones
+/// are polled (a completed one is read again).
 async fn recorded(
     ctx: &RunContext,
     control: &RunControl,
@@ -298,8 +324,11 @@ async fn recorded(
 ) -> crate::Result<Vec<Live>> {
     let rows: Vec<BatchRow> = ctx.store.run_batches(run_id).await?;
     let mut live = Vec::new();
-    // Judge requests that a live batch holds are not sent again.
-    for row in rows.iter().filter(|r| r.is_live() && r.phase == "judge") {
+    // Judge requests that a live or uncertain batch holds are not sent again.
+    for row in rows
+        .iter()
+        .filter(|r| (r.is_live() || r.is_uncertain()) && r.phase == "judge")
+    {
         for it in ctx.store.batch_items(row.id).await? {
             if let Some(key) = judge_key(col, &it) {
                 col.held_judge.insert(key);
@@ -316,9 +345,15 @@ async fn recorded(
                     .record_batch_closed(
                         row.id,
                         "abandoned",
-                        "the process stopped before OpenRouter's answer was recorded",
+                        "submission uncertain: the process stopped before OpenRouter's answer was recorded",
                     )
                     .await?;
+                control.batch.hold_batch(row.estimate_usd).await;
+                col.uncertain.push((row.total, row.estimate_usd));
+            }
+            ("abandoned", _) => {
+                control.batch.hold_batch(row.estimate_usd).await;
+                col.uncertain.push((row.total, row.estimate_usd));
             }
             ("submitted" | "completed", Some(remote)) => {
                 let mut items = HashMap::new();
@@ -467,6 +502,16 @@ fn report(ctx: &RunContext, settings: &RunSettings, run_id: i64, col: &Collect, 
         col.awaiting_judge(),
         col.spent
     );
+    let line = if col.uncertain.is_empty() {
+        line
+    } else {
+        let requests = col.uncertain.iter().map(|u| u.0).sum();
+        let usd = col.uncertain.iter().map(|u| u.1).sum();
+        format!(
+            "{line}; {}",
+            crate::domain::uncertain_line(run_id, col.uncertain.len(), requests, usd)
+        )
+    };
     tracing::info!("{line}");
     if !ctx.quiet && col.batch.progress.mode != super::ProgressMode::Off {
         eprintln!("{line}");
@@ -826,15 +871,19 @@ async fn post_all(
                     l.next = Instant::now() + l.wait;
                 }
             }
-            Err(e) => {
-                control.batch.release_batch(estimate);
-                let state = if matches!(e, ProviderError::Exhausted { .. }) {
-                    "abandoned"
-                } else {
-                    "refused"
-                };
+            Err(CreateError::Uncertain(why)) => {
+                // OpenRouter may have accepted it: its requests are not
+                // sent again on their own, and its estimate stays counted.
                 ctx.store
-                    .record_batch_closed(row, state, &e.to_string())
+                    .record_batch_closed(row, "abandoned", &format!("submission uncertain: {why}"))
+                    .await?;
+                tracing::warn!(model = %g.model, error = %why, "batch submission uncertain; its requests are not sent again");
+                col.uncertain.push((chunk.len() as i64, estimate));
+            }
+            Err(CreateError::Refused(e)) => {
+                control.batch.release_batch(estimate);
+                ctx.store
+                    .record_batch_closed(row, "refused", &e.to_string())
                     .await?;
                 if e.is_fatal_for_run() {
                     stop_for(control, shared, &g.model, &e);

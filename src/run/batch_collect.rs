@@ -98,6 +98,9 @@ pub(super) struct Collect {
     read_done: HashSet<i64>,
     /// What the run spent, earlier processes included.
     pub(super) spent: f64,
+    /// Batches of uncertain submission (requests, estimate): held, not
+    /// sent again (batch_api.rs).
+    pub(super) uncertain: Vec<(i64, f64)>,
 }
 
 impl Collect {
@@ -135,6 +138,7 @@ impl Collect {
             outstanding: HashMap::new(),
             read_done: HashSet::new(),
             spent,
+            uncertain: Vec::new(),
         }
     }
 

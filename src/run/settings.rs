@@ -176,6 +176,9 @@ pub struct RunControl {
     /// A resume asks blocked and refused test cases again (they are kept,
     /// not asked again, by default: the answer would be the same).
     pub retry_blocked: bool,
+    /// A resume sends again the requests of Batch API batches whose
+    /// submission is uncertain (`--resubmit-uncertain`; never by default).
+    pub resubmit_uncertain: bool,
     /// `--join`: the resumed runs are joined (the team store), not claimed:
     /// their processes go on, and the work is shared in leases.
     pub join: bool,
@@ -348,6 +351,7 @@ impl Default for RunControl {
             pause_before_finish: None,
             log_age: LOG_AGE,
             retry_blocked: false,
+            resubmit_uncertain: false,
             join: false,
             batch: Arc::new(BatchShared::new(None, 0.0)),
         }

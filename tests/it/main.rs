@@ -4,6 +4,7 @@
 
 mod author_shapes;
 mod batch_api;
+mod batch_faults;
 mod batch_models;
 mod batch_resume;
 mod bench_smoke;

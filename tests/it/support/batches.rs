@@ -32,6 +32,9 @@ pub struct Opts {
     pub expire: Vec<usize>,
     /// Items carry their own `usage.cost` (else only the batch's `usage`).
     pub item_cost: bool,
+    /// Batches (0-based, in the order they were created) that are accepted
+    /// (they run, and are billed once polled) but answered with a 502.
+    pub accept_then_502: Vec<usize>,
 }
 
 impl Default for Opts {
@@ -40,6 +43,7 @@ impl Default for Opts {
             polls_to_finish: 4,
             expire: Vec::new(),
             item_cost: true,
+            accept_then_502: Vec::new(),
         }
     }
 }
@@ -218,6 +222,10 @@ impl Respond for Create {
             expired: self.0.opts.expire.contains(&n),
             ended: None,
         });
+        if self.0.opts.accept_then_502.contains(&n) {
+            return ResponseTemplate::new(502)
+                .set_body_json(json!({"error": {"code": 502, "message": "bad gateway"}}));
+        }
         ResponseTemplate::new(202).set_body_json(object(
             &id,
             &model,
