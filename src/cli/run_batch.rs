@@ -329,6 +329,7 @@ pub(super) fn execute(s: &Settings, call_args: &CallArgs, args: &Batch) -> Resul
             detach: args.detach,
             poll_first: s.batch_poll.unwrap_or(run::POLL_FIRST),
             poll_max: s.batch_poll.unwrap_or(run::POLL_MAX),
+            not_found_window: s.batch_404_window.unwrap_or(run::NOT_FOUND_WINDOW),
             max_rounds: run::BATCH_MAX_ROUNDS,
             per_case_usd: per_case
                 .iter()

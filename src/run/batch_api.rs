@@ -17,68 +17,25 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::time::Duration;
 
-use rand::Rng;
 use tokio::time::Instant;
 
 use super::batch::{heartbeat, nothing_to_do, open_run};
-use super::batch_collect::{CaseKey, Collect, ItemRef, JudgeKey, JudgeReq};
+use super::batch_collect::{CaseKey, Collect, ItemRef, JudgeKey};
+use super::batch_flight::{BatchApi, Live, next_wait, stop_for};
+use super::batch_submit::{submit_judges, submit_models};
 use super::complete;
 use super::shared::Shared;
 use super::worker::Worker;
 use crate::domain::{BatchItem, BatchRow, RunStatus};
-use crate::openrouter::{CreateError, ProviderError, ResultItem, batch_body};
+use crate::openrouter::{ProviderError, ResultItem};
 use crate::run::RunContext;
 use crate::run::RunControl;
 use crate::run::RunSettings;
 use crate::run::RunSummary;
 use crate::run::plan;
 
-/// How a `--batch-api` run submits and polls.
-#[derive(Debug, Clone)]
-pub struct BatchApi {
-    /// Requests per batch, at most.
-    pub batch_size: usize,
-    /// Submit, record, and return without waiting for results.
-    pub detach: bool,
-    /// The first wait between two polls of a batch, and the longest.
-    pub poll_first: Duration,
-    pub poll_max: Duration,
-    /// Times a request goes out before its failure is stored.
-    pub max_rounds: u32,
-    /// Per model: the estimate of one test case's model request (high end,
-    /// at the batch discount) that a model batch in flight counts against
-    /// --max-cost.
-    pub per_case_usd: HashMap<String, f64>,
-    /// Per model: the estimate of one judge request for its replies, what a
-    /// judge batch in flight counts.
-    pub per_judge_request_usd: HashMap<String, f64>,
-}
-
-/// Default `--batch-size`: a body of a few megabytes with typical prompts,
-/// far under any request size limit, yet few batches for a full run.
-pub const DEFAULT_BATCH_SIZE: usize = 1000;
-/// The largest batch body posted: a batch is cut earlier when its
-/// requests would pass this.
-const MAX_BODY_BYTES: usize = 64 << 20;
-/// Polls start a few seconds apart and grow to minutes.
-pub const POLL_FIRST: Duration = Duration::from_secs(5);
-pub const POLL_MAX: Duration = Duration::from_secs(300);
-/// Rounds a request may go out in (a batch that expires, an item error).
-pub const MAX_ROUNDS: u32 = 4;
 /// Results read ahead of the writer, at most.
 const READ_AHEAD: usize = 256;
-
-/// A batch at OpenRouter this process polls.
-struct Live {
-    row: i64,
-    remote: String,
-    model: String,
-    items: HashMap<String, ItemRef>,
-    next: Instant,
-    wait: Duration,
-    estimate: f64,
-    counts: [i64; 3],
-}
 
 /// Runs (or resumes) one model's run through the Batch API.
 pub async fn run_batch_api(
@@ -384,6 +341,7 @@ async fn recorded(
                     wait: Duration::ZERO,
                     estimate,
                     counts: [row.total, row.completed, row.failed],
+                    not_found_since: None,
                 });
             }
             _ => {}
@@ -535,12 +493,27 @@ async fn poll_one(
             stop_for(control, shared, &l.model, &e);
             return Ok(false);
         }
-        // Gone (past OpenRouter's 30 days, or never there): what it held
-        // goes out again.
+        // Not found: a batch just created, or a bad minute at OpenRouter,
+        // can say so and run on. Polled again (with the backoff) over
+        // minutes; past that it is taken as of uncertain submission: its
+        // requests are held, never sent again on their own.
         Err(e @ ProviderError::Rejected { status: 404, .. }) => {
-            let why = format!("batch {} is not at OpenRouter: {e}", l.remote);
-            ctx.store.record_batch_closed(l.row, "ended", &why).await?;
-            col.requeue(l.items.values().cloned(), &why);
+            let since = *l.not_found_since.get_or_insert_with(Instant::now);
+            if since.elapsed() < api.not_found_window {
+                tracing::warn!(batch = %l.remote, error = %e, "batch not found at OpenRouter; polled again");
+                return Ok(false);
+            }
+            let why = format!(
+                "submission uncertain: batch {} not found at OpenRouter for {} s ({e}); it may still run and be billed",
+                l.remote,
+                since.elapsed().as_secs()
+            );
+            ctx.store
+                .record_batch_closed(l.row, "abandoned", &why)
+                .await?;
+            col.uncertain.push((l.items.len() as i64, l.estimate));
+            // Its estimate stays counted: it may be billed.
+            l.estimate = 0.0;
             return Ok(true);
         }
         Err(e) => {
@@ -548,6 +521,7 @@ async fn poll_one(
             return Ok(false);
         }
     };
+    l.not_found_since = None;
     let st = &polled.status;
     l.counts = [st.counts.total, st.counts.completed, st.counts.failed];
     let completed = st.status == "completed";
@@ -618,329 +592,4 @@ async fn poll_one(
 
 fn col_ready(col: &Collect) -> usize {
     col.ready_len()
-}
-
-/// The wait before the next poll: a few seconds at first, half as much
-/// again each time up to minutes, with ±20 % jitter so that many batches
-/// do not poll in step.
-fn next_wait(last: Duration, api: &BatchApi) -> Duration {
-    let base = if last.is_zero() {
-        api.poll_first
-    } else {
-        last.mul_f64(1.5).min(api.poll_max)
-    };
-    let jitter = rand::rng().random_range(0.8..=1.2);
-    base.mul_f64(jitter).min(api.poll_max.mul_f64(1.2))
-}
-
-fn stop_for(control: &RunControl, shared: &Shared, model: &str, e: &ProviderError) {
-    // A refused key stops every run of the batch, and is the command's error.
-    let refused_key = match e {
-        ProviderError::Unauthorized { message } => Some(Arc::new(ProviderError::Unauthorized {
-            message: message.clone(),
-        })),
-        _ => None,
-    };
-    let fatal = refused_key.is_some();
-    shared.set_stop(e.to_string(), refused_key);
-    control.batch.stop_all(format!("{model}: {e}"), fatal);
-    shared.stop.cancel();
-}
-
-/// One batch to post: its key, model, and requests (custom id, body, what).
-struct Outgoing {
-    phase: &'static str,
-    model: String,
-    key: String,
-    items: Vec<(String, String, ItemRef, Option<String>)>,
-}
-
-/// Every pending model request, one batch per schema and size cap.
-#[allow(clippy::too_many_arguments)]
-async fn submit_models(
-    ctx: &RunContext,
-    settings: &RunSettings,
-    control: &RunControl,
-    api: &BatchApi,
-    run_id: i64,
-    round: i64,
-    col: &mut Collect,
-    live: &mut Vec<Live>,
-    shared: &Shared,
-) -> crate::Result<()> {
-    let pending = std::mem::take(&mut col.pending);
-    let mut groups: Vec<Outgoing> = Vec::new();
-    let mut schemas: HashMap<String, String> = HashMap::new();
-    for key in pending {
-        let Some(p) = col.prepare_or_cached(&key).await else {
-            continue;
-        };
-        let scenario = col.cases[&key].resolve(&ctx.benchmark).scenario;
-        // One hash per scenario, not per test case: its schema is the same.
-        let schema = schemas
-            .entry(scenario.code.clone())
-            .or_insert_with(|| {
-                scenario.response_format.as_ref().map_or_else(
-                    || "text".to_string(),
-                    |f| {
-                        format!(
-                            "schema-{}",
-                            &crate::benchmark::sha256_hex(&[f.to_string().as_bytes()])[..16]
-                        )
-                    },
-                )
-            })
-            .clone();
-        let what = ItemRef::Model(key);
-        let custom_id = Collect::custom_id(&what, None);
-        group_for(&mut groups, "model", &settings.model.id, &schema)
-            .items
-            .push((custom_id, p.body, what, None));
-    }
-    let per = api
-        .per_case_usd
-        .get(&settings.model.id)
-        .copied()
-        .unwrap_or(0.0);
-    for g in groups {
-        post_all(ctx, control, api, run_id, round, col, live, shared, g, per).await?;
-    }
-    Ok(())
-}
-
-/// The group of `groups` for `model` and `key`, added when there is none.
-fn group_for<'a>(
-    groups: &'a mut Vec<Outgoing>,
-    phase: &'static str,
-    model: &str,
-    key: &str,
-) -> &'a mut Outgoing {
-    match groups.iter().position(|g| g.model == model && g.key == key) {
-        Some(i) => &mut groups[i],
-        None => {
-            groups.push(Outgoing {
-                phase,
-                model: model.to_string(),
-                key: key.to_string(),
-                items: Vec::new(),
-            });
-            groups.last_mut().expect("pushed")
-        }
-    }
-}
-
-/// Every pending judge request, one batch per judge and rubric schema.
-#[allow(clippy::too_many_arguments)]
-async fn submit_judges(
-    ctx: &RunContext,
-    settings: &RunSettings,
-    control: &RunControl,
-    api: &BatchApi,
-    run_id: i64,
-    round: i64,
-    col: &mut Collect,
-    live: &mut Vec<Live>,
-    shared: &Shared,
-) -> crate::Result<()> {
-    let pending = std::mem::take(&mut col.judge_pending);
-    let mut groups: Vec<Outgoing> = Vec::new();
-    let mut reqs: Vec<JudgeReq> = Vec::new();
-    for req in pending {
-        let what = ItemRef::Judge(req.key.clone());
-        let custom_id = Collect::custom_id(&what, Some(&req.j.criterion));
-        group_for(&mut groups, "judge", &req.key.2, &req.schema_key)
-            .items
-            .push((
-                custom_id,
-                req.body.clone(),
-                what,
-                Some(req.j.criterion.clone()),
-            ));
-        reqs.push(req);
-    }
-    for req in reqs {
-        col.judge_out.insert(req.key.clone(), req);
-    }
-    let per = api
-        .per_judge_request_usd
-        .get(&settings.model.id)
-        .copied()
-        .unwrap_or(0.0);
-    for g in groups {
-        post_all(ctx, control, api, run_id, round, col, live, shared, g, per).await?;
-    }
-    Ok(())
-}
-
-/// Posts one group as batches of at most `batch_size` requests (and
-/// [`MAX_BODY_BYTES`]): intent recorded first, the id on the 202.
-#[allow(clippy::too_many_arguments)]
-async fn post_all(
-    ctx: &RunContext,
-    control: &RunControl,
-    api: &BatchApi,
-    run_id: i64,
-    round: i64,
-    col: &mut Collect,
-    live: &mut Vec<Live>,
-    shared: &Shared,
-    g: Outgoing,
-    per_item_usd: f64,
-) -> crate::Result<()> {
-    let mut rest = g.items;
-    while !rest.is_empty() {
-        let mut n = 0;
-        let mut bytes = 0;
-        while n < rest.len() && n < api.batch_size.max(1) {
-            bytes += rest[n].1.len() + rest[n].0.len() + 32;
-            if n > 0 && bytes > MAX_BODY_BYTES {
-                break;
-            }
-            n += 1;
-        }
-        let chunk: Vec<_> = rest.drain(..n).collect();
-        let stopped = shared.stop.is_cancelled() || control.batch.stop.is_cancelled();
-        let estimate = per_item_usd * chunk.len() as f64;
-        let refused = if stopped {
-            Some("the run stopped".to_string())
-        } else {
-            control.batch.reserve_batch(estimate).await.err()
-        };
-        if let Some(why) = refused {
-            if !stopped {
-                shared.set_stop(why.clone(), None);
-                control.batch.stop_all(why, false);
-            }
-            // Not sent: pending for a resume.
-            give_back(col, chunk.into_iter().chain(rest.drain(..)));
-            return Ok(());
-        }
-        let items: Vec<BatchItem> = chunk
-            .iter()
-            .map(|(custom_id, _, what, criterion)| {
-                let (case, judge) = match what {
-                    ItemRef::Model(k) => (k.clone(), None),
-                    ItemRef::Judge((k, _, j)) => (k.clone(), Some(j.clone())),
-                };
-                BatchItem {
-                    custom_id: custom_id.clone(),
-                    test_code: case.0,
-                    repeat_index: case.1,
-                    criterion: criterion.clone(),
-                    judge_model: judge,
-                }
-            })
-            .collect();
-        let row = ctx
-            .store
-            .record_batch_intent(run_id, g.phase, &g.model, &g.key, round, estimate, &items)
-            .await?;
-        let body = batch_body(
-            &g.model,
-            chunk
-                .iter()
-                .map(|(id, body, _, _)| (id.as_str(), body.as_str())),
-        );
-        match ctx.client.create_batch(body).await {
-            Ok(status) => {
-                ctx.store
-                    .record_batch_submitted(row, &status.id, &status.status)
-                    .await?;
-                col.expect(row, chunk.len());
-                tracing::info!(batch = %status.id, model = %g.model, requests = chunk.len(), "batch submitted");
-                live.push(Live {
-                    row,
-                    remote: status.id,
-                    model: g.model.clone(),
-                    items: chunk
-                        .into_iter()
-                        .map(|(id, _, what, _)| (id, what))
-                        .collect(),
-                    next: Instant::now(),
-                    wait: Duration::ZERO,
-                    estimate,
-                    counts: [
-                        status.counts.total,
-                        status.counts.completed,
-                        status.counts.failed,
-                    ],
-                });
-                // The first poll after the first wait.
-                if let Some(l) = live.last_mut() {
-                    l.wait = next_wait(Duration::ZERO, api);
-                    l.next = Instant::now() + l.wait;
-                }
-            }
-            Err(CreateError::Uncertain(why)) => {
-                // OpenRouter may have accepted it: its requests are not
-                // sent again on their own, and its estimate stays counted.
-                ctx.store
-                    .record_batch_closed(row, "abandoned", &format!("submission uncertain: {why}"))
-                    .await?;
-                tracing::warn!(model = %g.model, error = %why, "batch submission uncertain; its requests are not sent again");
-                col.uncertain.push((chunk.len() as i64, estimate));
-            }
-            Err(CreateError::Refused(e)) => {
-                control.batch.release_batch(estimate);
-                ctx.store
-                    .record_batch_closed(row, "refused", &e.to_string())
-                    .await?;
-                if e.is_fatal_for_run() {
-                    stop_for(control, shared, &g.model, &e);
-                    give_back(col, chunk.into_iter().chain(rest.drain(..)));
-                    return Ok(());
-                }
-                tracing::warn!(model = %g.model, error = %e, "batch not accepted; its requests go out again");
-                col.requeue(
-                    chunk.into_iter().map(|(_, _, w, _)| w),
-                    &format!("batch not accepted: {e}"),
-                );
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Requests that were never posted go back where they came from.
-fn give_back(
-    col: &mut Collect,
-    items: impl Iterator<Item = (String, String, ItemRef, Option<String>)>,
-) {
-    for (_, _, what, _) in items {
-        match what {
-            ItemRef::Model(k) => col.pending.push(k),
-            ItemRef::Judge(k) => {
-                if let Some(req) = col.judge_out.remove(&k) {
-                    col.judge_pending.push(req);
-                }
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn polls_start_at_the_first_wait_grow_by_half_and_stop_at_the_longest() {
-        let api = BatchApi {
-            batch_size: 10,
-            detach: false,
-            poll_first: Duration::from_secs(5),
-            poll_max: Duration::from_secs(300),
-            max_rounds: MAX_ROUNDS,
-            per_case_usd: HashMap::new(),
-            per_judge_request_usd: HashMap::new(),
-        };
-        let first = next_wait(Duration::ZERO, &api);
-        assert!((4.0..=6.0).contains(&first.as_secs_f64()), "{first:?}");
-        let second = next_wait(Duration::from_secs(10), &api);
-        assert!((12.0..=18.0).contains(&second.as_secs_f64()), "{second:?}");
-        // Never past the longest wait plus its jitter, however long the last.
-        for _ in 0..100 {
-            let w = next_wait(Duration::from_secs(10_000), &api);
-            assert!((240.0..=360.0).contains(&w.as_secs_f64()), "{w:?}");
-        }
-    }
 }

@@ -69,3 +69,128 @@ async fn a_batch_accepted_then_answered_502_is_never_sent_again_on_its_own() {
     assert_eq!(r["test_cases"], 4);
     assert_eq!(mock.accepted().values().filter(|&&n| n == 2).count(), 2);
 }
+
+/// A poll that answers 404 for a while (a batch just created, a bad minute
+/// at OpenRouter) is polled again: the batch is read when it answers, and
+/// nothing is submitted twice.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_poll_404_is_polled_again_and_never_resubmits() {
+    let (server, mock) = batch_server(Opts {
+        not_found_polls: 3,
+        ..Opts::default()
+    })
+    .await;
+    let b = bench(3, "");
+    let out = run(
+        &b,
+        &server,
+        &[
+            FAST,
+            "run-batch",
+            "--scenario",
+            "P1-B1-S1",
+            "--batch-api",
+            "--yes",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(runs_json(&b)["runs"][0]["status"], "completed");
+    let st = mock.state.lock().unwrap();
+    assert_eq!(st.batches.len(), 1, "submitted once");
+    assert_eq!(st.batches[0].not_found, 3);
+}
+
+/// A batch that answers 404 past the window is taken as of uncertain
+/// submission: held, the choice named, nothing sent again.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_batch_not_found_past_the_window_is_held_not_resubmitted() {
+    let (server, mock) = batch_server(Opts {
+        not_found_polls: usize::MAX,
+        ..Opts::default()
+    })
+    .await;
+    let b = bench(3, "");
+    let out = run(
+        &b,
+        &server,
+        &[
+            FAST,
+            "--test-batch-404-window-ms=300",
+            "run-batch",
+            "--scenario",
+            "P1-B1-S1",
+            "--batch-api",
+            "--yes",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let st = mock.state.lock().unwrap();
+    assert_eq!(st.batches.len(), 1, "submitted once");
+    assert!(st.batches[0].not_found >= 2, "{}", st.batches[0].not_found);
+    drop(st);
+    let text = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(
+        text.contains("not found at OpenRouter")
+            && text.contains("helmbench run-batch --resume 1 --resubmit-uncertain"),
+        "{text}"
+    );
+}
+
+/// A resume with another base URL (or key) than the run's batches were
+/// submitted with is refused before anything is sent there: a poll would
+/// answer 404 for a batch that runs on, and is paid, where it was sent.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_resume_at_another_base_url_or_key_is_refused_before_anything_is_sent() {
+    let (server, _mock) = batch_server(Opts::default()).await;
+    let b = bench(2, "");
+    let out = run(
+        &b,
+        &server,
+        &[
+            FAST,
+            "run-batch",
+            "--scenario",
+            "P1-B1-S1",
+            "--batch-api",
+            "--detach",
+            "--yes",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let (elsewhere, other) = batch_server(Opts::default()).await;
+    let out = run(&b, &elsewhere, &[FAST, "run-batch", "--resume", "1"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!("its batches were submitted to {}", server.uri()))
+            && err.contains(&elsewhere.uri())
+            && err.contains("nothing was sent"),
+        "{err}"
+    );
+    // Nothing of the Batch API nor a chat request reached the other server.
+    let sent = elsewhere.received_requests().await.unwrap_or_default();
+    assert!(
+        sent.iter()
+            .all(|r| !r.url.path().contains("batches") && !r.url.path().contains("chat")),
+        "{:?}",
+        sent.iter()
+            .map(|r| r.url.path().to_string())
+            .collect::<Vec<_>>()
+    );
+    assert!(other.state.lock().unwrap().batches.is_empty());
+    // Another key at the same base URL: refused the same way, the key
+    // itself never printed.
+    let out = crate::support::run_with(
+        &b,
+        "sk-or-another-key-0000",
+        &server.uri(),
+        &[FAST, "run-batch", "--resume", "1"],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("another API key"), "{err}");
+    assert!(
+        !err.contains("sk-or-") && !err.contains(crate::support::KEY),
+        "{err}"
+    );
+}

@@ -35,6 +35,9 @@ pub struct Opts {
     /// Batches (0-based, in the order they were created) that are accepted
     /// (they run, and are billed once polled) but answered with a 502.
     pub accept_then_502: Vec<usize>,
+    /// The first GETs of each batch answer 404 (a batch not found yet);
+    /// `usize::MAX`: every GET.
+    pub not_found_polls: usize,
 }
 
 impl Default for Opts {
@@ -44,6 +47,7 @@ impl Default for Opts {
             expire: Vec::new(),
             item_cost: true,
             accept_then_502: Vec::new(),
+            not_found_polls: 0,
         }
     }
 }
@@ -55,6 +59,8 @@ pub struct MockBatch {
     pub model: String,
     pub requests: Vec<(String, Value)>,
     pub polls: usize,
+    /// GETs answered 404.
+    pub not_found: usize,
     pub expired: bool,
     /// Set once it ended: (status, results, usage).
     ended: Option<(String, Value, Value)>,
@@ -219,6 +225,7 @@ impl Respond for Create {
             model: model.clone(),
             requests,
             polls: 0,
+            not_found: 0,
             expired: self.0.opts.expire.contains(&n),
             ended: None,
         });
@@ -271,6 +278,11 @@ impl Respond for Get {
             return ResponseTemplate::new(404)
                 .set_body_json(json!({"error": {"code": 404, "message": "no such batch"}}));
         };
+        if st.batches[i].not_found < mock.opts.not_found_polls {
+            st.batches[i].not_found += 1;
+            return ResponseTemplate::new(404)
+                .set_body_json(json!({"error": {"code": 404, "message": "Batch not found"}}));
+        }
         let total = st.batches[i].requests.len();
         if let Some((status, results, usage)) = &st.batches[i].ended {
             let b = &st.batches[i];
