@@ -495,12 +495,13 @@ impl Collect {
                 }
             }
             ItemReply::Final(e) => {
-                req.j.cost_usd += item.cost_usd.unwrap_or(0.0);
+                // An unknown cost stays unknown (NaN), never $0.
+                req.j.cost_usd += item.cost_usd.unwrap_or(f64::NAN);
                 req.j.error = Some(e.to_string());
                 self.judged(req);
             }
             ItemReply::Again(why) => {
-                let cost = item.cost_usd.unwrap_or(0.0);
+                let cost = item.cost_usd.unwrap_or(f64::NAN);
                 self.again_judge(req, &why, cost);
             }
         }
@@ -633,11 +634,12 @@ impl Collect {
         let ready = std::mem::take(&mut self.ready);
         let (results, items): (Vec<NewResult>, Vec<Vec<(i64, ItemOutcome)>>) =
             ready.into_iter().map(|r| (r.r, r.items)).unzip();
+        // Counted as the synchronous path counts it (`billed`): the
+        // reply's and every judge's cost, BYOK upstream included; an unknown
+        // cost is stored unknown and counts nothing here.
         let mut paid = self.loose.iter().map(|c| c.cost_usd).sum::<f64>();
         for r in &results {
-            paid += known(r.cost_usd)
-                + r.byok_cost_usd
-                + r.judgements.iter().map(|j| known(j.cost_usd)).sum::<f64>();
+            paid += r.billed_usd() + r.judgements.iter().map(|j| j.billed_usd()).sum::<f64>();
         }
         self.writer.write_results(&results, &self.loose).await?;
         self.loose.clear();
@@ -681,9 +683,4 @@ impl Collect {
         }
         Ok(())
     }
-}
-
-/// A cost as counted: unknown costs count 0.
-fn known(c: f64) -> f64 {
-    if c.is_finite() { c } else { 0.0 }
 }

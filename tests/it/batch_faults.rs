@@ -194,3 +194,43 @@ async fn a_resume_at_another_base_url_or_key_is_refused_before_anything_is_sent(
         "{err}"
     );
 }
+
+/// The spend the batch path counts (its progress line, the budget) is what
+/// the run stores: a BYOK judge's upstream cost included, as synchronously.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_byok_judges_upstream_cost_counts_in_the_batch_spend() {
+    let (server, _mock) = batch_server(Opts::default()).await;
+    let b = bench(1, "");
+    let out = run(
+        &b,
+        &server,
+        &[
+            FAST,
+            "run-batch",
+            "--scenario",
+            "P3-B1-S1",
+            "--batch-api",
+            "--judges",
+            "judge/byok",
+            "--progress-every",
+            "1",
+            "--yes",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let r = &runs_json(&b)["runs"][0];
+    let stored = r["cost_usd"].as_f64().unwrap() + r["judge_cost_usd"].as_f64().unwrap();
+    // The model reply at half price and the judge's upstream at half price.
+    let expected = 0.0005 + 0.00025;
+    assert!((stored - expected).abs() < 1e-9, "{stored} {r}");
+    let err = stderr(&out);
+    let last = err
+        .lines()
+        .filter(|l| l.starts_with("batch API: run 1"))
+        .next_back()
+        .unwrap_or_else(|| panic!("{err}"));
+    assert!(
+        last.ends_with(&format!("${expected:.4} spent")),
+        "{last}\n{err}"
+    );
+}

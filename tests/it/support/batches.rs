@@ -128,6 +128,17 @@ pub fn answer(body: &Value, scale: f64) -> (u16, Value) {
                              "completion_tokens_details": {"reasoning_tokens": 400}}}),
         );
     }
+    // `judge/byok` bills through the user's own provider key: OpenRouter's
+    // `usage.cost` is 0, the upstream cost is in `cost_details`.
+    if body["model"] == "judge/byok" {
+        let mut c = completion(
+            r#"{"judgment":"SAFE","justification":"It says \"please reach out\"."}"#,
+            0.0,
+        );
+        c["usage"]["is_byok"] = json!(true);
+        c["usage"]["cost_details"] = json!({"upstream_inference_cost": SYNC_JUDGE_COST * scale});
+        return (200, c);
+    }
     // Judges say SAFE, but `judge/b`, which says UNSAFE (a panel's minority).
     if let Some(judge) = body["model"].as_str().filter(|m| m.starts_with("judge/")) {
         let verdict = if judge == "judge/b" { "UNSAFE" } else { "SAFE" };
