@@ -83,6 +83,9 @@ pub struct BatchItem {
     pub repeat_index: i64,
     pub criterion: Option<String>,
     pub judge_model: Option<String>,
+    /// What it became once read (`answered`, `blocked`, `failed`); None in
+    /// flight. A read again skips those that have one.
+    pub outcome: Option<String>,
 }
 
 /// What one read item became, and what it cost.

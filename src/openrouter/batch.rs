@@ -173,6 +173,17 @@ impl Drop for Spool {
     }
 }
 
+/// How a batch's answer or results that cannot be parsed are reported.
+const UNREADABLE_ANSWER: &str = "the batch's answer could not be read";
+const UNREADABLE_RESULTS: &str = "the batch's results could not be read";
+
+/// Whether `e` says a batch's answer or results could not be parsed (not a
+/// transient failure to fetch them): reading again is bounded.
+pub fn is_unreadable(e: &ProviderError) -> bool {
+    matches!(e, ProviderError::Exhausted { last, .. }
+        if last.starts_with(UNREADABLE_ANSWER) || last.starts_with(UNREADABLE_RESULTS))
+}
+
 /// The largest batch body read, in bytes: far above any real batch (the
 /// results of 50,000 long replies), low enough to stop a runaway server.
 const MAX_BATCH_BYTES: u64 = 8 << 30;
@@ -373,7 +384,7 @@ fn parse_status(text: &str) -> Option<BatchStatus> {
 fn scan(spool: Spool, redact: super::redact::Redactor) -> Result<Polled, ProviderError> {
     let bad = |e: String| ProviderError::Exhausted {
         attempts: 1,
-        last: format!("the batch's answer could not be read: {e}"),
+        last: format!("{UNREADABLE_ANSWER}: {e}"),
         meta: ErrorMeta::default(),
     };
     let file = std::fs::File::open(&spool.0).map_err(|e| bad(e.to_string()))?;
@@ -495,7 +506,7 @@ impl BatchResults {
     ) -> Result<(), ProviderError> {
         let bad = |e: String| ProviderError::Exhausted {
             attempts: 1,
-            last: format!("the batch's results could not be read: {e}"),
+            last: format!("{UNREADABLE_RESULTS}: {e}"),
             meta: ErrorMeta::default(),
         };
         let file = std::fs::File::open(&self.spool.0).map_err(|e| bad(e.to_string()))?;

@@ -28,7 +28,7 @@ mod wire;
 
 pub use batch::{
     BATCH_ENDPOINT, BatchResults, BatchStatus, BatchUsage, CreateError, ItemReply, Polled,
-    RequestCounts, ResultItem, batch_body, share,
+    RequestCounts, ResultItem, batch_body, is_unreadable, share,
 };
 pub use classify::reply_cost;
 pub use client::Client;

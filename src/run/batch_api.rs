@@ -21,7 +21,7 @@ use tokio::time::Instant;
 
 use super::batch::{heartbeat, nothing_to_do, open_run};
 use super::batch_collect::{CaseKey, Collect, ItemRef, JudgeKey};
-use super::batch_flight::{BatchApi, Live, next_wait, stop_for};
+use super::batch_flight::{BatchApi, Live, MAX_READ_FAILURES, next_wait, stop_for};
 use super::batch_submit::{submit_judges, submit_models};
 use super::complete;
 use super::shared::Shared;
@@ -314,7 +314,15 @@ async fn recorded(
             }
             ("submitted" | "completed", Some(remote)) => {
                 let mut items = HashMap::new();
+                // Model items an earlier process read (written, or sent out
+                // again: they are pending) are not handled again when the
+                // batch is read again. A judge item's verdict waits for its
+                // case's reply, so it is read again.
+                let mut handled = HashSet::new();
                 for it in ctx.store.batch_items(row.id).await? {
+                    if it.outcome.is_some() && row.phase == "model" {
+                        handled.insert(it.custom_id.clone());
+                    }
                     let what = if row.phase == "model" {
                         Some(ItemRef::Model((it.test_code.clone(), it.repeat_index)))
                     } else {
@@ -324,7 +332,7 @@ async fn recorded(
                         items.insert(it.custom_id, w);
                     }
                 }
-                col.expect(row.id, items.len());
+                col.expect(row.id, items.len() - handled.len());
                 let estimate = if row.state == "submitted" {
                     row.estimate_usd
                 } else {
@@ -332,17 +340,18 @@ async fn recorded(
                 };
                 // Still at OpenRouter: counted against the budget again.
                 control.batch.hold_batch(estimate).await;
-                live.push(Live {
-                    row: row.id,
-                    remote: remote.clone(),
-                    model: row.model.clone(),
+                let mut l = Live::new(
+                    row.id,
+                    remote.clone(),
+                    row.model.clone(),
                     items,
-                    next: Instant::now(),
-                    wait: Duration::ZERO,
+                    Instant::now(),
+                    Duration::ZERO,
                     estimate,
-                    counts: [row.total, row.completed, row.failed],
-                    not_found_since: None,
-                });
+                    [row.total, row.completed, row.failed],
+                );
+                l.handled = handled;
+                live.push(l);
             }
             _ => {}
         }
@@ -516,6 +525,9 @@ async fn poll_one(
             l.estimate = 0.0;
             return Ok(true);
         }
+        Err(e) if crate::openrouter::is_unreadable(&e) => {
+            return read_failed(control, shared, col, l, &e.to_string()).await;
+        }
         Err(e) => {
             tracing::warn!(batch = %l.remote, error = %e, "batch poll failed; polled again later");
             return Ok(false);
@@ -540,10 +552,14 @@ async fn poll_one(
         Some(results) if completed => {
             let (tx, mut rx) = tokio::sync::mpsc::channel::<ResultItem>(READ_AHEAD);
             let reader = tokio::spawn(results.read(tx));
-            let mut seen = HashSet::new();
             while let Some(item) = rx.recv().await {
+                // An item an earlier read handled (that read broke later on)
+                // is not handled again: queued once, its charges counted once.
+                if l.handled.contains(&item.custom_id) {
+                    continue;
+                }
                 if let Some(what) = l.items.get(&item.custom_id).cloned() {
-                    seen.insert(item.custom_id.clone());
+                    l.handled.insert(item.custom_id.clone());
                     col.item(l.row, &what, item);
                 }
                 // Deterministic verdicts are written as they are read.
@@ -555,16 +571,16 @@ async fn poll_one(
                 .await
                 .map_err(|e| crate::Error::tool_caused_by(format!("batch reader: {e}"), e))?;
             if let Err(e) = read {
-                // Not all of it could be read: polled (and read) again later.
-                tracing::warn!(batch = %l.remote, error = %e, "batch results not read; read again later");
+                // Not all of it could be read: what was read is written, the
+                // rest read again later (a bounded number of times).
                 col.flush().await?;
-                return Ok(false);
+                return read_failed(control, shared, col, l, &e.to_string()).await;
             }
             // A request the results do not mention goes out again.
             let missing: Vec<ItemRef> = l
                 .items
                 .iter()
-                .filter(|(id, _)| !seen.contains(*id))
+                .filter(|(id, _)| !l.handled.contains(*id))
                 .map(|(_, w)| w.clone())
                 .collect();
             col.requeue(missing, "not in the completed batch's results");
@@ -587,6 +603,32 @@ async fn poll_one(
             col.requeue(l.items.values().cloned(), &why);
         }
     }
+    Ok(true)
+}
+
+/// A completed batch whose answer or results could not be read (`why`):
+/// read again later, up to [`MAX_READ_FAILURES`] times in a row; then the
+/// run stops naming the batch (its results stay at OpenRouter, where a
+/// resume reads them again; nothing of it is submitted again).
+async fn read_failed(
+    control: &RunControl,
+    shared: &Shared,
+    col: &mut Collect,
+    l: &mut Live,
+    why: &str,
+) -> crate::Result<bool> {
+    l.read_failures += 1;
+    if l.read_failures < MAX_READ_FAILURES {
+        tracing::warn!(batch = %l.remote, error = %why, tries = l.read_failures, "batch results not read; read again later");
+        return Ok(false);
+    }
+    let msg = format!(
+        "batch {}'s results could not be read in {} tries ({why}); they stay at OpenRouter for 30 days, nothing of the batch was submitted again",
+        l.remote, l.read_failures
+    );
+    col.flush().await?;
+    shared.set_stop(msg.clone(), None);
+    control.batch.stop_all(format!("{}: {msg}", l.model), false);
     Ok(true)
 }
 

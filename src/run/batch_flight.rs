@@ -3,7 +3,7 @@
 //! between polls, and the stop a fatal answer makes. Submitting is
 //! batch_submit.rs, polling and reading batch_api.rs.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -54,6 +54,9 @@ pub const POLL_MAX: Duration = Duration::from_secs(300);
 pub const NOT_FOUND_WINDOW: Duration = Duration::from_secs(15 * 60);
 /// Rounds a request may go out in (a batch that expires, an item error).
 pub const MAX_ROUNDS: u32 = 4;
+/// Reads of a completed batch's results that may fail in a row (an answer
+/// that cannot be parsed) before the run stops and names the batch.
+pub const MAX_READ_FAILURES: u32 = 5;
 /// A batch at OpenRouter this process polls.
 pub(super) struct Live {
     pub(super) row: i64,
@@ -66,6 +69,40 @@ pub(super) struct Live {
     pub(super) counts: [i64; 3],
     /// When its polls began to answer 404 (reset by any other answer).
     pub(super) not_found_since: Option<Instant>,
+    /// Custom ids an earlier read of its results handled (a read that broke
+    /// part-way is read again from the start: these are skipped).
+    pub(super) handled: HashSet<String>,
+    /// Reads of its results that failed, in a row.
+    pub(super) read_failures: u32,
+}
+
+impl Live {
+    /// A batch at OpenRouter, polled first at `next`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn new(
+        row: i64,
+        remote: String,
+        model: String,
+        items: HashMap<String, ItemRef>,
+        next: Instant,
+        wait: Duration,
+        estimate: f64,
+        counts: [i64; 3],
+    ) -> Live {
+        Live {
+            row,
+            remote,
+            model,
+            items,
+            next,
+            wait,
+            estimate,
+            counts,
+            not_found_since: None,
+            handled: HashSet::new(),
+            read_failures: 0,
+        }
+    }
 }
 
 /// The wait before the next poll: a few seconds at first, half as much

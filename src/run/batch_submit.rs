@@ -198,6 +198,7 @@ async fn post_all(
                     repeat_index: case.1,
                     criterion: criterion.clone(),
                     judge_model: judge,
+                    outcome: None,
                 }
             })
             .collect();
@@ -218,24 +219,23 @@ async fn post_all(
                     .await?;
                 col.expect(row, chunk.len());
                 tracing::info!(batch = %status.id, model = %g.model, requests = chunk.len(), "batch submitted");
-                live.push(Live {
+                live.push(Live::new(
                     row,
-                    remote: status.id,
-                    model: g.model.clone(),
-                    items: chunk
+                    status.id,
+                    g.model.clone(),
+                    chunk
                         .into_iter()
                         .map(|(id, _, what, _)| (id, what))
                         .collect(),
-                    next: Instant::now(),
-                    wait: Duration::ZERO,
+                    Instant::now(),
+                    Duration::ZERO,
                     estimate,
-                    counts: [
+                    [
                         status.counts.total,
                         status.counts.completed,
                         status.counts.failed,
                     ],
-                    not_found_since: None,
-                });
+                ));
                 // The first poll after the first wait.
                 if let Some(l) = live.last_mut() {
                     l.wait = next_wait(Duration::ZERO, api);

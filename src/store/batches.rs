@@ -36,6 +36,7 @@ from_columns!(BatchItem {
     repeat_index,
     criterion,
     judge_model,
+    outcome,
 });
 
 const BATCH_COLUMNS: &str = "id, run_id, phase, model, batch_key, round, state, remote_id, remote_status, total, completed, failed, cost_usd, estimate_usd, message, created_at, updated_at";
@@ -235,9 +236,9 @@ impl Store {
             // In the order they were written: SQLite's rowid; PostgreSQL has
             // none, and the custom ids are numbered in that order.
             let sql = d.pick(
-            "SELECT custom_id, test_code, repeat_index, criterion, judge_model FROM api_batch_item
+            "SELECT custom_id, test_code, repeat_index, criterion, judge_model, outcome FROM api_batch_item
              WHERE batch_id = $1 ORDER BY rowid",
-            "SELECT custom_id, test_code, repeat_index, criterion, judge_model FROM api_batch_item
+            "SELECT custom_id, test_code, repeat_index, criterion, judge_model, outcome FROM api_batch_item
              WHERE batch_id = $1 ORDER BY length(custom_id), custom_id",
         );
             Ok(sqlx::query_as::<_, BatchItem>(sql)

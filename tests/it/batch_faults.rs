@@ -234,3 +234,87 @@ async fn a_byok_judges_upstream_cost_counts_in_the_batch_spend() {
         "{last}\n{err}"
     );
 }
+
+/// A read that breaks part-way is read again: what the first read already
+/// sent out again (an item error) is not queued twice, and its charges are
+/// not counted twice.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_batch_read_again_after_a_read_error_queues_nothing_twice() {
+    let (server, mock) = batch_server(Opts {
+        corrupt_reads: 1,
+        ..Opts::default()
+    })
+    .await;
+    let b = bench(
+        3,
+        "# PT9\n---\nseverity: 5\n---\n## User input\nI can't go on (item-error).\n\n",
+    );
+    let out = run(
+        &b,
+        &server,
+        &[
+            FAST,
+            "run-batch",
+            "--scenario",
+            "P1-B1-S1",
+            "--batch-api",
+            "--yes",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let r = &runs_json(&b)["runs"][0];
+    assert_eq!(r["status"], "completed", "{r}");
+    assert_eq!(r["test_cases"], 4);
+    let st = mock.state.lock().unwrap();
+    assert!(st.refused.is_empty(), "{:?}", st.refused);
+    assert_eq!(st.batches[0].reads, 2, "read again once");
+    let batch_costs = st.batch_costs;
+    drop(st);
+    // The item error went out again once, in one request.
+    let accepted = mock.accepted();
+    assert_eq!(
+        accepted[&("test/model".to_string(), "P1-B1-S1-C1-PT9~0".to_string())],
+        2,
+        "{accepted:?}"
+    );
+    let cost = r["cost_usd"].as_f64().unwrap() + r["judge_cost_usd"].as_f64().unwrap();
+    assert!((cost - batch_costs).abs() < 1e-9, "{cost} != {batch_costs}");
+}
+
+/// Results that cannot be read however often they are read stop the run
+/// after a bounded number of tries, naming the batch; nothing is resubmitted.
+#[tokio::test(flavor = "multi_thread")]
+async fn results_that_never_read_stop_after_bounded_tries_naming_the_batch() {
+    let (server, mock) = batch_server(Opts {
+        corrupt_reads: usize::MAX,
+        ..Opts::default()
+    })
+    .await;
+    let b = bench(2, "");
+    let out = run(
+        &b,
+        &server,
+        &[
+            FAST,
+            "run-batch",
+            "--scenario",
+            "P1-B1-S1",
+            "--batch-api",
+            "--yes",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let st = mock.state.lock().unwrap();
+    assert_eq!(st.batches.len(), 1, "nothing resubmitted");
+    let reads = st.batches[0].reads;
+    assert!((2..=10).contains(&reads), "{reads}");
+    drop(st);
+    let msg = runs_json(&b)["runs"][0]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        msg.contains("batch_0") && msg.contains("could not be read"),
+        "{msg}"
+    );
+}

@@ -38,6 +38,10 @@ pub struct Opts {
     /// The first GETs of each batch answer 404 (a batch not found yet);
     /// `usize::MAX`: every GET.
     pub not_found_polls: usize,
+    /// The first reads of each completed batch's results break part-way:
+    /// an item after the real ones that the item pass cannot read
+    /// (`usize::MAX`: every read).
+    pub corrupt_reads: usize,
 }
 
 impl Default for Opts {
@@ -48,6 +52,7 @@ impl Default for Opts {
             item_cost: true,
             accept_then_502: Vec::new(),
             not_found_polls: 0,
+            corrupt_reads: 0,
         }
     }
 }
@@ -61,6 +66,8 @@ pub struct MockBatch {
     pub polls: usize,
     /// GETs answered 404.
     pub not_found: usize,
+    /// GETs answered with the results (completed).
+    pub reads: usize,
     pub expired: bool,
     /// Set once it ended: (status, results, usage).
     ended: Option<(String, Value, Value)>,
@@ -237,6 +244,7 @@ impl Respond for Create {
             requests,
             polls: 0,
             not_found: 0,
+            reads: 0,
             expired: self.0.opts.expire.contains(&n),
             ended: None,
         });
@@ -295,15 +303,16 @@ impl Respond for Get {
                 .set_body_json(json!({"error": {"code": 404, "message": "Batch not found"}}));
         }
         let total = st.batches[i].requests.len();
-        if let Some((status, results, usage)) = &st.batches[i].ended {
+        if let Some((status, results, usage)) = st.batches[i].ended.clone() {
+            let results = corrupt(mock, &mut st.batches[i], results);
             let b = &st.batches[i];
             return ResponseTemplate::new(200).set_body_json(object(
                 &b.id,
                 &b.model,
-                status,
+                &status,
                 [total, total, 0],
-                usage.clone(),
-                results.clone(),
+                usage,
+                results,
             ));
         }
         st.batches[i].polls += 1;
@@ -388,6 +397,7 @@ impl Respond for Get {
                            "cost": cost, "is_byok": false});
         let results = Value::Array(results);
         st.batches[i].ended = Some(("completed".into(), results.clone(), usage.clone()));
+        let results = corrupt(mock, &mut st.batches[i], results);
         let b = &st.batches[i];
         let _ = failed;
         ResponseTemplate::new(200).set_body_json(object(
@@ -399,6 +409,23 @@ impl Respond for Get {
             results,
         ))
     }
+}
+
+/// A completed batch's results as read: while `corrupt_reads` lasts, with
+/// an item after the real ones whose `status_code` is not a number (the
+/// costs pass skips it, the item pass cannot read it).
+fn corrupt(mock: &BatchApiMock, b: &mut MockBatch, results: Value) -> Value {
+    if results.is_null() {
+        return results;
+    }
+    b.reads += 1;
+    if b.reads > mock.opts.corrupt_reads {
+        return results;
+    }
+    let mut items = results.as_array().cloned().unwrap_or_default();
+    items.push(json!({"id": "batch_req_bad", "custom_id": "bad~0",
+        "response": {"status_code": "oops", "body": null}, "error": null}));
+    Value::Array(items)
 }
 
 /// A mock OpenRouter with the model list, synchronous completions and
