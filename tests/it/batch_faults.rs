@@ -226,8 +226,7 @@ async fn a_byok_judges_upstream_cost_counts_in_the_batch_spend() {
     let err = stderr(&out);
     let last = err
         .lines()
-        .filter(|l| l.starts_with("batch API: run 1"))
-        .next_back()
+        .rfind(|l| l.starts_with("batch API: run 1"))
         .unwrap_or_else(|| panic!("{err}"));
     assert!(
         last.ends_with(&format!("${expected:.4} spent")),
