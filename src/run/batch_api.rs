@@ -83,16 +83,10 @@ pub async fn run_batch_api(
     drop(opening);
     // On the team store the batch's budget is kept in the database, as
     // for synchronous runs (budget.rs).
-    if ctx.store.is_team_store() {
-        let key = settings
-            .batch
-            .clone()
-            .unwrap_or_else(|| format!("run:{run_id}"));
-        control
-            .batch
-            .open_team_budget(&ctx.store, key, !control.join)
-            .await?;
-    }
+    control
+        .batch
+        .open_team_budget_for(&ctx.store, settings, run_id, !control.join)
+        .await?;
     if control.resubmit_uncertain {
         // Asked for: the requests of batches of uncertain submission go out
         // again (they are no longer held).

@@ -25,12 +25,7 @@ impl BatchShared {
     /// for a new batch or a resume (its spend is this batch's, nothing is
     /// in flight), not for a joiner (the row stays as the others keep it).
     /// Once per batch, whichever of its runs comes first.
-    pub(super) async fn open_team_budget(
-        &self,
-        store: &Store,
-        key: String,
-        fresh: bool,
-    ) -> crate::Result<()> {
+    async fn open_team_budget(&self, store: &Store, key: String, fresh: bool) -> crate::Result<()> {
         let Some(max) = self.max_cost else {
             return Ok(());
         };
@@ -38,6 +33,26 @@ impl BatchShared {
             .get_or_try_init(|| TeamBudget::open(store, key, max, self.spend(), fresh))
             .await?;
         Ok(())
+    }
+
+    /// On the team store, opens the batch's budget in the database for run
+    /// `run_id` (keyed by its batch token, else by the run): what both the
+    /// synchronous and the Batch API path reserve from.
+    pub(super) async fn open_team_budget_for(
+        &self,
+        store: &Store,
+        settings: &super::RunSettings,
+        run_id: i64,
+        fresh: bool,
+    ) -> crate::Result<()> {
+        if !store.is_team_store() {
+            return Ok(());
+        }
+        let key = settings
+            .batch
+            .clone()
+            .unwrap_or_else(|| format!("run:{run_id}"));
+        self.open_team_budget(store, key, fresh).await
     }
 
     /// Waits until every settlement so far is in the database.

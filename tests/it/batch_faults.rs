@@ -3,7 +3,7 @@
 //! a lost batch; judge costs are counted as the synchronous path counts
 //! them; a batch read again after a read error counts nothing twice.
 
-use crate::batch_api::{FAST, bench};
+use crate::batch_api::{FAST, batch_run, bench};
 use crate::support::batches::{Opts, batch_server};
 use crate::support::{read, run, runs_json, stderr, stdout};
 
@@ -17,18 +17,7 @@ async fn a_batch_accepted_then_answered_502_is_never_sent_again_on_its_own() {
     })
     .await;
     let b = bench(4, "");
-    let args = [
-        FAST,
-        "run-batch",
-        "--scenario",
-        "P1-B1-S1",
-        "--batch-api",
-        "--batch-size",
-        "2",
-        "--yes",
-    ];
-    let out = run(&b, &server, &args);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let out = batch_run(&b, &server, &["--batch-size", "2"], 1);
     let once = |mock: &crate::support::batches::BatchApiMock| {
         let accepted = mock.accepted();
         assert_eq!(accepted.len(), 4, "{accepted:?}");
@@ -51,19 +40,13 @@ async fn a_batch_accepted_then_answered_502_is_never_sent_again_on_its_own() {
     );
 
     // A plain resume holds them too.
-    let out = run(&b, &server, &[FAST, "run-batch", "--resume", "1"]);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let out = batch_run(&b, &server, &["--resume", "1"], 1);
     once(&mock);
     let text = format!("{}{}", stdout(&out), stderr(&out));
     assert!(text.contains(choice), "{text}");
 
     // The user's choice: sent again, and the run completes.
-    let out = run(
-        &b,
-        &server,
-        &[FAST, "run-batch", "--resume", "1", "--resubmit-uncertain"],
-    );
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    batch_run(&b, &server, &["--resume", "1", "--resubmit-uncertain"], 0);
     let r = &runs_json(&b)["runs"][0];
     assert_eq!(r["status"], "completed", "{r}");
     assert_eq!(r["test_cases"], 4);
@@ -81,19 +64,7 @@ async fn a_poll_404_is_polled_again_and_never_resubmits() {
     })
     .await;
     let b = bench(3, "");
-    let out = run(
-        &b,
-        &server,
-        &[
-            FAST,
-            "run-batch",
-            "--scenario",
-            "P1-B1-S1",
-            "--batch-api",
-            "--yes",
-        ],
-    );
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    batch_run(&b, &server, &[], 0);
     assert_eq!(runs_json(&b)["runs"][0]["status"], "completed");
     let st = mock.state.lock().unwrap();
     assert_eq!(st.batches.len(), 1, "submitted once");
@@ -110,20 +81,7 @@ async fn a_batch_not_found_past_the_window_is_held_not_resubmitted() {
     })
     .await;
     let b = bench(3, "");
-    let out = run(
-        &b,
-        &server,
-        &[
-            FAST,
-            "--test-batch-404-window-ms=300",
-            "run-batch",
-            "--scenario",
-            "P1-B1-S1",
-            "--batch-api",
-            "--yes",
-        ],
-    );
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let out = batch_run(&b, &server, &["--test-batch-404-window-ms=300"], 1);
     let st = mock.state.lock().unwrap();
     assert_eq!(st.batches.len(), 1, "submitted once");
     assert!(st.batches[0].not_found >= 2, "{}", st.batches[0].not_found);
@@ -143,20 +101,7 @@ async fn a_batch_not_found_past_the_window_is_held_not_resubmitted() {
 async fn a_resume_at_another_base_url_or_key_is_refused_before_anything_is_sent() {
     let (server, _mock) = batch_server(Opts::default()).await;
     let b = bench(2, "");
-    let out = run(
-        &b,
-        &server,
-        &[
-            FAST,
-            "run-batch",
-            "--scenario",
-            "P1-B1-S1",
-            "--batch-api",
-            "--detach",
-            "--yes",
-        ],
-    );
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    batch_run(&b, &server, &["--detach"], 0);
     let (elsewhere, other) = batch_server(Opts::default()).await;
     let out = run(&b, &elsewhere, &[FAST, "run-batch", "--resume", "1"]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
@@ -201,23 +146,19 @@ async fn a_resume_at_another_base_url_or_key_is_refused_before_anything_is_sent(
 async fn a_byok_judges_upstream_cost_counts_in_the_batch_spend() {
     let (server, _mock) = batch_server(Opts::default()).await;
     let b = bench(1, "");
-    let out = run(
+    let out = batch_run(
         &b,
         &server,
         &[
-            FAST,
-            "run-batch",
             "--scenario",
             "P3-B1-S1",
-            "--batch-api",
             "--judges",
             "judge/byok",
             "--progress-every",
             "1",
-            "--yes",
         ],
+        0,
     );
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let r = &runs_json(&b)["runs"][0];
     let stored = r["cost_usd"].as_f64().unwrap() + r["judge_cost_usd"].as_f64().unwrap();
     // The model reply at half price and the judge's upstream at half price.
@@ -248,19 +189,7 @@ async fn a_batch_read_again_after_a_read_error_queues_nothing_twice() {
         3,
         "# PT9\n---\nseverity: 5\n---\n## User input\nI can't go on (item-error).\n\n",
     );
-    let out = run(
-        &b,
-        &server,
-        &[
-            FAST,
-            "run-batch",
-            "--scenario",
-            "P1-B1-S1",
-            "--batch-api",
-            "--yes",
-        ],
-    );
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    batch_run(&b, &server, &[], 0);
     let r = &runs_json(&b)["runs"][0];
     assert_eq!(r["status"], "completed", "{r}");
     assert_eq!(r["test_cases"], 4);
@@ -290,19 +219,7 @@ async fn results_that_never_read_stop_after_bounded_tries_naming_the_batch() {
     })
     .await;
     let b = bench(2, "");
-    let out = run(
-        &b,
-        &server,
-        &[
-            FAST,
-            "run-batch",
-            "--scenario",
-            "P1-B1-S1",
-            "--batch-api",
-            "--yes",
-        ],
-    );
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    batch_run(&b, &server, &[], 1);
     let st = mock.state.lock().unwrap();
     assert_eq!(st.batches.len(), 1, "nothing resubmitted");
     let reads = st.batches[0].reads;

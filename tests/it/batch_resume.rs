@@ -3,9 +3,9 @@
 //! `--batch-size`, each batch's estimate reserved against `--max-cost`, and
 //! the real spend in its end-of-run line.
 
-use crate::batch_api::{FAST, bench};
+use crate::batch_api::{batch_run, bench};
 use crate::support::batches::{Opts, batch_server};
-use crate::support::{run, runs_json, stderr};
+use crate::support::{runs_json, stderr};
 
 /// The budget stops the run before its first batch: the resume goes on in
 /// batch mode (no synchronous chat request), at the batch price.
@@ -14,30 +14,14 @@ async fn a_run_stopped_before_its_first_batch_resumes_in_batch_mode_at_the_batch
     let (server, mock) = batch_server(Opts::default()).await;
     let b = bench(5, "");
     // A batch of two is estimated at about $0.004: over $0.001.
-    let out = run(
+    batch_run(
         &b,
         &server,
-        &[
-            FAST,
-            "run-batch",
-            "--scenario",
-            "P1-B1-S1",
-            "--batch-api",
-            "--batch-size",
-            "2",
-            "--max-cost",
-            "0.001",
-            "--yes",
-        ],
+        &["--batch-size", "2", "--max-cost", "0.001"],
+        1,
     );
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(mock.state.lock().unwrap().batches.is_empty());
-    let out = run(
-        &b,
-        &server,
-        &[FAST, "run-batch", "--resume", "1", "--max-cost", "1"],
-    );
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    batch_run(&b, &server, &["--resume", "1", "--max-cost", "1"], 0);
     let st = mock.state.lock().unwrap();
     assert_eq!(st.sync_calls, 0, "no synchronous chat request");
     // Its recorded --batch-size: 5 test cases in batches of 2.
@@ -60,31 +44,14 @@ async fn a_run_stopped_before_its_first_batch_resumes_in_batch_mode_at_the_batch
 async fn a_resumed_batch_run_keeps_its_batch_size_and_reserves_each_batch() {
     let (server, mock) = batch_server(Opts::default()).await;
     let b = bench(9, "");
-    let first = [
-        FAST,
-        "run-batch",
-        "--scenario",
-        "P1-B1-S1",
-        "--batch-api",
-        "--batch-size",
-        "2",
-        "--max-cost",
-        "0.01",
-        "--yes",
-    ];
-    let out = run(&b, &server, &first);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let first = ["--batch-size", "2", "--max-cost", "0.01"];
+    batch_run(&b, &server, &first, 1);
     assert_eq!(mock.state.lock().unwrap().batches.len(), 2);
     assert_eq!(runs_json(&b)["runs"][0]["test_cases"], 4);
 
     // $0.002 spent (4 replies at $0.0005); batches of two at about $0.004
     // each: two more fit under $0.011, a third could cross it.
-    let out = run(
-        &b,
-        &server,
-        &[FAST, "run-batch", "--resume", "1", "--max-cost", "0.011"],
-    );
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let out = batch_run(&b, &server, &["--resume", "1", "--max-cost", "0.011"], 1);
     let st = mock.state.lock().unwrap();
     assert_eq!(st.sync_calls, 0);
     let sizes: Vec<usize> = st.batches.iter().map(|b| b.requests.len()).collect();
