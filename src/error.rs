@@ -293,12 +293,24 @@ mod tests {
                 FailureClass::Config,
                 2,
             ),
+            (
+                ProviderError::WrongApi {
+                    field: "provider".into(),
+                    status: 400,
+                    message: "Unrecognized request argument supplied: provider".into(),
+                },
+                FailureClass::WrongApi,
+                1,
+            ),
         ];
         for (e, class, code) in cases {
             assert_eq!(e.class(), class, "{e}");
             assert_eq!(
                 e.is_fatal_for_run(),
-                matches!(class, FailureClass::KeyRefused | FailureClass::OutOfCredits)
+                matches!(
+                    class,
+                    FailureClass::KeyRefused | FailureClass::OutOfCredits | FailureClass::WrongApi
+                )
             );
             let message = e.to_string();
             let err = Error::from(e);

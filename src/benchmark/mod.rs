@@ -6,6 +6,7 @@
 pub mod cases;
 pub mod codes;
 pub mod compose;
+pub mod conversation;
 pub mod hash;
 
 use std::collections::BTreeMap;
@@ -91,6 +92,12 @@ pub struct Scenario {
     pub perturbations: Vec<Component>,
     /// `criteria.md` for `sqe`, `CR1.md`... for `mcsqe`.
     pub rubrics: Vec<Rubric>,
+    /// `turns.md`: the messages after the composed first one, in order;
+    /// empty for a single-turn scenario (a conversation of one turn).
+    pub turns: Vec<Turn>,
+    /// Whether the live reply to message 1 is judged (`judge_first: false`
+    /// in the scenario's frontmatter: a rapport opening).
+    pub judge_first: bool,
     pub hash: String,
 }
 
@@ -148,6 +155,9 @@ pub enum ComponentKind {
     Condition,
     UserContext,
     Perturbation,
+    /// A later message of a conversation (`turns.md`): read like every
+    /// component, then given its role (see [`Turn`]).
+    Turn,
 }
 
 impl ComponentKind {
@@ -156,6 +166,7 @@ impl ComponentKind {
             ComponentKind::Condition => "C",
             ComponentKind::UserContext => "U",
             ComponentKind::Perturbation => "PT",
+            ComponentKind::Turn => "T",
         }
     }
 
@@ -164,6 +175,7 @@ impl ComponentKind {
             ComponentKind::Condition => "conditions",
             ComponentKind::UserContext => "user-contexts",
             ComponentKind::Perturbation => "perturbations",
+            ComponentKind::Turn => "turns",
         }
     }
 
@@ -172,6 +184,7 @@ impl ComponentKind {
             ComponentKind::Condition => "condition",
             ComponentKind::UserContext => "user_context",
             ComponentKind::Perturbation => "perturbation",
+            ComponentKind::Turn => "turn",
         }
     }
 }
@@ -218,6 +231,49 @@ impl Component {
             Some(t) => format!("# {} {t}", self.code),
             None => format!("# {}", self.code),
         }
+    }
+}
+
+/// Who says a turn of a conversation (SPEC §1 `turns.md`, `role:`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnRole {
+    /// Sent to the model, whose live reply follows it.
+    User,
+    /// Fixed text put into the history as the model's own earlier reply
+    /// (a prefilled reply: no request is made for it).
+    Assistant,
+    /// An empty marker: the test case's perturbation is sent here, as a
+    /// user message, instead of at the end of message 1.
+    Perturbation,
+}
+
+/// One later message of a conversation: a `# T2` section of `turns.md`.
+#[derive(Debug, Clone)]
+pub struct Turn {
+    pub role: TurnRole,
+    /// A free label for reporting (`minimizing`, `rejecting-resources`, …).
+    pub pressure: Option<String>,
+    /// Whether the live reply to this turn is judged (`judge: false`: a
+    /// rapport turn).
+    pub judge: bool,
+    /// The rubrics that judge the reply to this turn (None: all of the
+    /// scenario's).
+    pub criteria: Option<Vec<String>>,
+    /// The perturbations (codes) this turn is part of (None: all).
+    pub perturbations: Option<Vec<String>>,
+    /// Its code (`T2`), converted text, evaluation overrides for its reply,
+    /// file, line and hash, read exactly as every component's.
+    pub component: Component,
+}
+
+impl Turn {
+    /// Whether this turn is in the conversations of `perturbation` (a
+    /// perturbation's code, `PT3`).
+    pub fn applies_to(&self, perturbation: &str) -> bool {
+        self.perturbations
+            .as_ref()
+            .is_none_or(|p| p.iter().any(|c| c == perturbation))
     }
 }
 

@@ -15,11 +15,17 @@ use crate::domain::RunStatus;
 use crate::store::Store;
 use crate::{Error, Result, openrouter, run};
 
+/// `--models` and `--judges`: a model id without control characters
+/// (it is printed to terminals and logs).
+pub(super) fn model_id(s: &str) -> std::result::Result<String, String> {
+    crate::domain::check_model_id(s).map(|()| s.to_string())
+}
+
 /// Options shared by every command that calls models.
 #[derive(Debug, Clone, Args)]
 pub struct CallArgs {
     /// Models to run (comma-separated), overriding models.yml.
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', value_parser = model_id)]
     pub models: Vec<String>,
     /// Compose and validate every prompt without sending anything.
     #[arg(long)]
@@ -27,11 +33,13 @@ pub struct CallArgs {
     /// Send every request even when an identical one was answered before.
     #[arg(long)]
     pub no_cache: bool,
-    /// Seconds before one request attempt times out.
-    #[arg(long, default_value_t = 120, value_name = "SECS")]
+    /// Seconds before one request attempt times out (at least 1).
+    #[arg(long, default_value_t = 120, value_name = "SECS",
+          value_parser = clap::value_parser!(u64).range(1..))]
     pub request_timeout: u64,
-    /// Attempts per request, retries included.
-    #[arg(long, default_value_t = 6)]
+    /// Attempts per request, retries included (at least 1).
+    #[arg(long, default_value_t = 6,
+          value_parser = clap::value_parser!(u32).range(1..))]
     pub max_attempts: u32,
     /// After Ctrl-C or SIGTERM, seconds the requests in flight (already
     /// paid for) get to finish and be stored.
@@ -52,7 +60,7 @@ pub struct CallArgs {
     pub max_reply_bytes: u64,
     /// Judge every criterion by each of these models (comma-separated),
     /// overriding `marking_model`; the verdict is the majority.
-    #[arg(long, value_delimiter = ',', value_name = "A,B,C")]
+    #[arg(long, value_delimiter = ',', value_name = "A,B,C", value_parser = model_id)]
     pub judges: Vec<String>,
     /// How a tie between judges is broken: the first listed judge's verdict, or fail.
     #[arg(long, value_enum, default_value_t = crate::judging::panel::JudgeTie::First)]
@@ -86,8 +94,8 @@ pub(super) fn client(s: &Settings, call: &CallArgs) -> Result<openrouter::Client
         openrouter::ClientConfig::new(s.base_url.clone(), s.api_key().unwrap_or_default());
     cfg.referer = s.referer.clone();
     cfg.title = s.title.clone();
-    cfg.request_timeout = std::time::Duration::from_secs(call.request_timeout.max(1));
-    cfg.max_attempts = call.max_attempts.max(1);
+    cfg.request_timeout = std::time::Duration::from_secs(call.request_timeout);
+    cfg.max_attempts = call.max_attempts;
     cfg.max_reply_bytes = call.max_reply_bytes;
     cfg.api = s.api;
     if let Some(base) = s.retry_base {

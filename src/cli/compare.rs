@@ -39,7 +39,7 @@ pub struct CompareArgs {
     #[arg(long = "run-id", value_name = "ID", conflicts_with = "models")]
     pub run_ids: Vec<i64>,
     /// Compare the latest completed batch run of each of these models (comma-separated).
-    #[arg(long, value_delimiter = ',', value_name = "A,B")]
+    #[arg(long, value_delimiter = ',', value_name = "A,B", value_parser = super::call::model_id)]
     pub models: Vec<String>,
     #[arg(long, value_enum, default_value_t = CompareFormat::Table)]
     pub format: CompareFormat,

@@ -15,7 +15,7 @@ pub struct CostsArgs {
     #[arg(long, value_name = "ID")]
     pub run_id: Option<i64>,
     /// Only the runs of this model.
-    #[arg(long)]
+    #[arg(long, value_parser = super::call::model_id)]
     pub model: Option<String>,
     #[arg(long, value_enum, default_value_t = DataFormat::Table)]
     pub format: DataFormat,

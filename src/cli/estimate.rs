@@ -18,7 +18,7 @@ use super::selection::SelectionArgs;
 use super::settings::{Settings, runtime};
 use crate::benchmark::Benchmark;
 use crate::domain::{Api, ModelEntry};
-use crate::openrouter::catalog::{CATALOG_TIMEOUT, CatalogClient, KeyInfo};
+use crate::openrouter::catalog::{CATALOG_TIMEOUT, CatalogClient, CatalogError, KeyInfo};
 use crate::report::usd;
 use crate::run::Selection;
 use crate::run::estimate::{self, CompletionInput, ModelInputs, Prices};
@@ -31,7 +31,7 @@ pub struct EstimateArgs {
     #[command(flatten)]
     pub selection: SelectionArgs,
     /// Models (comma-separated), overriding models.yml.
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', value_parser = super::call::model_id)]
     pub models: Vec<String>,
     #[arg(long, value_enum, default_value_t = DataFormat::Table)]
     pub format: DataFormat,
@@ -250,6 +250,17 @@ pub(super) async fn resume_preflight(
         if discount.is_some() {
             per_case.extend(per_request(&mut priced, *discount));
         }
+        // Not a reason to refuse a resume (the run was checked when it
+        // began), but never silent: what was not checked is said.
+        if let Err(why) = &priced.catalog
+            && !s.quiet
+        {
+            let run = id.map_or_else(String::new, |id| format!("run {id}: "));
+            eprintln!(
+                "warning: {run}the resume's preflight could not read the model list ({why}): `{}` and its judge were not checked against the catalog before sending",
+                settings.model.id
+            );
+        }
         for r in refusals(&priced, None, &entries(b, &models)) {
             if !r.overridable {
                 hard.push(match id {
@@ -350,6 +361,17 @@ async fn price(
         }
     };
     let (catalog, key) = tokio::join!(client.models(), key_of);
+    // A model list without OpenRouter's fields, or a list with no `/key`
+    // beside it: the server is not OpenRouter, whatever --api says.
+    let not_openrouter = match (&catalog, &key) {
+        (Ok(c), _) if c.is_plain() => {
+            Some("its GET /models lists no `supported_parameters` and no prices".to_string())
+        }
+        (Ok(_), Err(CatalogError::Status { status: 404, .. })) => {
+            Some("it has no GET /key (404)".to_string())
+        }
+        _ => None,
+    };
     let catalog = catalog.map_err(|e| e.to_string());
     let key = key.map_err(|e| e.to_string()).transpose();
     let price_of = |id: &str| -> Option<Prices> {
@@ -454,6 +476,7 @@ async fn price(
         catalog,
         key,
         api: s.api,
+        not_openrouter,
     })
 }
 

@@ -37,6 +37,8 @@ pub(super) fn show(s: &Settings, format: DataFormat) -> Result<ExitStatus> {
                 "behaviour": b.behaviour(&s.behaviour).map(|x| x.name.clone()),
                 "criteria": s.rubrics.len(),
                 "empty_components": s.empty_components(),
+                // Later messages of a conversation (0: single-turn).
+                "turns": s.turns.len(),
             })
         })
         .collect();
@@ -67,7 +69,14 @@ pub(super) fn show(s: &Settings, format: DataFormat) -> Result<ExitStatus> {
                 t.add_row([
                     s.code.clone(),
                     r["behaviour"].as_str().unwrap_or_default().to_string(),
-                    s.evaluation.type_name().to_string(),
+                    match s.turns.len() {
+                        0 => s.evaluation.type_name().to_string(),
+                        n => format!(
+                            "{}, conversation of {} turns",
+                            s.evaluation.type_name(),
+                            n + 1
+                        ),
+                    },
                     s.conditions.len().to_string(),
                     s.user_contexts.len().to_string(),
                     s.perturbations.len().to_string(),

@@ -11,6 +11,7 @@ use super::settings::Settings;
 use crate::ExitStatus;
 use crate::benchmark::cases;
 use crate::benchmark::compose;
+use crate::benchmark::conversation::{self, Exchange, Reply};
 use crate::{Error, Result};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -37,21 +38,35 @@ pub fn run(s: &Settings, args: &PromptsArgs) -> Result<ExitStatus> {
     let mut o = std::io::BufWriter::new(out());
     let mut prompt = String::new();
     for case in &cases {
-        compose::compose_into(case, &mut prompt);
+        let conversation = !case.scenario.turns.is_empty();
+        let script = conversation.then(|| conversation::script(case));
+        match &script {
+            // A conversation's message 1 (with a perturbation marker, it
+            // is not the single-turn composition).
+            Some(script) => {
+                prompt.clear();
+                prompt.push_str(&script[0].user);
+            }
+            None => compose::compose_into(case, &mut prompt),
+        }
         let rf = compose::response_format(case);
         let evaluation = case.evaluation();
         match args.format {
             PromptFormat::Jsonl => {
-                serde_json::to_writer(
-                    &mut o,
-                    &json!({"test_code": case.code(), "prompt": prompt, "response_format": rf,
-                            "evaluation": &*evaluation, "base_severity": case.base_severity()}),
-                )?;
+                let mut line = json!({"test_code": case.code(), "prompt": prompt, "response_format": rf,
+                            "evaluation": &*evaluation, "base_severity": case.base_severity()});
+                if let Some(script) = &script {
+                    line["messages"] = messages_json(script);
+                }
+                serde_json::to_writer(&mut o, &line)?;
                 writeln!(o)?;
             }
             PromptFormat::Text => {
                 writeln!(o, "=== {} ===", case.code())?;
-                writeln!(o, "{prompt}")?;
+                match &script {
+                    Some(script) => write_script(&mut o, script)?,
+                    None => writeln!(o, "{prompt}")?,
+                }
                 writeln!(
                     o,
                     "--- evaluation (base severity {:+}) ---\n{}",
@@ -72,4 +87,68 @@ pub fn run(s: &Settings, args: &PromptsArgs) -> Result<ExitStatus> {
     }
     o.flush()?;
     Ok(ExitStatus::unless_content_errors(errors.len()))
+}
+
+/// Where a message comes from: message 1, or its turn with its role and
+/// pressure label.
+fn origin(e: &Exchange<'_>, index: usize) -> String {
+    match e.turn {
+        None => "message 1".to_string(),
+        Some(t) if index == 0 => format!("message 1, with {}", t.component.code),
+        Some(t) => {
+            let role = match t.role {
+                crate::benchmark::TurnRole::Perturbation => "the perturbation",
+                _ => "user",
+            };
+            match &t.pressure {
+                Some(p) => format!("{} ({role}, pressure: {p})", t.component.code),
+                None => format!("{} ({role})", t.component.code),
+            }
+        }
+    }
+}
+
+/// A conversation's script as an author reads it: each user message, then
+/// the model's live reply (a placeholder: it is not known before the run)
+/// or the prefilled assistant turn, as written.
+fn write_script(o: &mut impl Write, script: &[Exchange<'_>]) -> std::io::Result<()> {
+    for (i, e) in script.iter().enumerate() {
+        writeln!(o, "--- {} ---", origin(e, i))?;
+        writeln!(o, "{}", e.user)?;
+        match e.reply {
+            Reply::Live { judged } => {
+                let judged = if judged { "judged" } else { "not judged" };
+                let overrides = e
+                    .turn
+                    .and_then(|t| t.component.overrides.as_ref())
+                    .map(|o| format!(", evaluation override {}", json!(o)))
+                    .unwrap_or_default();
+                writeln!(o, "--- [the model's live reply: {judged}{overrides}] ---")?;
+            }
+            Reply::Fixed(t) => {
+                writeln!(o, "--- {} (assistant, prefilled) ---", t.component.code)?;
+                writeln!(o, "{}", t.component.prompt)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A conversation's messages for `prompts --format jsonl`: a live reply is
+/// `{"role": "assistant", "live": true, "judged": …}` with no content.
+fn messages_json(script: &[Exchange<'_>]) -> serde_json::Value {
+    let mut out = Vec::with_capacity(script.len() * 2);
+    for e in script {
+        out.push(
+            json!({"role": "user", "content": e.user, "turn": e.turn.map(|t| &t.component.code),
+                        "pressure": e.turn.and_then(|t| t.pressure.as_ref())}),
+        );
+        out.push(match e.reply {
+            Reply::Live { judged } => json!({"role": "assistant", "live": true, "judged": judged,
+                "evaluation_override": e.turn.and_then(|t| t.component.overrides.as_ref())}),
+            Reply::Fixed(t) => json!({"role": "assistant", "content": t.component.prompt,
+                                      "turn": t.component.code, "live": false}),
+        });
+    }
+    serde_json::Value::Array(out)
 }

@@ -31,7 +31,7 @@ pub struct ReportArgs {
     #[arg(long, value_name = "ID", conflicts_with = "model")]
     pub run_id: Option<i64>,
     /// Report the latest completed batch run of this model.
-    #[arg(long)]
+    #[arg(long, value_parser = super::call::model_id)]
     pub model: Option<String>,
     #[arg(long, value_enum, default_value_t = ReportFormat::Table)]
     pub format: ReportFormat,

@@ -36,6 +36,9 @@ pub(super) fn load_models(
                         &path,
                         format!("models[{i}] has an empty `id` (expected provider/model)"),
                     ));
+                } else if let Err(why) = crate::domain::check_model_id(&model.id) {
+                    errors.push(ContentError::new(&path, format!("models[{i}]: {why}")));
+                    continue;
                 } else if !seen.insert(model.id.as_str()) {
                     errors.push(ContentError::new(
                         &path,
@@ -89,6 +92,11 @@ pub(super) fn load_models(
                         ),
                     ));
                 }
+            }
+            if let Some(judge) = m.marking_model.as_deref()
+                && let Err(why) = crate::domain::check_model_id(judge)
+            {
+                errors.push(ContentError::new(&path, format!("marking_model: {why}")));
             }
             Some(m)
         }

@@ -10,9 +10,11 @@ mod error;
 mod files;
 pub mod lint;
 pub mod markdown;
+mod overrides;
 mod rubric;
 mod scan;
 mod scenario;
+mod turns;
 mod yaml;
 
 use std::collections::BTreeMap;

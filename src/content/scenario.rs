@@ -14,12 +14,13 @@ use super::files::find_file;
 use super::files::json_type;
 use super::files::read_text;
 use super::markdown::{self, line_of, split_frontmatter};
+use super::overrides::parse_override;
 use super::rubric::load_rubric;
 use super::scan::ScenarioDir;
+use super::turns::{Against, load_turns};
 use super::yaml::parse_yaml_map;
 use crate::benchmark::Component;
 use crate::benchmark::ComponentKind;
-use crate::benchmark::EvalOverride;
 use crate::benchmark::Evaluation;
 use crate::benchmark::Scenario;
 use crate::benchmark::codes::{natural_cmp, parse_segment, strip_suffix};
@@ -218,8 +219,44 @@ pub(super) fn load_scenario(dir: &ScenarioDir, errors: &mut Vec<ContentError>) -
         hash_parts.push(r.hash.as_bytes().to_vec());
     }
 
+    let judge_first = match frontmatter.get("judge_first") {
+        None | Some(Value::Null) => true,
+        Some(Value::Bool(b)) => *b,
+        Some(other) => {
+            errors.push(
+                ContentError::new(
+                    &prompt_file,
+                    format!("`judge_first` is {other} (expected true or false)"),
+                )
+                .in_section("frontmatter"),
+            );
+            true
+        }
+    };
     let (conditions, user_contexts, perturbations) = (conditions?, user_contexts?, perturbations?);
     let evaluation = evaluation?;
+    let turns = load_turns(
+        &dir.dir,
+        code,
+        &Against {
+            evaluation: &evaluation,
+            perturbations: &perturbations,
+            rubrics: &rubrics,
+        },
+        errors,
+    )?;
+    if !judge_first && turns.is_empty() {
+        errors.push(
+            ContentError::new(
+                &prompt_file,
+                "`judge_first: false` leaves the only reply unjudged (expected it only in a scenario with turns.md)",
+            )
+            .in_section("frontmatter"),
+        );
+    }
+    for t in &turns {
+        hash_parts.push(t.component.hash.as_bytes().to_vec());
+    }
     let (conditions, user_contexts, perturbations, has_overrides) = apply_overrides(
         &evaluation,
         conditions,
@@ -252,6 +289,8 @@ pub(super) fn load_scenario(dir: &ScenarioDir, errors: &mut Vec<ContentError>) -
         user_contexts,
         perturbations,
         rubrics,
+        turns,
+        judge_first,
         hash: sha256_hex(&parts),
     })
 }
@@ -541,91 +580,4 @@ pub(super) fn apply_overrides(
         }
     }
     (errors.len() == before).then_some((conditions, user_contexts, perturbations, any))
-}
-
-/// One component's `evaluation:` frontmatter, checked against the keys the
-/// scenario's evaluation type can override.
-pub(super) fn parse_override(
-    c: &Component,
-    ev: &Evaluation,
-    errors: &mut Vec<ContentError>,
-) -> Option<EvalOverride> {
-    let block = c.metadata.get("evaluation")?;
-    let mut fail = |msg: String| {
-        errors.push(
-            ContentError::new(&c.source, msg)
-                .at(c.line)
-                .in_section(c.section_label()),
-        );
-        None
-    };
-    let Value::Object(block) = block else {
-        return fail(format!(
-            "`evaluation` is a {} (expected a mapping of the keys this {} overrides, e.g. `evaluation: {{expected: ...}}`)",
-            json_type(block),
-            c.kind.as_str()
-        ));
-    };
-    let allowed: &[&str] = match ev {
-        Evaluation::CategoryMatch { .. } => &["expected"],
-        Evaluation::ListIncludes { .. } => &["required"],
-        Evaluation::TagThreshold { .. } => &["expected", "min_correct", "max_incorrect"],
-        Evaluation::Sqe | Evaluation::Mcsqe => &[],
-    };
-    for key in block.keys() {
-        if !allowed.contains(&key.as_str()) {
-            let expected = if allowed.is_empty() {
-                "none: the rubric decides a judged evaluation".to_string()
-            } else {
-                allowed.join(", ")
-            };
-            return fail(format!(
-                "`evaluation.{key}` cannot be overridden by a {} of a {} scenario (expected: {expected})",
-                c.kind.as_str(),
-                ev.type_name()
-            ));
-        }
-    }
-    let list = |key: &str| -> Result<Option<Vec<String>>, String> {
-        match block.get(key) {
-            None => Ok(None),
-            Some(Value::String(s)) if !s.trim().is_empty() => Ok(Some(vec![s.clone()])),
-            Some(Value::Array(items)) if !items.is_empty() => items
-                .iter()
-                .map(|v| match v {
-                    Value::String(s) if !s.trim().is_empty() => Ok(s.clone()),
-                    Value::Number(_) | Value::Bool(_) => Ok(v.to_string()),
-                    other => Err(format!(
-                        "`evaluation.{key}` holds {other} (expected non-empty strings)"
-                    )),
-                })
-                .collect::<Result<Vec<_>, _>>()
-                .map(Some),
-            Some(other) => Err(format!(
-                "`evaluation.{key}` is {other} (expected a value or a non-empty list of values)"
-            )),
-        }
-    };
-    let count = |key: &str| -> Result<Option<usize>, String> {
-        match block.get(key) {
-            None => Ok(None),
-            Some(Value::Number(n)) if n.as_u64().is_some() => Ok(n.as_u64().map(|v| v as usize)),
-            Some(other) => Err(format!(
-                "`evaluation.{key}` is {other} (expected a whole number of 0 or more)"
-            )),
-        }
-    };
-    let parsed = (|| -> Result<EvalOverride, String> {
-        Ok(EvalOverride {
-            expected: list("expected")?,
-            required: list("required")?,
-            min_correct: count("min_correct")?,
-            max_incorrect: count("max_incorrect")?,
-        })
-    })();
-    match parsed {
-        Ok(o) if o == EvalOverride::default() => None,
-        Ok(o) => Some(o),
-        Err(msg) => fail(msg),
-    }
 }

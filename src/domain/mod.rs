@@ -34,7 +34,8 @@ pub use cache::{CachedReply, request_key};
 pub use copy::{CopyStep, TableCopy, redact_password};
 pub use kinds::{ErrorKind, RunStatus};
 pub use model::{
-    Api, ModelEntry, Price, ProviderPreferences, Reasoning, deserialize_judges, same_model,
+    Api, ModelEntry, Price, ProviderPreferences, Reasoning, check_model_id, deserialize_judges,
+    same_model,
 };
 pub use quality::{Band, QualityScores};
 pub use query::{Detail, Direction, ReadPlan, ResultFilter, RowKey, StatusFilter, Which};

@@ -184,6 +184,20 @@ pub struct Reasoning {
 /// `openai/gpt-4o-2024-08-06`: a `-` and a digit), or the id with a variant
 /// suffix (`:free`, `:nitro`) on either side. `openai/gpt-4o-mini` is
 /// another model.
+/// A model id holds no control character: ids are printed to terminals
+/// and logs, where one would be an escape sequence. Err: why, with the id
+/// shown escaped.
+pub fn check_model_id(id: &str) -> Result<(), String> {
+    match id.chars().position(char::is_control) {
+        Some(at) => Err(format!(
+            "model id {:?} has a control character at position {} (expected printable text such as provider/model)",
+            id.escape_debug().to_string(),
+            at + 1
+        )),
+        None => Ok(()),
+    }
+}
+
 pub fn same_model(requested: &str, served: &str) -> bool {
     let base = |id: &str| id.split(':').next().unwrap_or(id).to_string();
     let (req, got) = (base(requested), base(served));

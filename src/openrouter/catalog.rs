@@ -50,6 +50,10 @@ impl CatalogModel {
 #[derive(Debug, Clone, Default)]
 pub struct Catalog {
     models: HashMap<String, CatalogModel>,
+    /// Whether any entry carries OpenRouter's `pricing` or
+    /// `supported_parameters`: a plain OpenAI-style list (vLLM, Ollama,
+    /// LiteLLM) has neither, and says nothing of what a model takes.
+    openrouter_fields: bool,
 }
 
 impl Catalog {
@@ -70,6 +74,12 @@ impl Catalog {
         self.models.is_empty()
     }
 
+    /// A non-empty list with none of OpenRouter's fields: the server is
+    /// an OpenAI-compatible one, not OpenRouter.
+    pub fn is_plain(&self) -> bool {
+        !self.models.is_empty() && !self.openrouter_fields
+    }
+
     /// Reads `{"data": [{"id", "pricing": {"prompt", "completion"},
     /// "supported_parameters"}]}`; entries without an id are skipped.
     pub fn parse(v: &Value) -> Result<Catalog, CatalogError> {
@@ -86,6 +96,9 @@ impl Catalog {
             };
             (n.is_finite() && n >= 0.0).then_some(n)
         };
+        let openrouter_fields = data
+            .iter()
+            .any(|m| m.get("pricing").is_some() || m.get("supported_parameters").is_some());
         let models = data
             .iter()
             .filter_map(|m| {
@@ -113,7 +126,10 @@ impl Catalog {
                 ))
             })
             .collect();
-        Ok(Catalog { models })
+        Ok(Catalog {
+            models,
+            openrouter_fields,
+        })
     }
 }
 

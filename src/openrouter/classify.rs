@@ -368,10 +368,17 @@ pub(super) fn classify(
                     .as_ref()
                     .and_then(|v| v.pointer("/error/param"))
                     .and_then(Value::as_str);
+                if !status.is_redirection()
+                    && let Some(field) = super::openai::refused_field(&message, param)
+                {
+                    return Outcome::Fatal(ProviderError::WrongApi {
+                        field,
+                        status: s,
+                        message,
+                    });
+                }
                 let message = if status.is_redirection() {
                     format!("unexpected redirect (not followed): {message}")
-                } else if let Some(field) = super::openai::refused_field(&message, param) {
-                    message + &super::openai::strict_hint(&field)
                 } else {
                     message
                 };

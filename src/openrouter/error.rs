@@ -76,6 +76,18 @@ pub enum ProviderError {
         last: String,
         meta: ErrorMeta,
     },
+    /// A strict OpenAI-compatible server refused a field only OpenRouter's
+    /// format sends (`provider`, `usage`, `reasoning`, `user`): every
+    /// request of the run would be refused the same way, so the run stops
+    /// with the one setting that fixes it.
+    #[error(
+        "the server at OPENROUTER_BASE_URL is not OpenRouter: it refused `{field}`, which only OpenRouter's format sends ({status}: {message}); pass --api openai-compatible (or HELMBENCH_API=openai-compatible), or set `api: openai-compatible` on the model's entry in models.yml"
+    )]
+    WrongApi {
+        field: String,
+        status: u16,
+        message: String,
+    },
     #[error("invalid client configuration: {0}")]
     Config(String),
     /// A bad configuration found through a local error, kept as the source
@@ -116,6 +128,9 @@ pub enum FailureClass {
     Failed,
     /// A bad client setting: bad usage, refused before anything is sent.
     Config,
+    /// The server speaks another format (`--api openai-compatible` fixes
+    /// it): every run of the batch stops sending; nothing was paid.
+    WrongApi,
 }
 
 impl ProviderError {
@@ -130,6 +145,7 @@ impl ProviderError {
                 FailureClass::Failed
             }
             ProviderError::Config(_) | ProviderError::ConfigCaused { .. } => FailureClass::Config,
+            ProviderError::WrongApi { .. } => FailureClass::WrongApi,
         }
     }
 
@@ -138,7 +154,7 @@ impl ProviderError {
     pub fn is_fatal_for_run(&self) -> bool {
         matches!(
             self.class(),
-            FailureClass::KeyRefused | FailureClass::OutOfCredits
+            FailureClass::KeyRefused | FailureClass::OutOfCredits | FailureClass::WrongApi
         )
     }
 
@@ -161,6 +177,7 @@ impl ProviderError {
             ProviderError::Blocked { .. } => "blocked",
             ProviderError::Config(_) | ProviderError::ConfigCaused { .. } => "config",
             ProviderError::NotSent(_) => "not_sent",
+            ProviderError::WrongApi { .. } => "wrong_api",
         }
     }
 }

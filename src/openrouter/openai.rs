@@ -124,13 +124,6 @@ pub(super) fn refused_field(message: &str, param: Option<&str>) -> Option<String
     OURS.contains(&named.as_str()).then_some(named)
 }
 
-/// The hint added to a strict server's refusal of `field`.
-pub(super) fn strict_hint(field: &str) -> String {
-    format!(
-        " (the server does not take `{field}`, which only OpenRouter's format sends: set `api: openai-compatible` on the model's entry in models.yml, or pass --api openai-compatible / HELMBENCH_API=openai-compatible)"
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

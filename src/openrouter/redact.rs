@@ -136,6 +136,15 @@ impl Redactor {
                     kind: block.kind,
                 }),
             },
+            ProviderError::WrongApi {
+                field,
+                status,
+                message,
+            } => ProviderError::WrongApi {
+                field,
+                status,
+                message: self.scrub(&message),
+            },
             ProviderError::Config(m) => ProviderError::Config(self.scrub(&m)),
             // A local error (the client builder, a temp file, the reader
             // task): no request or reply text reaches it.

@@ -694,8 +694,9 @@ fn not_judged(mut r: Box<NewResult>, why: &str) -> Box<NewResult> {
     r
 }
 
-/// A 401 or 402 is about the key or the account: it stops this run at once
-/// (a 401 also drops the requests in flight) and every model of the batch.
+/// A 401 or 402 is about the key or the account, a refused OpenRouter
+/// field about the server: it stops this run at once (a 401 also drops the
+/// requests in flight) and every model of the batch.
 fn stop_for(
     e: &Arc<ProviderError>,
     model: &str,
@@ -704,7 +705,10 @@ fn stop_for(
     abort: &CancellationToken,
 ) {
     let fatal = e.class() == FailureClass::KeyRefused;
-    shared.set_stop(e.to_string(), fatal.then(|| Arc::clone(e)));
+    // A server of another format ends the command with its error (the fix
+    // in one line on stderr), without dropping what is in flight.
+    let reported = fatal || e.class() == FailureClass::WrongApi;
+    shared.set_stop(e.to_string(), reported.then(|| Arc::clone(e)));
     shared.batch.stop_all(format!("{model}: {e}"), fatal);
     stop.cancel();
     if fatal {

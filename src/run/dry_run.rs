@@ -27,6 +27,10 @@ pub struct DryRunSummary {
     /// Components of the selected scenarios that are only frontmatter: they
     /// run and add nothing to the prompt (not an error; authors should know).
     pub empty_components: usize,
+    /// Test cases that are conversations (`turns.md`), and the live
+    /// replies their scripts ask for in all.
+    pub conversations: usize,
+    pub live_turns: usize,
 }
 
 impl fmt::Display for DryRunSummary {
@@ -41,6 +45,13 @@ impl fmt::Display for DryRunSummary {
             writeln!(f, "  {ty}: {n}")?;
         }
         writeln!(f, "judge calls: {}", self.judge_calls)?;
+        if self.conversations > 0 {
+            writeln!(
+                f,
+                "conversations: {} ({} live replies in all; not sent by this version)",
+                self.conversations, self.live_turns
+            )?;
+        }
         if self.empty_components > 0 {
             writeln!(
                 f,
@@ -80,7 +91,18 @@ pub fn dry_run(
     let mut seen_prompts = HashSet::new();
     let mut prompt = String::new();
     for case in &cases {
-        compose::compose_into(case, &mut prompt);
+        if case.scenario.turns.is_empty() {
+            compose::compose_into(case, &mut prompt);
+        } else {
+            // Every message of the script, composed: what a run would send.
+            let script = crate::benchmark::conversation::script(case);
+            summary.conversations += 1;
+            summary.live_turns += script.iter().filter(|e| e.is_live()).count();
+            prompt.clear();
+            for e in &script {
+                prompt.push_str(&e.user);
+            }
+        }
         summary.test_cases += 1;
         summary.prompt_bytes += prompt.len() as u64;
         if seen_scenarios.insert(case.scenario.code.as_str()) {

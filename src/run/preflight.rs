@@ -18,6 +18,9 @@ pub struct Priced {
     pub key: Option<Result<KeyInfo, String>>,
     /// The wire format of a model whose entry names none (`--api`).
     pub api: Api,
+    /// Why the server is not OpenRouter (a plain model list, no `/key`),
+    /// when it is not.
+    pub not_openrouter: Option<String>,
 }
 
 /// The request settings of `id` (a model of the run, or a judge: its
@@ -181,6 +184,29 @@ pub fn refusals(p: &Priced, max_cost: Option<f64>, entries: &[ModelEntry]) -> Ve
             );
         }
     }
+    // Sent in OpenRouter's format to a server that is not OpenRouter:
+    // every per-model check below would name a symptom (no structured
+    // outputs, no price); one line names the setting that fixes them all.
+    let openrouter_format: Vec<&str> = e
+        .models
+        .iter()
+        .map(|m| m.model.as_str())
+        .chain(judge_ids.iter().copied())
+        .filter(|id| !compat.contains(id))
+        .collect();
+    if let Some(why) = &p.not_openrouter
+        && !openrouter_format.is_empty()
+    {
+        out.push(hard(format!(
+            "the server at OPENROUTER_BASE_URL is not OpenRouter ({why}), but {} would be sent in OpenRouter's format: pass --api openai-compatible (or HELMBENCH_API=openai-compatible), or set `api: openai-compatible` on their entries in models.yml",
+            openrouter_format
+                .iter()
+                .map(|id| format!("`{id}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+        return out;
+    }
     match &p.catalog {
         Ok(c) => {
             for m in e.models.iter().filter(|m| !compat.contains(&m.model.as_str())) {
@@ -260,7 +286,7 @@ pub fn refusals(p: &Priced, max_cost: Option<f64>, entries: &[ModelEntry]) -> Ve
             }
         }
         Err(why) => out.push(soft(format!(
-            "could not price the run ({why}): offline, or OPENROUTER_BASE_URL has no model list; models and the judge were not checked either"
+            "could not price the run ({why}): offline, or OPENROUTER_BASE_URL has no model list (a server that is not OpenRouter takes --api openai-compatible); models and the judge were not checked either"
         ))),
     }
     if let Some([_, high]) = e.cost_usd {

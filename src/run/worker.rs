@@ -242,9 +242,7 @@ impl Worker {
                 }
                 Err(e) => {
                     return Asked::Done(match e.class() {
-                        FailureClass::KeyRefused | FailureClass::OutOfCredits => {
-                            Outcome::Fatal(Arc::new(e))
-                        }
+                        _ if e.is_fatal_for_run() => Outcome::Fatal(Arc::new(e)),
                         // The budget or a stop refused it: no result, resumable.
                         FailureClass::NotSent => Outcome::Aborted,
                         _ => Outcome::Stored(failed(r, prompt, &e)),

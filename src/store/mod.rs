@@ -18,6 +18,14 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 
 use backend::{Pool, on};
 
+/// Why a resume discarded a judge-error result's charges: a literal, as
+/// the totals' SQL text (totals.rs) looks the charge up by it.
+macro_rules! retired_reason {
+    () => {
+        "a result with a judge error, judged again by a resume"
+    };
+}
+
 mod backend;
 mod batches;
 mod compare;

@@ -533,7 +533,7 @@ enum Pending {
 /// what the stored judge-error result and its judgements cost as discarded
 /// charges, then deletes it (its judgements go with it).
 async fn retire_judge_error(tx: &mut Tx, r: &NewResult) -> Result<(), StoreError> {
-    const REASON: &str = "a result with a judge error, judged again by a resume";
+    const REASON: &str = retired_reason!();
     let affected = totals::Affected::JudgeError {
         run_id: r.run_id,
         test_code: &r.test_code,

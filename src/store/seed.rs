@@ -38,6 +38,14 @@ macro_rules! upsert_components {
             true,
             false,
         ),
+        // Turns are not seed rows: a conversation's messages are stored
+        // with its result, and the scenario's hash covers its script.
+        ComponentKind::Turn => {
+            return Err(StoreError::Integrity {
+                message: "turns are not stored as components".into(),
+                source: None,
+            })
+        }
     };
     let mut ids = HashMap::with_capacity(rows.len());
     for chunk in rows.chunks(ROWS_PER_STATEMENT) {

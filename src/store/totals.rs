@@ -120,13 +120,20 @@ const RUN_TOTAL: &[(&str, &str)] = &[
     // The reply a cached result copies: the first paid one of the same
     // request at the same endpoint stored before it, as `cached_reply`
     // picks it (before it: a later paid copy does not change the figure).
+    // A resume that judges a stored unjudged reply again retires that row
+    // and keeps its cost as a discarded charge: then the charge is what
+    // the reused reply first cost.
     (
         "reused_original_usd",
-        "SUM(CASE WHEN r.cached = 1 THEN
+        concat!("SUM(CASE WHEN r.cached = 1 THEN COALESCE(
            (SELECT o.cost_usd + o.byok_cost_usd FROM result o
              WHERE o.request_hash = r.request_hash AND o.endpoint IS NOT DISTINCT FROM r.endpoint
                AND o.id < r.id AND o.cached = 0 AND o.response IS NOT NULL
-             ORDER BY o.id LIMIT 1) END)",
+             ORDER BY o.id LIMIT 1),
+           (SELECT d.cost_usd FROM discarded_charge d
+             WHERE d.run_id = r.run_id AND d.test_code = r.test_code AND d.repeat_index = r.repeat_index
+               AND d.call = 'model' AND d.reason = '", retired_reason!(), "'
+             ORDER BY d.id DESC LIMIT 1)) END)"),
     ),
     ("cost_usd", "SUM(r.cost_usd)"),
     ("byok_cost_usd", "SUM(r.byok_cost_usd)"),

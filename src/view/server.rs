@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
 
 use axum::Router;
@@ -51,14 +51,27 @@ fn parse_host(host: &str) -> Result<IpAddr> {
     if h.eq_ignore_ascii_case("localhost") {
         return Ok(IpAddr::V4(Ipv4Addr::LOCALHOST));
     }
-    h.trim_start_matches('[')
+    let ip: IpAddr = h
+        .trim_start_matches('[')
         .trim_end_matches(']')
         .parse()
         .map_err(|_| {
             Error::usage(format!(
                 "--host {host:?} is not an IP address (expected 127.0.0.1, ::1, 0.0.0.0 or this machine's address)"
             ))
-        })
+        })?;
+    // On loopback the Host check answers only to localhost, 127.0.0.1 and
+    // [::1] (a DNS-rebinding guard): another 127.x address would print a
+    // URL the server itself refuses.
+    if ip.is_loopback()
+        && ip != IpAddr::V4(Ipv4Addr::LOCALHOST)
+        && ip != IpAddr::V6(Ipv6Addr::LOCALHOST)
+    {
+        return Err(Error::usage(format!(
+            "--host {host:?}: of the loopback addresses only 127.0.0.1, ::1 and localhost are served (the server answers only to those names)"
+        )));
+    }
+    Ok(ip)
 }
 
 fn router(app: Arc<App>) -> Router {
@@ -174,7 +187,7 @@ pub async fn serve(cfg: ViewConfig) -> Result<()> {
         writeln!(
             out,
             "helmbench view: serving {} at {link}",
-            cfg.database_url
+            crate::domain::redact_password(&cfg.database_url)
         )?;
         if !loopback {
             writeln!(

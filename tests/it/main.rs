@@ -2,6 +2,7 @@
 //! talks to OpenRouter, a mock server on 127.0.0.1. One file per command or
 //! concept; what they share is in `support`.
 
+mod arguments;
 mod author_shapes;
 mod batch_api;
 mod batch_faults;
@@ -15,6 +16,7 @@ mod check;
 mod compare;
 mod compose;
 mod content_errors;
+mod conversations;
 mod costs;
 mod database_locks;
 mod estimate;

@@ -182,31 +182,102 @@ async fn max_cost_with_an_unpriced_model_is_a_usage_error_before_any_probe() {
     );
 }
 
+/// The one line that ends a run sent in OpenRouter's format to a server
+/// that is not OpenRouter.
+const NOT_OPENROUTER: &str = "is not OpenRouter";
+const THE_FIX: &str = "pass --api openai-compatible";
+
+/// A vLLM-shaped server (a plain `/models`, no `/key`, no `usage.cost`)
+/// without `--api openai-compatible`: refused before anything is sent, in
+/// one line that names the fix (not "does not support structured
+/// outputs"), even with `--yes`.
 #[tokio::test(flavor = "multi_thread")]
-async fn a_strict_servers_refusal_of_our_field_names_it_and_the_fix() {
-    // The model in OpenRouter's format (its routing preferences go out as
-    // `provider`); the judge in OpenAI's. The plain list has no prices.
+async fn a_plain_model_list_under_openrouters_format_names_the_fix_before_sending() {
     let b = Bench::new();
-    b.file(
-        "models.yml",
-        "marking_model: judge/model\nmodels:\n  - id: test/model\n    provider: {order: [deepinfra]}\n  - id: judge/model\n    api: openai-compatible\n    structured_outputs: true\n    judge_only: true\n",
-    )
-    .judged_scenario();
+    b.file("models.yml", "models:\n  - id: test/model\n")
+        .scenario("P1-B1-S1", "S1");
     let server = strict_server(true).await;
+    for extra in [&[][..], &["--yes"][..]] {
+        let out = run_batch(&b, &server.uri(), extra);
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        let err = stderr(&out);
+        assert!(
+            err.contains(NOT_OPENROUTER) && err.contains(THE_FIX),
+            "{err}"
+        );
+        assert!(err.contains("supported_parameters"), "{err}");
+        assert!(
+            !err.contains("does not support structured outputs"),
+            "{err}"
+        );
+        assert_eq!(completions(&server).await.len(), 0, "nothing sent");
+    }
+}
+
+/// An OpenRouter-shaped model list without `/key` beside it: the same line.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_without_key_info_under_openrouters_format_names_the_fix() {
+    use crate::support::mock::catalog_entry;
+    use wiremock::matchers::{method, path};
+    use wiremock::{Mock, ResponseTemplate};
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/models"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_json(serde_json::json!({"data": [catalog_entry("test/model", true)]})),
+        )
+        .mount(&server)
+        .await;
+    let b = Bench::new();
+    b.file("models.yml", "models:\n  - id: test/model\n")
+        .scenario("P1-B1-S1", "S1");
     let out = run_batch(&b, &server.uri(), &["--yes"]);
-    assert_ne!(out.status.code(), Some(0), "{}", stderr(&out));
-    let pool = open_db(&b).await;
-    assert_eq!(count(&pool, "SELECT COUNT(*) FROM result").await, 1);
-    let error: String = sqlx::query_scalar("SELECT error FROM result")
-        .fetch_one(&pool)
-        .await
-        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
     assert!(
-        error.contains("Unrecognized request argument supplied: provider"),
-        "{error}"
+        err.contains(NOT_OPENROUTER) && err.contains(THE_FIX),
+        "{err}"
     );
-    assert!(error.contains("does not take `provider`"), "{error}");
-    assert!(error.contains("api: openai-compatible"), "{error}");
+    assert!(err.contains("/key"), "{err}");
+    assert_eq!(completions(&server).await.len(), 0, "nothing sent");
+}
+
+/// A strict server with no model list to tell (so the preflight cannot):
+/// its 400 for `provider`, a field only OpenRouter's format sends, stops
+/// the run at once with the line that names the fix; nothing is retried
+/// and nothing is stored as a provider error.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_strict_servers_refusal_of_our_field_stops_the_run_with_the_fix() {
+    use crate::support::mock::Strict;
+    use wiremock::Mock;
+    use wiremock::matchers::{method, path};
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/chat/completions"))
+        .respond_with(Strict {
+            honours_schema: true,
+        })
+        .mount(&server)
+        .await;
+    let b = Bench::new();
+    b.file("models.yml", "models:\n  - id: test/model\n")
+        .scenario("P1-B1-S1", "S1");
+    let out = run_batch(&b, &server.uri(), &["--yes", "--concurrency", "1"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains(NOT_OPENROUTER) && err.contains(THE_FIX),
+        "{err}"
+    );
+    assert!(err.contains("`provider`"), "{err}");
+    assert_eq!(
+        completions(&server).await.len(),
+        1,
+        "the first refusal stops the run: nothing retried, nothing more sent"
+    );
+    let pool = open_db(&b).await;
+    assert_eq!(count(&pool, "SELECT COUNT(*) FROM result").await, 0);
 }
 
 #[test]

@@ -331,3 +331,43 @@ async fn a_gzip_encoded_reply_is_decoded() {
         "raw bytes on stderr: {err:?}"
     );
 }
+
+/// The resume after a judge's 401 judges the stored replies from the
+/// cache: its line says what those replies first cost ($0.001 each, paid
+/// by the run that stored them unjudged), not $0.00.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_resume_that_judges_stored_replies_says_what_they_first_cost() {
+    let b = judged_bench(6);
+    let mock = Arc::new(JudgeRefused {
+        judge_ok: AtomicUsize::new(0),
+        model_calls: AtomicUsize::new(0),
+        judge_calls: AtomicUsize::new(0),
+    });
+    let server = serve(Shared(mock.clone())).await;
+    let out = run(
+        &b,
+        &server,
+        &["run-batch", "--all-scenarios", "--concurrency", "1"],
+    );
+    assert_ne!(out.status.code(), Some(0), "{}", stderr(&out));
+    let pool = connect(&b).await.unwrap();
+    let unjudged = count(
+        &pool,
+        "SELECT COUNT(*) FROM result WHERE error_kind = 'judge' AND response IS NOT NULL",
+    )
+    .await;
+    assert!(unjudged >= 1, "a reply stored unjudged");
+    mock.judge_ok.store(usize::MAX, Ordering::SeqCst);
+    let out = run(&b, &server, &["run-batch", "--resume", "1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let line = format!(
+        "reused {unjudged} cached repl{} (first paid ${:.4}; not paid again)",
+        if unjudged == 1 { "y" } else { "ies" },
+        unjudged as f64 * 0.001
+    );
+    assert!(
+        crate::support::stdout(&out).contains(&line),
+        "{line}\n{}",
+        crate::support::stdout(&out)
+    );
+}

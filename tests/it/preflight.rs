@@ -184,3 +184,37 @@ async fn a_resume_refuses_a_parameter_the_model_no_longer_takes() {
     );
     assert!(err.contains("nothing was sent"), "{err}");
 }
+
+/// A resume whose preflight cannot read the model list goes on (the run
+/// was checked when it began) but says what was not checked, never
+/// silently.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_resume_that_cannot_read_the_model_list_says_what_was_not_checked() {
+    let b = bench("models:\n  - id: test/model\n");
+    let then = catalog().await;
+    let first = online(&b, KEY, &then.uri())
+        .args(["run-batch", "--all-scenarios", "--max-attempts", "1"])
+        .output()
+        .unwrap();
+    assert!(posts(&then).await > 0, "{}", stderr(&first));
+    // Now the server has no model list, and its chat endpoint answers.
+    let now = crate::support::mock::triage_server().await;
+    Mock::given(method("GET"))
+        .and(path("/models"))
+        .respond_with(ResponseTemplate::new(503))
+        .with_priority(1)
+        .mount(&now.server)
+        .await;
+    let out = online(&b, KEY, &now.server.uri())
+        .args(["run-batch", "--resume", "1"])
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("warning: run 1: the resume's preflight could not read the model list")
+            && err.contains("`test/model`")
+            && err.contains("were not checked"),
+        "{err}"
+    );
+}

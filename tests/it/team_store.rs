@@ -266,7 +266,17 @@ async fn the_viewer_reads_and_labels_a_postgresql_store() {
         &server.uri(),
         &["run-batch", "--all-scenarios"],
     ));
-    let v = Viewer::start_at(&b, &pg, &[]);
+    // A password in the URL is never printed (the test server trusts
+    // loopback: it is accepted, unused).
+    let with_password = pg.replacen(
+        "postgres://postgres@",
+        "postgres://postgres:S3cret-view@",
+        1,
+    );
+    assert_ne!(with_password, pg);
+    let v = Viewer::start_at(&b, &with_password, &[]);
+    assert!(!v.printed.contains("S3cret-view"), "{}", v.printed);
+    assert!(v.printed.contains("postgres:***@"), "{}", v.printed);
     let home = get(&v, "/").await;
     assert_eq!(home.status, StatusCode::OK, "{}", home.body);
     assert!(home.body.contains("test/model"), "{}", home.body);

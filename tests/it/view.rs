@@ -386,6 +386,37 @@ async fn foreign_hosts_are_refused_and_every_page_carries_the_security_headers()
         let p = get_with(&v, "/", &[(HOST.as_str(), &host)]).await;
         assert_eq!(p.status, StatusCode::OK, "{host}");
     }
+    // The URL printed is one the Host check answers to.
+    let printed = v
+        .url
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        get_with(&v, "/", &[(HOST.as_str(), &printed)]).await.status,
+        StatusCode::OK,
+        "{printed}"
+    );
+    // Another loopback address would print a URL the server refuses: --host
+    // takes only the loopback names the Host check answers to.
+    for other in ["127.0.0.2", "127.1.2.3"] {
+        let out = s
+            .bench
+            .helmbench()
+            .database(db_path(&s.bench))
+            .std()
+            .args(["view", "--port", "0", "--host", other])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{other}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(other) && err.contains("127.0.0.1, ::1 and localhost"),
+            "{err}"
+        );
+    }
     for path in ["/", "/runs/1", "/assets/view.js", "/nope"] {
         let p = get(&v, path).await;
         let csp = p.headers["content-security-policy"].to_str().unwrap();

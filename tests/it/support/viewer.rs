@@ -11,6 +11,8 @@ pub struct Viewer {
     child: Child,
     /// The URL printed, token and all.
     pub url: String,
+    /// The whole line that printed it.
+    pub printed: String,
     /// `http://127.0.0.1:PORT`
     pub base: String,
     pub port: u16,
@@ -34,13 +36,13 @@ impl Viewer {
         let mut child = c.spawn().expect("helmbench view starts");
         let stdout = child.stdout.take().unwrap();
         let mut lines = BufReader::new(stdout).lines();
-        let url = loop {
+        let (url, printed) = loop {
             let line = lines
                 .next()
                 .expect("helmbench view printed its URL before exiting")
                 .unwrap();
             if let Some((_, rest)) = line.split_once(" at http://") {
-                break format!("http://{}", rest.trim());
+                break (format!("http://{}", rest.trim()), line.clone());
             }
         };
         // Keep draining what it prints, so a full pipe never blocks it.
@@ -53,6 +55,7 @@ impl Viewer {
             child,
             base: format!("http://127.0.0.1:{port}"),
             url,
+            printed,
             port,
             token,
         }
