@@ -83,6 +83,7 @@ impl CallArgs {
             pause_before_finish: s.pause_before_finish,
             log_age: s.log_age.unwrap_or(run::LOG_AGE),
             retry_blocked: false,
+            resubmit_uncertain: false,
             join: false,
         }
     }

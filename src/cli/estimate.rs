@@ -114,40 +114,7 @@ pub(super) async fn preflight(
     let (b, client) = (&*ctx.benchmark, &*ctx.client);
     let sel = &Covered { selection, judge };
     let mut priced = price(s, b, models, sel, Some(&ctx.store)).await?;
-    // The Batch API bills "typically" a share of the per-token price: the
-    // estimate, and the budget refusal read from it, use that share.
-    if let Some(d) = discount {
-        let scale = |c: &mut Option<[f64; 2]>| {
-            if let Some(c) = c {
-                *c = c.map(|v| v * d);
-            }
-        };
-        for m in &mut priced.estimate.models {
-            scale(&mut m.cost_usd);
-        }
-        scale(&mut priced.estimate.cost_usd);
-    }
-    // Per model: the high end of one test case's model request and of one
-    // judge request (at the discount): what a model batch and a judge batch
-    // in flight are counted at against --max-cost.
-    let judge_price = priced.estimate.judge_price;
-    let per_case = priced
-        .estimate
-        .models
-        .iter()
-        .map(|m| {
-            let judge = m
-                .judge_cost_high(judge_price)
-                .map(|j| j * discount.unwrap_or(1.0));
-            PerRequest {
-                model: m.model.clone(),
-                model_usd: m
-                    .cost_usd
-                    .map(|[_, hi]| (hi - judge.unwrap_or(0.0)).max(0.0) / m.requests.max(1) as f64),
-                judge_usd: judge.map(|j| j / m.judge_requests[1].max(1) as f64),
-            }
-        })
-        .collect();
+    let per_case = per_request(&mut priced, discount);
     let refusals = refusals(&priced, sel.selection.max_cost, &entries(b, models));
     // A wrong id or an unsupported parameter is refused before the estimate
     // is shown: every one of them, each on its line.
@@ -191,6 +158,44 @@ pub(super) async fn preflight(
     Ok(Preflighted { per_case, probes })
 }
 
+/// Scales `priced` to the Batch API's share of the per-token price (the
+/// estimate, and the budget refusal read from it, use that share), and
+/// returns per model the high end of one test case's model request and of
+/// one judge request: what a model batch and a judge batch in flight are
+/// counted at against --max-cost. The same for a fresh run and a resume.
+fn per_request(priced: &mut Priced, discount: Option<f64>) -> Vec<PerRequest> {
+    // OpenRouter bills batches "typically" a share of the per-token price.
+    if let Some(d) = discount {
+        let scale = |c: &mut Option<[f64; 2]>| {
+            if let Some(c) = c {
+                *c = c.map(|v| v * d);
+            }
+        };
+        for m in &mut priced.estimate.models {
+            scale(&mut m.cost_usd);
+        }
+        scale(&mut priced.estimate.cost_usd);
+    }
+    let judge_price = priced.estimate.judge_price;
+    priced
+        .estimate
+        .models
+        .iter()
+        .map(|m| {
+            let judge = m
+                .judge_cost_high(judge_price)
+                .map(|j| j * discount.unwrap_or(1.0));
+            PerRequest {
+                model: m.model.clone(),
+                model_usd: m
+                    .cost_usd
+                    .map(|[_, hi]| (hi - judge.unwrap_or(0.0)).max(0.0) / m.requests.max(1) as f64),
+                judge_usd: judge.map(|j| j / m.judge_requests[1].max(1) as f64),
+            }
+        })
+        .collect()
+}
+
 /// One model's estimated high end per request (None: not priced).
 pub(super) struct PerRequest {
     pub(super) model: String,
@@ -210,16 +215,20 @@ pub(super) struct Preflighted {
 
 /// A resume's preflight: the checks that refuse (a model or judge gone
 /// from the catalog, a parameter its endpoints no longer take), for what
-/// each resumed run recorded. No estimate and no confirmation: the run was
-/// estimated when it began, and its budget carries over.
+/// each resumed run recorded. No estimate shown and no confirmation: the run
+/// was estimated when it began, and its budget carries over. Returns, for
+/// the runs that go on through the Batch API (`discount` of each), what
+/// each batch in flight is counted at, as for a fresh run.
 pub(super) async fn resume_preflight(
     s: &Settings,
     ctx: &crate::run::RunContext,
     runs: &[(Option<i64>, crate::run::RunSettings)],
-) -> Result<()> {
+    discount: &[Option<f64>],
+) -> Result<Vec<PerRequest>> {
     let b = &*ctx.benchmark;
     let mut hard = Vec::new();
-    for (id, settings) in runs {
+    let mut per_case = Vec::new();
+    for ((id, settings), discount) in runs.iter().zip(discount) {
         let selectors = settings
             .selectors
             .iter()
@@ -237,7 +246,10 @@ pub(super) async fn resume_preflight(
             judge: settings.judge_model.clone(),
         };
         let models = [settings.model.clone()];
-        let priced = price(s, b, &models, &sel, None).await?;
+        let mut priced = price(s, b, &models, &sel, None).await?;
+        if discount.is_some() {
+            per_case.extend(per_request(&mut priced, *discount));
+        }
         // Not a reason to refuse a resume (the run was checked when it
         // began), but never silent: what was not checked is said.
         if let Err(why) = &priced.catalog
@@ -259,7 +271,7 @@ pub(super) async fn resume_preflight(
         }
     }
     if hard.is_empty() {
-        return Ok(());
+        return Ok(per_case);
     }
     Err(Error::usage(format!(
         "{}\nnothing was sent",

@@ -68,6 +68,12 @@ pub struct RunBatchArgs {
     /// not asked again, by default: a block is the provider's answer).
     #[arg(long, requires = "resume", help_heading = "Resume")]
     pub retry_blocked: bool,
+    /// With --resume of a --batch-api run: send again the requests of the
+    /// batches whose submission is uncertain (a 429, 5xx or timeout after
+    /// the body was sent). OpenRouter may have accepted them: if it did,
+    /// they are paid twice. Never done without this flag.
+    #[arg(long, requires = "resume", help_heading = "Resume")]
+    pub resubmit_uncertain: bool,
     #[arg(long, value_enum, default_value_t = DataFormat::Table, help_heading = "Output")]
     pub format: DataFormat,
     /// When stderr is not a terminal (a log, CI): a progress line per model
@@ -128,6 +134,7 @@ pub(super) struct Batch {
     pub adaptive: bool,
     pub blocked_as: Option<BlockedAs>,
     pub retry_blocked: bool,
+    pub resubmit_uncertain: bool,
     pub format: DataFormat,
     /// Plain progress lines this often when stderr is not a terminal.
     pub progress_every: Option<std::time::Duration>,
@@ -149,6 +156,7 @@ impl Batch {
             adaptive: true,
             blocked_as: None,
             retry_blocked: false,
+            resubmit_uncertain: false,
             format: DataFormat::Table,
             progress_every: Some(std::time::Duration::from_secs(DEFAULT_PROGRESS_EVERY_S)),
             batch_api: None,
@@ -188,6 +196,7 @@ impl RunBatchArgs {
             adaptive: !self.fixed_concurrency,
             blocked_as: self.blocked_as,
             retry_blocked: self.retry_blocked,
+            resubmit_uncertain: self.resubmit_uncertain,
             format: self.format,
             progress_every: (self.progress_every > 0)
                 .then(|| std::time::Duration::from_secs(self.progress_every)),
@@ -256,8 +265,9 @@ pub(super) fn execute(s: &Settings, call_args: &CallArgs, args: &Batch) -> Resul
         let ctx = run::RunContext::new(b, store, client, s.quiet).await?;
         let mut control = call_args.control(s);
         control.retry_blocked = args.retry_blocked;
+        control.resubmit_uncertain = args.resubmit_uncertain;
         control.join = args.join;
-        let mut per_case = Vec::new();
+        let per_case;
         let (runs, budget, spent_before, probes) = if args.resume.is_empty() {
             // The estimate (and its refusals) before anything is created or sent.
             let models: Vec<_> = fresh.iter().map(|(m, _)| m.clone()).collect();
@@ -276,36 +286,50 @@ pub(super) fn execute(s: &Settings, call_args: &CallArgs, args: &Batch) -> Resul
             let runs = fresh.into_iter().map(|(_, st)| (None, st)).collect();
             (runs, args.selection.max_cost, 0.0, checked.probes)
         } else {
-            let planned = resumed_runs(&ctx, args).await?;
+            let mut planned = resumed_runs(&ctx, args).await?;
+            // A run started with --batch-api (or that submitted batches)
+            // goes on through the Batch API, with its recorded batch size,
+            // from where its batches were submitted.
+            for (resume, settings) in &mut planned.0 {
+                let Some(id) = *resume else { continue };
+                let recorded = !ctx.store.run_batches(id).await?.is_empty();
+                if settings.batch_api.is_none() && (recorded || args.batch_api.is_some()) {
+                    settings.batch_api = Some(run::BatchApiSettings {
+                        batch_size: args.batch_api.unwrap_or(run::DEFAULT_BATCH_SIZE),
+                        base_url: None,
+                        key_fingerprint: None,
+                    });
+                }
+                if let Some(api) = &settings.batch_api {
+                    same_batch_endpoint(&ctx.client, id, api)?;
+                }
+            }
+            let discounts: Vec<Option<f64>> = planned
+                .0
+                .iter()
+                .map(|(_, st)| st.batch_api.is_some().then_some(BATCH_DISCOUNT))
+                .collect();
             // What a model or judge takes may have changed since the run
             // began: refused before the resume sends anything.
-            super::estimate::resume_preflight(s, &ctx, &planned.0).await?;
+            per_case =
+                super::estimate::resume_preflight(s, &ctx, &planned.0, &discounts).await?;
             (planned.0, planned.1, planned.2, Vec::new())
         };
-        if args.batch_api.is_some()
-            && let Some((_, st)) = runs
-                .iter()
-                .find(|(_, st)| ctx.client.api_of(&st.model) != crate::domain::Api::OpenRouter)
-        {
+        if let Some((_, st)) = runs.iter().find(|(_, st)| {
+            st.batch_api.is_some()
+                && ctx.client.api_of(&st.model) != crate::domain::Api::OpenRouter
+        }) {
             return Err(Error::usage(format!(
                 "--batch-api is OpenRouter's Batch API: `{}` is an OpenAI-compatible model (run it without --batch-api)",
                 st.model.id
             )));
-        }
-        // A resumed run that submitted batches goes on through the Batch API.
-        let mut batch_mode = Vec::with_capacity(runs.len());
-        for (resume, _) in &runs {
-            let recorded = match resume {
-                Some(id) => !ctx.store.run_batches(*id).await?.is_empty(),
-                None => false,
-            };
-            batch_mode.push(args.batch_api.is_some() || recorded);
         }
         let api = run::BatchApi {
             batch_size: args.batch_api.unwrap_or(run::DEFAULT_BATCH_SIZE),
             detach: args.detach,
             poll_first: s.batch_poll.unwrap_or(run::POLL_FIRST),
             poll_max: s.batch_poll.unwrap_or(run::POLL_MAX),
+            not_found_window: s.batch_404_window.unwrap_or(run::NOT_FOUND_WINDOW),
             max_rounds: run::BATCH_MAX_ROUNDS,
             per_case_usd: per_case
                 .iter()
@@ -331,11 +355,11 @@ pub(super) fn execute(s: &Settings, call_args: &CallArgs, args: &Batch) -> Resul
         };
         // Every model at once: each run has its own workers, limit and
         // writer; the batch shares the budget, the stops and the cache.
-        let results = futures_util::future::join_all(runs.iter().zip(&batch_mode).map(
-            |((resume, settings), batched)| {
+        let results = futures_util::future::join_all(runs.iter().map(
+            |(resume, settings)| {
                 let (ctx, control, api) = (&ctx, &control, &api);
                 async move {
-                    if *batched {
+                    if settings.batch_api.is_some() {
                         run::run_batch_api(ctx, settings, *resume, control, api).await
                     } else {
                         run::run_batch(ctx, settings, *resume, "batch", control).await
@@ -442,6 +466,11 @@ async fn new_runs(
             concurrency: args.concurrency,
             batch: Some(token.clone()),
             blocked_as: args.blocked_as.unwrap_or_default(),
+            batch_api: args.batch_api.map(|batch_size| run::BatchApiSettings {
+                batch_size,
+                base_url: Some(client.batch_base_url()),
+                key_fingerprint: Some(client.key_fingerprint()),
+            }),
             ..call::settings_for(b, client, model, &args.selection, call_args)
         };
         match run::already_complete(b, client, store, &settings).await? {
@@ -505,6 +534,40 @@ async fn resumed_runs(ctx: &run::RunContext, args: &Batch) -> Result<Planned> {
         }
     }
     Ok((runs, budget, spent))
+}
+
+/// Refuses a resume of run `id` whose base URL or API key is not the one its
+/// batches were submitted with: a batch id means something only there, and
+/// a poll elsewhere answers 404 for a batch that runs on (and is paid).
+fn same_batch_endpoint(
+    client: &crate::openrouter::Client,
+    id: i64,
+    api: &run::BatchApiSettings,
+) -> Result<()> {
+    let mut differs = Vec::new();
+    if let Some(base) = &api.base_url
+        && *base != client.batch_base_url()
+    {
+        differs.push(format!(
+            "its batches were submitted to {base}, this resume would poll {}",
+            client.batch_base_url()
+        ));
+    }
+    if let Some(fp) = &api.key_fingerprint
+        && *fp != client.key_fingerprint()
+    {
+        differs.push(format!(
+            "they were submitted with another API key (SHA-256 fingerprint {fp}, this one's is {})",
+            client.key_fingerprint()
+        ));
+    }
+    if differs.is_empty() {
+        return Ok(());
+    }
+    Err(Error::usage(format!(
+        "run {id} goes through OpenRouter's Batch API and {}; a batch is known only where it was submitted, so nothing was sent. Resume with the run's OPENROUTER_BASE_URL and OPENROUTER_API_KEY (or start a new run)",
+        differs.join(", and ")
+    )))
 }
 
 /// The runs of a batch (`Some(id)` for a resume), its budget, and what its

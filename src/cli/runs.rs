@@ -57,6 +57,11 @@ pub fn run(s: &Settings, args: &RunsArgs) -> Result<ExitStatus> {
                                "total": b.total, "completed": b.completed, "failed": b.failed,
                                "cost_usd": b.cost_usd, "message": b.message,
                                "created_at": b.created_at, "updated_at": b.updated_at})).collect::<Vec<_>>()});
+                    // Per batch: its submission is uncertain (issue 41).
+                    let uncertain = batches_of(r.run_id).into_iter().map(|b| b.is_uncertain());
+                    for (v, u) in v["batches"].as_array_mut().into_iter().flatten().zip(uncertain) {
+                        v["uncertain"] = json!(u);
+                    }
                     v["hosts"] = json!(hosts_of(r.run_id));
                     v
                 })
@@ -142,7 +147,11 @@ pub fn run(s: &Settings, args: &RunsArgs) -> Result<ExitStatus> {
                     writeln!(
                         o,
                         "  {} {} {}: {} ({}), {}/{} done, {} failed",
-                        b.remote_id.as_deref().unwrap_or("(not accepted)"),
+                        b.remote_id.as_deref().unwrap_or(if b.is_uncertain() {
+                            "(submission uncertain)"
+                        } else {
+                            "(not accepted)"
+                        }),
                         b.phase,
                         b.model,
                         b.remote_status.as_deref().unwrap_or("-"),
@@ -151,6 +160,15 @@ pub fn run(s: &Settings, args: &RunsArgs) -> Result<ExitStatus> {
                         b.total,
                         b.failed
                     )?;
+                }
+                if let Some(line) = crate::domain::uncertain_batches(
+                    r.run_id,
+                    &batches_of(r.run_id)
+                        .into_iter()
+                        .cloned()
+                        .collect::<Vec<_>>(),
+                ) {
+                    writeln!(o, "run {}: {line}", r.run_id)?;
                 }
             }
         }

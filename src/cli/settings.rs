@@ -95,6 +95,10 @@ pub struct GlobalArgs {
     /// (no backoff), so tests take milliseconds, not minutes.
     #[arg(long, global = true, hide = true, value_name = "MS")]
     pub test_batch_poll_ms: Option<u64>,
+    /// Test hook: how long a `--batch-api` batch may answer 404 before it
+    /// is taken as not found (default: minutes, see run::NOT_FOUND_WINDOW).
+    #[arg(long, global = true, hide = true, value_name = "MS")]
+    pub test_batch_404_window_ms: Option<u64>,
 }
 
 fn parse_api(s: &str) -> std::result::Result<Api, String> {
@@ -128,6 +132,8 @@ pub struct Settings {
     pub log_age: Option<Duration>,
     /// `--batch-api`'s poll interval, fixed (a test hook).
     pub batch_poll: Option<Duration>,
+    /// How long a batch's polls may answer 404 (a test hook).
+    pub batch_404_window: Option<Duration>,
 }
 
 impl std::fmt::Debug for Settings {
@@ -179,6 +185,7 @@ impl Settings {
             pause_before_finish: g.test_pause_before_finish_ms.map(Duration::from_millis),
             log_age: g.test_log_age_ms.map(Duration::from_millis),
             batch_poll: g.test_batch_poll_ms.map(Duration::from_millis),
+            batch_404_window: g.test_batch_404_window_ms.map(Duration::from_millis),
         }
     }
 

@@ -28,7 +28,7 @@ pub mod spend;
 pub mod text;
 pub mod view;
 
-pub use batch::{BatchItem, BatchRow, ItemOutcome};
+pub use batch::{BatchItem, BatchRow, ItemOutcome, uncertain_batches, uncertain_line};
 pub use block::{Block, BlockKind, BlockedAs};
 pub use cache::{CachedReply, request_key};
 pub use copy::{CopyStep, TableCopy, redact_password};

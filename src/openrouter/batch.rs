@@ -86,6 +86,16 @@ impl BatchUsage {
     }
 }
 
+/// Why a batch was not created.
+#[derive(Debug)]
+pub enum CreateError {
+    /// Not accepted: refused with a definite answer (a 4xx other than 429),
+    /// or the server was never reached.
+    Refused(ProviderError),
+    /// Maybe accepted (see [`Client::create_batch`]): why.
+    Uncertain(String),
+}
+
 /// A batch as the API describes it (without its results).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct BatchStatus {
@@ -163,11 +173,34 @@ impl Drop for Spool {
     }
 }
 
+/// How a batch's answer or results that cannot be parsed are reported.
+const UNREADABLE_ANSWER: &str = "the batch's answer could not be read";
+const UNREADABLE_RESULTS: &str = "the batch's results could not be read";
+
+/// Whether `e` says a batch's answer or results could not be parsed (not a
+/// transient failure to fetch them): reading again is bounded.
+pub fn is_unreadable(e: &ProviderError) -> bool {
+    matches!(e, ProviderError::Exhausted { last, .. }
+        if last.starts_with(UNREADABLE_ANSWER) || last.starts_with(UNREADABLE_RESULTS))
+}
+
 /// The largest batch body read, in bytes: far above any real batch (the
 /// results of 50,000 long replies), low enough to stop a runaway server.
 const MAX_BATCH_BYTES: u64 = 8 << 30;
 
 impl Client {
+    /// The base URL batches are submitted to (a batch id means something
+    /// only there), without a trailing slash.
+    pub fn batch_base_url(&self) -> String {
+        self.cfg.base_url.trim().trim_end_matches('/').to_string()
+    }
+
+    /// The first 16 hex digits of the SHA-256 of the API key: which key
+    /// submitted a run's batches, recorded with the run instead of the key.
+    pub fn key_fingerprint(&self) -> String {
+        crate::benchmark::sha256_hex(&[self.cfg.api_key.trim().as_bytes()])[..16].to_string()
+    }
+
     /// `{root}/api/beta/batches`, root being the base URL without `/api/v1`.
     fn batches_url(&self) -> String {
         let base = self.cfg.base_url.trim().trim_end_matches('/');
@@ -175,13 +208,15 @@ impl Client {
         format!("{root}/api/beta/batches")
     }
 
-    /// Posts a batch (a [`batch_body`]). A 429 or 5xx, or a connection
-    /// that never reached the server, is retried (the batch was not
-    /// accepted); a timeout after the body was sent is not, and says the
-    /// batch may exist (the caller records it as abandoned).
-    pub async fn create_batch(&self, body: String) -> Result<BatchStatus, ProviderError> {
+    /// Posts a batch (a [`batch_body`]). Only a connection that never
+    /// reached the server is tried again: the Batch API has no idempotency
+    /// key nor a list of batches, so once the body may have arrived (a 429
+    /// or 5xx, a timeout, an answer that cannot be read) the batch may exist
+    /// and is [`CreateError::Uncertain`], never posted again here.
+    pub async fn create_batch(&self, body: String) -> Result<BatchStatus, CreateError> {
         let body = bytes::Bytes::from(body);
         let url = self.batches_url();
+        let uncertain = |why: String| CreateError::Uncertain(self.redact.scrub(&why));
         let mut attempt = 0u32;
         loop {
             attempt += 1;
@@ -194,55 +229,38 @@ impl Client {
                 .await;
             let failure = match sent {
                 Err(e) if e.is_connect() => transport_failure(&e),
-                Err(e) => {
-                    return Err(ProviderError::Exhausted {
-                        attempts: attempt,
-                        last: self.redact.scrub(&format!(
-                            "{} (the batch may or may not have been accepted; its test cases go out again)",
-                            transport_failure(&e).reason
-                        )),
-                        meta: ErrorMeta::default(),
-                    });
-                }
+                Err(e) => return Err(uncertain(transport_failure(&e).reason)),
                 Ok(resp) => {
                     let status = resp.status();
-                    let retry_after = resp
-                        .headers()
-                        .get(reqwest::header::RETRY_AFTER)
-                        .and_then(|v| v.to_str().ok())
-                        .and_then(super::classify::parse_retry_after);
                     let text = super::http::read_capped(resp, self.cfg.max_reply_bytes)
                         .await
-                        .map_err(|f| ProviderError::Exhausted {
-                            attempts: attempt,
-                            last: f.reason,
-                            meta: ErrorMeta::default(),
+                        .map_err(|f| {
+                            uncertain(format!("HTTP {status}, answer not read: {}", f.reason))
                         })?;
                     let text = self.redact.scrub(&text);
                     if status.is_success() {
-                        return parse_status(&text).ok_or_else(|| ProviderError::Rejected {
-                            status: status.as_u16(),
-                            code: None,
-                            message: format!(
-                                "the batch answer is not a batch object: {}",
+                        return parse_status(&text).ok_or_else(|| {
+                            uncertain(format!(
+                                "the answer is not a batch object: {}",
                                 super::classify::body_snippet(status, &text)
-                            ),
-                            meta: ErrorMeta::default(),
+                            ))
                         });
                     }
-                    match classify(status, retry_after, &text, parse_json(&text), false) {
-                        Outcome::Fatal(e) => return Err(self.redact.scrub_error(e)),
-                        Outcome::Retry(r) => r,
-                        Outcome::Success(_) => unreachable!("not a success status"),
-                    }
+                    return Err(
+                        match classify(status, None, &text, parse_json(&text), false) {
+                            Outcome::Fatal(e) => CreateError::Refused(self.redact.scrub_error(e)),
+                            Outcome::Retry(r) => uncertain(r.reason),
+                            Outcome::Success(_) => unreachable!("not a success status"),
+                        },
+                    );
                 }
             };
             if attempt >= self.cfg.max_attempts {
-                return Err(ProviderError::Exhausted {
+                return Err(CreateError::Refused(ProviderError::Exhausted {
                     attempts: attempt,
                     last: self.redact.scrub(&failure.reason),
                     meta: failure.meta,
-                });
+                }));
             }
             let delay = backoff_delay(self.cfg.backoff_base, self.cfg.backoff_max, attempt - 1)
                 .max(failure.retry_after.unwrap_or_default());
@@ -366,7 +384,7 @@ fn parse_status(text: &str) -> Option<BatchStatus> {
 fn scan(spool: Spool, redact: super::redact::Redactor) -> Result<Polled, ProviderError> {
     let bad = |e: String| ProviderError::Exhausted {
         attempts: 1,
-        last: format!("the batch's answer could not be read: {e}"),
+        last: format!("{UNREADABLE_ANSWER}: {e}"),
         meta: ErrorMeta::default(),
     };
     let file = std::fs::File::open(&spool.0).map_err(|e| bad(e.to_string()))?;
@@ -488,7 +506,7 @@ impl BatchResults {
     ) -> Result<(), ProviderError> {
         let bad = |e: String| ProviderError::Exhausted {
             attempts: 1,
-            last: format!("the batch's results could not be read: {e}"),
+            last: format!("{UNREADABLE_RESULTS}: {e}"),
             meta: ErrorMeta::default(),
         };
         let file = std::fs::File::open(&self.spool.0).map_err(|e| bad(e.to_string()))?;

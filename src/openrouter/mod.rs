@@ -27,8 +27,8 @@ mod spend;
 mod wire;
 
 pub use batch::{
-    BATCH_ENDPOINT, BatchResults, BatchStatus, BatchUsage, ItemReply, Polled, RequestCounts,
-    ResultItem, batch_body, share,
+    BATCH_ENDPOINT, BatchResults, BatchStatus, BatchUsage, CreateError, ItemReply, Polled,
+    RequestCounts, ResultItem, batch_body, is_unreadable, share,
 };
 pub use classify::reply_cost;
 pub use client::Client;

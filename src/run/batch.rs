@@ -157,16 +157,10 @@ pub async fn run_batch(
     drop(opening);
     // On the team store the batch's budget is kept in the database, one
     // for every process of it.
-    if leased {
-        let key = settings
-            .batch
-            .clone()
-            .unwrap_or_else(|| format!("run:{run_id}"));
-        control
-            .batch
-            .open_team_budget(&ctx.store, key, !control.join)
-            .await?;
-    }
+    control
+        .batch
+        .open_team_budget_for(&ctx.store, settings, run_id, !control.join)
+        .await?;
     // On the team store the run's cases are taken in leases as they are
     // needed (lease.rs), so other processes may share the run.
     let (work, already_done) = if leased {

@@ -17,68 +17,25 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::time::Duration;
 
-use rand::Rng;
 use tokio::time::Instant;
 
 use super::batch::{heartbeat, nothing_to_do, open_run};
-use super::batch_collect::{CaseKey, Collect, ItemRef, JudgeKey, JudgeReq};
+use super::batch_collect::{CaseKey, Collect, ItemRef, JudgeKey};
+use super::batch_flight::{BatchApi, Live, MAX_READ_FAILURES, next_wait, stop_for};
+use super::batch_submit::{submit_judges, submit_models};
 use super::complete;
 use super::shared::Shared;
 use super::worker::Worker;
 use crate::domain::{BatchItem, BatchRow, RunStatus};
-use crate::openrouter::{ProviderError, ResultItem, batch_body};
+use crate::openrouter::{ProviderError, ResultItem};
 use crate::run::RunContext;
 use crate::run::RunControl;
 use crate::run::RunSettings;
 use crate::run::RunSummary;
 use crate::run::plan;
 
-/// How a `--batch-api` run submits and polls.
-#[derive(Debug, Clone)]
-pub struct BatchApi {
-    /// Requests per batch, at most.
-    pub batch_size: usize,
-    /// Submit, record, and return without waiting for results.
-    pub detach: bool,
-    /// The first wait between two polls of a batch, and the longest.
-    pub poll_first: Duration,
-    pub poll_max: Duration,
-    /// Times a request goes out before its failure is stored.
-    pub max_rounds: u32,
-    /// Per model: the estimate of one test case's model request (high end,
-    /// at the batch discount) that a model batch in flight counts against
-    /// --max-cost.
-    pub per_case_usd: HashMap<String, f64>,
-    /// Per model: the estimate of one judge request for its replies, what a
-    /// judge batch in flight counts.
-    pub per_judge_request_usd: HashMap<String, f64>,
-}
-
-/// Default `--batch-size`: a body of a few megabytes with typical prompts,
-/// far under any request size limit, yet few batches for a full run.
-pub const DEFAULT_BATCH_SIZE: usize = 1000;
-/// The largest batch body posted: a batch is cut earlier when its
-/// requests would pass this.
-const MAX_BODY_BYTES: usize = 64 << 20;
-/// Polls start a few seconds apart and grow to minutes.
-pub const POLL_FIRST: Duration = Duration::from_secs(5);
-pub const POLL_MAX: Duration = Duration::from_secs(300);
-/// Rounds a request may go out in (a batch that expires, an item error).
-pub const MAX_ROUNDS: u32 = 4;
 /// Results read ahead of the writer, at most.
 const READ_AHEAD: usize = 256;
-
-/// A batch at OpenRouter this process polls.
-struct Live {
-    row: i64,
-    remote: String,
-    model: String,
-    items: HashMap<String, ItemRef>,
-    next: Instant,
-    wait: Duration,
-    estimate: f64,
-    counts: [i64; 3],
-}
 
 /// Runs (or resumes) one model's run through the Batch API.
 pub async fn run_batch_api(
@@ -88,6 +45,14 @@ pub async fn run_batch_api(
     control: &RunControl,
     api: &BatchApi,
 ) -> crate::Result<RunSummary> {
+    // The run's recorded batch size, on every resume.
+    let api = &BatchApi {
+        batch_size: settings
+            .batch_api
+            .as_ref()
+            .map_or(api.batch_size, |a| a.batch_size),
+        ..api.clone()
+    };
     let b = &ctx.benchmark;
     let work = plan(b, settings)?;
     let planned = work.len();
@@ -116,6 +81,30 @@ pub async fn run_batch_api(
     )
     .await?;
     drop(opening);
+    // On the team store the batch's budget is kept in the database, as
+    // for synchronous runs (budget.rs).
+    control
+        .batch
+        .open_team_budget_for(&ctx.store, settings, run_id, !control.join)
+        .await?;
+    if control.resubmit_uncertain {
+        // Asked for: the requests of batches of uncertain submission go out
+        // again (they are no longer held).
+        for row in ctx.store.run_batches(run_id).await? {
+            if row.is_uncertain() {
+                ctx.store
+                    .record_batch_closed(
+                        row.id,
+                        "ended",
+                        &format!(
+                            "{}; its requests sent again (--resubmit-uncertain)",
+                            row.message.as_deref().unwrap_or("submission uncertain")
+                        ),
+                    )
+                    .await?;
+            }
+        }
+    }
     let stored = ctx.store.stored_cases(run_id).await?;
     let held = ctx.store.held_cases(run_id).await?;
     let progress = control
@@ -186,7 +175,7 @@ pub async fn run_batch_api(
         stop.clone(),
         shared.clone(),
     ));
-    let mut live = recorded(ctx, run_id, &mut col).await?;
+    let mut live = recorded(ctx, control, run_id, &mut col).await?;
     let outcome = drive(
         ctx, settings, control, api, run_id, &mut col, &mut live, &shared,
     )
@@ -196,7 +185,10 @@ pub async fn run_batch_api(
     progress.set_spend(col.spent);
     progress.finish();
     // What the batches in flight were counted at is released.
-    release(control, live.iter().map(|l| l.estimate).sum());
+    control
+        .batch
+        .release_batch(live.iter().map(|l| l.estimate).sum());
+    control.batch.flush_team_budget().await;
     let stop_reason = shared
         .stop_reason
         .lock()
@@ -210,6 +202,7 @@ pub async fn run_batch_api(
         });
     let resume_cmd = format!("helmbench run-batch --resume {run_id}");
     let all_done = ctx.store.count_results(run_id).await? >= planned as i64;
+    let uncertain = crate::domain::uncertain_batches(run_id, &ctx.store.run_batches(run_id).await?);
     let (status, message, fatal) = match (outcome?, stop_reason, control.interrupt.signal()) {
         (_, Some((msg, fatal)), _) => (
             RunStatus::Interrupted,
@@ -245,6 +238,11 @@ pub async fn run_batch_api(
             None,
         ),
     };
+    // Batches that may have been accepted: said at the end, with the choice.
+    let message = match (message, uncertain) {
+        (Some(m), Some(u)) => Some(format!("{m}; {u}")),
+        (m, _) => m,
+    };
     super::batch::record_end(ctx, settings, run_id, planned, status, message, fatal).await
 }
 
@@ -265,13 +263,23 @@ enum Ended {
 }
 
 /// The batches an earlier process of this run recorded: an intent whose
-/// 202 never came is abandoned (its requests go out again); submitted and
-/// completed ones are polled (a completed one is read again).
-async fn recorded(ctx: &RunContext, run_id: i64, col: &mut Collect) -> crate::Result<Vec<Live>> {
+/// 202 never came is of uncertain submission, like a create whose answer
+/// was a 5xx (its requests are held, and counted at its estimate, unless
+/// `--resubmit-uncertain` sent them again); submitted and completed ones
+/// are polled (a completed one is read again).
+async fn recorded(
+    ctx: &RunContext,
+    control: &RunControl,
+    run_id: i64,
+    col: &mut Collect,
+) -> crate::Result<Vec<Live>> {
     let rows: Vec<BatchRow> = ctx.store.run_batches(run_id).await?;
     let mut live = Vec::new();
-    // Judge requests that a live batch holds are not sent again.
-    for row in rows.iter().filter(|r| r.is_live() && r.phase == "judge") {
+    // Judge requests that a live or uncertain batch holds are not sent again.
+    for row in rows
+        .iter()
+        .filter(|r| (r.is_live() || r.is_uncertain()) && r.phase == "judge")
+    {
         for it in ctx.store.batch_items(row.id).await? {
             if let Some(key) = judge_key(col, &it) {
                 col.held_judge.insert(key);
@@ -288,13 +296,27 @@ async fn recorded(ctx: &RunContext, run_id: i64, col: &mut Collect) -> crate::Re
                     .record_batch_closed(
                         row.id,
                         "abandoned",
-                        "the process stopped before OpenRouter's answer was recorded",
+                        "submission uncertain: the process stopped before OpenRouter's answer was recorded",
                     )
                     .await?;
+                control.batch.hold_batch(row.estimate_usd).await;
+                col.uncertain.push((row.total, row.estimate_usd));
+            }
+            ("abandoned", _) => {
+                control.batch.hold_batch(row.estimate_usd).await;
+                col.uncertain.push((row.total, row.estimate_usd));
             }
             ("submitted" | "completed", Some(remote)) => {
                 let mut items = HashMap::new();
+                // Model items an earlier process read (written, or sent out
+                // again: they are pending) are not handled again when the
+                // batch is read again. A judge item's verdict waits for its
+                // case's reply, so it is read again.
+                let mut handled = HashSet::new();
                 for it in ctx.store.batch_items(row.id).await? {
+                    if it.outcome.is_some() && row.phase == "model" {
+                        handled.insert(it.custom_id.clone());
+                    }
                     let what = if row.phase == "model" {
                         Some(ItemRef::Model((it.test_code.clone(), it.repeat_index)))
                     } else {
@@ -304,21 +326,26 @@ async fn recorded(ctx: &RunContext, run_id: i64, col: &mut Collect) -> crate::Re
                         items.insert(it.custom_id, w);
                     }
                 }
-                col.expect(row.id, items.len());
-                live.push(Live {
-                    row: row.id,
-                    remote: remote.clone(),
-                    model: row.model.clone(),
+                col.expect(row.id, items.len() - handled.len());
+                let estimate = if row.state == "submitted" {
+                    row.estimate_usd
+                } else {
+                    0.0
+                };
+                // Still at OpenRouter: counted against the budget again.
+                control.batch.hold_batch(estimate).await;
+                let mut l = Live::new(
+                    row.id,
+                    remote.clone(),
+                    row.model.clone(),
                     items,
-                    next: Instant::now(),
-                    wait: Duration::ZERO,
-                    estimate: if row.state == "submitted" {
-                        row.estimate_usd
-                    } else {
-                        0.0
-                    },
-                    counts: [row.total, row.completed, row.failed],
-                });
+                    Instant::now(),
+                    Duration::ZERO,
+                    estimate,
+                    [row.total, row.completed, row.failed],
+                );
+                l.handled = handled;
+                live.push(l);
             }
             _ => {}
         }
@@ -410,7 +437,7 @@ async fn drive(
             }
             if poll_one(ctx, control, api, col, &mut live[i], shared).await? {
                 let l = live.swap_remove(i);
-                release(control, l.estimate);
+                control.batch.release_batch(l.estimate);
             } else {
                 i += 1;
             }
@@ -436,6 +463,16 @@ fn report(ctx: &RunContext, settings: &RunSettings, run_id: i64, col: &Collect, 
         col.awaiting_judge(),
         col.spent
     );
+    let line = if col.uncertain.is_empty() {
+        line
+    } else {
+        let requests = col.uncertain.iter().map(|u| u.0).sum();
+        let usd = col.uncertain.iter().map(|u| u.1).sum();
+        format!(
+            "{line}; {}",
+            crate::domain::uncertain_line(run_id, col.uncertain.len(), requests, usd)
+        )
+    };
     tracing::info!("{line}");
     if !ctx.quiet && col.batch.progress.mode != super::ProgressMode::Off {
         eprintln!("{line}");
@@ -459,19 +496,38 @@ async fn poll_one(
             stop_for(control, shared, &l.model, &e);
             return Ok(false);
         }
-        // Gone (past OpenRouter's 30 days, or never there): what it held
-        // goes out again.
+        // Not found: a batch just created, or a bad minute at OpenRouter,
+        // can say so and run on. Polled again (with the backoff) over
+        // minutes; past that it is taken as of uncertain submission: its
+        // requests are held, never sent again on their own.
         Err(e @ ProviderError::Rejected { status: 404, .. }) => {
-            let why = format!("batch {} is not at OpenRouter: {e}", l.remote);
-            ctx.store.record_batch_closed(l.row, "ended", &why).await?;
-            col.requeue(l.items.values().cloned(), &why);
+            let since = *l.not_found_since.get_or_insert_with(Instant::now);
+            if since.elapsed() < api.not_found_window {
+                tracing::warn!(batch = %l.remote, error = %e, "batch not found at OpenRouter; polled again");
+                return Ok(false);
+            }
+            let why = format!(
+                "submission uncertain: batch {} not found at OpenRouter for {} s ({e}); it may still run and be billed",
+                l.remote,
+                since.elapsed().as_secs()
+            );
+            ctx.store
+                .record_batch_closed(l.row, "abandoned", &why)
+                .await?;
+            col.uncertain.push((l.items.len() as i64, l.estimate));
+            // Its estimate stays counted: it may be billed.
+            l.estimate = 0.0;
             return Ok(true);
+        }
+        Err(e) if crate::openrouter::is_unreadable(&e) => {
+            return read_failed(control, shared, col, l, &e.to_string()).await;
         }
         Err(e) => {
             tracing::warn!(batch = %l.remote, error = %e, "batch poll failed; polled again later");
             return Ok(false);
         }
     };
+    l.not_found_since = None;
     let st = &polled.status;
     l.counts = [st.counts.total, st.counts.completed, st.counts.failed];
     let completed = st.status == "completed";
@@ -490,10 +546,14 @@ async fn poll_one(
         Some(results) if completed => {
             let (tx, mut rx) = tokio::sync::mpsc::channel::<ResultItem>(READ_AHEAD);
             let reader = tokio::spawn(results.read(tx));
-            let mut seen = HashSet::new();
             while let Some(item) = rx.recv().await {
+                // An item an earlier read handled (that read broke later on)
+                // is not handled again: queued once, its charges counted once.
+                if l.handled.contains(&item.custom_id) {
+                    continue;
+                }
                 if let Some(what) = l.items.get(&item.custom_id).cloned() {
-                    seen.insert(item.custom_id.clone());
+                    l.handled.insert(item.custom_id.clone());
                     col.item(l.row, &what, item);
                 }
                 // Deterministic verdicts are written as they are read.
@@ -505,16 +565,16 @@ async fn poll_one(
                 .await
                 .map_err(|e| crate::Error::tool_caused_by(format!("batch reader: {e}"), e))?;
             if let Err(e) = read {
-                // Not all of it could be read: polled (and read) again later.
-                tracing::warn!(batch = %l.remote, error = %e, "batch results not read; read again later");
+                // Not all of it could be read: what was read is written, the
+                // rest read again later (a bounded number of times).
                 col.flush().await?;
-                return Ok(false);
+                return read_failed(control, shared, col, l, &e.to_string()).await;
             }
             // A request the results do not mention goes out again.
             let missing: Vec<ItemRef> = l
                 .items
                 .iter()
-                .filter(|(id, _)| !seen.contains(*id))
+                .filter(|(id, _)| !l.handled.contains(*id))
                 .map(|(_, w)| w.clone())
                 .collect();
             col.requeue(missing, "not in the completed batch's results");
@@ -540,358 +600,32 @@ async fn poll_one(
     Ok(true)
 }
 
+/// A completed batch whose answer or results could not be read (`why`):
+/// read again later, up to [`MAX_READ_FAILURES`] times in a row; then the
+/// run stops naming the batch (its results stay at OpenRouter, where a
+/// resume reads them again; nothing of it is submitted again).
+async fn read_failed(
+    control: &RunControl,
+    shared: &Shared,
+    col: &mut Collect,
+    l: &mut Live,
+    why: &str,
+) -> crate::Result<bool> {
+    l.read_failures += 1;
+    if l.read_failures < MAX_READ_FAILURES {
+        tracing::warn!(batch = %l.remote, error = %why, tries = l.read_failures, "batch results not read; read again later");
+        return Ok(false);
+    }
+    let msg = format!(
+        "batch {}'s results could not be read in {} tries ({why}); they stay at OpenRouter for 30 days, nothing of the batch was submitted again",
+        l.remote, l.read_failures
+    );
+    col.flush().await?;
+    shared.set_stop(msg.clone(), None);
+    control.batch.stop_all(format!("{}: {msg}", l.model), false);
+    Ok(true)
+}
+
 fn col_ready(col: &Collect) -> usize {
     col.ready_len()
-}
-
-/// The wait before the next poll: a few seconds at first, half as much
-/// again each time up to minutes, with ±20 % jitter so that many batches
-/// do not poll in step.
-fn next_wait(last: Duration, api: &BatchApi) -> Duration {
-    let base = if last.is_zero() {
-        api.poll_first
-    } else {
-        last.mul_f64(1.5).min(api.poll_max)
-    };
-    let jitter = rand::rng().random_range(0.8..=1.2);
-    base.mul_f64(jitter).min(api.poll_max.mul_f64(1.2))
-}
-
-/// Gives back what a batch in flight was counted at against the budget.
-fn release(control: &RunControl, usd: f64) {
-    let mut l = control
-        .batch
-        .ledger
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
-    l.reserved = (l.reserved - usd).max(0.0);
-}
-
-/// Counts a batch about to go out against the budget; Err when it could
-/// cross `--max-cost`.
-fn reserve(control: &RunControl, usd: f64) -> Result<(), String> {
-    let mut l = control
-        .batch
-        .ledger
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
-    if let Some(max) = control.batch.max_cost {
-        let spent = control.batch.spend();
-        if spent + l.reserved + usd > max {
-            return Err(format!(
-                "budget reached: ${spent:.4} spent and ${:.4} estimated for the batches in flight; a batch estimated at ${usd:.4} could cross the batch's --max-cost ${max} (not submitted)",
-                l.reserved
-            ));
-        }
-    }
-    l.reserved += usd;
-    Ok(())
-}
-
-fn stop_for(control: &RunControl, shared: &Shared, model: &str, e: &ProviderError) {
-    // A refused key stops every run of the batch, and is the command's error.
-    let refused_key = match e {
-        ProviderError::Unauthorized { message } => Some(Arc::new(ProviderError::Unauthorized {
-            message: message.clone(),
-        })),
-        _ => None,
-    };
-    let fatal = refused_key.is_some();
-    shared.set_stop(e.to_string(), refused_key);
-    control.batch.stop_all(format!("{model}: {e}"), fatal);
-    shared.stop.cancel();
-}
-
-/// One batch to post: its key, model, and requests (custom id, body, what).
-struct Outgoing {
-    phase: &'static str,
-    model: String,
-    key: String,
-    items: Vec<(String, String, ItemRef, Option<String>)>,
-}
-
-/// Every pending model request, one batch per schema and size cap.
-#[allow(clippy::too_many_arguments)]
-async fn submit_models(
-    ctx: &RunContext,
-    settings: &RunSettings,
-    control: &RunControl,
-    api: &BatchApi,
-    run_id: i64,
-    round: i64,
-    col: &mut Collect,
-    live: &mut Vec<Live>,
-    shared: &Shared,
-) -> crate::Result<()> {
-    let pending = std::mem::take(&mut col.pending);
-    let mut groups: Vec<Outgoing> = Vec::new();
-    let mut schemas: HashMap<String, String> = HashMap::new();
-    for key in pending {
-        let Some(p) = col.prepare_or_cached(&key).await else {
-            continue;
-        };
-        let scenario = col.cases[&key].resolve(&ctx.benchmark).scenario;
-        // One hash per scenario, not per test case: its schema is the same.
-        let schema = schemas
-            .entry(scenario.code.clone())
-            .or_insert_with(|| {
-                scenario.response_format.as_ref().map_or_else(
-                    || "text".to_string(),
-                    |f| {
-                        format!(
-                            "schema-{}",
-                            &crate::benchmark::sha256_hex(&[f.to_string().as_bytes()])[..16]
-                        )
-                    },
-                )
-            })
-            .clone();
-        let what = ItemRef::Model(key);
-        let custom_id = Collect::custom_id(&what, None);
-        group_for(&mut groups, "model", &settings.model.id, &schema)
-            .items
-            .push((custom_id, p.body, what, None));
-    }
-    let per = api
-        .per_case_usd
-        .get(&settings.model.id)
-        .copied()
-        .unwrap_or(0.0);
-    for g in groups {
-        post_all(ctx, control, api, run_id, round, col, live, shared, g, per).await?;
-    }
-    Ok(())
-}
-
-/// The group of `groups` for `model` and `key`, added when there is none.
-fn group_for<'a>(
-    groups: &'a mut Vec<Outgoing>,
-    phase: &'static str,
-    model: &str,
-    key: &str,
-) -> &'a mut Outgoing {
-    match groups.iter().position(|g| g.model == model && g.key == key) {
-        Some(i) => &mut groups[i],
-        None => {
-            groups.push(Outgoing {
-                phase,
-                model: model.to_string(),
-                key: key.to_string(),
-                items: Vec::new(),
-            });
-            groups.last_mut().expect("pushed")
-        }
-    }
-}
-
-/// Every pending judge request, one batch per judge and rubric schema.
-#[allow(clippy::too_many_arguments)]
-async fn submit_judges(
-    ctx: &RunContext,
-    settings: &RunSettings,
-    control: &RunControl,
-    api: &BatchApi,
-    run_id: i64,
-    round: i64,
-    col: &mut Collect,
-    live: &mut Vec<Live>,
-    shared: &Shared,
-) -> crate::Result<()> {
-    let pending = std::mem::take(&mut col.judge_pending);
-    let mut groups: Vec<Outgoing> = Vec::new();
-    let mut reqs: Vec<JudgeReq> = Vec::new();
-    for req in pending {
-        let what = ItemRef::Judge(req.key.clone());
-        let custom_id = Collect::custom_id(&what, Some(&req.j.criterion));
-        group_for(&mut groups, "judge", &req.key.2, &req.schema_key)
-            .items
-            .push((
-                custom_id,
-                req.body.clone(),
-                what,
-                Some(req.j.criterion.clone()),
-            ));
-        reqs.push(req);
-    }
-    for req in reqs {
-        col.judge_out.insert(req.key.clone(), req);
-    }
-    let per = api
-        .per_judge_request_usd
-        .get(&settings.model.id)
-        .copied()
-        .unwrap_or(0.0);
-    for g in groups {
-        post_all(ctx, control, api, run_id, round, col, live, shared, g, per).await?;
-    }
-    Ok(())
-}
-
-/// Posts one group as batches of at most `batch_size` requests (and
-/// [`MAX_BODY_BYTES`]): intent recorded first, the id on the 202.
-#[allow(clippy::too_many_arguments)]
-async fn post_all(
-    ctx: &RunContext,
-    control: &RunControl,
-    api: &BatchApi,
-    run_id: i64,
-    round: i64,
-    col: &mut Collect,
-    live: &mut Vec<Live>,
-    shared: &Shared,
-    g: Outgoing,
-    per_item_usd: f64,
-) -> crate::Result<()> {
-    let mut rest = g.items;
-    while !rest.is_empty() {
-        let mut n = 0;
-        let mut bytes = 0;
-        while n < rest.len() && n < api.batch_size.max(1) {
-            bytes += rest[n].1.len() + rest[n].0.len() + 32;
-            if n > 0 && bytes > MAX_BODY_BYTES {
-                break;
-            }
-            n += 1;
-        }
-        let chunk: Vec<_> = rest.drain(..n).collect();
-        let stopped = shared.stop.is_cancelled() || control.batch.stop.is_cancelled();
-        let estimate = per_item_usd * chunk.len() as f64;
-        let refused = if stopped {
-            Some("the run stopped".to_string())
-        } else {
-            reserve(control, estimate).err()
-        };
-        if let Some(why) = refused {
-            if !stopped {
-                shared.set_stop(why.clone(), None);
-                control.batch.stop_all(why, false);
-            }
-            // Not sent: pending for a resume.
-            give_back(col, chunk.into_iter().chain(rest.drain(..)));
-            return Ok(());
-        }
-        let items: Vec<BatchItem> = chunk
-            .iter()
-            .map(|(custom_id, _, what, criterion)| {
-                let (case, judge) = match what {
-                    ItemRef::Model(k) => (k.clone(), None),
-                    ItemRef::Judge((k, _, j)) => (k.clone(), Some(j.clone())),
-                };
-                BatchItem {
-                    custom_id: custom_id.clone(),
-                    test_code: case.0,
-                    repeat_index: case.1,
-                    criterion: criterion.clone(),
-                    judge_model: judge,
-                }
-            })
-            .collect();
-        let row = ctx
-            .store
-            .record_batch_intent(run_id, g.phase, &g.model, &g.key, round, estimate, &items)
-            .await?;
-        let body = batch_body(
-            &g.model,
-            chunk
-                .iter()
-                .map(|(id, body, _, _)| (id.as_str(), body.as_str())),
-        );
-        match ctx.client.create_batch(body).await {
-            Ok(status) => {
-                ctx.store
-                    .record_batch_submitted(row, &status.id, &status.status)
-                    .await?;
-                col.expect(row, chunk.len());
-                tracing::info!(batch = %status.id, model = %g.model, requests = chunk.len(), "batch submitted");
-                live.push(Live {
-                    row,
-                    remote: status.id,
-                    model: g.model.clone(),
-                    items: chunk
-                        .into_iter()
-                        .map(|(id, _, what, _)| (id, what))
-                        .collect(),
-                    next: Instant::now(),
-                    wait: Duration::ZERO,
-                    estimate,
-                    counts: [
-                        status.counts.total,
-                        status.counts.completed,
-                        status.counts.failed,
-                    ],
-                });
-                // The first poll after the first wait.
-                if let Some(l) = live.last_mut() {
-                    l.wait = next_wait(Duration::ZERO, api);
-                    l.next = Instant::now() + l.wait;
-                }
-            }
-            Err(e) => {
-                release(control, estimate);
-                let state = if matches!(e, ProviderError::Exhausted { .. }) {
-                    "abandoned"
-                } else {
-                    "refused"
-                };
-                ctx.store
-                    .record_batch_closed(row, state, &e.to_string())
-                    .await?;
-                if e.is_fatal_for_run() {
-                    stop_for(control, shared, &g.model, &e);
-                    give_back(col, chunk.into_iter().chain(rest.drain(..)));
-                    return Ok(());
-                }
-                tracing::warn!(model = %g.model, error = %e, "batch not accepted; its requests go out again");
-                col.requeue(
-                    chunk.into_iter().map(|(_, _, w, _)| w),
-                    &format!("batch not accepted: {e}"),
-                );
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Requests that were never posted go back where they came from.
-fn give_back(
-    col: &mut Collect,
-    items: impl Iterator<Item = (String, String, ItemRef, Option<String>)>,
-) {
-    for (_, _, what, _) in items {
-        match what {
-            ItemRef::Model(k) => col.pending.push(k),
-            ItemRef::Judge(k) => {
-                if let Some(req) = col.judge_out.remove(&k) {
-                    col.judge_pending.push(req);
-                }
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn polls_start_at_the_first_wait_grow_by_half_and_stop_at_the_longest() {
-        let api = BatchApi {
-            batch_size: 10,
-            detach: false,
-            poll_first: Duration::from_secs(5),
-            poll_max: Duration::from_secs(300),
-            max_rounds: MAX_ROUNDS,
-            per_case_usd: HashMap::new(),
-            per_judge_request_usd: HashMap::new(),
-        };
-        let first = next_wait(Duration::ZERO, &api);
-        assert!((4.0..=6.0).contains(&first.as_secs_f64()), "{first:?}");
-        let second = next_wait(Duration::from_secs(10), &api);
-        assert!((12.0..=18.0).contains(&second.as_secs_f64()), "{second:?}");
-        // Never past the longest wait plus its jitter, however long the last.
-        for _ in 0..100 {
-            let w = next_wait(Duration::from_secs(10_000), &api);
-            assert!((240.0..=360.0).contains(&w.as_secs_f64()), "{w:?}");
-        }
-    }
 }

@@ -98,6 +98,9 @@ pub(super) struct Collect {
     read_done: HashSet<i64>,
     /// What the run spent, earlier processes included.
     pub(super) spent: f64,
+    /// Batches of uncertain submission (requests, estimate): held, not
+    /// sent again (batch_api.rs).
+    pub(super) uncertain: Vec<(i64, f64)>,
 }
 
 impl Collect {
@@ -135,6 +138,7 @@ impl Collect {
             outstanding: HashMap::new(),
             read_done: HashSet::new(),
             spent,
+            uncertain: Vec::new(),
         }
     }
 
@@ -491,12 +495,13 @@ impl Collect {
                 }
             }
             ItemReply::Final(e) => {
-                req.j.cost_usd += item.cost_usd.unwrap_or(0.0);
+                // An unknown cost stays unknown (NaN), never $0.
+                req.j.cost_usd += item.cost_usd.unwrap_or(f64::NAN);
                 req.j.error = Some(e.to_string());
                 self.judged(req);
             }
             ItemReply::Again(why) => {
-                let cost = item.cost_usd.unwrap_or(0.0);
+                let cost = item.cost_usd.unwrap_or(f64::NAN);
                 self.again_judge(req, &why, cost);
             }
         }
@@ -629,16 +634,17 @@ impl Collect {
         let ready = std::mem::take(&mut self.ready);
         let (results, items): (Vec<NewResult>, Vec<Vec<(i64, ItemOutcome)>>) =
             ready.into_iter().map(|r| (r.r, r.items)).unzip();
+        // Counted as the synchronous path counts it (`billed`): the
+        // reply's and every judge's cost, BYOK upstream included; an unknown
+        // cost is stored unknown and counts nothing here.
         let mut paid = self.loose.iter().map(|c| c.cost_usd).sum::<f64>();
         for r in &results {
-            paid += known(r.cost_usd)
-                + r.byok_cost_usd
-                + r.judgements.iter().map(|j| known(j.cost_usd)).sum::<f64>();
+            paid += r.billed_usd() + r.judgements.iter().map(|j| j.billed_usd()).sum::<f64>();
         }
         self.writer.write_results(&results, &self.loose).await?;
         self.loose.clear();
         self.spent += paid;
-        self.batch.add_spend(paid);
+        self.batch.count_batch_spend(paid);
         if let Some(cache) = &self.worker.cache {
             cache.note(&results);
         }
@@ -677,9 +683,4 @@ impl Collect {
         }
         Ok(())
     }
-}
-
-/// A cost as counted: unknown costs count 0.
-fn known(c: f64) -> f64 {
-    if c.is_finite() { c } else { 0.0 }
 }

@@ -4,6 +4,11 @@
 //! check reads counts every reply paid so far and every attempt in flight.
 //! A first attempt is sent while the budget is not reached; a retry only
 //! when its expected cost still fits; after any stop, nothing is sent.
+//!
+//! A Batch API batch (batch_api.rs) goes through the same ledger: it
+//! reserves its estimate before it is submitted, by the rule of a retry
+//! (it must fit), keeps it while it is at OpenRouter, and its results'
+//! charges count as they are written.
 
 //!
 //! On the team store the budget lives in the database (team_budget.rs),
@@ -20,12 +25,7 @@ impl BatchShared {
     /// for a new batch or a resume (its spend is this batch's, nothing is
     /// in flight), not for a joiner (the row stays as the others keep it).
     /// Once per batch, whichever of its runs comes first.
-    pub(super) async fn open_team_budget(
-        &self,
-        store: &Store,
-        key: String,
-        fresh: bool,
-    ) -> crate::Result<()> {
+    async fn open_team_budget(&self, store: &Store, key: String, fresh: bool) -> crate::Result<()> {
         let Some(max) = self.max_cost else {
             return Ok(());
         };
@@ -33,6 +33,26 @@ impl BatchShared {
             .get_or_try_init(|| TeamBudget::open(store, key, max, self.spend(), fresh))
             .await?;
         Ok(())
+    }
+
+    /// On the team store, opens the batch's budget in the database for run
+    /// `run_id` (keyed by its batch token, else by the run): what both the
+    /// synchronous and the Batch API path reserve from.
+    pub(super) async fn open_team_budget_for(
+        &self,
+        store: &Store,
+        settings: &super::RunSettings,
+        run_id: i64,
+        fresh: bool,
+    ) -> crate::Result<()> {
+        if !store.is_team_store() {
+            return Ok(());
+        }
+        let key = settings
+            .batch
+            .clone()
+            .unwrap_or_else(|| format!("run:{run_id}"));
+        self.open_team_budget(store, key, fresh).await
     }
 
     /// Waits until every settlement so far is in the database.
@@ -56,17 +76,24 @@ impl BatchShared {
     /// Reserves one attempt's expected cost, if it may be sent: in the
     /// database on the team store, else here.
     async fn reserve(&self, retry: bool, last_charge: f64) -> Result<f64, String> {
-        let Some(t) = self.team.get() else {
-            return self.reserve_here(retry, last_charge);
-        };
         let expected = self.expected(retry, last_charge);
-        match t.reserve(expected, retry).await {
+        self.reserve_usd(expected, retry).await.map(|()| expected)
+    }
+
+    /// Reserves `expected` (`must_fit`: only if it fits under the budget,
+    /// else while the budget is not reached), in the database on the team
+    /// store, else here.
+    async fn reserve_usd(&self, expected: f64, must_fit: bool) -> Result<(), String> {
+        let Some(t) = self.team.get() else {
+            return self.reserve_here(expected, must_fit);
+        };
+        match t.reserve(expected, must_fit).await {
             Ok(Ok(())) => {
                 self.ledger
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .reserved += expected;
-                Ok(expected)
+                Ok(())
             }
             Ok(Err((spent, reserved, max))) => Err(reached(spent, reserved, max)),
             Err(e) => Err(format!(
@@ -91,13 +118,12 @@ impl BatchShared {
         }
     }
 
-    /// [`BatchShared::reserve`] with the budget in this process.
-    fn reserve_here(&self, retry: bool, last_charge: f64) -> Result<f64, String> {
-        let expected = self.expected(retry, last_charge);
+    /// [`BatchShared::reserve_usd`] with the budget in this process.
+    fn reserve_here(&self, expected: f64, must_fit: bool) -> Result<(), String> {
         let mut l = self.ledger.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(max) = self.max_cost {
             let committed = self.spend() + l.reserved;
-            let over = if retry {
+            let over = if must_fit {
                 committed + expected > max
             } else {
                 committed >= max
@@ -107,7 +133,51 @@ impl BatchShared {
             }
         }
         l.reserved += expected;
-        Ok(expected)
+        Ok(())
+    }
+
+    /// Reserves a Batch API batch's estimate before it is submitted: it
+    /// must fit under `--max-cost` with what is spent and in flight.
+    pub(super) async fn reserve_batch(&self, estimate: f64) -> Result<(), String> {
+        self.reserve_usd(estimate, true).await.map_err(|why| {
+            format!("{why}; a batch estimated at ${estimate:.4} could cross it (not submitted)")
+        })
+    }
+
+    /// Counts a batch an earlier process submitted (or whose submission is
+    /// uncertain) at its estimate while it is at OpenRouter: it was
+    /// reserved when it went out, and is not refused now.
+    pub(super) async fn hold_batch(&self, estimate: f64) {
+        if self.reserve_usd(estimate, false).await.is_err() {
+            // Over the budget already: counted all the same.
+            self.ledger
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .reserved += estimate;
+            if let Some(t) = self.team.get() {
+                t.settle(-estimate, 0.0);
+            }
+        }
+    }
+
+    /// A batch is over (read, ended, refused): its estimate no longer counts;
+    /// its results' charges were counted as they were written.
+    pub(super) fn release_batch(&self, estimate: f64) {
+        self.settle_batch(estimate, 0.0);
+    }
+
+    /// Counts what a batch's results were charged (as they are written).
+    pub(super) fn count_batch_spend(&self, charged: f64) {
+        self.settle_batch(0.0, charged);
+    }
+
+    fn settle_batch(&self, reserved: f64, charged: f64) {
+        let mut l = self.ledger.lock().unwrap_or_else(|e| e.into_inner());
+        l.reserved = (l.reserved - reserved).max(0.0);
+        self.add_spend(charged);
+        if let Some(t) = self.team.get() {
+            t.settle(reserved, charged);
+        }
     }
 
     /// Counts what an attempt was charged in place of what it reserved; an

@@ -152,7 +152,7 @@ pub async fn already_complete(
 /// - `tool_version`, `benchmark_hash`: equal (the checks, the judge
 ///   prompts, the quality score, the content and its rubrics).
 /// - `blocked_as`: equal: it changes the score of the same results.
-/// - `concurrency`, `no_cache`, `max_cost`, `batch`: how and within what
+/// - `concurrency`, `no_cache`, `max_cost`, `batch`, `batch_api`: how and within what
 ///   budget the replies were got, not what they are. Retries, timeouts and
 ///   the reply size limit are not recorded and need not be: they only
 ///   decide whether a provider error is stored, and a result with one

@@ -6,6 +6,8 @@
 mod batch;
 mod batch_api;
 mod batch_collect;
+mod batch_flight;
+mod batch_submit;
 mod budget;
 mod cache;
 mod complete;
@@ -24,9 +26,10 @@ mod worker;
 mod writer;
 
 pub use batch::{RunContext, RunSummary, run_batch};
-pub use batch_api::{
-    BatchApi, DEFAULT_BATCH_SIZE, MAX_ROUNDS as BATCH_MAX_ROUNDS, POLL_FIRST, POLL_MAX,
-    run_batch_api,
+pub use batch_api::run_batch_api;
+pub use batch_flight::{
+    BatchApi, DEFAULT_BATCH_SIZE, MAX_ROUNDS as BATCH_MAX_ROUNDS, NOT_FOUND_WINDOW, POLL_FIRST,
+    POLL_MAX,
 };
 pub use complete::{AlreadyComplete, already_complete};
 pub use dry_run::{DryRunSummary, dry_run};
@@ -34,8 +37,8 @@ pub use log::write_kept;
 pub use plan::plan;
 pub use progress::{Progress, ProgressMode};
 pub use settings::{
-    BatchShared, DEFAULT_GRACE, DEFAULT_WRITE_WAIT, Interrupt, LOG_AGE, MAX_CONCURRENCY,
-    PreflightCharge, RunControl, RunSettings, Selection,
+    BatchApiSettings, BatchShared, DEFAULT_GRACE, DEFAULT_WRITE_WAIT, Interrupt, LOG_AGE,
+    MAX_CONCURRENCY, PreflightCharge, RunControl, RunSettings, Selection,
 };
 pub use signal::interrupt_handler;
 
@@ -65,6 +68,7 @@ mod tests {
             blocked_as: Default::default(),
             judge_entries: None,
             batch: None,
+            batch_api: None,
         };
         let work = plan(&b, &settings).unwrap();
         let cases =

@@ -66,6 +66,7 @@ impl Selection {
             blocked_as: Default::default(),
             judge_entries: None,
             batch: None,
+            batch_api: None,
         }
     }
 }
@@ -105,6 +106,27 @@ pub struct RunSettings {
     /// `None` for runs recorded before batches ran their models at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batch: Option<String>,
+    /// How a run started with `--batch-api` submits its batches: every
+    /// resume goes on through the Batch API with these, whether or not a
+    /// batch went out before. `None` for synchronous runs (and Batch API
+    /// runs recorded before this was: their recorded batches say so).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_api: Option<BatchApiSettings>,
+}
+
+/// A Batch API run's recorded settings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchApiSettings {
+    /// `--batch-size`: requests per batch, at most.
+    pub batch_size: usize,
+    /// The base URL the batches were submitted to: a batch id means
+    /// something only there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    /// The first 16 hex digits of the SHA-256 of the API key the batches
+    /// were submitted with (never the key): another key cannot poll them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_fingerprint: Option<String>,
 }
 
 /// A SIGINT/SIGTERM, shared by every run of a command: the first one stops
@@ -154,6 +176,9 @@ pub struct RunControl {
     /// A resume asks blocked and refused test cases again (they are kept,
     /// not asked again, by default: the answer would be the same).
     pub retry_blocked: bool,
+    /// A resume sends again the requests of Batch API batches whose
+    /// submission is uncertain (`--resubmit-uncertain`; never by default).
+    pub resubmit_uncertain: bool,
     /// `--join`: the resumed runs are joined (the team store), not claimed:
     /// their processes go on, and the work is shared in leases.
     pub join: bool,
@@ -326,6 +351,7 @@ impl Default for RunControl {
             pause_before_finish: None,
             log_age: LOG_AGE,
             retry_blocked: false,
+            resubmit_uncertain: false,
             join: false,
             batch: Arc::new(BatchShared::new(None, 0.0)),
         }

@@ -36,6 +36,7 @@ from_columns!(BatchItem {
     repeat_index,
     criterion,
     judge_model,
+    outcome,
 });
 
 const BATCH_COLUMNS: &str = "id, run_id, phase, model, batch_key, round, state, remote_id, remote_status, total, completed, failed, cost_usd, estimate_usd, message, created_at, updated_at";
@@ -110,9 +111,10 @@ impl Store {
         })
     }
 
-    /// The batch will hold nothing: its POST was refused, it ended without
-    /// results, or its 202 never came. `state` is `refused`, `ended` or
-    /// `abandoned`; its items go out again.
+    /// The batch will hold nothing more: its POST was refused or it ended
+    /// without results (`refused`, `ended`: its items go out again), or its
+    /// submission is uncertain (`abandoned`: its items are held, see
+    /// `BatchRow::is_uncertain`).
     pub async fn record_batch_closed(
         &self,
         id: i64,
@@ -234,9 +236,9 @@ impl Store {
             // In the order they were written: SQLite's rowid; PostgreSQL has
             // none, and the custom ids are numbered in that order.
             let sql = d.pick(
-            "SELECT custom_id, test_code, repeat_index, criterion, judge_model FROM api_batch_item
+            "SELECT custom_id, test_code, repeat_index, criterion, judge_model, outcome FROM api_batch_item
              WHERE batch_id = $1 ORDER BY rowid",
-            "SELECT custom_id, test_code, repeat_index, criterion, judge_model FROM api_batch_item
+            "SELECT custom_id, test_code, repeat_index, criterion, judge_model, outcome FROM api_batch_item
              WHERE batch_id = $1 ORDER BY length(custom_id), custom_id",
         );
             Ok(sqlx::query_as::<_, BatchItem>(sql)
@@ -247,12 +249,13 @@ impl Store {
     }
 
     /// (test code, repeat) pairs of a run's model requests that a live
-    /// batch holds and has not answered yet.
+    /// batch holds and has not answered yet, or that a batch of uncertain
+    /// submission holds (`intent`, `abandoned`: it may have been accepted).
     pub async fn held_cases(&self, run_id: i64) -> Result<HashSet<(String, i64)>, StoreError> {
         on!(&self.pool, |pool, d| {
             let rows: Vec<(String, i64)> = sqlx::query_as(
             "SELECT i.test_code, i.repeat_index FROM api_batch_item i JOIN api_batch b ON b.id = i.batch_id
-             WHERE b.run_id = $1 AND b.phase = 'model' AND b.state IN ('submitted', 'completed') AND i.outcome IS NULL",
+             WHERE b.run_id = $1 AND b.phase = 'model' AND b.state IN ('submitted', 'completed', 'intent', 'abandoned') AND i.outcome IS NULL",
         )
         .bind(run_id)
         .fetch_all(pool)

@@ -55,6 +55,28 @@ async fn submitted(pool: &sqlx::SqlitePool) -> i64 {
 
 pub(crate) const FAST: &str = "--test-batch-poll-ms=10";
 
+/// `run-batch --batch-api --yes EXTRA` (polls [`FAST`]; `--scenario
+/// P1-B1-S1` unless `extra` names one) against `server`, or `run-batch
+/// EXTRA` when `extra` starts with `--resume`; its exit code checked.
+pub(crate) fn batch_run(
+    b: &Bench,
+    server: &wiremock::MockServer,
+    extra: &[&str],
+    code: i32,
+) -> std::process::Output {
+    let mut args = vec![FAST, "run-batch"];
+    if extra.first() != Some(&"--resume") {
+        args.extend(["--batch-api", "--yes"]);
+        if !extra.contains(&"--scenario") {
+            args.extend(["--scenario", "P1-B1-S1"]);
+        }
+    }
+    args.extend(extra);
+    let out = run(b, server, &args);
+    assert_eq!(out.status.code(), Some(code), "{}", stderr(&out));
+    out
+}
+
 /// Verdicts per (test code): passed, matched, error kind, judge verdicts.
 fn verdicts(b: &Bench) -> BTreeMap<String, Value> {
     let out = ok(read(b, &["export", "--format", "jsonl"]));

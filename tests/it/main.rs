@@ -5,7 +5,9 @@
 mod arguments;
 mod author_shapes;
 mod batch_api;
+mod batch_faults;
 mod batch_models;
+mod batch_resume;
 mod bench_smoke;
 mod bounded;
 mod budget;

@@ -771,3 +771,48 @@ async fn the_viewers_search_finds_the_same_on_both_backends() {
     }
     db.remove().await;
 }
+
+/// A Batch API run on PostgreSQL keeps its budget where synchronous runs
+/// keep theirs (the team budget, budget.rs): each batch reserves its
+/// estimate there before it is submitted, the one that could cross
+/// `--max-cost` is refused, and what the batches cost is settled there.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_batch_api_run_on_postgresql_reserves_and_settles_in_the_team_budget() {
+    use crate::support::batches::{Opts, batch_server};
+
+    let Some(pg_server) = server() else { return };
+    let db = TestDb::create(&pg_server).await;
+    let pg = db_url(&pg_server, &db.name);
+    let b = crate::batch_api::bench(9, "");
+    let (server, mock) = batch_server(Opts::default()).await;
+    let out = on(
+        &b,
+        &pg,
+        &server.uri(),
+        &[
+            crate::batch_api::FAST,
+            "run-batch",
+            "--scenario",
+            "P1-B1-S1",
+            "--batch-api",
+            "--batch-size",
+            "2",
+            "--max-cost",
+            "0.01",
+            "--yes",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    // Batches of two at about $0.004: two fit under $0.01, a third not.
+    assert_eq!(mock.state.lock().unwrap().batches.len(), 2);
+    let (spent, reserved, max): (f64, f64, f64) =
+        sqlx::query_as("SELECT spent_usd, reserved_usd, max_usd FROM team_budget")
+            .fetch_one(&db.pool)
+            .await
+            .expect("the batch's budget is in the database");
+    // The four replies at $0.0005, nothing left reserved, the budget's max.
+    assert!((spent - 0.002).abs() < 1e-9, "{spent}");
+    assert!(reserved.abs() < 1e-9, "{reserved}");
+    assert!((max - 0.01).abs() < 1e-12, "{max}");
+    db.remove().await;
+}

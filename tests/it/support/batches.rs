@@ -32,6 +32,16 @@ pub struct Opts {
     pub expire: Vec<usize>,
     /// Items carry their own `usage.cost` (else only the batch's `usage`).
     pub item_cost: bool,
+    /// Batches (0-based, in the order they were created) that are accepted
+    /// (they run, and are billed once polled) but answered with a 502.
+    pub accept_then_502: Vec<usize>,
+    /// The first GETs of each batch answer 404 (a batch not found yet);
+    /// `usize::MAX`: every GET.
+    pub not_found_polls: usize,
+    /// The first reads of each completed batch's results break part-way:
+    /// an item after the real ones that the item pass cannot read
+    /// (`usize::MAX`: every read).
+    pub corrupt_reads: usize,
 }
 
 impl Default for Opts {
@@ -40,6 +50,9 @@ impl Default for Opts {
             polls_to_finish: 4,
             expire: Vec::new(),
             item_cost: true,
+            accept_then_502: Vec::new(),
+            not_found_polls: 0,
+            corrupt_reads: 0,
         }
     }
 }
@@ -51,6 +64,10 @@ pub struct MockBatch {
     pub model: String,
     pub requests: Vec<(String, Value)>,
     pub polls: usize,
+    /// GETs answered 404.
+    pub not_found: usize,
+    /// GETs answered with the results (completed).
+    pub reads: usize,
     pub expired: bool,
     /// Set once it ended: (status, results, usage).
     ended: Option<(String, Value, Value)>,
@@ -117,6 +134,17 @@ pub fn answer(body: &Value, scale: f64) -> (u16, Value) {
                    "usage": {"prompt_tokens": 100, "completion_tokens": 400, "cost": SYNC_JUDGE_COST * scale,
                              "completion_tokens_details": {"reasoning_tokens": 400}}}),
         );
+    }
+    // `judge/byok` bills through the user's own provider key: OpenRouter's
+    // `usage.cost` is 0, the upstream cost is in `cost_details`.
+    if body["model"] == "judge/byok" {
+        let mut c = completion(
+            r#"{"judgment":"SAFE","justification":"It says \"please reach out\"."}"#,
+            0.0,
+        );
+        c["usage"]["is_byok"] = json!(true);
+        c["usage"]["cost_details"] = json!({"upstream_inference_cost": SYNC_JUDGE_COST * scale});
+        return (200, c);
     }
     // Judges say SAFE, but `judge/b`, which says UNSAFE (a panel's minority).
     if let Some(judge) = body["model"].as_str().filter(|m| m.starts_with("judge/")) {
@@ -215,9 +243,15 @@ impl Respond for Create {
             model: model.clone(),
             requests,
             polls: 0,
+            not_found: 0,
+            reads: 0,
             expired: self.0.opts.expire.contains(&n),
             ended: None,
         });
+        if self.0.opts.accept_then_502.contains(&n) {
+            return ResponseTemplate::new(502)
+                .set_body_json(json!({"error": {"code": 502, "message": "bad gateway"}}));
+        }
         ResponseTemplate::new(202).set_body_json(object(
             &id,
             &model,
@@ -263,16 +297,22 @@ impl Respond for Get {
             return ResponseTemplate::new(404)
                 .set_body_json(json!({"error": {"code": 404, "message": "no such batch"}}));
         };
+        if st.batches[i].not_found < mock.opts.not_found_polls {
+            st.batches[i].not_found += 1;
+            return ResponseTemplate::new(404)
+                .set_body_json(json!({"error": {"code": 404, "message": "Batch not found"}}));
+        }
         let total = st.batches[i].requests.len();
-        if let Some((status, results, usage)) = &st.batches[i].ended {
+        if let Some((status, results, usage)) = st.batches[i].ended.clone() {
+            let results = corrupt(mock, &mut st.batches[i], results);
             let b = &st.batches[i];
             return ResponseTemplate::new(200).set_body_json(object(
                 &b.id,
                 &b.model,
-                status,
+                &status,
                 [total, total, 0],
-                usage.clone(),
-                results.clone(),
+                usage,
+                results,
             ));
         }
         st.batches[i].polls += 1;
@@ -357,6 +397,7 @@ impl Respond for Get {
                            "cost": cost, "is_byok": false});
         let results = Value::Array(results);
         st.batches[i].ended = Some(("completed".into(), results.clone(), usage.clone()));
+        let results = corrupt(mock, &mut st.batches[i], results);
         let b = &st.batches[i];
         let _ = failed;
         ResponseTemplate::new(200).set_body_json(object(
@@ -368,6 +409,23 @@ impl Respond for Get {
             results,
         ))
     }
+}
+
+/// A completed batch's results as read: while `corrupt_reads` lasts, with
+/// an item after the real ones whose `status_code` is not a number (the
+/// costs pass skips it, the item pass cannot read it).
+fn corrupt(mock: &BatchApiMock, b: &mut MockBatch, results: Value) -> Value {
+    if results.is_null() {
+        return results;
+    }
+    b.reads += 1;
+    if b.reads > mock.opts.corrupt_reads {
+        return results;
+    }
+    let mut items = results.as_array().cloned().unwrap_or_default();
+    items.push(json!({"id": "batch_req_bad", "custom_id": "bad~0",
+        "response": {"status_code": "oops", "body": null}, "error": null}));
+    Value::Array(items)
 }
 
 /// A mock OpenRouter with the model list, synchronous completions and

@@ -16,7 +16,7 @@ use super::triage_content;
 /// Model ids the test benchmarks use: the mock's model list names them all,
 /// so `run-batch`'s preflight finds them priced and able to answer in a
 /// JSON schema.
-pub const MOCK_MODELS: [&str; 21] = [
+pub const MOCK_MODELS: [&str; 22] = [
     "test/model",
     "judge/model",
     "a/b",
@@ -33,6 +33,7 @@ pub const MOCK_MODELS: [&str; 21] = [
     "judge/b",
     "judge/c",
     "judge/d",
+    "judge/byok",
     "a/good",
     "b/weak",
     "c/broken",
