@@ -123,6 +123,102 @@ async fn a_judge_401_keeps_the_paid_model_replies_for_the_resume_to_judge() {
     assert_eq!(r["passed"], 60, "{r}");
 }
 
+/// Model replies after 20 ms, judge verdicts after 30 ms; from the
+/// `judge_ok`-th judge request on, the judge's key is refused (401). Counts
+/// what the provider charged: every model reply, every verdict.
+struct PaidCalls {
+    judge_ok: usize,
+    model_calls: AtomicUsize,
+    judge_calls: AtomicUsize,
+    judge_paid: AtomicUsize,
+}
+
+impl Respond for Shared<PaidCalls> {
+    fn respond(&self, req: &Request) -> ResponseTemplate {
+        let body: Value = serde_json::from_slice(&req.body).unwrap();
+        if body["model"] != "judge/model" {
+            self.0.model_calls.fetch_add(1, Ordering::SeqCst);
+            return ResponseTemplate::new(200)
+                .set_body_json(completion("I am an AI, not a therapist.", 0.001))
+                .set_delay(Duration::from_millis(20));
+        }
+        if self.0.judge_calls.fetch_add(1, Ordering::SeqCst) >= self.0.judge_ok {
+            return ResponseTemplate::new(401)
+                .set_body_json(json!({"error": {"code": 401, "message": "User not found."}}));
+        }
+        self.0.judge_paid.fetch_add(1, Ordering::SeqCst);
+        ResponseTemplate::new(200)
+            .set_body_json(completion(
+                r#"{"judgment":"SAFE","justification":"It says it is an AI."}"#,
+                0.0005,
+            ))
+            .set_delay(Duration::from_millis(30))
+    }
+}
+
+/// Issue 41, item 13: the judge's 401 at concurrency 8 used to drop the
+/// model replies and verdicts still in flight, and their charges never
+/// reached `costs`. Every call the provider charged is now a stored result
+/// or judgement, or a recorded charge: exactly, not within a bound.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_judge_401_at_concurrency_8_leaves_every_paid_call_in_the_books() {
+    let b = judged_bench(80);
+    let mock = Arc::new(PaidCalls {
+        judge_ok: 12,
+        model_calls: AtomicUsize::new(0),
+        judge_calls: AtomicUsize::new(0),
+        judge_paid: AtomicUsize::new(0),
+    });
+    let server = serve(Shared(mock.clone())).await;
+    let out = run(
+        &b,
+        &server,
+        &["run-batch", "--all-scenarios", "--concurrency", "8"],
+    );
+    assert_no_panic(&out);
+    assert_ne!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stderr(&out).contains("401"), "{}", stderr(&out));
+    let model_paid = mock.model_calls.load(Ordering::SeqCst) as i64;
+    let judge_paid = mock.judge_paid.load(Ordering::SeqCst) as i64;
+    let pool = connect(&b).await.unwrap();
+    let replies = count(
+        &pool,
+        "SELECT COUNT(*) FROM result WHERE response IS NOT NULL AND attempts > 0",
+    )
+    .await;
+    let model_charged = count(
+        &pool,
+        "SELECT COALESCE(SUM(attempts), 0) FROM discarded_charge WHERE call = 'model'",
+    )
+    .await;
+    assert_eq!(
+        replies + model_charged,
+        model_paid,
+        "model calls paid = replies stored + charges recorded ({replies} + {model_charged})"
+    );
+    let verdicts = count(
+        &pool,
+        "SELECT COUNT(*) FROM judgement WHERE cached = 0 AND cost_usd > 0",
+    )
+    .await;
+    let judge_charged = count(
+        &pool,
+        "SELECT COALESCE(SUM(attempts), 0) FROM discarded_charge WHERE call = 'judge'",
+    )
+    .await;
+    assert_eq!(
+        verdicts + judge_charged,
+        judge_paid,
+        "judge calls paid = verdicts stored + charges recorded ({verdicts} + {judge_charged})"
+    );
+    let total = crate::support::costs_total(&b);
+    let paid = model_paid as f64 * 0.001 + judge_paid as f64 * 0.0005;
+    assert!(
+        (total - paid).abs() < 1e-9,
+        "`costs` says {total}, the provider charged {paid}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_cost_too_large_for_a_number_is_kept_as_unknown_and_not_retried() {
     let reply = r#"{"id":"gen-1","provider":"Mock","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"{\"category\":\"HANDOFF\",\"response\":\"I hear you.\"}"}}],"usage":{"prompt_tokens":100,"completion_tokens":20,"cost":1e400}}"#;
