@@ -31,6 +31,27 @@ pub(super) enum Asked {
     Judge(Box<NewResult>, String),
 }
 
+/// What became of a reply sent to the judge.
+pub(super) enum Judged {
+    Done(Box<NewResult>),
+    /// Judging was cut short by a 401/402 (`Some`) or by the run's stop
+    /// (nothing more may be sent): the reply without verdicts, and the
+    /// charges of the verdicts paid for before the cut (not kept: the
+    /// resume judges the reply again).
+    Cut(
+        Box<NewResult>,
+        Vec<DiscardedCharge>,
+        Option<Arc<ProviderError>>,
+    ),
+}
+
+/// A criterion whose judging was cut short: why, and the judgements
+/// (verdicts or a panel's votes) already paid for.
+struct JudgeCut {
+    error: ProviderError,
+    paid: Vec<NewJudgement>,
+}
+
 /// What one worker produced for one test case.
 pub(super) enum Outcome {
     Stored(Box<NewResult>),
@@ -432,7 +453,7 @@ impl Worker {
         idx: CaseIndex,
         mut r: Box<NewResult>,
         text: String,
-    ) -> Outcome {
+    ) -> Judged {
         let s = idx.resolve(&self.benchmark).scenario;
         let judge_model = self.settings.judge_model.clone().unwrap_or_default();
         let (prompt, repeat) = (std::mem::take(&mut r.prompt), r.repeat_index);
@@ -442,12 +463,19 @@ impl Worker {
                 .await
             {
                 Ok(j) => r.judgements.push(j),
-                Err(fatal) => return Outcome::Fatal(Arc::new(fatal)),
+                Err(cut) => {
+                    let mut paid = std::mem::take(&mut r.judgements);
+                    paid.extend(cut.paid);
+                    let charges = paid_verdicts(&r, &paid);
+                    r.prompt = prompt;
+                    let fatal = cut.error.is_fatal_for_run().then(|| Arc::new(cut.error));
+                    return Judged::Cut(r, charges, fatal);
+                }
             }
         }
         conclude(&mut r);
         r.prompt = prompt;
-        Outcome::Stored(r)
+        Judged::Done(r)
     }
 
     /// One rubric's judgement by the run's judge, or by each judge of a
@@ -459,7 +487,7 @@ impl Worker {
         prompt: &str,
         text: &str,
         repeat: i64,
-    ) -> Result<NewJudgement, ProviderError> {
+    ) -> Result<NewJudgement, JudgeCut> {
         let judges = panel::judges(judge_model);
         if judges.len() < 2 {
             return self
@@ -468,10 +496,17 @@ impl Worker {
         }
         let mut votes = Vec::with_capacity(judges.len());
         for judge in judges {
-            votes.push(
-                self.judge_criterion(judge, rubric, prompt, text, repeat)
-                    .await?,
-            );
+            match self
+                .judge_criterion(judge, rubric, prompt, text, repeat)
+                .await
+            {
+                Ok(v) => votes.push(v),
+                Err(mut cut) => {
+                    votes.append(&mut cut.paid);
+                    cut.paid = votes;
+                    return Err(cut);
+                }
+            }
         }
         Ok(panel::combine(
             &rubric.code,
@@ -483,7 +518,8 @@ impl Worker {
 
     /// One rubric's judgement of a reply: from the cache, or asked of the
     /// judge (again, a bounded number of times, while its verdict cannot be
-    /// read). `Err` only for a provider error that stops the run.
+    /// read). `Err` for a provider error that stops the run, or a stop
+    /// that sends nothing more, with what was paid for before it.
     async fn judge_criterion(
         &self,
         judge_model: &str,
@@ -491,7 +527,7 @@ impl Worker {
         prompt: &str,
         text: &str,
         repeat: i64,
-    ) -> Result<NewJudgement, ProviderError> {
+    ) -> Result<NewJudgement, JudgeCut> {
         let ask = judge::request(rubric, prompt, text);
         let settings = self.judge_entry(judge_model);
         let api = self.client.api_of(&settings);
@@ -580,7 +616,14 @@ impl Worker {
                         j.generation_id = c.generation_id;
                         c.content
                     }
-                    Err(e) if e.is_fatal_for_run() => return Err(e),
+                    Err(e) if e.is_fatal_for_run() || e.class() == FailureClass::NotSent => {
+                        // Paid for: a reply cut short of a verdict earlier.
+                        let paid = j.cost_usd != 0.0 || j.prompt_tokens > 0;
+                        return Err(JudgeCut {
+                            error: e,
+                            paid: if paid { vec![j] } else { Vec::new() },
+                        });
+                    }
                     Err(e) => {
                         parsed_verdict = Some(Err(e.to_string()));
                         break;
@@ -609,4 +652,43 @@ impl Worker {
         }
         Ok(j)
     }
+}
+
+/// The charges of verdicts paid for but not kept (judging cut short): one
+/// attempt per judge call (a panel's votes each), at what they cost.
+fn paid_verdicts(r: &NewResult, paid: &[NewJudgement]) -> Vec<DiscardedCharge> {
+    let (mut attempts, mut cost, mut unknown) = (0i64, 0.0, 0i64);
+    for j in paid {
+        let calls = if j.votes.is_empty() {
+            i64::from(!j.cached)
+        } else {
+            j.votes.iter().filter(|v| !v.cached).count() as i64
+        };
+        if calls == 0 {
+            continue;
+        }
+        attempts += calls;
+        if j.cost_usd.is_finite() {
+            cost += j.cost_usd;
+        } else {
+            unknown += calls;
+        }
+    }
+    if attempts == 0 {
+        return Vec::new();
+    }
+    vec![DiscardedCharge {
+        run_id: r.run_id,
+        scenario_id: Some(r.scenario_id),
+        test_code: r.test_code.clone(),
+        repeat_index: r.repeat_index,
+        call: "judge".into(),
+        attempts,
+        cost_usd: cost,
+        unknown_attempts: unknown,
+        reason: Some(
+            "verdicts paid for before the judging was cut short (a refused key, a stop); the resume judges the reply again"
+                .into(),
+        ),
+    }]
 }

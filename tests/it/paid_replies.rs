@@ -91,12 +91,8 @@ async fn a_judge_401_keeps_the_paid_model_replies_for_the_resume_to_judge() {
     )
     .await as usize;
     assert!(paid > 5, "the model answered {paid}");
-    // The 401 drops the model's requests still in flight (the same key
-    // would be refused there too); every reply that arrived is kept.
-    assert!(
-        kept + 8 >= paid,
-        "{kept} of {paid} paid model replies stored"
-    );
+    // The requests in flight at the 401 finish: every paid reply is kept.
+    assert_eq!(kept, paid, "{kept} of {paid} paid model replies stored");
     let unjudged = count(
         &pool,
         "SELECT COUNT(*) FROM result WHERE error_kind = 'judge' AND error LIKE 'not judged%'",
@@ -136,7 +132,7 @@ struct PaidCalls {
 impl Respond for Shared<PaidCalls> {
     fn respond(&self, req: &Request) -> ResponseTemplate {
         let body: Value = serde_json::from_slice(&req.body).unwrap();
-        if body["model"] != "judge/model" {
+        if !body["model"].as_str().unwrap().starts_with("judge/") {
             self.0.model_calls.fetch_add(1, Ordering::SeqCst);
             return ResponseTemplate::new(200)
                 .set_body_json(completion("I am an AI, not a therapist.", 0.001))
@@ -162,6 +158,24 @@ impl Respond for Shared<PaidCalls> {
 /// or judgement, or a recorded charge: exactly, not within a bound.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_judge_401_at_concurrency_8_leaves_every_paid_call_in_the_books() {
+    judge_401_books_balance(&[]).await;
+}
+
+/// The same with a panel of two judges: a first vote paid before the
+/// second judge's 401 (or the stop) is a discarded charge.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_panel_cut_by_a_401_keeps_its_paid_first_votes_as_charges() {
+    let b = judge_401_books_balance(&["--judges", "judge/a,judge/b"]).await;
+    let pool = connect(&b).await.unwrap();
+    assert!(
+        count(&pool, "SELECT COUNT(*) FROM discarded_charge WHERE call = 'judge' AND reason LIKE 'verdicts paid for before%'").await > 0,
+        "some first votes were cut short"
+    );
+}
+
+/// A judged benchmark of 80 test cases at concurrency 8 (with `extra`
+/// arguments) against [`PaidCalls`]: the books balance exactly.
+async fn judge_401_books_balance(extra: &[&str]) -> Bench {
     let b = judged_bench(80);
     let mock = Arc::new(PaidCalls {
         judge_ok: 12,
@@ -170,11 +184,9 @@ async fn a_judge_401_at_concurrency_8_leaves_every_paid_call_in_the_books() {
         judge_paid: AtomicUsize::new(0),
     });
     let server = serve(Shared(mock.clone())).await;
-    let out = run(
-        &b,
-        &server,
-        &["run-batch", "--all-scenarios", "--concurrency", "8"],
-    );
+    let mut args = vec!["run-batch", "--all-scenarios", "--concurrency", "8"];
+    args.extend(extra);
+    let out = run(&b, &server, &args);
     assert_no_panic(&out);
     assert_ne!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(stderr(&out).contains("401"), "{}", stderr(&out));
@@ -198,7 +210,10 @@ async fn a_judge_401_at_concurrency_8_leaves_every_paid_call_in_the_books() {
     );
     let verdicts = count(
         &pool,
-        "SELECT COUNT(*) FROM judgement WHERE cached = 0 AND cost_usd > 0",
+        // A panel's judgement holds its votes' calls.
+        "SELECT (SELECT COUNT(*) FROM judgement j WHERE cached = 0 AND cost_usd > 0
+                   AND NOT EXISTS (SELECT 1 FROM judge_vote v WHERE v.result_id = j.result_id))
+              + (SELECT COUNT(*) FROM judge_vote WHERE cached = 0 AND cost_usd > 0)",
     )
     .await;
     let judge_charged = count(
@@ -217,6 +232,7 @@ async fn a_judge_401_at_concurrency_8_leaves_every_paid_call_in_the_books() {
         (total - paid).abs() < 1e-9,
         "`costs` says {total}, the provider charged {paid}"
     );
+    b
 }
 
 #[tokio::test(flavor = "multi_thread")]
