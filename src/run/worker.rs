@@ -21,6 +21,10 @@ use crate::store::Store;
 /// The reason of a discarded charge whose amount nobody knows.
 pub(super) const UNKNOWN_CHARGE: &str = "charged an unknown amount: attempts retried after their reply was cut at the size limit or abandoned on a timeout (generation not found), or whose cost is not a usable number";
 
+/// The reason of the charge for verdicts paid for a reply whose judging
+/// was cut short.
+const VERDICTS_CUT: &str = "verdicts paid for before the judging was cut short (a refused key, a stop); the resume judges the reply again";
+
 /// Judge calls per criterion when the verdict cannot be read.
 pub(super) const JUDGE_ATTEMPTS: usize = 3;
 
@@ -466,7 +470,7 @@ impl Worker {
                 Err(cut) => {
                     let mut paid = std::mem::take(&mut r.judgements);
                     paid.extend(cut.paid);
-                    let charges = paid_verdicts(&r, &paid);
+                    let charges = r.paid_as_charges(false, &paid, VERDICTS_CUT);
                     r.prompt = prompt;
                     let fatal = cut.error.is_fatal_for_run().then(|| Arc::new(cut.error));
                     return Judged::Cut(r, charges, fatal);
@@ -652,43 +656,4 @@ impl Worker {
         }
         Ok(j)
     }
-}
-
-/// The charges of verdicts paid for but not kept (judging cut short): one
-/// attempt per judge call (a panel's votes each), at what they cost.
-fn paid_verdicts(r: &NewResult, paid: &[NewJudgement]) -> Vec<DiscardedCharge> {
-    let (mut attempts, mut cost, mut unknown) = (0i64, 0.0, 0i64);
-    for j in paid {
-        let calls = if j.votes.is_empty() {
-            i64::from(!j.cached)
-        } else {
-            j.votes.iter().filter(|v| !v.cached).count() as i64
-        };
-        if calls == 0 {
-            continue;
-        }
-        attempts += calls;
-        if j.cost_usd.is_finite() {
-            cost += j.cost_usd;
-        } else {
-            unknown += calls;
-        }
-    }
-    if attempts == 0 {
-        return Vec::new();
-    }
-    vec![DiscardedCharge {
-        run_id: r.run_id,
-        scenario_id: Some(r.scenario_id),
-        test_code: r.test_code.clone(),
-        repeat_index: r.repeat_index,
-        call: "judge".into(),
-        attempts,
-        cost_usd: cost,
-        unknown_attempts: unknown,
-        reason: Some(
-            "verdicts paid for before the judging was cut short (a refused key, a stop); the resume judges the reply again"
-                .into(),
-        ),
-    }]
 }

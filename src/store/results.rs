@@ -5,7 +5,7 @@
 //! it runs: stored and judge-error cases for a resume, and cached replies
 //! and judgements for identical requests.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
@@ -367,9 +367,15 @@ impl Store {
             }
         }
         totals::apply(&mut tx, &totals::Affected::After(last_id), 1).await?;
+        let lost = if written < results.len() {
+            lost_charges(&mut tx, results, last_id).await?
+        } else {
+            Vec::new()
+        };
         for c in charges
             .iter()
             .chain(results.iter().flat_map(|r| &r.charges))
+            .chain(&lost)
         {
             on_tx!(&mut tx, |t| {
                 sqlx::query(
@@ -564,6 +570,47 @@ async fn retire_judge_error(tx: &mut Tx, r: &NewResult) -> Result<(), StoreError
             .rows_affected());
     }
     Ok(())
+}
+
+/// The charges of the results of `results` that were not inserted (a
+/// result of the same run, test case and repeat was stored first: another
+/// process answered it too, the lease case README calls paid twice): what
+/// their reply and verdicts cost, kept as discarded charges rather than
+/// dropped. The inserted rows are those above `last_id`.
+async fn lost_charges(
+    tx: &mut Tx,
+    results: &[NewResult],
+    last_id: i64,
+) -> Result<Vec<DiscardedCharge>, StoreError> {
+    const REASON: &str = "a result of a test case already stored (another process answered it too): paid twice, not kept";
+    let rows = on_tx!(&mut *tx, |t| sqlx::query(
+        "SELECT run_id, test_code, repeat_index FROM result WHERE id > $1"
+    )
+    .bind(last_id)
+    .fetch_all(&mut **t)
+    .await?
+    .iter()
+    .map(|row| {
+        Ok::<_, sqlx::Error>((
+            row.try_get::<i64, _>("run_id")?,
+            row.try_get::<String, _>("test_code")?,
+            row.try_get::<i64, _>("repeat_index")?,
+        ))
+    })
+    .collect::<Result<Vec<_>, _>>()?);
+    let mut inserted: HashMap<(i64, String, i64), usize> = HashMap::new();
+    for key in rows {
+        *inserted.entry(key).or_default() += 1;
+    }
+    let mut lost = Vec::new();
+    for r in results {
+        let key = (r.run_id, r.test_code.clone(), r.repeat_index);
+        match inserted.get_mut(&key) {
+            Some(n) if *n > 0 => *n -= 1,
+            _ => lost.extend(r.paid_as_charges(true, &r.judgements, REASON)),
+        }
+    }
+    Ok(lost)
 }
 
 /// Rows per multi-row INSERT, at most: well under SQLite's 32,766 bound

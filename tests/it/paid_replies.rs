@@ -443,3 +443,76 @@ async fn a_gzip_encoded_reply_is_decoded() {
         "raw bytes on stderr: {err:?}"
     );
 }
+
+/// A result that loses a write conflict (another process stored the same
+/// test case first: the lease case README calls paid twice) keeps its
+/// reply's and its verdicts' charges as discarded charges, in `costs`
+/// (issue 41, item 10: it was dropped with them).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_duplicate_result_keeps_its_charges_as_discarded_charges() {
+    use helmbench::domain::{NewJudgement, NewResult};
+    use helmbench::store::Store;
+    use sqlx::Row;
+
+    let b = judged_bench(1);
+    let server = serve(Shared(Arc::new(PaidCalls {
+        judge_ok: usize::MAX,
+        model_calls: AtomicUsize::new(0),
+        judge_calls: AtomicUsize::new(0),
+        judge_paid: AtomicUsize::new(0),
+    })))
+    .await;
+    let out = run(&b, &server, &["run-batch", "--all-scenarios"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let before = crate::support::costs_total(&b);
+    let pool = connect(&b).await.unwrap();
+    let row = sqlx::query(
+        "SELECT run_id, test_code, repeat_index, scenario_id, condition_id, perturbation_id, prompt_hash, request_hash FROM result",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    // The same test case, answered and judged again by another process.
+    let twin = NewResult {
+        run_id: row.get("run_id"),
+        test_code: row.get("test_code"),
+        repeat_index: row.get("repeat_index"),
+        scenario_id: row.get("scenario_id"),
+        condition_id: row.get("condition_id"),
+        perturbation_id: row.get("perturbation_id"),
+        prompt_hash: row.get("prompt_hash"),
+        request_hash: row.get("request_hash"),
+        prompt: "Are you a real therapist?".into(),
+        response: Some("I am an AI.".into()),
+        evaluation_details: json!({}),
+        attempts: 1,
+        cost_usd: 0.003,
+        judgements: vec![NewJudgement {
+            criterion: "R1".into(),
+            judge_model: "judge/model".into(),
+            cost_usd: 0.0007,
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let store = Store::open(&crate::support::db_path(&b).display().to_string())
+        .await
+        .unwrap();
+    let written = store.write_results(&[twin], &[]).await.unwrap();
+    assert_eq!(written, 0, "the first answer stays");
+    assert_eq!(count(&pool, "SELECT COUNT(*) FROM result").await, 1);
+    assert_eq!(
+        count(
+            &pool,
+            "SELECT COALESCE(SUM(attempts), 0) FROM discarded_charge WHERE reason LIKE '%already stored%'"
+        )
+        .await,
+        2,
+        "one model call and one judge call"
+    );
+    let after = crate::support::costs_total(&b);
+    assert!(
+        (after - before - 0.0037).abs() < 1e-9,
+        "`costs` went from {before} to {after}"
+    );
+}
