@@ -117,6 +117,20 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
+    /// A file of results kept for the next run (a killed run's log, the
+    /// results a run could not write) holds a record that cannot be read:
+    /// what could be read is written, the file is moved aside (never
+    /// deleted) and the command fails, so nothing paid leaves the books
+    /// without a word.
+    #[error(
+        "results kept for the next run: {file}: record {record} cannot be read ({why}); the readable records were written and the file was moved to {kept_as} (kept, not deleted): the next --resume asks again, and pays again, for any test case only that record held"
+    )]
+    Damaged {
+        file: String,
+        kept_as: String,
+        record: usize,
+        why: String,
+    },
     /// An in-memory database has no folder to keep results in.
     #[error("results kept for the next run: an in-memory database has no folder")]
     NoPendingFolder,

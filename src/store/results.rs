@@ -477,13 +477,18 @@ impl Store {
             Err(e) => return Err(pending_error(&path, e)),
         };
         let (mut results, mut charges) = (Vec::new(), Vec::new());
-        // A line cut short by a crash while it was written is skipped.
-        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let mut damage = None;
+        for (i, line) in text.split_inclusive('\n').enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
             match serde_json::from_str::<Pending>(line) {
                 Ok(Pending::Result(r)) => results.push(*r),
                 Ok(Pending::Charge(c)) => charges.push(c),
+                // The last line cut short by a crash while it was written.
+                Err(_) if !line.ends_with('\n') => {}
                 Err(e) => {
-                    tracing::warn!(error = %e, path = %path.display(), "unreadable kept result skipped")
+                    damage.get_or_insert((i + 1, e.to_string()));
                 }
             }
         }
@@ -492,8 +497,40 @@ impl Store {
             self.write_results(chunk, &[]).await?;
         }
         self.write_results(&[], &charges).await?;
-        std::fs::remove_file(&path).map_err(|e| pending_error(&path, e))?;
-        Ok(n)
+        match damage {
+            Some((record, why)) => Err(Store::set_aside(&path, record, why)),
+            None => {
+                std::fs::remove_file(&path).map_err(|e| pending_error(&path, e))?;
+                Ok(n)
+            }
+        }
+    }
+
+    /// Moves a file of kept results that holds an unreadable record (number
+    /// `record`, for `why`) aside, next to it, never over an earlier one,
+    /// and returns the error that names both.
+    pub fn set_aside(path: &std::path::Path, record: usize, why: String) -> StoreError {
+        let file = path.display().to_string();
+        let mut n = 1;
+        let kept = loop {
+            let to = PathBuf::from(match n {
+                1 => format!("{file}.damaged"),
+                n => format!("{file}.damaged-{n}"),
+            });
+            if !to.exists() {
+                break to;
+            }
+            n += 1;
+        };
+        if let Err(e) = std::fs::rename(path, &kept) {
+            return pending_error(path, e);
+        }
+        StoreError::Damaged {
+            file,
+            kept_as: kept.display().to_string(),
+            record,
+            why,
+        }
     }
 
     /// How many results a run has stored.

@@ -139,3 +139,93 @@ async fn a_log_written_twice_stores_nothing_twice() {
     assert_eq!(once, twice);
     assert!(!log.exists());
 }
+
+/// The lines of a log (deflate-compressed JSON lines) that were written
+/// whole, as the killed process left them.
+fn log_lines(log: &std::path::Path) -> Vec<String> {
+    use std::io::Read as _;
+    let mut text = Vec::new();
+    let _ =
+        flate2::read::DeflateDecoder::new(std::fs::File::open(log).unwrap()).read_to_end(&mut text);
+    let text = String::from_utf8_lossy(&text);
+    let whole = &text[..text.rfind('\n').map_or(0, |i| i + 1)];
+    whole.lines().map(str::to_string).collect()
+}
+
+/// Issue 41, item 10: a killed run's log with a damaged record in the
+/// middle used to resume to "completed", exit 0, the record skipped (its
+/// test case paid again) and the log deleted. The records that can be read
+/// are written, the log is moved aside and named, and the resume fails;
+/// the same for the file of results a run could not write.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_damaged_record_is_kept_aside_named_and_fails_the_resume() {
+    use std::io::Write as _;
+    let (server, mock) = counting_server(2, &[]).await;
+    let b = grid_bench(40, 50);
+    let mut child = start(&b, &server.uri());
+    let pool = open_db(&b).await;
+    wait_until(60, "300 calls", || {
+        let n = mock.total.load(Ordering::SeqCst);
+        async move { n >= 300 }
+    })
+    .await;
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let log = std::path::PathBuf::from(format!("{}.run-1.log", db_path(&b).display()));
+    let mut lines = log_lines(&log);
+    assert!(lines.len() >= 10, "the log holds {} records", lines.len());
+    // A record in the middle, damaged; the log compressed again.
+    let mid = lines.len() / 2;
+    lines[mid] = r#"{"seq": 7, "kind": "result", "value": {"run_id": 1, "test_co"#.into();
+    let mut z = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::fast());
+    for l in &lines {
+        writeln!(z, "{l}").unwrap();
+    }
+    let damaged = z.finish().unwrap();
+    std::fs::write(&log, &damaged).unwrap();
+    let before = count(&pool, "SELECT COUNT(*) FROM result").await;
+
+    let out = crate::support::run(&b, &server, &["run-batch", "--resume", "1"]);
+    crate::support::assert_no_panic(&out);
+    let err = crate::support::stderr(&out);
+    assert_ne!(out.status.code(), Some(0), "{err}");
+    let aside = std::path::PathBuf::from(format!("{}.damaged", log.display()));
+    assert!(
+        err.contains(&aside.display().to_string())
+            && err.contains(&format!("record {} cannot be read", mid + 1)),
+        "the error names the record and where the log went: {err}"
+    );
+    assert!(
+        !log.exists(),
+        "the damaged log is moved, not left to replay"
+    );
+    assert_eq!(std::fs::read(&aside).unwrap(), damaged, "kept as it was");
+    // Every readable record was written; nothing was sent.
+    let after = count(&pool, "SELECT COUNT(*) FROM result").await;
+    assert_eq!(after, before + lines.len() as i64 - 1);
+    assert_ne!(crate::support::run_row(&b, 1)["status"], "completed");
+
+    // A damaged file of results a run could not write: the same.
+    let pending =
+        std::path::PathBuf::from(format!("{}.run-1.pending.jsonl", db_path(&b).display()));
+    std::fs::write(&pending, "{\"result\": \n").unwrap();
+    let store = Store::open(&db_path(&b).display().to_string())
+        .await
+        .unwrap();
+    let e = write_kept(&store, 1).await.unwrap_err().to_string();
+    assert!(
+        e.contains("pending.jsonl.damaged") && e.contains("record 1 cannot be read"),
+        "{e}"
+    );
+    assert!(!pending.exists());
+
+    // Nothing left to replay: the next resume finishes the run.
+    let out = crate::support::run(&b, &server, &["run-batch", "--resume", "1"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        crate::support::stderr(&out)
+    );
+    assert_eq!(crate::support::run_row(&b, 1)["test_cases"], 2000);
+}
