@@ -99,11 +99,14 @@ async fn a_sigkill_during_a_database_lock_loses_at_most_one_reply_per_worker() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_log_written_twice_stores_nothing_twice() {
-    // A process that dies after a commit but before it empties its log
-    // leaves records the database already holds: written again, they are
-    // skipped by the mark the commit kept.
+/// A 2,000-case run killed (SIGKILL) once the mock answered 300 calls:
+/// its benchmark, the mock, the database and the log it left.
+async fn killed_after_300() -> (
+    crate::support::Bench,
+    wiremock::MockServer,
+    sqlx::SqlitePool,
+    std::path::PathBuf,
+) {
     let (server, mock) = counting_server(2, &[]).await;
     let b = grid_bench(40, 50);
     let mut child = start(&b, &server.uri());
@@ -116,6 +119,15 @@ async fn a_log_written_twice_stores_nothing_twice() {
     child.kill().unwrap();
     child.wait().unwrap();
     let log = std::path::PathBuf::from(format!("{}.run-1.log", db_path(&b).display()));
+    (b, server, pool, log)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_log_written_twice_stores_nothing_twice() {
+    // A process that dies after a commit but before it empties its log
+    // leaves records the database already holds: written again, they are
+    // skipped by the mark the commit kept.
+    let (b, _server, pool, log) = killed_after_300().await;
     assert!(log.exists(), "the killed process left its log");
     let copy = log.with_extension("copy");
     std::fs::copy(&log, &copy).unwrap();
@@ -160,18 +172,7 @@ fn log_lines(log: &std::path::Path) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_damaged_record_is_kept_aside_named_and_fails_the_resume() {
     use std::io::Write as _;
-    let (server, mock) = counting_server(2, &[]).await;
-    let b = grid_bench(40, 50);
-    let mut child = start(&b, &server.uri());
-    let pool = open_db(&b).await;
-    wait_until(60, "300 calls", || {
-        let n = mock.total.load(Ordering::SeqCst);
-        async move { n >= 300 }
-    })
-    .await;
-    child.kill().unwrap();
-    child.wait().unwrap();
-    let log = std::path::PathBuf::from(format!("{}.run-1.log", db_path(&b).display()));
+    let (b, server, pool, log) = killed_after_300().await;
     let mut lines = log_lines(&log);
     assert!(lines.len() >= 10, "the log holds {} records", lines.len());
     // A record in the middle, damaged; the log compressed again.

@@ -36,27 +36,32 @@ fn judged_bench(n: usize) -> Bench {
     b
 }
 
-/// Answers the model at once and every judge request after 30 ms; the
-/// judge's key is refused (401) after `judge_ok` verdicts.
-struct JudgeRefused {
+/// Model replies after 20 ms, judge verdicts after 30 ms; from the
+/// `judge_ok`-th judge request on, the judge's key is refused (401). Counts
+/// what the provider charged: every model reply, every verdict.
+struct PaidCalls {
     judge_ok: AtomicUsize,
     model_calls: AtomicUsize,
     judge_calls: AtomicUsize,
+    judge_paid: AtomicUsize,
 }
 
-impl Respond for Shared<JudgeRefused> {
+impl Respond for Shared<PaidCalls> {
     fn respond(&self, req: &Request) -> ResponseTemplate {
         let body: Value = serde_json::from_slice(&req.body).unwrap();
-        if body["model"] != "judge/model" {
+        if !body["model"].as_str().unwrap().starts_with("judge/") {
             self.0.model_calls.fetch_add(1, Ordering::SeqCst);
             return ResponseTemplate::new(200)
-                .set_body_json(completion("I am an AI, not a therapist.", 0.001));
+                .set_body_json(completion("I am an AI, not a therapist.", 0.001))
+                .set_delay(Duration::from_millis(20));
         }
-        let n = self.0.judge_calls.fetch_add(1, Ordering::SeqCst);
-        if n >= self.0.judge_ok.load(Ordering::SeqCst) {
+        if self.0.judge_calls.fetch_add(1, Ordering::SeqCst)
+            >= self.0.judge_ok.load(Ordering::SeqCst)
+        {
             return ResponseTemplate::new(401)
                 .set_body_json(json!({"error": {"code": 401, "message": "User not found."}}));
         }
+        self.0.judge_paid.fetch_add(1, Ordering::SeqCst);
         ResponseTemplate::new(200)
             .set_body_json(completion(
                 r#"{"judgment":"SAFE","justification":"It says it is an AI."}"#,
@@ -66,14 +71,21 @@ impl Respond for Shared<JudgeRefused> {
     }
 }
 
+impl PaidCalls {
+    fn new(judge_ok: usize) -> Arc<PaidCalls> {
+        Arc::new(PaidCalls {
+            judge_ok: AtomicUsize::new(judge_ok),
+            model_calls: AtomicUsize::new(0),
+            judge_calls: AtomicUsize::new(0),
+            judge_paid: AtomicUsize::new(0),
+        })
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_judge_401_keeps_the_paid_model_replies_for_the_resume_to_judge() {
     let b = judged_bench(60);
-    let mock = Arc::new(JudgeRefused {
-        judge_ok: AtomicUsize::new(5),
-        model_calls: AtomicUsize::new(0),
-        judge_calls: AtomicUsize::new(0),
-    });
+    let mock = PaidCalls::new(5);
     let server = serve(Shared(mock.clone())).await;
     let out = run(
         &b,
@@ -119,39 +131,6 @@ async fn a_judge_401_keeps_the_paid_model_replies_for_the_resume_to_judge() {
     assert_eq!(r["passed"], 60, "{r}");
 }
 
-/// Model replies after 20 ms, judge verdicts after 30 ms; from the
-/// `judge_ok`-th judge request on, the judge's key is refused (401). Counts
-/// what the provider charged: every model reply, every verdict.
-struct PaidCalls {
-    judge_ok: usize,
-    model_calls: AtomicUsize,
-    judge_calls: AtomicUsize,
-    judge_paid: AtomicUsize,
-}
-
-impl Respond for Shared<PaidCalls> {
-    fn respond(&self, req: &Request) -> ResponseTemplate {
-        let body: Value = serde_json::from_slice(&req.body).unwrap();
-        if !body["model"].as_str().unwrap().starts_with("judge/") {
-            self.0.model_calls.fetch_add(1, Ordering::SeqCst);
-            return ResponseTemplate::new(200)
-                .set_body_json(completion("I am an AI, not a therapist.", 0.001))
-                .set_delay(Duration::from_millis(20));
-        }
-        if self.0.judge_calls.fetch_add(1, Ordering::SeqCst) >= self.0.judge_ok {
-            return ResponseTemplate::new(401)
-                .set_body_json(json!({"error": {"code": 401, "message": "User not found."}}));
-        }
-        self.0.judge_paid.fetch_add(1, Ordering::SeqCst);
-        ResponseTemplate::new(200)
-            .set_body_json(completion(
-                r#"{"judgment":"SAFE","justification":"It says it is an AI."}"#,
-                0.0005,
-            ))
-            .set_delay(Duration::from_millis(30))
-    }
-}
-
 /// Issue 41, item 13: the judge's 401 at concurrency 8 used to drop the
 /// model replies and verdicts still in flight, and their charges never
 /// reached `costs`. Every call the provider charged is now a stored result
@@ -177,12 +156,7 @@ async fn a_panel_cut_by_a_401_keeps_its_paid_first_votes_as_charges() {
 /// arguments) against [`PaidCalls`]: the books balance exactly.
 async fn judge_401_books_balance(extra: &[&str]) -> Bench {
     let b = judged_bench(80);
-    let mock = Arc::new(PaidCalls {
-        judge_ok: 12,
-        model_calls: AtomicUsize::new(0),
-        judge_calls: AtomicUsize::new(0),
-        judge_paid: AtomicUsize::new(0),
-    });
+    let mock = PaidCalls::new(12);
     let server = serve(Shared(mock.clone())).await;
     let mut args = vec!["run-batch", "--all-scenarios", "--concurrency", "8"];
     args.extend(extra);
@@ -455,13 +429,7 @@ async fn a_duplicate_result_keeps_its_charges_as_discarded_charges() {
     use sqlx::Row;
 
     let b = judged_bench(1);
-    let server = serve(Shared(Arc::new(PaidCalls {
-        judge_ok: usize::MAX,
-        model_calls: AtomicUsize::new(0),
-        judge_calls: AtomicUsize::new(0),
-        judge_paid: AtomicUsize::new(0),
-    })))
-    .await;
+    let server = serve(Shared(PaidCalls::new(usize::MAX))).await;
     let out = run(&b, &server, &["run-batch", "--all-scenarios"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let before = crate::support::costs_total(&b);
