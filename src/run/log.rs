@@ -61,6 +61,9 @@ pub(super) struct ResultLog {
     seq: i64,
     /// Records appended since the log was last emptied.
     records: usize,
+    /// One record's JSON, reused: the compressor takes it in one write
+    /// rather than serde's many small ones.
+    line: Vec<u8>,
 }
 
 impl ResultLog {
@@ -73,6 +76,7 @@ impl ResultLog {
             out: DeflateEncoder::new(file, Compression::fast()),
             seq: after,
             records: 0,
+            line: Vec::new(),
         })
     }
 
@@ -85,7 +89,7 @@ impl ResultLog {
         self.seq
     }
 
-    /// Appends a result and hands it to the kernel before returning.
+    /// Appends a result; it is safe once [`ResultLog::flush`] returns.
     pub(super) fn append_result(&mut self, r: &NewResult) -> io::Result<()> {
         self.append(ItemRef::Result(r))
     }
@@ -97,15 +101,22 @@ impl ResultLog {
 
     fn append(&mut self, item: ItemRef<'_>) -> io::Result<()> {
         let seq = self.seq + 1;
-        serde_json::to_writer(&mut self.out, &RecordRef { seq, item })?;
-        self.out.write_all(b"\n")?;
-        // A sync flush: every byte of the record reaches the file, and the
-        // compressor keeps its window, so records compress against the
-        // ones before them (composed prompts share most of their text).
-        self.out.flush()?;
+        self.line.clear();
+        serde_json::to_writer(&mut self.line, &RecordRef { seq, item })?;
+        self.line.push(b'\n');
+        self.out.write_all(&self.line)?;
         self.seq = seq;
         self.records += 1;
         Ok(())
+    }
+
+    /// Hands every record appended so far to the kernel: one write for the
+    /// group of records the writer took at once (issue 45). A sync flush:
+    /// every byte of the records reaches the file, and the compressor
+    /// keeps its window, so records compress against the ones before them
+    /// (composed prompts share most of their text).
+    pub(super) fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
     }
 
     /// After a commit of every record appended so far: empties the file
