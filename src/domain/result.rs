@@ -365,6 +365,59 @@ impl NewResult {
     pub fn billed_usd(&self) -> f64 {
         billed(self.cost_usd, self.byok_cost_usd)
     }
+
+    /// Paid work of this test case that is not kept, as discarded charges
+    /// with `reason`: the reply when `reply` (unless reused from the
+    /// cache), and `judgements` (one attempt per judge call a judgement
+    /// made, a panel's votes each), at what the provider charged (as the
+    /// `discarded_charge` rows of a retired judge error count them).
+    pub fn paid_as_charges(
+        &self,
+        reply: bool,
+        judgements: &[NewJudgement],
+        reason: &str,
+    ) -> Vec<DiscardedCharge> {
+        let charge =
+            |call: &str, attempts: i64, cost_usd: f64, unknown_attempts: i64| DiscardedCharge {
+                run_id: self.run_id,
+                scenario_id: Some(self.scenario_id),
+                test_code: self.test_code.clone(),
+                repeat_index: self.repeat_index,
+                call: call.into(),
+                attempts,
+                cost_usd,
+                unknown_attempts,
+                reason: Some(reason.into()),
+            };
+        let mut charges = Vec::new();
+        if reply && !self.cached && self.attempts > 0 {
+            let known = self.cost_usd.is_finite();
+            charges.push(charge(
+                "model",
+                1,
+                if known { self.cost_usd } else { 0.0 },
+                i64::from(!known),
+            ));
+        }
+        let (mut attempts, mut cost, mut unknown) = (0, 0.0, 0);
+        for j in judgements {
+            let calls = if j.votes.is_empty() {
+                i64::from(!j.cached)
+            } else {
+                j.votes.iter().filter(|v| !v.cached).count() as i64
+            };
+            attempts += calls;
+            if j.cost_usd.is_finite() {
+                cost += j.cost_usd;
+            } else {
+                unknown += calls;
+            }
+        }
+        if attempts > 0 {
+            charges.push(charge("judge", attempts, cost, unknown));
+        }
+        charges
+    }
 }
 
 impl NewJudgement {

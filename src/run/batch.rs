@@ -23,7 +23,7 @@ use crate::run::RunControl;
 use crate::run::RunSettings;
 use crate::run::plan;
 use crate::run::worker::Worker;
-use crate::run::worker::{Asked, Outcome};
+use crate::run::worker::{Asked, Judged, Outcome};
 use crate::run::writer::Collector;
 use crate::run::writer::ToWrite;
 use crate::run::writer::WRITE_BATCH;
@@ -115,9 +115,9 @@ pub struct RunSummary {
 ///
 /// The run stops cleanly (no new work, in-flight work finishes) on the
 /// batch's budget, its provider-error breaker, a database that stays
-/// unwritable, an interrupt, or a 402 (which stops every run of the batch);
-/// a 401 (every run) or the end of an interrupt's grace period also drops
-/// the requests in flight.
+/// unwritable, an interrupt, or a 401 or 402 (which stop every run of the
+/// batch); only the end of an interrupt's grace period drops the requests
+/// in flight.
 pub async fn run_batch(
     ctx: &RunContext,
     settings: &RunSettings,
@@ -183,8 +183,9 @@ pub async fn run_batch(
     ctx.client
         .limit_model(&settings.model.id, settings.concurrency.get(), true);
 
-    // `abort` drops requests in flight; `stop` only ends new work. A 401 in
-    // any run of the batch aborts them all; a 402 or the budget stops them.
+    // `abort` drops requests in flight (an interruption past its grace);
+    // `stop` only ends new work: a 401, a 402 or the budget in any run of
+    // the batch stops them all, and what is in flight is paid and kept.
     let abort = control.batch.abort.child_token();
     let stop = abort.child_token();
     let shared = Arc::new(Shared {
@@ -590,7 +591,7 @@ impl Lane {
             // A refused key stops the run before the next worker may send
             // (what the reply cost was counted as it arrived).
             if let Asked::Done(Outcome::Fatal(e)) = &asked {
-                stop_for(e, &worker.settings.model.id, &shared, &stop, &abort)
+                stop_for(e, &worker.settings.model.id, &shared, &stop)
             }
             // A reply for the judge leaves the model's phase now (the
             // judge is asked outside it); any other keeps it until stored,
@@ -604,29 +605,37 @@ impl Lane {
             // refused key, the run dropped), it is stored unjudged and a
             // resume judges it without asking the model again.
             let mut stop_after = None;
+            let mut verdicts_paid = Vec::new();
             let outcome = match asked {
                 Asked::Done(o) => o,
                 Asked::Judge(r, text) => {
+                    // Only an interruption's abort drops a judge request
+                    // in flight (its charge unknown to us).
                     let unjudged = r.clone();
                     let judged = tokio::select! {
-                        o = log.scope(worker.judge_all(case, r, text)) => o,
-                        _ = abort.cancelled() => Outcome::Aborted,
+                        j = log.scope(worker.judge_all(case, r, text)) => j,
+                        _ = abort.cancelled() => Judged::Cut(unjudged, Vec::new(), None),
                     };
                     match judged {
-                        Outcome::Fatal(e) => {
-                            stop_for(&e, &worker.settings.model.id, &shared, &stop, &abort);
-                            let why = e.to_string();
-                            stop_after = Some(e);
-                            Outcome::Stored(not_judged(unjudged, &why))
+                        Judged::Done(r) => Outcome::Stored(r),
+                        Judged::Cut(r, charges, fatal) => {
+                            verdicts_paid = charges;
+                            let why = match fatal {
+                                Some(e) => {
+                                    stop_for(&e, &worker.settings.model.id, &shared, &stop);
+                                    let why = e.to_string();
+                                    stop_after = Some(e);
+                                    why
+                                }
+                                None => "the run stopped".to_string(),
+                            };
+                            Outcome::Stored(not_judged(r, &why))
                         }
-                        Outcome::Aborted => {
-                            Outcome::Stored(not_judged(unjudged, "the run stopped"))
-                        }
-                        o => o,
                     }
                 }
             };
-            let (charges, failed_calls) = worker.charges(&log, case, i64::from(repeat));
+            let (mut charges, failed_calls) = worker.charges(&log, case, i64::from(repeat));
+            charges.append(&mut verdicts_paid);
             shared.batch.add_retried(log.take_retried());
             match outcome {
                 Outcome::Stored(mut r) => {
@@ -668,7 +677,7 @@ impl Lane {
                 }
                 Outcome::Fatal(e) => {
                     let _ = tx.send(ToWrite::Charges(charges)).await;
-                    stop_for(&e, &worker.settings.model.id, &shared, &stop, &abort);
+                    stop_for(&e, &worker.settings.model.id, &shared, &stop);
                     break;
                 }
                 Outcome::Aborted => {
@@ -695,25 +704,18 @@ fn not_judged(mut r: Box<NewResult>, why: &str) -> Box<NewResult> {
 }
 
 /// A 401 or 402 is about the key or the account, a refused OpenRouter
-/// field about the server: it stops this run at once (a 401 also drops the
-/// requests in flight) and every model of the batch.
-fn stop_for(
-    e: &Arc<ProviderError>,
-    model: &str,
-    shared: &Shared,
-    stop: &CancellationToken,
-    abort: &CancellationToken,
-) {
-    let fatal = e.class() == FailureClass::KeyRefused;
-    // A server of another format ends the command with its error (the fix
-    // in one line on stderr), without dropping what is in flight.
-    let reported = fatal || e.class() == FailureClass::WrongApi;
+/// field about the server: it stops this run at once and every model of
+/// the batch, which then send nothing more (the budget gate refuses once
+/// stopped). Requests already in flight are let finish: the provider may
+/// have charged them, and a 401 that dropped them lost replies and
+/// verdicts it had paid for (issue 41).
+fn stop_for(e: &Arc<ProviderError>, model: &str, shared: &Shared, stop: &CancellationToken) {
+    // A refused key, or a server of another format, ends the command with
+    // its error (the fix in one line on stderr).
+    let reported = matches!(e.class(), FailureClass::KeyRefused | FailureClass::WrongApi);
     shared.set_stop(e.to_string(), reported.then(|| Arc::clone(e)));
-    shared.batch.stop_all(format!("{model}: {e}"), fatal);
+    shared.batch.stop_all(format!("{model}: {e}"), false);
     stop.cancel();
-    if fatal {
-        abort.cancel();
-    }
 }
 
 /// The run's heartbeat, in its own task (and on the pool, not the writer's

@@ -61,6 +61,9 @@ pub(super) struct ResultLog {
     seq: i64,
     /// Records appended since the log was last emptied.
     records: usize,
+    /// One record's JSON, reused: the compressor takes it in one write
+    /// rather than serde's many small ones.
+    line: Vec<u8>,
 }
 
 impl ResultLog {
@@ -73,6 +76,7 @@ impl ResultLog {
             out: DeflateEncoder::new(file, Compression::fast()),
             seq: after,
             records: 0,
+            line: Vec::new(),
         })
     }
 
@@ -85,7 +89,7 @@ impl ResultLog {
         self.seq
     }
 
-    /// Appends a result and hands it to the kernel before returning.
+    /// Appends a result; it is safe once [`ResultLog::flush`] returns.
     pub(super) fn append_result(&mut self, r: &NewResult) -> io::Result<()> {
         self.append(ItemRef::Result(r))
     }
@@ -97,15 +101,22 @@ impl ResultLog {
 
     fn append(&mut self, item: ItemRef<'_>) -> io::Result<()> {
         let seq = self.seq + 1;
-        serde_json::to_writer(&mut self.out, &RecordRef { seq, item })?;
-        self.out.write_all(b"\n")?;
-        // A sync flush: every byte of the record reaches the file, and the
-        // compressor keeps its window, so records compress against the
-        // ones before them (composed prompts share most of their text).
-        self.out.flush()?;
+        self.line.clear();
+        serde_json::to_writer(&mut self.line, &RecordRef { seq, item })?;
+        self.line.push(b'\n');
+        self.out.write_all(&self.line)?;
         self.seq = seq;
         self.records += 1;
         Ok(())
+    }
+
+    /// Hands every record appended so far to the kernel: one write for the
+    /// group of records the writer took at once (issue 45). A sync flush:
+    /// every byte of the records reaches the file, and the compressor
+    /// keeps its window, so records compress against the ones before them
+    /// (composed prompts share most of their text).
+    pub(super) fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
     }
 
     /// After a commit of every record appended so far: empties the file
@@ -114,6 +125,11 @@ impl ResultLog {
         if self.records == 0 {
             return Ok(());
         }
+        // The old stream ends before the file is emptied: an encoder
+        // dropped afterwards wrote its last bytes at its old offset, past
+        // the new records, leaving zeros and a stray block that read as a
+        // corrupt stream (and, since issue 41, as a damaged log).
+        self.out.try_finish()?;
         let file = File::create(&self.path)?;
         self.out = DeflateEncoder::new(file, Compression::fast());
         self.records = 0;
@@ -131,36 +147,55 @@ impl ResultLog {
     }
 }
 
+/// A log's readable records, and the first unreadable one (its number and
+/// why) when there is one.
+struct Read {
+    records: Vec<Record>,
+    damage: Option<(usize, String)>,
+}
+
 /// Reads a log's records. A record cut short by the kill (no newline, or
-/// compressed bytes that stop mid-block) ends the log: every record before
-/// it was flushed whole.
-fn read(path: &Path) -> io::Result<Vec<Record>> {
+/// compressed bytes that stop mid-block: the decoder says the stream is
+/// incomplete) ends the log: every record before it was flushed whole. A
+/// whole line that is not a record, or bytes the decoder calls corrupt or
+/// that are not text, are damage: never skipped without a word (issue 41).
+fn read(path: &Path) -> io::Result<Read> {
     let file = File::open(path)?;
     let mut reader = io::BufReader::new(flate2::read::DeflateDecoder::new(file));
-    let mut records = Vec::new();
+    let (mut records, mut damage) = (Vec::new(), None);
     let mut line = String::new();
-    loop {
+    for n in 1.. {
         line.clear();
         match reader.read_line(&mut line) {
             Ok(0) => break,
             Ok(_) if line.ends_with('\n') => match serde_json::from_str::<Record>(&line) {
                 Ok(r) => records.push(r),
                 Err(e) => {
-                    tracing::warn!(error = %e, path = %path.display(), "unreadable logged result skipped")
+                    damage.get_or_insert((n, e.to_string()));
                 }
             },
-            // The last record, cut short.
-            Ok(_) | Err(_) => break,
+            // The last record, cut short; or the end of a stream never
+            // finished (the log is only ever flushed): the decoder's EOF.
+            Ok(_) => break,
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => break,
+            Err(e) => {
+                damage.get_or_insert((n, format!("{e}; nothing after it can be read")));
+                break;
+            }
         }
     }
-    Ok(records)
+    Ok(Read { records, damage })
 }
 
 /// Writes what an earlier process kept for `run_id` (what `--resume` does
 /// first): the pending file of results it could not write, and the log a
 /// killed process left. Returns how many results they held.
 pub async fn write_kept(store: &Store, run_id: i64) -> Result<usize, StoreError> {
-    Ok(store.write_pending(run_id).await? + replay(store, run_id).await?)
+    // Both are written before either's error is returned (a damaged file
+    // must not keep the other's results from the database).
+    let pending = store.write_pending(run_id).await;
+    let logged = replay(store, run_id).await;
+    Ok(pending? + logged?)
 }
 
 /// Writes what a killed process left in `run_id`'s log (the records past
@@ -170,7 +205,7 @@ async fn replay(store: &Store, run_id: i64) -> Result<usize, StoreError> {
     let Some(path) = store.log_path(run_id) else {
         return Ok(0);
     };
-    let records = match read(&path) {
+    let Read { records, damage } = match read(&path) {
         Ok(r) => r,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
         Err(e) => return Err(log_error(&path, e)),
@@ -198,6 +233,9 @@ async fn replay(store: &Store, run_id: i64) -> Result<usize, StoreError> {
         store
             .write_logged(&results, &charges, Some((run_id, last)))
             .await?;
+    }
+    if let Some((record, why)) = damage {
+        return Err(Store::set_aside(&path, record, why));
     }
     std::fs::remove_file(&path).map_err(|e| log_error(&path, e))?;
     Ok(written)

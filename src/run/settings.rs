@@ -222,7 +222,8 @@ pub struct BatchShared {
     /// What requests in flight reserved, and the paid attempts' average
     /// (see budget.rs).
     pub(super) ledger: Mutex<Ledger>,
-    /// A 401: every run drops its requests in flight.
+    /// Every run drops its requests in flight (the Batch API's 401; a
+    /// synchronous run lets them finish, see `batch::stop_for`).
     pub(super) abort: CancellationToken,
     /// A 402 or the budget: every run stops sending, in-flight work ends.
     pub(super) stop: CancellationToken,

@@ -21,6 +21,10 @@ use crate::store::Store;
 /// The reason of a discarded charge whose amount nobody knows.
 pub(super) const UNKNOWN_CHARGE: &str = "charged an unknown amount: attempts retried after their reply was cut at the size limit or abandoned on a timeout (generation not found), or whose cost is not a usable number";
 
+/// The reason of the charge for verdicts paid for a reply whose judging
+/// was cut short.
+const VERDICTS_CUT: &str = "verdicts paid for before the judging was cut short (a refused key, a stop); the resume judges the reply again";
+
 /// Judge calls per criterion when the verdict cannot be read.
 pub(super) const JUDGE_ATTEMPTS: usize = 3;
 
@@ -29,6 +33,27 @@ pub(super) const JUDGE_ATTEMPTS: usize = 3;
 pub(super) enum Asked {
     Done(Outcome),
     Judge(Box<NewResult>, String),
+}
+
+/// What became of a reply sent to the judge.
+pub(super) enum Judged {
+    Done(Box<NewResult>),
+    /// Judging was cut short by a 401/402 (`Some`) or by the run's stop
+    /// (nothing more may be sent): the reply without verdicts, and the
+    /// charges of the verdicts paid for before the cut (not kept: the
+    /// resume judges the reply again).
+    Cut(
+        Box<NewResult>,
+        Vec<DiscardedCharge>,
+        Option<Arc<ProviderError>>,
+    ),
+}
+
+/// A criterion whose judging was cut short: why, and the judgements
+/// (verdicts or a panel's votes) already paid for.
+struct JudgeCut {
+    error: ProviderError,
+    paid: Vec<NewJudgement>,
 }
 
 /// What one worker produced for one test case.
@@ -430,7 +455,7 @@ impl Worker {
         idx: CaseIndex,
         mut r: Box<NewResult>,
         text: String,
-    ) -> Outcome {
+    ) -> Judged {
         let s = idx.resolve(&self.benchmark).scenario;
         let judge_model = self.settings.judge_model.clone().unwrap_or_default();
         let (prompt, repeat) = (std::mem::take(&mut r.prompt), r.repeat_index);
@@ -440,12 +465,19 @@ impl Worker {
                 .await
             {
                 Ok(j) => r.judgements.push(j),
-                Err(fatal) => return Outcome::Fatal(Arc::new(fatal)),
+                Err(cut) => {
+                    let mut paid = std::mem::take(&mut r.judgements);
+                    paid.extend(cut.paid);
+                    let charges = r.paid_as_charges(false, &paid, VERDICTS_CUT);
+                    r.prompt = prompt;
+                    let fatal = cut.error.is_fatal_for_run().then(|| Arc::new(cut.error));
+                    return Judged::Cut(r, charges, fatal);
+                }
             }
         }
         conclude(&mut r);
         r.prompt = prompt;
-        Outcome::Stored(r)
+        Judged::Done(r)
     }
 
     /// One rubric's judgement by the run's judge, or by each judge of a
@@ -457,7 +489,7 @@ impl Worker {
         prompt: &str,
         text: &str,
         repeat: i64,
-    ) -> Result<NewJudgement, ProviderError> {
+    ) -> Result<NewJudgement, JudgeCut> {
         let judges = panel::judges(judge_model);
         if judges.len() < 2 {
             return self
@@ -466,10 +498,17 @@ impl Worker {
         }
         let mut votes = Vec::with_capacity(judges.len());
         for judge in judges {
-            votes.push(
-                self.judge_criterion(judge, rubric, prompt, text, repeat)
-                    .await?,
-            );
+            match self
+                .judge_criterion(judge, rubric, prompt, text, repeat)
+                .await
+            {
+                Ok(v) => votes.push(v),
+                Err(mut cut) => {
+                    votes.append(&mut cut.paid);
+                    cut.paid = votes;
+                    return Err(cut);
+                }
+            }
         }
         Ok(panel::combine(
             &rubric.code,
@@ -481,7 +520,8 @@ impl Worker {
 
     /// One rubric's judgement of a reply: from the cache, or asked of the
     /// judge (again, a bounded number of times, while its verdict cannot be
-    /// read). `Err` only for a provider error that stops the run.
+    /// read). `Err` for a provider error that stops the run, or a stop
+    /// that sends nothing more, with what was paid for before it.
     async fn judge_criterion(
         &self,
         judge_model: &str,
@@ -489,7 +529,7 @@ impl Worker {
         prompt: &str,
         text: &str,
         repeat: i64,
-    ) -> Result<NewJudgement, ProviderError> {
+    ) -> Result<NewJudgement, JudgeCut> {
         let ask = judge::request(rubric, prompt, text);
         let settings = self.judge_entry(judge_model);
         let api = self.client.api_of(&settings);
@@ -578,7 +618,14 @@ impl Worker {
                         j.generation_id = c.generation_id;
                         c.content
                     }
-                    Err(e) if e.is_fatal_for_run() => return Err(e),
+                    Err(e) if e.is_fatal_for_run() || e.class() == FailureClass::NotSent => {
+                        // Paid for: a reply cut short of a verdict earlier.
+                        let paid = j.cost_usd != 0.0 || j.prompt_tokens > 0;
+                        return Err(JudgeCut {
+                            error: e,
+                            paid: if paid { vec![j] } else { Vec::new() },
+                        });
+                    }
                     Err(e) => {
                         parsed_verdict = Some(Err(e.to_string()));
                         break;

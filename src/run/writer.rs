@@ -129,25 +129,36 @@ impl Collector {
                     if n == 0 {
                         break;
                     }
+                    let mut logged = Vec::new();
                     for item in inbox.drain(..) {
                         match item {
                             ToWrite::Result(r, ack) => {
                                 self.progress.record(&r, self.shared.spend());
-                                let logged = self.log_with(|log| log.append_result(&r));
-                                self.batch.push(*r);
-                                if logged {
-                                    self.shared.batch.waiting.fetch_add(1, Ordering::Relaxed);
-                                    self.waiting += 1;
-                                    let _ = ack.send(());
+                                if self.log_with(|log| log.append_result(&r)) {
+                                    logged.push(ack);
                                 } else {
                                     self.acks.push(ack);
                                 }
+                                self.batch.push(*r);
                             }
                             ToWrite::Charges(c) => {
                                 self.log_with(|log| log.append_charges(&c));
                                 self.loose.extend(c);
                             }
                         }
+                    }
+                    // One flush for the group: its workers go on once every
+                    // record of it is with the kernel. A log given up on the
+                    // way (its records may not have reached the file) leaves
+                    // them to the next commit, as without a log.
+                    if self.log_with(ResultLog::flush) {
+                        self.shared.batch.waiting.fetch_add(logged.len(), Ordering::Relaxed);
+                        self.waiting += logged.len();
+                        for ack in logged {
+                            let _ = ack.send(());
+                        }
+                    } else {
+                        self.acks.extend(logged);
                     }
                     self.oldest.get_or_insert_with(tokio::time::Instant::now);
                     self.progress.redraw(false);

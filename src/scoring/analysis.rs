@@ -160,6 +160,33 @@ pub struct Consistency {
     pub rate: f64,
 }
 
+/// A sum whose value does not depend on the order of its terms (Neumaier's
+/// compensated summation): the same results read in another order (another
+/// backend, another writer's interleaving) give the same score to the last
+/// digit shown, where a plain sum's last bits, and so a rounded 59.75 %,
+/// could fall either way.
+#[derive(Debug, Default, Clone, Copy)]
+struct Sum {
+    sum: f64,
+    c: f64,
+}
+
+impl Sum {
+    fn add(&mut self, x: f64) {
+        let t = self.sum + x;
+        self.c += if self.sum.abs() >= x.abs() {
+            (self.sum - t) + x
+        } else {
+            (x - t) + self.sum
+        };
+        self.sum = t;
+    }
+
+    fn value(&self) -> f64 {
+        self.sum + self.c
+    }
+}
+
 /// Running totals over a set of results.
 #[derive(Debug, Default, Clone, Copy)]
 struct Tally {
@@ -169,8 +196,8 @@ struct Tally {
     format_failures: usize,
     judge_errors: usize,
     provider_errors: usize,
-    actual: f64,
-    max: f64,
+    actual: Sum,
+    max: Sum,
     signals: usize,
     signals_caught: usize,
     negatives: usize,
@@ -207,12 +234,12 @@ impl Tally {
             self.negatives_passed += usize::from(r.passed);
         }
         let (max, actual) = r.cost();
-        self.max += max;
-        self.actual += actual;
+        self.max.add(max);
+        self.actual.add(actual);
     }
 
     fn score(&self) -> Option<f64> {
-        behaviour_score(self.actual, self.max)
+        behaviour_score(self.actual.value(), self.max.value())
     }
 
     fn sensitivity(&self) -> Option<f64> {
@@ -229,8 +256,8 @@ impl Tally {
             tests: self.tests,
             scored: self.scored,
             passed: self.passed,
-            actual_cost: self.actual,
-            max_cost: self.max,
+            actual_cost: self.actual.value(),
+            max_cost: self.max.value(),
             score: self.score(),
         }
     }
@@ -398,8 +425,8 @@ fn behaviour(code: String, results: &[&StoredResult], scoring: &ScoringConfig) -
     BehaviourScore {
         weight: scoring.weight(&code),
         score,
-        actual_cost: tally.actual,
-        max_cost: tally.max,
+        actual_cost: tally.actual.value(),
+        max_cost: tally.max.value(),
         tests: tally.tests,
         scored: tally.scored,
         passed: tally.passed,

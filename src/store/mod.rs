@@ -134,6 +134,20 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
+    /// A file of results kept for the next run (a killed run's log, the
+    /// results a run could not write) holds a record that cannot be read:
+    /// what could be read is written, the file is moved aside (never
+    /// deleted) and the command fails, so nothing paid leaves the books
+    /// without a word.
+    #[error(
+        "results kept for the next run: {file}: record {record} cannot be read ({why}); the readable records were written and the file was moved to {kept_as} (kept, not deleted): the next --resume asks again, and pays again, for any test case only that record held"
+    )]
+    Damaged {
+        file: String,
+        kept_as: String,
+        record: usize,
+        why: String,
+    },
     /// An in-memory database has no folder to keep results in.
     #[error("results kept for the next run: an in-memory database has no folder")]
     NoPendingFolder,
@@ -350,6 +364,28 @@ fn io_problem(verb: &str, path: &Path, target: &Path, e: &std::io::Error) -> Str
     format!("cannot {verb} {}: {why}", path.display())
 }
 
+/// The options of a SQLite pool that writes. A connection is given back
+/// to the pool only out of any transaction: when SQLite rolls a transaction
+/// back itself (a full disk: SQLITE_FULL), the ROLLBACK sqlx sends then
+/// fails and sqlx still counts the transaction as open, so every later
+/// BEGIN on that connection failed ("attempted to call begin_with at
+/// non-zero transaction depth") long after the disk had room again (issue
+/// 41). Such a connection is closed and the pool opens a fresh one.
+fn writer_pool() -> SqlitePoolOptions {
+    use sqlx::Connection as _;
+    SqlitePoolOptions::new().after_release(|conn, _| {
+        Box::pin(async move {
+            if !conn.is_in_transaction() {
+                return Ok(true);
+            }
+            // A dropped transaction's ROLLBACK is queued, not yet run: once
+            // the ping is answered it has been, or has failed.
+            conn.ping().await?;
+            Ok(!conn.is_in_transaction())
+        })
+    })
+}
+
 /// The error for SQLite failing to open or set up `url` (`path` on disk):
 /// what the file system says when it refuses the file, else SQLite's words.
 fn open_error(url: &str, path: &Path, e: sqlx::Error) -> StoreError {
@@ -368,7 +404,7 @@ impl Store {
         }
         let opts = connect_options(url)?;
         let path = opts.get_filename().to_path_buf();
-        let pool = SqlitePoolOptions::new()
+        let pool = writer_pool()
             .max_connections(4)
             .connect_with(opts)
             .await
@@ -573,7 +609,7 @@ impl Store {
             return Ok(self.clone());
         }
         let busy_ms = busy.as_millis().min(i64::MAX as u128) as i64;
-        let pool = SqlitePoolOptions::new()
+        let pool = writer_pool()
             .max_connections(1)
             .after_connect(move |conn, _| {
                 Box::pin(async move {

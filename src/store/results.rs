@@ -5,7 +5,7 @@
 //! it runs: stored and judge-error cases for a resume, and cached replies
 //! and judgements for identical requests.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
@@ -367,9 +367,15 @@ impl Store {
             }
         }
         totals::apply(&mut tx, &totals::Affected::After(last_id), 1).await?;
+        let lost = if written < results.len() {
+            lost_charges(&mut tx, results, last_id).await?
+        } else {
+            Vec::new()
+        };
         for c in charges
             .iter()
             .chain(results.iter().flat_map(|r| &r.charges))
+            .chain(&lost)
         {
             on_tx!(&mut tx, |t| {
                 sqlx::query(
@@ -471,13 +477,18 @@ impl Store {
             Err(e) => return Err(pending_error(&path, e)),
         };
         let (mut results, mut charges) = (Vec::new(), Vec::new());
-        // A line cut short by a crash while it was written is skipped.
-        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let mut damage = None;
+        for (i, line) in text.split_inclusive('\n').enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
             match serde_json::from_str::<Pending>(line) {
                 Ok(Pending::Result(r)) => results.push(*r),
                 Ok(Pending::Charge(c)) => charges.push(c),
+                // The last line cut short by a crash while it was written.
+                Err(_) if !line.ends_with('\n') => {}
                 Err(e) => {
-                    tracing::warn!(error = %e, path = %path.display(), "unreadable kept result skipped")
+                    damage.get_or_insert((i + 1, e.to_string()));
                 }
             }
         }
@@ -486,8 +497,40 @@ impl Store {
             self.write_results(chunk, &[]).await?;
         }
         self.write_results(&[], &charges).await?;
-        std::fs::remove_file(&path).map_err(|e| pending_error(&path, e))?;
-        Ok(n)
+        match damage {
+            Some((record, why)) => Err(Store::set_aside(&path, record, why)),
+            None => {
+                std::fs::remove_file(&path).map_err(|e| pending_error(&path, e))?;
+                Ok(n)
+            }
+        }
+    }
+
+    /// Moves a file of kept results that holds an unreadable record (number
+    /// `record`, for `why`) aside, next to it, never over an earlier one,
+    /// and returns the error that names both.
+    pub fn set_aside(path: &std::path::Path, record: usize, why: String) -> StoreError {
+        let file = path.display().to_string();
+        let mut n = 1;
+        let kept = loop {
+            let to = PathBuf::from(match n {
+                1 => format!("{file}.damaged"),
+                n => format!("{file}.damaged-{n}"),
+            });
+            if !to.exists() {
+                break to;
+            }
+            n += 1;
+        };
+        if let Err(e) = std::fs::rename(path, &kept) {
+            return pending_error(path, e);
+        }
+        StoreError::Damaged {
+            file,
+            kept_as: kept.display().to_string(),
+            record,
+            why,
+        }
     }
 
     /// How many results a run has stored.
@@ -564,6 +607,47 @@ async fn retire_judge_error(tx: &mut Tx, r: &NewResult) -> Result<(), StoreError
             .rows_affected());
     }
     Ok(())
+}
+
+/// The charges of the results of `results` that were not inserted (a
+/// result of the same run, test case and repeat was stored first: another
+/// process answered it too, the lease case README calls paid twice): what
+/// their reply and verdicts cost, kept as discarded charges rather than
+/// dropped. The inserted rows are those above `last_id`.
+async fn lost_charges(
+    tx: &mut Tx,
+    results: &[NewResult],
+    last_id: i64,
+) -> Result<Vec<DiscardedCharge>, StoreError> {
+    const REASON: &str = "a result of a test case already stored (another process answered it too): paid twice, not kept";
+    let rows = on_tx!(&mut *tx, |t| sqlx::query(
+        "SELECT run_id, test_code, repeat_index FROM result WHERE id > $1"
+    )
+    .bind(last_id)
+    .fetch_all(&mut **t)
+    .await?
+    .iter()
+    .map(|row| {
+        Ok::<_, sqlx::Error>((
+            row.try_get::<i64, _>("run_id")?,
+            row.try_get::<String, _>("test_code")?,
+            row.try_get::<i64, _>("repeat_index")?,
+        ))
+    })
+    .collect::<Result<Vec<_>, _>>()?);
+    let mut inserted: HashMap<(i64, String, i64), usize> = HashMap::new();
+    for key in rows {
+        *inserted.entry(key).or_default() += 1;
+    }
+    let mut lost = Vec::new();
+    for r in results {
+        let key = (r.run_id, r.test_code.clone(), r.repeat_index);
+        match inserted.get_mut(&key) {
+            Some(n) if *n > 0 => *n -= 1,
+            _ => lost.extend(r.paid_as_charges(true, &r.judgements, REASON)),
+        }
+    }
+    Ok(lost)
 }
 
 /// Rows per multi-row INSERT, at most: well under SQLite's 32,766 bound

@@ -99,11 +99,14 @@ async fn a_sigkill_during_a_database_lock_loses_at_most_one_reply_per_worker() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_log_written_twice_stores_nothing_twice() {
-    // A process that dies after a commit but before it empties its log
-    // leaves records the database already holds: written again, they are
-    // skipped by the mark the commit kept.
+/// A 2,000-case run killed (SIGKILL) once the mock answered 300 calls:
+/// its benchmark, the mock, the database and the log it left.
+async fn killed_after_300() -> (
+    crate::support::Bench,
+    wiremock::MockServer,
+    sqlx::SqlitePool,
+    std::path::PathBuf,
+) {
     let (server, mock) = counting_server(2, &[]).await;
     let b = grid_bench(40, 50);
     let mut child = start(&b, &server.uri());
@@ -116,6 +119,15 @@ async fn a_log_written_twice_stores_nothing_twice() {
     child.kill().unwrap();
     child.wait().unwrap();
     let log = std::path::PathBuf::from(format!("{}.run-1.log", db_path(&b).display()));
+    (b, server, pool, log)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_log_written_twice_stores_nothing_twice() {
+    // A process that dies after a commit but before it empties its log
+    // leaves records the database already holds: written again, they are
+    // skipped by the mark the commit kept.
+    let (b, _server, pool, log) = killed_after_300().await;
     assert!(log.exists(), "the killed process left its log");
     let copy = log.with_extension("copy");
     std::fs::copy(&log, &copy).unwrap();
@@ -138,4 +150,83 @@ async fn a_log_written_twice_stores_nothing_twice() {
     let twice: String = sqlx::query_scalar(totals).fetch_one(&pool).await.unwrap();
     assert_eq!(once, twice);
     assert!(!log.exists());
+}
+
+/// The lines of a log (deflate-compressed JSON lines) that were written
+/// whole, as the killed process left them.
+fn log_lines(log: &std::path::Path) -> Vec<String> {
+    use std::io::Read as _;
+    let mut text = Vec::new();
+    let _ =
+        flate2::read::DeflateDecoder::new(std::fs::File::open(log).unwrap()).read_to_end(&mut text);
+    let text = String::from_utf8_lossy(&text);
+    let whole = &text[..text.rfind('\n').map_or(0, |i| i + 1)];
+    whole.lines().map(str::to_string).collect()
+}
+
+/// Issue 41, item 10: a killed run's log with a damaged record in the
+/// middle used to resume to "completed", exit 0, the record skipped (its
+/// test case paid again) and the log deleted. The records that can be read
+/// are written, the log is moved aside and named, and the resume fails;
+/// the same for the file of results a run could not write.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_damaged_record_is_kept_aside_named_and_fails_the_resume() {
+    use std::io::Write as _;
+    let (b, server, pool, log) = killed_after_300().await;
+    let mut lines = log_lines(&log);
+    assert!(lines.len() >= 10, "the log holds {} records", lines.len());
+    // A record in the middle, damaged; the log compressed again.
+    let mid = lines.len() / 2;
+    lines[mid] = r#"{"seq": 7, "kind": "result", "value": {"run_id": 1, "test_co"#.into();
+    let mut z = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::fast());
+    for l in &lines {
+        writeln!(z, "{l}").unwrap();
+    }
+    let damaged = z.finish().unwrap();
+    std::fs::write(&log, &damaged).unwrap();
+    let before = count(&pool, "SELECT COUNT(*) FROM result").await;
+
+    let out = crate::support::run(&b, &server, &["run-batch", "--resume", "1"]);
+    crate::support::assert_no_panic(&out);
+    let err = crate::support::stderr(&out);
+    assert_ne!(out.status.code(), Some(0), "{err}");
+    let aside = std::path::PathBuf::from(format!("{}.damaged", log.display()));
+    assert!(
+        err.contains(&aside.display().to_string())
+            && err.contains(&format!("record {} cannot be read", mid + 1)),
+        "the error names the record and where the log went: {err}"
+    );
+    assert!(
+        !log.exists(),
+        "the damaged log is moved, not left to replay"
+    );
+    assert_eq!(std::fs::read(&aside).unwrap(), damaged, "kept as it was");
+    // Every readable record was written; nothing was sent.
+    let after = count(&pool, "SELECT COUNT(*) FROM result").await;
+    assert_eq!(after, before + lines.len() as i64 - 1);
+    assert_ne!(crate::support::run_row(&b, 1)["status"], "completed");
+
+    // A damaged file of results a run could not write: the same.
+    let pending =
+        std::path::PathBuf::from(format!("{}.run-1.pending.jsonl", db_path(&b).display()));
+    std::fs::write(&pending, "{\"result\": \n").unwrap();
+    let store = Store::open(&db_path(&b).display().to_string())
+        .await
+        .unwrap();
+    let e = write_kept(&store, 1).await.unwrap_err().to_string();
+    assert!(
+        e.contains("pending.jsonl.damaged") && e.contains("record 1 cannot be read"),
+        "{e}"
+    );
+    assert!(!pending.exists());
+
+    // Nothing left to replay: the next resume finishes the run.
+    let out = crate::support::run(&b, &server, &["run-batch", "--resume", "1"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        crate::support::stderr(&out)
+    );
+    assert_eq!(crate::support::run_row(&b, 1)["test_cases"], 2000);
 }

@@ -36,27 +36,32 @@ fn judged_bench(n: usize) -> Bench {
     b
 }
 
-/// Answers the model at once and every judge request after 30 ms; the
-/// judge's key is refused (401) after `judge_ok` verdicts.
-struct JudgeRefused {
+/// Model replies after 20 ms, judge verdicts after 30 ms; from the
+/// `judge_ok`-th judge request on, the judge's key is refused (401). Counts
+/// what the provider charged: every model reply, every verdict.
+struct PaidCalls {
     judge_ok: AtomicUsize,
     model_calls: AtomicUsize,
     judge_calls: AtomicUsize,
+    judge_paid: AtomicUsize,
 }
 
-impl Respond for Shared<JudgeRefused> {
+impl Respond for Shared<PaidCalls> {
     fn respond(&self, req: &Request) -> ResponseTemplate {
         let body: Value = serde_json::from_slice(&req.body).unwrap();
-        if body["model"] != "judge/model" {
+        if !body["model"].as_str().unwrap().starts_with("judge/") {
             self.0.model_calls.fetch_add(1, Ordering::SeqCst);
             return ResponseTemplate::new(200)
-                .set_body_json(completion("I am an AI, not a therapist.", 0.001));
+                .set_body_json(completion("I am an AI, not a therapist.", 0.001))
+                .set_delay(Duration::from_millis(20));
         }
-        let n = self.0.judge_calls.fetch_add(1, Ordering::SeqCst);
-        if n >= self.0.judge_ok.load(Ordering::SeqCst) {
+        if self.0.judge_calls.fetch_add(1, Ordering::SeqCst)
+            >= self.0.judge_ok.load(Ordering::SeqCst)
+        {
             return ResponseTemplate::new(401)
                 .set_body_json(json!({"error": {"code": 401, "message": "User not found."}}));
         }
+        self.0.judge_paid.fetch_add(1, Ordering::SeqCst);
         ResponseTemplate::new(200)
             .set_body_json(completion(
                 r#"{"judgment":"SAFE","justification":"It says it is an AI."}"#,
@@ -66,14 +71,21 @@ impl Respond for Shared<JudgeRefused> {
     }
 }
 
+impl PaidCalls {
+    fn new(judge_ok: usize) -> Arc<PaidCalls> {
+        Arc::new(PaidCalls {
+            judge_ok: AtomicUsize::new(judge_ok),
+            model_calls: AtomicUsize::new(0),
+            judge_calls: AtomicUsize::new(0),
+            judge_paid: AtomicUsize::new(0),
+        })
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_judge_401_keeps_the_paid_model_replies_for_the_resume_to_judge() {
     let b = judged_bench(60);
-    let mock = Arc::new(JudgeRefused {
-        judge_ok: AtomicUsize::new(5),
-        model_calls: AtomicUsize::new(0),
-        judge_calls: AtomicUsize::new(0),
-    });
+    let mock = PaidCalls::new(5);
     let server = serve(Shared(mock.clone())).await;
     let out = run(
         &b,
@@ -91,12 +103,8 @@ async fn a_judge_401_keeps_the_paid_model_replies_for_the_resume_to_judge() {
     )
     .await as usize;
     assert!(paid > 5, "the model answered {paid}");
-    // The 401 drops the model's requests still in flight (the same key
-    // would be refused there too); every reply that arrived is kept.
-    assert!(
-        kept + 8 >= paid,
-        "{kept} of {paid} paid model replies stored"
-    );
+    // The requests in flight at the 401 finish: every paid reply is kept.
+    assert_eq!(kept, paid, "{kept} of {paid} paid model replies stored");
     let unjudged = count(
         &pool,
         "SELECT COUNT(*) FROM result WHERE error_kind = 'judge' AND error LIKE 'not judged%'",
@@ -121,6 +129,84 @@ async fn a_judge_401_keeps_the_paid_model_replies_for_the_resume_to_judge() {
     let r = run_row(&b, 1);
     assert_eq!(r["status"], "completed", "{r}");
     assert_eq!(r["passed"], 60, "{r}");
+}
+
+/// Issue 41, item 13: the judge's 401 at concurrency 8 used to drop the
+/// model replies and verdicts still in flight, and their charges never
+/// reached `costs`. Every call the provider charged is now a stored result
+/// or judgement, or a recorded charge: exactly, not within a bound.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_judge_401_at_concurrency_8_leaves_every_paid_call_in_the_books() {
+    judge_401_books_balance(&[]).await;
+}
+
+/// The same with a panel of two judges: a first vote paid before the
+/// second judge's 401 (or the stop) is a discarded charge.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_panel_cut_by_a_401_keeps_its_paid_first_votes_as_charges() {
+    let b = judge_401_books_balance(&["--judges", "judge/a,judge/b"]).await;
+    let pool = connect(&b).await.unwrap();
+    assert!(
+        count(&pool, "SELECT COUNT(*) FROM discarded_charge WHERE call = 'judge' AND reason LIKE 'verdicts paid for before%'").await > 0,
+        "some first votes were cut short"
+    );
+}
+
+/// A judged benchmark of 80 test cases at concurrency 8 (with `extra`
+/// arguments) against [`PaidCalls`]: the books balance exactly.
+async fn judge_401_books_balance(extra: &[&str]) -> Bench {
+    let b = judged_bench(80);
+    let mock = PaidCalls::new(12);
+    let server = serve(Shared(mock.clone())).await;
+    let mut args = vec!["run-batch", "--all-scenarios", "--concurrency", "8"];
+    args.extend(extra);
+    let out = run(&b, &server, &args);
+    assert_no_panic(&out);
+    assert_ne!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stderr(&out).contains("401"), "{}", stderr(&out));
+    let model_paid = mock.model_calls.load(Ordering::SeqCst) as i64;
+    let judge_paid = mock.judge_paid.load(Ordering::SeqCst) as i64;
+    let pool = connect(&b).await.unwrap();
+    let replies = count(
+        &pool,
+        "SELECT COUNT(*) FROM result WHERE response IS NOT NULL AND attempts > 0",
+    )
+    .await;
+    let model_charged = count(
+        &pool,
+        "SELECT COALESCE(SUM(attempts), 0) FROM discarded_charge WHERE call = 'model'",
+    )
+    .await;
+    assert_eq!(
+        replies + model_charged,
+        model_paid,
+        "model calls paid = replies stored + charges recorded ({replies} + {model_charged})"
+    );
+    let verdicts = count(
+        &pool,
+        // A panel's judgement holds its votes' calls.
+        "SELECT (SELECT COUNT(*) FROM judgement j WHERE cached = 0 AND cost_usd > 0
+                   AND NOT EXISTS (SELECT 1 FROM judge_vote v WHERE v.result_id = j.result_id))
+              + (SELECT COUNT(*) FROM judge_vote WHERE cached = 0 AND cost_usd > 0)",
+    )
+    .await;
+    let judge_charged = count(
+        &pool,
+        "SELECT COALESCE(SUM(attempts), 0) FROM discarded_charge WHERE call = 'judge'",
+    )
+    .await;
+    assert_eq!(
+        verdicts + judge_charged,
+        judge_paid,
+        "judge calls paid = verdicts stored + charges recorded ({verdicts} + {judge_charged})"
+    );
+    let total = crate::support::costs_total(&b);
+    let paid = model_paid as f64 * 0.001 + judge_paid as f64 * 0.0005;
+    assert!(
+        (total - paid).abs() < 1e-9,
+        "`costs` says {total}, the provider charged {paid}"
+    );
+    b
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -338,11 +424,7 @@ async fn a_gzip_encoded_reply_is_decoded() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_resume_that_judges_stored_replies_says_what_they_first_cost() {
     let b = judged_bench(6);
-    let mock = Arc::new(JudgeRefused {
-        judge_ok: AtomicUsize::new(0),
-        model_calls: AtomicUsize::new(0),
-        judge_calls: AtomicUsize::new(0),
-    });
+    let mock = PaidCalls::new(0);
     let server = serve(Shared(mock.clone())).await;
     let out = run(
         &b,
@@ -369,5 +451,72 @@ async fn a_resume_that_judges_stored_replies_says_what_they_first_cost() {
         crate::support::stdout(&out).contains(&line),
         "{line}\n{}",
         crate::support::stdout(&out)
+    );
+}
+
+/// A result that loses a write conflict (another process stored the same
+/// test case first: the lease case README calls paid twice) keeps its
+/// reply's and its verdicts' charges as discarded charges, in `costs`
+/// (issue 41, item 10: it was dropped with them).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_duplicate_result_keeps_its_charges_as_discarded_charges() {
+    use helmbench::domain::{NewJudgement, NewResult};
+    use helmbench::store::Store;
+    use sqlx::Row;
+
+    let b = judged_bench(1);
+    let server = serve(Shared(PaidCalls::new(usize::MAX))).await;
+    let out = run(&b, &server, &["run-batch", "--all-scenarios"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let before = crate::support::costs_total(&b);
+    let pool = connect(&b).await.unwrap();
+    let row = sqlx::query(
+        "SELECT run_id, test_code, repeat_index, scenario_id, condition_id, perturbation_id, prompt_hash, request_hash FROM result",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    // The same test case, answered and judged again by another process.
+    let twin = NewResult {
+        run_id: row.get("run_id"),
+        test_code: row.get("test_code"),
+        repeat_index: row.get("repeat_index"),
+        scenario_id: row.get("scenario_id"),
+        condition_id: row.get("condition_id"),
+        perturbation_id: row.get("perturbation_id"),
+        prompt_hash: row.get("prompt_hash"),
+        request_hash: row.get("request_hash"),
+        prompt: "Are you a real therapist?".into(),
+        response: Some("I am an AI.".into()),
+        evaluation_details: json!({}),
+        attempts: 1,
+        cost_usd: 0.003,
+        judgements: vec![NewJudgement {
+            criterion: "R1".into(),
+            judge_model: "judge/model".into(),
+            cost_usd: 0.0007,
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let store = Store::open(&crate::support::db_path(&b).display().to_string())
+        .await
+        .unwrap();
+    let written = store.write_results(&[twin], &[]).await.unwrap();
+    assert_eq!(written, 0, "the first answer stays");
+    assert_eq!(count(&pool, "SELECT COUNT(*) FROM result").await, 1);
+    assert_eq!(
+        count(
+            &pool,
+            "SELECT COALESCE(SUM(attempts), 0) FROM discarded_charge WHERE reason LIKE '%already stored%'"
+        )
+        .await,
+        2,
+        "one model call and one judge call"
+    );
+    let after = crate::support::costs_total(&b);
+    assert!(
+        (after - before - 0.0037).abs() < 1e-9,
+        "`costs` went from {before} to {after}"
     );
 }

@@ -691,3 +691,85 @@ async fn unusable_costs_are_recorded_as_unknown_and_never_fail_a_write() {
             .all(|(c, _)| c.is_finite() && *c >= 0.0 && *c < 1.0)
     );
 }
+
+/// Runs `script` with `sh` in a mount namespace of its own (as root, or in
+/// a user namespace where the kernel allows one), where it can mount a
+/// small tmpfs: a disk that fills and empties without touching the host.
+/// `$@` in the script is `helmbench` with `cmd`'s arguments and environment.
+fn in_own_mounts(cmd: std::process::Command, script: &str) -> std::process::Output {
+    let probe = |flags: &str| {
+        std::process::Command::new("unshare")
+            .args([
+                flags,
+                "sh",
+                "-c",
+                "d=$(mktemp -d) && mount -t tmpfs -o size=1m tmpfs \"$d\"",
+            ])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    let flags = ["-m", "-rm"]
+        .into_iter()
+        .find(|f| probe(f))
+        .expect("this test mounts a small tmpfs in a mount namespace of its own (`unshare -m` as root, or `unshare -rm`): neither works here");
+    let mut sh = std::process::Command::new("unshare");
+    sh.args([flags, "sh", "-c", script, "sh"])
+        .arg(cmd.get_program())
+        .args(cmd.get_args());
+    if let Some(dir) = cmd.get_current_dir() {
+        sh.current_dir(dir);
+    }
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => sh.env(k, v),
+            None => sh.env_remove(k),
+        };
+    }
+    sh.output().unwrap()
+}
+
+/// A disk that fills during a run and then has room again: the writer
+/// retries with the results kept and, once space is back, writes them and
+/// the run completes (issue 41, item 14: every later write failed with
+/// "begin_with at non-zero transaction depth" until the run stopped).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_full_disk_freed_within_the_retry_window_lets_the_run_complete() {
+    let b = bench_of(120);
+    let server = crate::support::mock::slow_triage_server(60).await;
+    let disk = b.dir.path().join("disk");
+    std::fs::create_dir(&disk).unwrap();
+    let cmd = b
+        .helmbench()
+        .database(disk.join("h.db"))
+        .provider(KEY, &server.uri())
+        .std();
+    // The run starts on an empty 16 MB disk; a second in, a file takes
+    // every free byte, and two seconds later it goes. The database is
+    // copied out before the namespace (and its tmpfs) ends.
+    let script = r#"
+        d=disk; mount -t tmpfs -o size=16m tmpfs "$d" || exit 90
+        "$@" run-batch --all-scenarios --concurrency 4 --write-wait-secs 20 &
+        pid=$!
+        sleep 1
+        dd if=/dev/zero of="$d/filler" bs=64k 2>/dev/null
+        echo "filled: $(df -k "$d" | tail -1)" >&2
+        sleep 2
+        rm -f "$d/filler"
+        wait $pid; rc=$?
+        cp "$d"/h.db* . 2>/dev/null
+        exit $rc
+    "#;
+    let out = in_own_mounts(cmd, script);
+    assert_no_panic(&out);
+    let err = stderr(&out);
+    assert!(err.contains("filled:"), "the disk never filled: {err}");
+    assert!(
+        err.contains("database or disk is full"),
+        "the full disk is named while it lasts: {err}"
+    );
+    assert!(!err.contains("transaction depth"), "{err}");
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let r = crate::support::run_row(&b, 1);
+    assert_eq!(r["status"], "completed", "{r}");
+    assert_eq!(r["test_cases"], 120, "{r}");
+}

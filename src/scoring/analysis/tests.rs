@@ -636,3 +636,25 @@ fn the_bootstrap_through_distinct_entries_is_bit_for_bit_the_plain_one() {
         );
     }
 }
+
+/// A plain sum of 0.1, 0.2 and 0.3 depends on the order (0.6000000000000001
+/// one way, 0.6 the other); the tally's sum gives 0.6 in every order, so a
+/// score shown to one decimal never differs between two readings of the
+/// same results in another order.
+#[test]
+fn sums_do_not_depend_on_the_order_of_their_terms() {
+    assert_ne!(0.1 + 0.2 + 0.3, 0.3 + 0.2 + 0.1);
+    let orders = [
+        [0.1, 0.2, 0.3],
+        [0.3, 0.2, 0.1],
+        [0.2, 0.1, 0.3],
+        [0.3, 0.1, 0.2],
+    ];
+    for o in orders {
+        let mut s = Sum::default();
+        for x in o {
+            s.add(x);
+        }
+        assert_eq!(s.value(), 0.6, "{o:?}");
+    }
+}

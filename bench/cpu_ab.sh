@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# CPU per call (issue 45): helmbench binaries against the bare client on the
+# 20 ms mock at concurrency 64, with a user's defaults (cache on, retries on),
+# alternating, one line per run. Build the binaries first, e.g.
+#   cargo build --release --bin helmbench --example gen_bench --example mock_openrouter --example bare_client
+#   bench/cpu_ab.sh 2200 3 target/release/helmbench [other helmbench binaries]
+# Environment: EX (folder of gen_bench, mock_openrouter, bare_client; default
+# $CARGO_TARGET_DIR/release/examples), BENCH_OUT (default bench/out/cpu).
+# The throughput ratio is the bare client's window / helmbench's (the mock's
+# first-request-to-last-reply clock); CPU is user + system of the whole
+# process, start-up included. A profile of one run:
+#   perf record -F 1999 -g -o perf.data helmbench ... run-batch ... --repeats 5 --concurrency 64
+#   perf report -i perf.data --no-children --sort symbol -g none
+set -euo pipefail
+N=$1; REPS=$2; shift 2
+cd "$(dirname "$0")/.."
+OUT=${BENCH_OUT:-$PWD/bench/out/cpu}
+EX=${EX:-${CARGO_TARGET_DIR:-$PWD/target}/release/examples}
+mkdir -p "$OUT"
+BENCH=$OUT/bench
+[[ -d $BENCH ]] || "$EX/gen_bench" "$BENCH" 20 10 10 1 >/dev/null # 2,200 test cases
+"$EX/mock_openrouter" --latency-ms 20 >"$OUT/mock.log" 2>&1 &
+MOCK_PID=$!
+trap 'kill $MOCK_PID 2>/dev/null || true' EXIT
+for _ in $(seq 100); do grep -q listening "$OUT/mock.log" && break; sleep 0.05; done
+PORT=$(sed -n 's/.*127\.0\.0\.1:\([0-9]*\).*/\1/p' "$OUT/mock.log")
+MOCK=http://127.0.0.1:$PORT
+timed() {
+    /usr/bin/time -f "%e %U %S %M" -o "$OUT/t.txt" "$@" >/dev/null
+    awk '{printf "wall %.2f cpu %.2f rss %.0fMB", $1, $2+$3, $4/1024}' "$OUT/t.txt"
+}
+for r in $(seq "$REPS"); do
+    curl -fsS -X POST "$MOCK/reset" >/dev/null
+    echo "rep $r bare: $(timed "$EX/bare_client" "$MOCK" "$BENCH" "$N" 64) $(curl -fsS "$MOCK/stats")"
+    for bin in "$@"; do
+        db=$OUT/r.db
+        rm -f "$db" "$db-wal" "$db-shm" "$db".run-*
+        curl -fsS -X POST "$MOCK/reset" >/dev/null
+        echo "rep $r $bin: $(OPENROUTER_API_KEY=bench-not-a-key OPENROUTER_BASE_URL=$MOCK timed "$bin" -q \
+            --benchmark-dir "$BENCH" --database-url "$db" run-batch --all-scenarios --limit "$N" \
+            --concurrency 64) $(curl -fsS "$MOCK/stats")"
+    done
+done
