@@ -22,12 +22,13 @@ mod runs;
 mod score;
 mod selection;
 mod settings;
+mod shell;
 mod view;
 
 use std::io::Write;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 pub use call::CallArgs;
 pub use check::CheckArgs;
@@ -103,6 +104,11 @@ pub enum Command {
     /// commands never change a database); with `--to postgres://…`, copy a
     /// SQLite database into PostgreSQL instead.
     Migrate(MigrateArgs),
+    /// Shell completions (bash, zsh, fish, powershell, elvish) from these
+    /// very definitions: `source <(helmbench completions bash)`.
+    Completions(shell::CompletionsArgs),
+    /// The man page (helmbench(1)), or one page per command with --out-dir.
+    Man(shell::ManArgs),
 }
 
 /// Entry point for the binary: parse, run, print the error once, map it to an exit code.
@@ -166,5 +172,7 @@ pub fn run(cli: Cli) -> Result<ExitStatus> {
         Command::Review(args) => review::run(s, args),
         Command::Migrate(args) => migrate::run(s, args),
         Command::View(args) => view::run(s, args),
+        Command::Completions(args) => shell::completions(args, Cli::command()),
+        Command::Man(args) => shell::man(args, Cli::command()),
     }
 }

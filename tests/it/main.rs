@@ -49,6 +49,7 @@ mod run_batch;
 mod score;
 mod secrets;
 mod selectors;
+mod shell;
 mod signals;
 mod store;
 mod support;
