@@ -55,6 +55,21 @@ async fn submitted(pool: &sqlx::SqlitePool) -> i64 {
 
 pub(crate) const FAST: &str = "--test-batch-poll-ms=10";
 
+/// Batches of two under `--max-cost 0.01` (at about $0.004 a batch: two
+/// fit, a third could cross it), on whichever store the test points at.
+pub(crate) const BUDGETED_BATCHES: [&str; 10] = [
+    FAST,
+    "run-batch",
+    "--scenario",
+    "P1-B1-S1",
+    "--batch-api",
+    "--batch-size",
+    "2",
+    "--max-cost",
+    "0.01",
+    "--yes",
+];
+
 /// `run-batch --batch-api --yes EXTRA` (polls [`FAST`]; `--scenario
 /// P1-B1-S1` unless `extra` names one) against `server`, or `run-batch
 /// EXTRA` when `extra` starts with `--resume`; its exit code checked.
@@ -464,22 +479,7 @@ async fn max_cost_counts_the_batches_in_flight_and_refuses_one_that_could_cross_
     // Each test case is estimated at most about $0.002 at the discount
     // (2,000 completion tokens at $2/M, halved): two batches of two fit
     // under $0.01, a third could cross it.
-    let out = run(
-        &b,
-        &server,
-        &[
-            FAST,
-            "run-batch",
-            "--scenario",
-            "P1-B1-S1",
-            "--batch-api",
-            "--batch-size",
-            "2",
-            "--max-cost",
-            "0.01",
-            "--yes",
-        ],
-    );
+    let out = run(&b, &server, &BUDGETED_BATCHES);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     // Two batches fit; the third, counted with the two in flight, would not.
     assert_eq!(mock.state.lock().unwrap().batches.len(), 2);

@@ -785,23 +785,7 @@ async fn a_batch_api_run_on_postgresql_reserves_and_settles_in_the_team_budget()
     let pg = db_url(&pg_server, &db.name);
     let b = crate::batch_api::bench(9, "");
     let (server, mock) = batch_server(Opts::default()).await;
-    let out = on(
-        &b,
-        &pg,
-        &server.uri(),
-        &[
-            crate::batch_api::FAST,
-            "run-batch",
-            "--scenario",
-            "P1-B1-S1",
-            "--batch-api",
-            "--batch-size",
-            "2",
-            "--max-cost",
-            "0.01",
-            "--yes",
-        ],
-    );
+    let out = on(&b, &pg, &server.uri(), &crate::batch_api::BUDGETED_BATCHES);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     // Batches of two at about $0.004: two fit under $0.01, a third not.
     assert_eq!(mock.state.lock().unwrap().batches.len(), 2);
