@@ -17,6 +17,7 @@ pub mod html;
 mod model;
 mod quality;
 pub mod routing;
+mod sustained;
 pub mod terminal;
 pub mod text;
 

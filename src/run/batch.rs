@@ -585,7 +585,7 @@ impl Lane {
             // Every attempt of this test case asks the budget first.
             let log = Arc::new(CallLog::gated(shared.clone()));
             let asked = tokio::select! {
-                a = log.scope(worker.ask(case, i64::from(repeat))) => a,
+                a = log.scope(worker.ask(case, i64::from(repeat), item.replaces)) => a,
                 _ = abort.cancelled() => Asked::Done(Outcome::Aborted),
             };
             // A refused key stops the run before the next worker may send
@@ -598,7 +598,7 @@ impl Lane {
             // so requests in flight plus replies not yet stored stay
             // within --concurrency.
             let mut phase = Some(phase);
-            if matches!(asked, Asked::Judge(..)) {
+            if matches!(asked, Asked::Judge(..) | Asked::JudgeTurns(..)) {
                 phase = None;
             }
             // A model reply is paid for: if its judging is cut short (a
@@ -608,12 +608,22 @@ impl Lane {
             let mut verdicts_paid = Vec::new();
             let outcome = match asked {
                 Asked::Done(o) => o,
-                Asked::Judge(r, text) => {
+                Asked::Judge(..) | Asked::JudgeTurns(..) => {
                     // Only an interruption's abort drops a judge request
                     // in flight (its charge unknown to us).
-                    let unjudged = r.clone();
+                    let (unjudged, judging) = match asked {
+                        Asked::Judge(r, text) => (
+                            r.clone(),
+                            Box::pin(worker.judge_all(case, r, text)) as JudgeFuture<'_>,
+                        ),
+                        Asked::JudgeTurns(r, turns) => (
+                            r.clone(),
+                            Box::pin(worker.judge_turns(case, r, turns)) as JudgeFuture<'_>,
+                        ),
+                        Asked::Done(_) => unreachable!("matched above"),
+                    };
                     let judged = tokio::select! {
-                        j = log.scope(worker.judge_all(case, r, text)) => j,
+                        j = log.scope(judging) => j,
                         _ = abort.cancelled() => Judged::Cut(unjudged, Vec::new(), None),
                     };
                     match judged {
@@ -688,6 +698,9 @@ impl Lane {
         }
     }
 }
+
+/// The judging of a reply or of a conversation's replies.
+type JudgeFuture<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = Judged> + Send + 'a>>;
 
 /// A paid model reply whose judging did not finish: kept, out of the
 /// score as a judge error, judged by the next `--resume` from the stored
