@@ -648,3 +648,63 @@ async fn sigkill_mid_conversations_then_resume_pays_no_stored_turn_twice() {
         "{cost}"
     );
 }
+
+/// The estimate prices every live turn with the history before it: the
+/// prompt tokens of turn k include every earlier message (the earlier live
+/// replies at the completion estimate, here max_tokens 800 and a quarter of
+/// it), counted here by hand from the script `prompts` shows.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_estimate_counts_each_live_turn_with_its_growing_history() {
+    let b = conversation_bench(SCRIPT);
+    b.file(
+        "models.yml",
+        "models:\n  - id: test/model\n    max_tokens: 800\n",
+    );
+    let (server, calls) = conversation_server().await;
+    let rows = crate::support::jsonl(
+        &b.helmbench()
+            .std()
+            .args(["prompts", "--format", "jsonl"])
+            .output()
+            .unwrap(),
+    );
+    let (mut lo, mut hi) = (0.0f64, 0.0f64);
+    for r in &rows {
+        let schema = r["response_format"].to_string().chars().count();
+        let (mut history, mut replies) = (0usize, 0usize);
+        let msgs = r["messages"].as_array().unwrap();
+        for (i, m) in msgs.iter().enumerate() {
+            let live_next = msgs.get(i + 1).is_some_and(|n| n["live"] == true);
+            match m["role"].as_str().unwrap() {
+                "user" if live_next => {
+                    let chars =
+                        (history + m["content"].as_str().unwrap().chars().count() + schema) as f64;
+                    lo += chars / 5.0 + replies as f64 * 200.0;
+                    hi += chars / 3.0 + replies as f64 * 800.0;
+                    history += m["content"].as_str().unwrap().chars().count();
+                }
+                _ if m["live"] == true => replies += 1,
+                _ => history += m["content"].as_str().unwrap().chars().count(),
+            }
+        }
+    }
+    let out = b
+        .cmd()
+        .env("OPENROUTER_BASE_URL", server.uri())
+        .args(["estimate", "--all-scenarios", "--format", "json"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_str(&ok(out)).unwrap();
+    let m = &v["estimate"]["models"][0];
+    assert_eq!(m["requests"], 2 * LIVE as u64, "{m}");
+    assert_eq!(
+        m["completion_tokens"],
+        json!([2 * LIVE * 200, 2 * LIVE * 800])
+    );
+    let got = (
+        m["prompt_tokens"][0].as_u64().unwrap(),
+        m["prompt_tokens"][1].as_u64().unwrap(),
+    );
+    assert_eq!(got, (lo.floor() as u64, hi.ceil() as u64), "{m}");
+    assert_eq!(calls.load(Ordering::SeqCst), 0, "an estimate sends nothing");
+}
