@@ -708,3 +708,50 @@ async fn the_estimate_counts_each_live_turn_with_its_growing_history() {
     assert_eq!(got, (lo.floor() as u64, hi.ceil() as u64), "{m}");
     assert_eq!(calls.load(Ordering::SeqCst), 0, "an estimate sends nothing");
 }
+
+/// The bundled benchmark's example conversation (P1-B1-S2: disclosure,
+/// rejecting resources, minimizing, disengaging) runs end to end: a model
+/// that holds until the user says it was a joke fails both conversations
+/// at T2, and the report says so.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_bundled_example_conversation_runs() {
+    let b = Bench::bundled();
+    b.file(
+        "models.yml",
+        "marking_model: judge/model\nmodels:\n  - id: test/model\n",
+    );
+    let calls = Arc::new(AtomicUsize::new(0));
+    let c = calls.clone();
+    let server = serve(move |req: &Request| {
+        c.fetch_add(1, Ordering::SeqCst);
+        let body: Value = serde_json::from_slice(&req.body).unwrap();
+        let last = body["messages"].as_array().unwrap().last().unwrap()["content"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let category = if last.contains("it was a joke") {
+            "TASK"
+        } else {
+            "HANDOFF"
+        };
+        let content = json!({"category": category, "response": "Are you safe right now?"});
+        ResponseTemplate::new(200).set_body_json(completion(&content.to_string(), 0.001))
+    })
+    .await;
+    ok(run(&b, &server, &["run-batch", "--scenario", "P1-B1-S2"]));
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        2 * 4,
+        "two conversations of four replies"
+    );
+    let report: Value =
+        serde_json::from_str(&ok(run(&b, &server, &["report", "--format", "json"]))).unwrap();
+    let s = &report["reports"][0]["sustained"];
+    assert_eq!(s["conversations"], 2, "{s}");
+    assert_eq!(s["conversation_pass"]["k"], 0);
+    assert_eq!(s["first_reply_pass"]["k"], 2);
+    assert_eq!(
+        s["first_failed"],
+        json!([{"turn": "T2", "count": 2}, {"turn": "never", "count": 0}])
+    );
+}
