@@ -26,12 +26,13 @@ use sha2::{Digest, Sha256};
 pub use components::parse_consolidated;
 pub use error::{ContentError, ContentErrors};
 pub use files::{MAX_FILE_BYTES, read_text};
+// `helmbench new` places a scenario beside its pillar's, in their layout.
+pub use scan::{ScenarioDir, find_scenarios};
 
 use crate::benchmark::codes::natural_cmp;
 use crate::benchmark::{Behaviour, Benchmark, Pillar, hex};
 use config::{check_scoring, load_models, load_scoring};
 use markdown::split_frontmatter;
-use scan::ScenarioDir;
 use scenario::load_scenario;
 
 /// Loads the benchmark at `root`. Returns what loaded and every problem;

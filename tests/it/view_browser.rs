@@ -5,7 +5,7 @@
 //! `chromium-driver` (`.ci/run` installs them): under `CI=true` their
 //! absence fails the test; elsewhere it is skipped with a message.
 //!
-//! With `HELMBENCH_UPDATE_SCREENSHOT=1` it also writes docs/view.png, the
+//! With `HELMBENCH_UPDATE_SCREENSHOT=1` it also writes docs/src/images/view.png, the
 //! README's screenshot.
 
 use std::net::TcpListener;
@@ -215,7 +215,7 @@ async fn find_a_failed_case_in_two_clicks_and_label_it_with_the_keyboard() {
     let png = c.screenshot().await.unwrap();
     assert!(png.starts_with(b"\x89PNG"));
     if std::env::var("HELMBENCH_UPDATE_SCREENSHOT").is_ok_and(|v| v == "1") {
-        let out = repo_root().join("docs/view.png");
+        let out = repo_root().join("docs/src/images/view.png");
         std::fs::create_dir_all(out.parent().unwrap()).unwrap();
         std::fs::write(&out, &png).unwrap();
     }
