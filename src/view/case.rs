@@ -113,6 +113,19 @@ fn user_message(app: &App, d: &CaseDetail) -> Option<String> {
     Some(prompt[start..].to_string())
 }
 
+/// A text of the exchange at the top: open, or closed until clicked when
+/// the session keeps texts collapsed (the "Texts" switch: they are about
+/// suicide and self-harm).
+fn shown(what: &str, text: &str, collapsed: bool) -> Markup {
+    html! {
+        @if collapsed {
+            details.text { summary { "Show " (what) } pre dir="auto" { bdi { (text) } } }
+        } @else {
+            pre dir="auto" { bdi { (text) } }
+        }
+    }
+}
+
 fn facts(d: &CaseDetail) -> Markup {
     html! {
         table.facts {
@@ -179,14 +192,14 @@ pub async fn case_page(
             section.message data-part="message" {
                 h2 { "The user's message" }
                 @match &message {
-                    Some(m) => pre dir="auto" { bdi { (m) } },
+                    Some(m) => (shown("the user's message", m, collapsed)),
                     None => p.empty { "Not found apart from the composed prompt (below): the benchmark folder does not hold this perturbation as it was sent." },
                 }
             }
             section.reply data-part="reply" {
                 h2 { "The reply" }
                 @if d.response.is_some() {
-                    pre dir="auto" { bdi { (reply) } }
+                    (shown("the reply", &reply, collapsed))
                 } @else {
                     p.empty { "No reply stored." }
                 }

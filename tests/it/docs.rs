@@ -397,9 +397,7 @@ fn reference_pages() -> BTreeMap<String, String> {
         "Each page is the command's `--help`, exactly as this version prints it; \
          `helmbench man` renders the same text as man pages.\n\n",
     );
-    index.push_str(&format!(
-        "- [helmbench](helmbench.md): the global options\n"
-    ));
+    index.push_str("- [helmbench](helmbench.md): the global options\n");
     pages.insert(
         "helmbench".to_string(),
         format!("{}```text\n{}\n```\n", header("helmbench"), help(&mut top)),
