@@ -174,6 +174,16 @@ fn a_second_call_refuses_and_writes_nothing() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(stderr(&bad).contains("expected pillar, behaviour and scenario such as P2-B3-S1"));
     assert_eq!(snapshot(&bench), before, "nothing may change");
+    // A benchmark folder without scenarios/: said so, with the way out.
+    let nowhere = b.dir.path().join("nowhere");
+    let lost = new_in(b.dir.path(), &nowhere, &["new", "scenario", "P1-B1-S1"]);
+    assert_eq!(lost.status.code(), Some(2));
+    assert!(
+        stderr(&lost).contains("helmbench new benchmark DIR"),
+        "{}",
+        stderr(&lost)
+    );
+    assert!(!nowhere.exists());
     // `new benchmark` into a folder that holds something.
     let again = new_in(
         b.dir.path(),
