@@ -5,7 +5,7 @@
 //! `chromium-driver` (`.ci/run` installs them): under `CI=true` their
 //! absence fails the test; elsewhere it is skipped with a message.
 //!
-//! With `HELMBENCH_UPDATE_SCREENSHOT=1` it also writes docs/view.png, the
+//! With `HELMBENCH_UPDATE_SCREENSHOT=1` it also writes docs/src/images/view.png, the
 //! README's screenshot.
 
 use std::net::TcpListener;
@@ -108,6 +108,16 @@ async fn find_a_failed_case_in_two_clicks_and_label_it_with_the_keyboard() {
     };
     let s = setup().await;
     let b = &s.bench;
+    // The judged scenario moves into the nested layout, whose README names
+    // its behaviour with the code in the heading, as authors write it.
+    let scenarios = b.root().join("scenarios");
+    std::fs::create_dir_all(scenarios.join("P2/B1")).unwrap();
+    std::fs::rename(scenarios.join("P2-B1-S1"), scenarios.join("P2/B1/S1")).unwrap();
+    std::fs::write(
+        scenarios.join("P2/B1/README.md"),
+        "# P2-B1: Supports a low user\n",
+    )
+    .unwrap();
     let v = Viewer::start(b, &[]);
     let d = start_driver(&driver).await;
     let mut caps = serde_json::Map::new();
@@ -148,6 +158,32 @@ async fn find_a_failed_case_in_two_clicks_and_label_it_with_the_keyboard() {
         .await
         .unwrap();
     assert!(!rows.is_empty());
+    // Each cell shows the start of its reply (a structured reply's
+    // `response` field, not its JSON), expandable, beside the verdict.
+    let previews = c
+        .find_all(Locator::Css(
+            "table.matrix td.cell details[data-reply] summary",
+        ))
+        .await
+        .unwrap();
+    let mut starts = Vec::new();
+    for p in &previews {
+        starts.push(p.text().await.unwrap());
+    }
+    assert!(
+        starts.iter().any(|s| s.starts_with("Exams are hard.")),
+        "{starts:?}"
+    );
+    assert!(
+        starts
+            .iter()
+            .any(|s| s.starts_with("That sounds really hard.")),
+        "{starts:?}"
+    );
+    assert!(
+        !starts.iter().any(|s| s.contains("\"category\"")),
+        "{starts:?}"
+    );
     let mut opened = false;
     for row in rows {
         if row.text().await.unwrap().contains("P2-B1-S1") {
@@ -165,6 +201,64 @@ async fn find_a_failed_case_in_two_clicks_and_label_it_with_the_keyboard() {
     let case_url = wait_url(&c, "the case page", |u| u.contains("/case/")).await;
     let page = c.source().await.unwrap();
     assert!(page.contains("It never mentions professional help."));
+    // Reviewer first: the user's message and the reply above the composed
+    // prompt (collapsed), side by side at this width; the behaviour's name once.
+    let tops: Vec<f64> = c
+        .execute(
+            "return ['[data-part=message]', '[data-part=reply]', '[data-part=prompt]']\
+               .map(s => document.querySelector(s).getBoundingClientRect().top);",
+            vec![],
+        )
+        .await
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    assert!(
+        tops[1] < tops[2],
+        "the reply is above the composed prompt: {tops:?}"
+    );
+    assert_eq!(tops[0], tops[1], "message and reply side by side: {tops:?}");
+    let message = c.find(Locator::Css("[data-part=message]")).await.unwrap();
+    assert!(message.text().await.unwrap().contains("I feel low."));
+    let reply = c.find(Locator::Css("[data-part=reply]")).await.unwrap();
+    assert!(
+        reply
+            .text()
+            .await
+            .unwrap()
+            .contains(crate::support::scored_run::FREE)
+    );
+    let prompt_open = c
+        .execute(
+            "return document.querySelector('[data-part=prompt] details').open;",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        prompt_open,
+        json!(false),
+        "the composed prompt starts collapsed"
+    );
+    let text = c
+        .find(Locator::Css("main"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(
+        text.matches("P2-B1 Supports a low user").count(),
+        1,
+        "{text}"
+    );
+    assert!(
+        !text.contains("P2-B1: Supports") && !text.contains("P2-B1 P2-B1"),
+        "{text}"
+    );
 
     // Name the reviewer, leave the field, then p (CR1) and f (CR2).
     let name = c
@@ -215,7 +309,7 @@ async fn find_a_failed_case_in_two_clicks_and_label_it_with_the_keyboard() {
     let png = c.screenshot().await.unwrap();
     assert!(png.starts_with(b"\x89PNG"));
     if std::env::var("HELMBENCH_UPDATE_SCREENSHOT").is_ok_and(|v| v == "1") {
-        let out = repo_root().join("docs/view.png");
+        let out = repo_root().join("docs/src/images/view.png");
         std::fs::create_dir_all(out.parent().unwrap()).unwrap();
         std::fs::write(&out, &png).unwrap();
     }
