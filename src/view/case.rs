@@ -179,6 +179,16 @@ pub async fn case_page(
     // `response` field when structured); the composed prompt comes after.
     let reply = reply_shown(d.response.as_deref(), d.parsed.as_deref());
     let message = user_message(&app, &d);
+    // A conversation (issue 42) shows its transcript in place of the one
+    // message and reply.
+    let turns = app
+        .store
+        .turns_of(d.run_id, &d.test_code, d.repeat_index)
+        .await?;
+    let details: Option<Value> = d
+        .evaluation_details
+        .as_deref()
+        .and_then(|t| serde_json::from_str(t).ok());
     let body = html! {
         nav.pager.case-nav {
             a href={ "/results?" (link) } { "↑ Results" }
@@ -188,6 +198,9 @@ pub async fn case_page(
         h1 { (inline(&d.test_code)) @if d.repeat_index > 0 { " #" (d.repeat_index) } " " (status_badge(d.status)) }
         p.behaviour data-behaviour { (inline(&app.behaviour_label(&d.behaviour))) " · " (inline(&d.model)) }
         p.why data-why { strong { "Why: " } (why(&d)) }
+        @if !turns.is_empty() {
+            (super::transcript::transcript(&turns, details.as_ref(), collapsed))
+        } @else {
         div.exchange {
             section.message data-part="message" {
                 h2 { "The user's message" }
@@ -207,6 +220,7 @@ pub async fn case_page(
                     details.text open { summary { "Provider block" } pre dir="auto" { bdi { (pretty(b)) } } }
                 }
             }
+        }
         }
         (label_panel(&app, &session, &d, &judgements, &labels, next.map(case_link), &here))
         h2 { "Judges" }
