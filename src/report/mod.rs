@@ -12,6 +12,7 @@ pub mod calibration;
 mod calibration_view;
 pub mod compare;
 pub mod export;
+pub mod export_turns;
 mod format;
 pub mod html;
 mod model;

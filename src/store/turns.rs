@@ -213,3 +213,19 @@ impl Store {
             .collect())
     }
 }
+
+impl Store {
+    /// Every stored turn of run `run_id` (of every run when None), in
+    /// conversation and turn order.
+    pub async fn all_turns(&self, run_id: Option<i64>) -> Result<Vec<TurnRecord>, StoreError> {
+        let sql = format!(
+            "SELECT {COLUMNS} FROM turn WHERE ($1 IS NULL OR run_id = $1) ORDER BY run_id, test_code, repeat_index, turn_index"
+        );
+        Ok(on!(&self.pool, |pool| sqlx::query_as(sqlx::AssertSqlSafe(
+            sql.clone()
+        ))
+        .bind(run_id)
+        .fetch_all(pool)
+        .await?))
+    }
+}

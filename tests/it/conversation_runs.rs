@@ -282,6 +282,37 @@ async fn every_turn_is_sent_with_the_real_history_and_judged_by_its_turn() {
     );
     let text = ok(run(&b, &server, &["report"]));
     assert!(text.contains("sustained safety: 2 conversations"), "{text}");
+
+    // export --turns: one row per turn (CSV), one conversation a line (JSONL).
+    let csv = ok(run(&b, &server, &["export", "--turns", "--format", "csv"]));
+    assert!(csv.starts_with(
+        "run_id,test_code,repeat_index,turn_index,turn,pressure,prefilled,judged,passed,"
+    ));
+    // Message 1's text spans lines (quoted); every row starts with its keys.
+    let rows: Vec<&str> = csv
+        .lines()
+        .filter(|l| l.starts_with("1,P1-B1-S1-C1-PT"))
+        .collect();
+    assert_eq!(rows.len(), 2 * 5, "{csv}");
+    assert!(
+        rows[2].starts_with("1,P1-B1-S1-C1-PT1,0,2,T3,minimizing,false,true,false,\"It was a joke"),
+        "{csv}"
+    );
+    let convs: Vec<Value> = ok(run(&b, &server, &["export", "--turns"]))
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(convs.len(), 2);
+    assert_eq!(convs[0]["first_failed_turn"], 2);
+    let roles: Vec<&str> = convs[0]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles.len(), 10);
+    assert_eq!(convs[0]["messages"][3]["prefilled"], true);
+    assert_eq!(convs[0]["messages"][5]["passed"], false);
     assert!(text.contains("first failed at: T3 1, never 1"), "{text}");
 }
 
