@@ -52,3 +52,12 @@ pub struct ConversationOutcome {
     pub error_kind: Option<super::ErrorKind>,
     pub details: serde_json::Value,
 }
+
+/// The paid turns of a run's conversations that have no result yet.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UnfinishedTurns {
+    pub run_id: i64,
+    pub conversations: i64,
+    pub turns: i64,
+    pub cost_usd: f64,
+}

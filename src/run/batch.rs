@@ -512,6 +512,14 @@ async fn summary(
     fatal: Option<Arc<ProviderError>>,
 ) -> crate::Result<RunSummary> {
     let row = ctx.store.run(run_id).await?;
+    // Paid turns of conversations a stop left unfinished are spent too.
+    let unfinished: f64 = ctx
+        .store
+        .unfinished_turns(Some(run_id))
+        .await?
+        .iter()
+        .map(|u| u.cost_usd)
+        .sum();
     Ok(RunSummary {
         run_id,
         model: settings.model.id.clone(),
@@ -521,7 +529,7 @@ async fn summary(
         passed: row.passed as usize,
         provider_errors: row.provider_errors as usize,
         judge_errors: row.judge_errors as usize,
-        cost_usd: row.cost_usd + row.judge_cost_usd,
+        cost_usd: row.cost_usd + row.judge_cost_usd + unfinished,
         unknown_cost_calls: row.unknown_cost_calls,
         max_cost_usd: row.max_cost_usd,
         message,
@@ -877,8 +885,16 @@ pub(super) async fn open_run(
     let (spent_before, redo) = match resume {
         Some(id) => {
             let row = ctx.store.run(id).await?;
+            // The paid turns of its unfinished conversations count too.
+            let unfinished: f64 = ctx
+                .store
+                .unfinished_turns(Some(id))
+                .await?
+                .iter()
+                .map(|u| u.cost_usd)
+                .sum();
             (
-                row.cost_usd + row.judge_cost_usd,
+                row.cost_usd + row.judge_cost_usd + unfinished,
                 ctx.store.judge_error_cases(id).await?,
             )
         }

@@ -229,3 +229,40 @@ impl Store {
         .await?))
     }
 }
+
+impl Store {
+    /// Per run (of `run_id`, or every run): the turns stored for
+    /// conversations that have no result yet (a stop, a kill or the
+    /// budget came between their turns), how many conversations, turns and
+    /// what they cost. Paid, and not in the run's totals until a resume
+    /// finishes the conversation and its result sums them.
+    pub async fn unfinished_turns(
+        &self,
+        run_id: Option<i64>,
+    ) -> Result<Vec<crate::domain::UnfinishedTurns>, StoreError> {
+        let rows: Vec<(i64, i64, i64, f64)> = on!(&self.pool, |pool| {
+            sqlx::query_as(
+            "SELECT t.run_id, COUNT(DISTINCT t.test_code || '#' || t.repeat_index), COUNT(*), COALESCE(SUM(t.cost_usd), 0.0)
+             FROM turn t
+             WHERE ($1 IS NULL OR t.run_id = $1) AND t.prefilled = 0
+               AND NOT EXISTS (SELECT 1 FROM result r WHERE r.run_id = t.run_id
+                   AND r.test_code = t.test_code AND r.repeat_index = t.repeat_index)
+             GROUP BY t.run_id ORDER BY t.run_id"
+        )
+        .bind(run_id)
+        .fetch_all(pool)
+        .await?
+        });
+        Ok(rows
+            .into_iter()
+            .map(
+                |(run_id, conversations, turns, cost_usd)| crate::domain::UnfinishedTurns {
+                    run_id,
+                    conversations,
+                    turns,
+                    cost_usd,
+                },
+            )
+            .collect())
+    }
+}

@@ -389,6 +389,17 @@ async fn a_conversation_stopped_by_the_budget_resumes_from_its_last_stored_turn(
         .await
         .unwrap();
     assert_eq!(results, 0);
+    // What they cost is shown, though no conversation has a result yet.
+    let costs = ok(run(&b, &server, &["costs"]));
+    assert!(
+        costs.contains(&format!(
+            "run 1: {sent} turn(s) of 1 conversation(s) not finished cost $0.00{sent}"
+        )),
+        "{costs}"
+    );
+    let json: Value =
+        serde_json::from_str(&ok(run(&b, &server, &["costs", "--format", "json"]))).unwrap();
+    assert_eq!(json["unfinished_conversations"][0]["turns"], sent as u64);
 
     ok(run(
         &b,
@@ -410,6 +421,9 @@ async fn a_conversation_stopped_by_the_budget_resumes_from_its_last_stored_turn(
         .await
         .unwrap();
     assert!((cost - 0.001 * (2 * LIVE) as f64).abs() < 1e-9, "{cost}");
+    let json: Value =
+        serde_json::from_str(&ok(run(&b, &server, &["costs", "--format", "json"]))).unwrap();
+    assert_eq!(json["unfinished_conversations"], json!([]), "{json}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
