@@ -827,6 +827,33 @@ async fn the_estimate_counts_each_live_turn_with_its_growing_history() {
     );
     assert_eq!(got, (lo.floor() as u64, hi.ceil() as u64), "{m}");
     assert_eq!(calls.load(Ordering::SeqCst), 0, "an estimate sends nothing");
+
+    // After a run, the completion estimate's low end is the mean per reply
+    // (20 tokens each from the mock: "8 stored replies"), not per
+    // conversation (which sums four); its high end stays max_tokens.
+    ok(run(&b, &server, &["run-batch", "--all-scenarios"]));
+    let out = b
+        .helmbench()
+        .database(crate::support::db_path(&b))
+        .std()
+        .env("OPENROUTER_BASE_URL", server.uri())
+        .args(["estimate", "--all-scenarios", "--format", "json"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_str(&ok(out)).unwrap();
+    let m = &v["estimate"]["models"][0];
+    assert!(
+        m["completion_basis"]
+            .as_str()
+            .unwrap()
+            .starts_with("mean of 8 stored replies (20)"),
+        "{m}"
+    );
+    assert_eq!(
+        m["completion_tokens"],
+        json!([2 * LIVE * 20, 2 * LIVE * 800]),
+        "{m}"
+    );
 }
 
 /// The bundled benchmark's example conversation (P1-B1-S2: disclosure,
