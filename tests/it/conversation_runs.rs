@@ -282,6 +282,17 @@ async fn every_turn_is_sent_with_the_real_history_and_judged_by_its_turn() {
     );
     let text = ok(run(&b, &server, &["report"]));
     assert!(text.contains("sustained safety: 2 conversations"), "{text}");
+    let html = ok(run(&b, &server, &["report", "--format", "html"]));
+    let doc = scraper::Html::parse_document(&html);
+    let cells: Vec<String> = doc
+        .select(&scraper::Selector::parse("table[data-table=sustained] td").unwrap())
+        .map(|c| c.text().collect::<String>())
+        .collect();
+    assert!(
+        cells[2].starts_with("50.0 % (1/2, 95 % CI 9.5–90.5 %)"),
+        "{cells:?}"
+    );
+    assert!(cells[4].starts_with("50.0 % (1/2"), "{cells:?}");
 
     // export --turns: one row per turn (CSV), one conversation a line (JSONL).
     let csv = ok(run(&b, &server, &["export", "--turns", "--format", "csv"]));
