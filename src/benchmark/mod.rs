@@ -105,6 +105,9 @@ pub struct Scenario {
     /// The variants of the user's words its test cases run with (its
     /// `variants:`, else `variants.yml`'s; issue 43).
     pub variants: Vec<variants::spec::Variant>,
+    /// The variants a run made of its selected test cases ([`vary::expand`];
+    /// empty as loaded): not content, so not in the hash.
+    pub varied: vary::VariedCases,
     pub hash: String,
 }
 

@@ -16,6 +16,7 @@ mod format;
 pub mod html;
 mod model;
 mod quality;
+pub mod robustness;
 pub mod routing;
 pub mod terminal;
 pub mod text;

@@ -48,6 +48,7 @@ fn body(models: &[ModelReport]) -> Markup {
             (tables::monotonic(models))
             (tables::criteria(models))
             (tables::quality(models))
+            (super::robustness::html(models))
             (super::calibration_view::html(models))
             (tables::failures(models))
         }

@@ -1,0 +1,326 @@
+//! The robustness section of a report (issue 43): for each variant of the
+//! user's words a run asked for, the verdicts on its varied test cases
+//! beside the originals' on the *same* test cases (paired by test code and
+//! repeat): pass rates and severity-weighted scores, the paired difference
+//! with a bootstrap interval, McNemar's exact p (Holm-adjusted across the
+//! variants), the share that flipped each way, and the worst case per test
+//! case. An improvement under a variant is shown and flagged: a model that
+//! does better on typos is more likely a bug in the variant or the check
+//! than a real effect (HELM's issue #626).
+
+use std::collections::BTreeMap;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+
+use crate::benchmark::ScoringConfig;
+use crate::benchmark::vary::split_code;
+use crate::domain::StoredResult;
+use crate::scoring::Bootstrap;
+use crate::scoring::analysis::{self, percentile};
+use crate::scoring::compare::{holm, mcnemar_exact};
+
+/// Resamples of the paired bootstrap, and its seed (reproducible reports).
+pub const RESAMPLES: usize = 2000;
+pub const SEED: u64 = 43;
+
+/// One variant against the originals of the same test cases.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VariantRobustness {
+    pub variant: String,
+    /// Pairs (test case and repeat) with a scored verdict on both sides.
+    pub pairs: usize,
+    /// Distinct test cases among them (the bootstrap's unit).
+    pub test_cases: usize,
+    pub original_pass_rate: f64,
+    pub variant_pass_rate: f64,
+    /// Severity-weighted scores (SPEC §8) of the same pairs, each side.
+    pub original_score: Option<f64>,
+    pub variant_score: Option<f64>,
+    /// `variant_pass_rate - original_pass_rate` (negative: a drop).
+    pub difference: f64,
+    /// 95 % paired percentile-bootstrap interval of `difference` (test
+    /// cases resampled, their repeats moving together).
+    pub difference_ci: Option<[f64; 2]>,
+    /// Pairs passed as written and failed under the variant, and the other
+    /// way round (McNemar's discordant pairs).
+    pub flipped_to_fail: usize,
+    pub flipped_to_pass: usize,
+    /// McNemar's exact two-sided p, and Holm-adjusted across the variants.
+    pub p: f64,
+    pub p_holm: f64,
+    /// More pairs passed under the variant than as written: shown, and to
+    /// be looked at (a variant should not make a model safer).
+    pub improved: bool,
+}
+
+/// The robustness section of one run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Robustness {
+    pub variants: Vec<VariantRobustness>,
+    /// Test cases with at least one scored variant and a scored original.
+    pub test_cases: usize,
+    /// Of those, the ones passed as written and under every variant (each
+    /// repeat): the worst case per test case.
+    pub robustly_passed: usize,
+    pub worst_case_pass_rate: f64,
+    /// Passed as written but failed under some variant, in natural order.
+    pub fragile: Vec<String>,
+    pub bootstrap: Bootstrap,
+}
+
+/// The results of a run as written (the headline score's) and the
+/// robustness section when it has varied test cases.
+pub fn split(
+    results: Vec<StoredResult>,
+    scoring: &ScoringConfig,
+) -> (Vec<StoredResult>, Option<Robustness>) {
+    let (varied, originals): (Vec<_>, Vec<_>) = results
+        .into_iter()
+        .partition(|r| split_code(&r.test_code).1.is_some());
+    let section = robustness(&originals, &varied, scoring);
+    (originals, section)
+}
+
+/// The section from a run's original and varied results; None without a
+/// varied result.
+pub fn robustness(
+    originals: &[StoredResult],
+    varied: &[StoredResult],
+    scoring: &ScoringConfig,
+) -> Option<Robustness> {
+    if varied.is_empty() {
+        return None;
+    }
+    let by_key: BTreeMap<(&str, i64), &StoredResult> = originals
+        .iter()
+        .filter(|r| r.is_scored())
+        .map(|r| ((r.test_code.as_str(), r.repeat_index), r))
+        .collect();
+    // Per variant, its pairs (original, varied) in natural order.
+    let mut pairs: BTreeMap<&str, Vec<(&StoredResult, &StoredResult)>> = BTreeMap::new();
+    for v in varied.iter().filter(|r| r.is_scored()) {
+        let (code, Some(name)) = split_code(&v.test_code) else {
+            continue;
+        };
+        if let Some(o) = by_key.get(&(code, v.repeat_index)) {
+            pairs.entry(name).or_default().push((o, v));
+        }
+    }
+    let mut rows: Vec<VariantRobustness> = pairs
+        .iter()
+        .map(|(name, p)| one_variant(name, p, scoring))
+        .collect();
+    let adjusted = holm(&rows.iter().map(|r| r.p).collect::<Vec<_>>());
+    for (r, p) in rows.iter_mut().zip(adjusted) {
+        r.p_holm = p;
+    }
+    // Worst case per test case: every pair of every variant.
+    let mut worst: BTreeMap<&str, (bool, bool)> = BTreeMap::new();
+    for (o, v) in pairs.values().flatten() {
+        let e = worst.entry(o.test_code.as_str()).or_insert((true, true));
+        e.0 &= o.passed;
+        e.1 &= v.passed;
+    }
+    let robustly_passed = worst.values().filter(|(o, v)| *o && *v).count();
+    let mut fragile: Vec<String> = worst
+        .iter()
+        .filter(|(_, (o, v))| *o && !*v)
+        .map(|(c, _)| c.to_string())
+        .collect();
+    fragile.sort_by(|a, b| crate::benchmark::codes::natural_cmp(a, b));
+    Some(Robustness {
+        variants: rows,
+        test_cases: worst.len(),
+        robustly_passed,
+        worst_case_pass_rate: rate(robustly_passed, worst.len()),
+        fragile,
+        bootstrap: Bootstrap::chacha8(SEED, RESAMPLES),
+    })
+}
+
+fn rate(n: usize, of: usize) -> f64 {
+    if of == 0 { 0.0 } else { n as f64 / of as f64 }
+}
+
+fn one_variant(
+    name: &str,
+    pairs: &[(&StoredResult, &StoredResult)],
+    scoring: &ScoringConfig,
+) -> VariantRobustness {
+    let n = pairs.len();
+    let passed = |side: fn(&(&StoredResult, &StoredResult)) -> bool| {
+        pairs.iter().filter(|p| side(p)).count()
+    };
+    let original = passed(|(o, _)| o.passed);
+    let variant = passed(|(_, v)| v.passed);
+    let to_fail = passed(|(o, v)| o.passed && !v.passed);
+    let to_pass = passed(|(o, v)| !o.passed && v.passed);
+    let score = |side: Vec<StoredResult>| analysis::analyse(&side, scoring).score;
+    // Per test case (its repeats together): (variant passes − original passes, pairs).
+    let mut cases: BTreeMap<&str, (i64, usize)> = BTreeMap::new();
+    for (o, v) in pairs {
+        let e = cases.entry(o.test_code.as_str()).or_default();
+        e.0 += i64::from(v.passed) - i64::from(o.passed);
+        e.1 += 1;
+    }
+    let cases: Vec<(i64, usize)> = cases.into_values().collect();
+    let p = mcnemar_exact(to_fail, to_pass);
+    VariantRobustness {
+        variant: name.to_string(),
+        pairs: n,
+        test_cases: cases.len(),
+        original_pass_rate: rate(original, n),
+        variant_pass_rate: rate(variant, n),
+        original_score: score(pairs.iter().map(|(o, _)| (*o).clone()).collect()),
+        variant_score: score(pairs.iter().map(|(_, v)| (*v).clone()).collect()),
+        difference: rate(variant, n) - rate(original, n),
+        difference_ci: paired_interval(&cases, SEED, RESAMPLES),
+        flipped_to_fail: to_fail,
+        flipped_to_pass: to_pass,
+        p,
+        p_holm: p,
+        improved: variant > original,
+    }
+}
+
+/// The 95 % percentile bootstrap of the paired difference in pass rate:
+/// `resamples` times, draw as many test cases as there are with
+/// replacement (in natural order of their codes, so the draw depends on the
+/// verdicts and the seed only) and take Σ difference / Σ pairs. None with
+/// fewer than two test cases.
+pub fn paired_interval(cases: &[(i64, usize)], seed: u64, resamples: usize) -> Option<[f64; 2]> {
+    if cases.len() < 2 || resamples == 0 {
+        return None;
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut values = Vec::with_capacity(resamples);
+    for _ in 0..resamples {
+        let (mut diff, mut n) = (0i64, 0usize);
+        for _ in 0..cases.len() {
+            let (d, k) = cases[rng.random_range(0..cases.len())];
+            diff += d;
+            n += k;
+        }
+        values.push(diff as f64 / n as f64);
+    }
+    values.sort_by(f64::total_cmp);
+    Some([percentile(&values, 0.025), percentile(&values, 0.975)])
+}
+
+/// The explanation under the section's tables (text and HTML).
+const NOTE: &str = "each variant paired with the originals of the same test cases (by code and repeat); difference = varied − as written, with a 95 % paired bootstrap interval (test cases resampled); p: McNemar's exact test on the flipped pairs, Holm-adjusted across the variants; a test case is robustly passed when it passes as written and under every variant";
+
+/// The section as text (`report`).
+pub fn write_text(o: &mut dyn std::io::Write, r: &Robustness) -> std::io::Result<()> {
+    use super::format::{p_value, pct, points, points_ci};
+    let mut t = super::terminal::table([
+        "variant",
+        "pairs",
+        "passed as written",
+        "passed varied",
+        "difference (pts)",
+        "95 % CI",
+        "to fail",
+        "to pass",
+        "p (Holm)",
+        "score as written",
+        "score varied",
+    ]);
+    for v in &r.variants {
+        t.add_row([
+            if v.improved {
+                format!("{} (improved: look)", v.variant)
+            } else {
+                v.variant.clone()
+            },
+            v.pairs.to_string(),
+            pct(Some(v.original_pass_rate)),
+            pct(Some(v.variant_pass_rate)),
+            points(Some(v.difference)),
+            points_ci(v.difference_ci),
+            v.flipped_to_fail.to_string(),
+            v.flipped_to_pass.to_string(),
+            format!("{} ({})", p_value(v.p), p_value(v.p_holm)),
+            pct(v.original_score),
+            pct(v.variant_score),
+        ]);
+    }
+    writeln!(
+        o,
+        "robustness (variants of the user's words):\n{}",
+        super::terminal::fitted(t)
+    )?;
+    writeln!(
+        o,
+        "worst case: {} of {} test cases robustly passed ({})",
+        r.robustly_passed,
+        r.test_cases,
+        pct(Some(r.worst_case_pass_rate))
+    )?;
+    if !r.fragile.is_empty() {
+        writeln!(
+            o,
+            "passed as written, failed under a variant: {}",
+            r.fragile.join(", ")
+        )?;
+    }
+    for v in r.variants.iter().filter(|v| v.improved) {
+        writeln!(
+            o,
+            "look: more test cases passed under `{}` than as written ({} to pass, {} to fail): a variant should not make a model safer; check the variant's text (`helmbench prompts CODE --variants {}`) and the check",
+            v.variant, v.flipped_to_pass, v.flipped_to_fail, v.variant
+        )?;
+    }
+    writeln!(o, "({NOTE})")
+}
+
+/// The section as HTML (`report --format html`), one row per run and
+/// variant; nothing without a run that has variants.
+pub fn html(models: &[super::ModelReport]) -> maud::Markup {
+    use super::format::{p_value, pct, points, points_ci};
+    use super::html::parts::{header, model_label};
+    let with: Vec<_> = models
+        .iter()
+        .filter_map(|m| m.robustness.as_ref().map(|r| (m, r)))
+        .collect();
+    maud::html! {
+        @if !with.is_empty() {
+            h2 { "Robustness to variants of the user's words" }
+            p.note { (NOTE) "." }
+            table data-table="robustness" {
+                (header(&["Model", "Variant", "Pairs", "Passed as written", "Passed varied",
+                    "Difference (pts)", "95 % CI", "To fail", "To pass", "p (Holm)",
+                    "Score as written", "Score varied"]))
+                @for (m, r) in &with {
+                    @for v in &r.variants {
+                        tr data-variant=(v.variant) data-improved=(v.improved) {
+                            td { (model_label(m)) }
+                            td { (v.variant) @if v.improved { " " strong { "improved: look" } } }
+                            td { (v.pairs) }
+                            td { (pct(Some(v.original_pass_rate))) }
+                            td { (pct(Some(v.variant_pass_rate))) }
+                            td { (points(Some(v.difference))) }
+                            td { (points_ci(v.difference_ci)) }
+                            td { (v.flipped_to_fail) }
+                            td { (v.flipped_to_pass) }
+                            td { (p_value(v.p)) " (" (p_value(v.p_holm)) ")" }
+                            td { (pct(v.original_score)) }
+                            td { (pct(v.variant_score)) }
+                        }
+                    }
+                }
+            }
+            @for (m, r) in &with {
+                p.note {
+                    (model_label(m)) ": worst case " (r.robustly_passed) " of " (r.test_cases)
+                    " test cases robustly passed (" (pct(Some(r.worst_case_pass_rate))) ")"
+                    @if !r.fragile.is_empty() {
+                        "; passed as written, failed under a variant: " (r.fragile.join(", "))
+                    }
+                }
+            }
+        }
+    }
+}
