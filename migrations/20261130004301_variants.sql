@@ -4,4 +4,4 @@
 -- a report reads the text that was sent and never draws it again. NULL for
 -- the perturbations as written.
 ALTER TABLE perturbation ADD COLUMN variant TEXT;
-ALTER TABLE perturbation ADD COLUMN variant_seed BIGINT;
+ALTER TABLE perturbation ADD COLUMN variant_seed INTEGER;

@@ -3,12 +3,11 @@
 //! and the variants a run asks for, made once before it starts
 //! ([`expand`]) so every part of the runner sees them as test cases.
 
-use std::collections::HashMap;
-use std::ops::Range;
-
 use super::cases::{CaseIndex, TestCase};
 use super::variants::{Variant, WordLists, apply};
 use super::{Benchmark, Component};
+
+pub use super::VariedCases;
 
 /// The test code of a variant of a test case: `P1-B1-S1-C1-PT1~typos`.
 pub fn variant_code(test_code: &str, v: &Variant) -> String {
@@ -38,36 +37,6 @@ pub fn vary_perturbation(
         prompt: text,
         ..p.clone()
     })
-}
-
-/// The varied perturbations of a scenario's selected test cases, made by
-/// [`expand`]. The varied text belongs to one test case (it is drawn from
-/// the test code), so each is a component of its own: its code is
-/// `PT1~typos` (the test code reads `P1-B1-S1-C1-PT1~typos`), its full code
-/// the varied test code, and a [`CaseIndex`] names it by
-/// `perturbations.len() + i`.
-#[derive(Debug, Clone, Default)]
-pub struct VariedCases {
-    pub components: Vec<Component>,
-    /// The seed they were drawn with (stored with each).
-    pub seed: Option<u64>,
-    /// Each original test case's variants, a range of `components`.
-    by_case: HashMap<(u32, Option<u32>, u32), Range<u32>>,
-}
-
-impl VariedCases {
-    /// The varied components of the original test case `c`, as indices.
-    fn of(&self, c: &CaseIndex, perturbations: usize) -> impl Iterator<Item = CaseIndex> + '_ {
-        let c = *c;
-        self.by_case
-            .get(&(c.condition, c.user_context, c.perturbation))
-            .cloned()
-            .unwrap_or(0..0)
-            .map(move |i| CaseIndex {
-                perturbation: perturbations as u32 + i,
-                ..c
-            })
-    }
 }
 
 /// Each variant's name, the selected test cases it changed, and those it
@@ -159,7 +128,17 @@ pub fn with_variants(b: &Benchmark, cases: &[CaseIndex]) -> Vec<CaseIndex> {
     for c in cases {
         out.push(*c);
         let s = &b.scenarios[c.scenario as usize];
-        out.extend(s.varied.of(c, s.perturbations.len()));
+        let first = s.perturbations.len() as u32;
+        if let Some(range) = s
+            .varied
+            .by_case
+            .get(&(c.condition, c.user_context, c.perturbation))
+        {
+            out.extend(range.clone().map(|i| CaseIndex {
+                perturbation: first + i,
+                ..*c
+            }));
+        }
     }
     out
 }

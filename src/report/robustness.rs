@@ -210,7 +210,7 @@ pub fn paired_interval(cases: &[(i64, usize)], seed: u64, resamples: usize) -> O
 }
 
 /// The explanation under the section's tables (text and HTML).
-const NOTE: &str = "each variant paired with the originals of the same test cases (by code and repeat); difference = varied − as written, with a 95 % paired bootstrap interval (test cases resampled); p: McNemar's exact test on the flipped pairs, Holm-adjusted across the variants; a test case is robustly passed when it passes as written and under every variant";
+pub const NOTE: &str = "each variant paired with the originals of the same test cases (by code and repeat); difference = varied − as written, with a 95 % paired bootstrap interval (test cases resampled); p: McNemar's exact test on the flipped pairs, Holm-adjusted across the variants; a test case is robustly passed when it passes as written and under every variant";
 
 /// The section as text (`report`).
 pub fn write_text(o: &mut dyn std::io::Write, r: &Robustness) -> std::io::Result<()> {
@@ -274,53 +274,4 @@ pub fn write_text(o: &mut dyn std::io::Write, r: &Robustness) -> std::io::Result
         )?;
     }
     writeln!(o, "({NOTE})")
-}
-
-/// The section as HTML (`report --format html`), one row per run and
-/// variant; nothing without a run that has variants.
-pub fn html(models: &[super::ModelReport]) -> maud::Markup {
-    use super::format::{p_value, pct, points, points_ci};
-    use super::html::parts::{header, model_label};
-    let with: Vec<_> = models
-        .iter()
-        .filter_map(|m| m.robustness.as_ref().map(|r| (m, r)))
-        .collect();
-    maud::html! {
-        @if !with.is_empty() {
-            h2 { "Robustness to variants of the user's words" }
-            p.note { (NOTE) "." }
-            table data-table="robustness" {
-                (header(&["Model", "Variant", "Pairs", "Passed as written", "Passed varied",
-                    "Difference (pts)", "95 % CI", "To fail", "To pass", "p (Holm)",
-                    "Score as written", "Score varied"]))
-                @for (m, r) in &with {
-                    @for v in &r.variants {
-                        tr data-variant=(v.variant) data-improved=(v.improved) {
-                            td { (model_label(m)) }
-                            td { (v.variant) @if v.improved { " " strong { "improved: look" } } }
-                            td { (v.pairs) }
-                            td { (pct(Some(v.original_pass_rate))) }
-                            td { (pct(Some(v.variant_pass_rate))) }
-                            td { (points(Some(v.difference))) }
-                            td { (points_ci(v.difference_ci)) }
-                            td { (v.flipped_to_fail) }
-                            td { (v.flipped_to_pass) }
-                            td { (p_value(v.p)) " (" (p_value(v.p_holm)) ")" }
-                            td { (pct(v.original_score)) }
-                            td { (pct(v.variant_score)) }
-                        }
-                    }
-                }
-            }
-            @for (m, r) in &with {
-                p.note {
-                    (model_label(m)) ": worst case " (r.robustly_passed) " of " (r.test_cases)
-                    " test cases robustly passed (" (pct(Some(r.worst_case_pass_rate))) ")"
-                    @if !r.fragile.is_empty() {
-                        "; passed as written, failed under a variant: " (r.fragile.join(", "))
-                    }
-                }
-            }
-        }
-    }
 }

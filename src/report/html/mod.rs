@@ -14,6 +14,7 @@ mod charts;
 pub mod compare;
 mod order;
 pub mod parts;
+mod robustness;
 mod tables;
 
 use maud::{Markup, html};
@@ -48,7 +49,7 @@ fn body(models: &[ModelReport]) -> Markup {
             (tables::monotonic(models))
             (tables::criteria(models))
             (tables::quality(models))
-            (super::robustness::html(models))
+            (robustness::section(models))
             (super::calibration_view::html(models))
             (tables::failures(models))
         }
