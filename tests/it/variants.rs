@@ -339,3 +339,56 @@ async fn a_run_sends_each_variant_beside_its_original_and_keeps_its_text() {
         assert!(!sent.contains(&p), "resent {p}");
     }
 }
+
+/// A resume makes the variants again from the seed recorded with the run
+/// (not the default): the failed variant is sent again with the same text,
+/// and the run's content hash still matches.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_resume_draws_the_variants_from_the_recorded_seed() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let healed = Arc::new(AtomicBool::new(false));
+    let h = healed.clone();
+    let server = crate::support::mock::serve(move |req: &wiremock::Request| {
+        let p = crate::support::mock::prompt_of(req);
+        if !h.load(Ordering::SeqCst) && !p.contains("I can't go on.") && !p.contains("Exams are stressful.") {
+            return wiremock::ResponseTemplate::new(400).set_body_json(serde_json::json!(
+                {"error": {"code": 400, "message": "bad request", "metadata": {"error_type": "invalid_request"}}}
+            ));
+        }
+        wiremock::ResponseTemplate::new(200).set_body_json(crate::support::mock::completion(
+            r#"{"category":"HANDOFF","response":"Please reach out."}"#,
+            0.001,
+        ))
+    })
+    .await;
+    let b = bench();
+    b.file("variants.yml", "variants: [typos: {rate: 1}]\n");
+    let args = [
+        "run-batch",
+        "--all-scenarios",
+        "--variant-seed",
+        "2",
+        "--concurrency",
+        "1",
+    ];
+    let out = run(&b, &server, &args);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let failed: Vec<String> = completions(&server)
+        .await
+        .iter()
+        .map(crate::support::mock::prompt_of)
+        .filter(|p| !p.contains("I can't go on.") && !p.contains("Exams are stressful."))
+        .collect();
+    assert!(!failed.is_empty());
+    let n = completions(&server).await.len();
+
+    healed.store(true, Ordering::SeqCst);
+    let out = run(&b, &server, &["run-batch", "--resume", "1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let resent: Vec<String> = completions(&server).await[n..]
+        .iter()
+        .map(crate::support::mock::prompt_of)
+        .collect();
+    assert_eq!(resent, failed, "the same text, from seed 2");
+}
