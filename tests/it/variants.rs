@@ -392,3 +392,48 @@ async fn a_resume_draws_the_variants_from_the_recorded_seed() {
         .collect();
     assert_eq!(resent, failed, "the same text, from seed 2");
 }
+
+/// On the team store (PostgreSQL) a run's variants are stored the same
+/// way: the varied text verbatim with the variant's name and seed.
+#[tokio::test(flavor = "multi_thread")]
+async fn variants_are_stored_with_name_and_seed_on_postgres() {
+    let Some(pg) = crate::postgres::server() else {
+        return;
+    };
+    let db = crate::postgres::TestDb::create(&pg).await;
+    let url = crate::postgres::db_url(&pg, &db.name);
+    let b = bench();
+    let t = triage_server().await;
+    let out = b
+        .helmbench()
+        .database(&url)
+        .provider(crate::support::KEY, &t.server.uri())
+        .std()
+        .args([
+            "run-batch",
+            "--all-scenarios",
+            "--variants",
+            "lowercase",
+            "--variant-seed",
+            "3",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let rows: Vec<(String, String, Option<String>, Option<i64>)> = sqlx::query_as(
+        "SELECT r.test_code, p.prompt, p.variant, p.variant_seed
+         FROM result r JOIN perturbation p ON p.id = r.perturbation_id ORDER BY r.test_code",
+    )
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(rows.len(), 4, "{rows:?}");
+    assert_eq!(rows[1].0, "P1-B1-S1-C1-PT1~lowercase");
+    assert!(rows[1].1.contains("i can't go on."), "{rows:?}");
+    assert_eq!(
+        (rows[1].2.as_deref(), rows[1].3),
+        (Some("lowercase"), Some(3))
+    );
+    assert_eq!((rows[0].2.as_deref(), rows[0].3), (None, None));
+    db.remove().await;
+}
