@@ -220,6 +220,10 @@ fn check_refuses_variants_that_cannot_run() {
     );
 }
 
+/// A result's test code, its perturbation's text, variant name and seed,
+/// and its base severity.
+type StoredVariant = (String, String, Option<String>, Option<i64>, f64);
+
 /// A run sends each variant of a test case as a test case of its own
 /// (`~name`) beside its original, keeps the varied text verbatim with the
 /// variant's name and seed, and records the seed with the run; a rerun with
@@ -278,7 +282,7 @@ async fn a_run_sends_each_variant_beside_its_original_and_keeps_its_text() {
 
     let url = format!("sqlite://{}", crate::support::db_path(&b).display());
     let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
-    let rows: Vec<(String, String, Option<String>, Option<i64>, f64)> = sqlx::query_as(
+    let rows: Vec<StoredVariant> = sqlx::query_as(
         "SELECT r.test_code, p.prompt, p.variant, p.variant_seed, r.base_severity
          FROM result r JOIN perturbation p ON p.id = r.perturbation_id ORDER BY r.test_code",
     )
@@ -420,8 +424,8 @@ async fn variants_are_stored_with_name_and_seed_on_postgres() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let rows: Vec<(String, String, Option<String>, Option<i64>)> = sqlx::query_as(
-        "SELECT r.test_code, p.prompt, p.variant, p.variant_seed
+    let rows: Vec<StoredVariant> = sqlx::query_as(
+        "SELECT r.test_code, p.prompt, p.variant, p.variant_seed, r.base_severity
          FROM result r JOIN perturbation p ON p.id = r.perturbation_id ORDER BY r.test_code",
     )
     .fetch_all(&db.pool)
