@@ -51,8 +51,15 @@ pub async fn collect(store: &Store, runs: &[RunRecord]) -> Result<Collector, Sto
         if let Some(next) = runs.get(i + READ_AHEAD) {
             pending.push_back(read(next.run_id));
         }
+        // The originals alone, as `report` scores them: a variant of the
+        // user's words (`~name`, issue 43) is the robustness section's.
         for row in rows {
-            collector.add(i, &row);
+            if crate::benchmark::vary::split_code(&row.test_code)
+                .1
+                .is_none()
+            {
+                collector.add(i, &row);
+            }
         }
     }
     Ok(collector)

@@ -187,7 +187,7 @@ fn one_variant(
 
 /// The 95 % percentile bootstrap of the paired difference in pass rate:
 /// `resamples` times, draw as many test cases as there are with
-/// replacement (in natural order of their codes, so the draw depends on the
+/// replacement (in byte order of their codes, so the draw depends on the
 /// verdicts and the seed only) and take Σ difference / Σ pairs. None with
 /// fewer than two test cases.
 pub fn paired_interval(cases: &[(i64, usize)], seed: u64, resamples: usize) -> Option<[f64; 2]> {

@@ -173,6 +173,13 @@ async fn robustness_shows_the_drop_under_lowercase_for_the_fragile_model_only() 
     close(&v["difference_ci"][1], 0.0);
     assert_eq!(steady["robustness"]["robustly_passed"], 12);
 
+    // `compare` pairs the originals alone, as the headline scores them.
+    let cmp = out_json(&ok(read(
+        &b,
+        &["compare", "--format", "json", "--resamples", "100"],
+    )));
+    assert_eq!(cmp["test_cases"], 12, "{cmp}");
+
     // Text and HTML carry the section too.
     let text = stdout(&ok(read(&b, &["report", "--model", "a/b"])));
     assert!(
