@@ -82,9 +82,16 @@ impl SelectionArgs {
 pub fn make_variants(b: &mut Benchmark, selection: &mut Selection, quiet: bool) -> Result<()> {
     use crate::benchmark::{cases, variants, vary};
     let over = match &selection.variants {
-        Some(list) => Some(
-            variants::parse_names(list).map_err(|e| Error::usage(format!("--variants: {e}")))?,
-        ),
+        Some(list) => {
+            let over = variants::parse_names(list)
+                .map_err(|e| Error::usage(format!("--variants: {e}")))?;
+            // Against this benchmark's lists, as `check` does the content's.
+            for v in &over {
+                v.check_against(&b.word_lists)
+                    .map_err(|e| Error::usage(format!("--variants: {e}")))?;
+            }
+            Some(over)
+        }
         None => None,
     };
     let selected = cases::select_indices(b, &selection.selectors, selection.include_no_context)

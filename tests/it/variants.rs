@@ -267,6 +267,23 @@ async fn a_run_sends_each_variant_beside_its_original_and_keeps_its_text() {
     );
 
     let t = triage_server().await;
+    let bad = run(
+        &b,
+        &t.server,
+        &[
+            "run-batch",
+            "--all-scenarios",
+            "--variants",
+            "lowercase,shouting",
+        ],
+    );
+    assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
+    assert!(
+        stderr(&bad).contains("--variants: unknown variant `shouting`"),
+        "{}",
+        stderr(&bad)
+    );
+    assert_eq!(completions(&t.server).await.len(), 0);
     let out = run(&b, &t.server, &["run-batch", "--all-scenarios"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let sent: Vec<String> = completions(&t.server)
