@@ -180,6 +180,35 @@ async fn robustness_shows_the_drop_under_lowercase_for_the_fragile_model_only() 
     )));
     assert_eq!(cmp["test_cases"], 12, "{cmp}");
 
+    // The viewer's results filter by variant: that variant's rows, or
+    // (`none`) the originals alone.
+    let v = crate::support::viewer::Viewer::start(&b, &[]);
+    for (variant, want) in [("lowercase", true), ("none", false)] {
+        let page = crate::view::get(&v, &format!("/results.jsonl?runs=2&variant={variant}")).await;
+        let codes: Vec<String> = page
+            .body
+            .lines()
+            .map(|l| {
+                serde_json::from_str::<Value>(l).unwrap()["test_code"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect();
+        assert_eq!(codes.len(), 12, "{variant}: {}", page.body);
+        assert!(
+            codes.iter().all(|c| c.ends_with("~lowercase") == want),
+            "{codes:?}"
+        );
+    }
+    let html = crate::view::get(&v, "/results?runs=2&variant=lowercase").await;
+    assert!(
+        html.body.contains(r#"name="variant" value="lowercase""#),
+        "{}",
+        html.body
+    );
+    drop(v);
+
     // Text and HTML carry the section too.
     let text = stdout(&ok(read(&b, &["report", "--model", "a/b"])));
     assert!(
