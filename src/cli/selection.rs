@@ -94,8 +94,12 @@ pub fn make_variants(b: &mut Benchmark, selection: &mut Selection, quiet: bool) 
         }
         None => None,
     };
-    let selected = cases::select_indices(b, &selection.selectors, selection.include_no_context)
+    let mut selected = cases::select_indices(b, &selection.selectors, selection.include_no_context)
         .map_err(Error::usage)?;
+    // Only what the plan runs (its limit counts originals) is varied and seeded.
+    if let Some(limit) = selection.limit {
+        selected.truncate(limit);
+    }
     let seed = selection
         .variant_seed
         .unwrap_or(variants::DEFAULT_VARIANT_SEED);
