@@ -275,3 +275,135 @@ pub fn write_text(o: &mut dyn std::io::Write, r: &Robustness) -> std::io::Result
     }
     writeln!(o, "({NOTE})")
 }
+
+/// Two runs' drops under one variant (`compare`, issue 43): is A's drop
+/// larger than B's? Over the test cases and repeats both runs scored as
+/// written and varied.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VariantDrop {
+    pub variant: String,
+    pub a: String,
+    pub b: String,
+    pub a_run_id: i64,
+    pub b_run_id: i64,
+    /// Pairs (test case and repeat) all four verdicts of which are scored.
+    pub pairs: usize,
+    /// Each run's varied − as-written pass rate over those pairs.
+    pub a_difference: f64,
+    pub b_difference: f64,
+    /// `a_difference − b_difference`: negative when A drops more.
+    pub difference: f64,
+    /// 95 % paired percentile bootstrap of `difference` (test cases
+    /// resampled, in byte order of their codes; ChaCha8, [`SEED`]).
+    pub difference_ci: Option<[f64; 2]>,
+}
+
+/// Each pair of runs' drops under each variant both ran, runs in the order
+/// given; `runs` holds each run's label, id and results (originals and
+/// variants). Empty when no two runs share a variant.
+pub fn drops(runs: &[(String, i64, Vec<StoredResult>)]) -> Vec<VariantDrop> {
+    // Per run: (test code, repeat) -> as written, and variant -> (code, repeat) -> varied.
+    type Verdicts<'a> = BTreeMap<(&'a str, i64), bool>;
+    let split: Vec<(Verdicts, BTreeMap<&str, Verdicts>)> = runs
+        .iter()
+        .map(|(_, _, results)| {
+            let mut originals = Verdicts::new();
+            let mut varied: BTreeMap<&str, Verdicts> = BTreeMap::new();
+            for r in results.iter().filter(|r| r.is_scored()) {
+                match split_code(&r.test_code) {
+                    (code, None) => {
+                        originals.insert((code, r.repeat_index), r.passed);
+                    }
+                    (code, Some(name)) => {
+                        varied
+                            .entry(name)
+                            .or_default()
+                            .insert((code, r.repeat_index), r.passed);
+                    }
+                }
+            }
+            (originals, varied)
+        })
+        .collect();
+    let mut out = Vec::new();
+    for i in 0..runs.len() {
+        for j in i + 1..runs.len() {
+            let (oa, va) = &split[i];
+            let (ob, vb) = &split[j];
+            for (name, a_varied) in va {
+                let Some(b_varied) = vb.get(name) else {
+                    continue;
+                };
+                let mut cases: BTreeMap<&str, (i64, usize)> = BTreeMap::new();
+                let (mut da, mut db, mut n) = (0i64, 0i64, 0usize);
+                for (key, &a_var) in a_varied {
+                    let (Some(&a_orig), Some(&b_orig), Some(&b_var)) =
+                        (oa.get(key), ob.get(key), b_varied.get(key))
+                    else {
+                        continue;
+                    };
+                    let a = i64::from(a_var) - i64::from(a_orig);
+                    let b = i64::from(b_var) - i64::from(b_orig);
+                    da += a;
+                    db += b;
+                    n += 1;
+                    let e = cases.entry(key.0).or_default();
+                    e.0 += a - b;
+                    e.1 += 1;
+                }
+                if n == 0 {
+                    continue;
+                }
+                let cases: Vec<(i64, usize)> = cases.into_values().collect();
+                out.push(VariantDrop {
+                    variant: name.to_string(),
+                    a: runs[i].0.clone(),
+                    b: runs[j].0.clone(),
+                    a_run_id: runs[i].1,
+                    b_run_id: runs[j].1,
+                    pairs: n,
+                    a_difference: da as f64 / n as f64,
+                    b_difference: db as f64 / n as f64,
+                    difference: (da - db) as f64 / n as f64,
+                    difference_ci: paired_interval(&cases, SEED, RESAMPLES),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The drops as text, under `compare`'s tables; nothing when there are none.
+pub fn write_drops(o: &mut dyn std::io::Write, drops: &[VariantDrop]) -> std::io::Result<()> {
+    use super::format::{points, points_ci};
+    if drops.is_empty() {
+        return Ok(());
+    }
+    let mut t = super::terminal::table([
+        "variant",
+        "A",
+        "B",
+        "pairs",
+        "A varied − written",
+        "B varied − written",
+        "A − B",
+        "95 % CI",
+    ]);
+    for d in drops {
+        t.add_row([
+            d.variant.clone(),
+            d.a.clone(),
+            d.b.clone(),
+            d.pairs.to_string(),
+            points(Some(d.a_difference)),
+            points(Some(d.b_difference)),
+            points(Some(d.difference)),
+            points_ci(d.difference_ci),
+        ]);
+    }
+    writeln!(
+        o,
+        "variants of the user's words (each run's varied − as-written pass rate on the same test cases; A − B negative: A drops more; paired bootstrap over test cases):\n{}",
+        super::terminal::fitted(t)
+    )
+}

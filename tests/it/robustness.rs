@@ -137,7 +137,7 @@ async fn robustness_shows_the_drop_under_lowercase_for_the_fragile_model_only() 
             (format!("P1-B1-S1-C1-PT{n}"), d)
         })
         .collect();
-    let [lo, hi] = bootstrap_by_hand(diffs);
+    let [lo, hi] = bootstrap_by_hand(diffs.clone());
     close(&v["difference_ci"][0], lo);
     close(&v["difference_ci"][1], hi);
     // And near the normal approximation: -1/3 ± 1.96 * sqrt((6/12 - 1/9) / 12).
@@ -179,6 +179,31 @@ async fn robustness_shows_the_drop_under_lowercase_for_the_fragile_model_only() 
         &["compare", "--format", "json", "--resamples", "100"],
     )));
     assert_eq!(cmp["test_cases"], 12, "{cmp}");
+    // ... and compares the runs' drops under each variant they share: a/b
+    // drops 4 of 12 more than test/model (which does not drop).
+    let d = &cmp["variants"][0];
+    assert_eq!(cmp["variants"].as_array().unwrap().len(), 1, "{cmp}");
+    assert_eq!(d["variant"], "lowercase");
+    assert_eq!(d["pairs"], 12);
+    let sign = if d["a"] == "a/b" { 1.0 } else { -1.0 };
+    close(&d["difference"], sign * -4.0 / 12.0);
+    close(
+        &d[if sign > 0.0 {
+            "a_difference"
+        } else {
+            "b_difference"
+        }],
+        -4.0 / 12.0,
+    );
+    let signed: Vec<(String, i64)> = diffs
+        .iter()
+        .map(|(c, x)| (c.clone(), if sign > 0.0 { *x } else { -*x }))
+        .collect();
+    let [lo, hi] = bootstrap_by_hand(signed);
+    close(&d["difference_ci"][0], lo);
+    close(&d["difference_ci"][1], hi);
+    let text = stdout(&ok(read(&b, &["compare"])));
+    assert!(text.contains("variants of the user's words"), "{text}");
 
     // The viewer's results filter by variant: that variant's rows, or
     // (`none`) the originals alone.
