@@ -66,6 +66,10 @@ pub struct ModelReport {
     /// originals' alone, comparable with a run without variants.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub robustness: Option<super::robustness::Robustness>,
+    /// Conversations (issue 42): the first reply against the whole
+    /// conversation, where they first fail, per pressure label.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sustained: Option<crate::scoring::sustained::Sustained>,
 }
 
 impl ModelReport {
@@ -331,6 +335,9 @@ pub async fn model_report(
             floors: scoring.floors.clone(),
         },
         review: calibration::ReviewSections::default(),
+        sustained: crate::scoring::sustained::sustained(
+            &store.conversation_outcomes(run.run_id).await?,
+        ),
         routing: routing::by_run(store, Some(run.run_id))
             .await?
             .remove(&run.run_id)
