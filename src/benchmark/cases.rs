@@ -121,11 +121,17 @@ pub struct CaseIndex {
 impl CaseIndex {
     pub fn resolve(self, b: &Benchmark) -> TestCase<'_> {
         let s = &b.scenarios[self.scenario as usize];
+        // Past the perturbations: a variant a run made (vary::expand).
+        let p = self.perturbation as usize;
+        let perturbation = match p.checked_sub(s.perturbations.len()) {
+            None => &s.perturbations[p],
+            Some(v) => &s.varied.components[v],
+        };
         TestCase {
             scenario: s,
             condition: &s.conditions[self.condition as usize],
             user_context: self.user_context.map(|u| &s.user_contexts[u as usize]),
-            perturbation: &s.perturbations[self.perturbation as usize],
+            perturbation,
         }
     }
 }

@@ -105,7 +105,26 @@ pub struct Scenario {
     /// The variants of the user's words its test cases run with (its
     /// `variants:`, else `variants.yml`'s; issue 43).
     pub variants: Vec<variants::spec::Variant>,
+    /// The variants a run made of its selected test cases (`expand` (vary.rs);
+    /// empty as loaded): not content, so not in the hash.
+    pub varied: VariedCases,
     pub hash: String,
+}
+
+/// The varied perturbations of a scenario's selected test cases, made by
+/// `expand` (vary.rs). The varied text belongs to one test case (it is drawn from
+/// the test code), so each is a component of its own: its code is
+/// `PT1~typos` (the test code reads `P1-B1-S1-C1-PT1~typos`), its full code
+/// the varied test code, and a test case's index names it by
+/// `perturbations.len() + i`.
+#[derive(Debug, Clone, Default)]
+pub struct VariedCases {
+    pub components: Vec<Component>,
+    /// The seed they were drawn with (stored with each).
+    pub seed: Option<u64>,
+    /// Each original test case's variants (by condition, user context and
+    /// perturbation index), a range of `components`.
+    pub(crate) by_case: std::collections::HashMap<(u32, Option<u32>, u32), std::ops::Range<u32>>,
 }
 
 impl Scenario {

@@ -1,13 +1,26 @@
 //! A test case under a variant of its user's words (issue 43): its code
-//! and its perturbation with the text varied, composed like any other.
+//! and its perturbation with the text varied, composed like any other;
+//! and the variants a run asks for, made once before it starts
+//! ([`expand`]) so every part of the runner sees them as test cases.
 
-use super::Component;
-use super::cases::TestCase;
+use super::cases::{CaseIndex, TestCase};
 use super::variants::{Variant, WordLists, apply};
+use super::{Benchmark, Component};
+
+pub use super::VariedCases;
 
 /// The test code of a variant of a test case: `P1-B1-S1-C1-PT1~typos`.
 pub fn variant_code(test_code: &str, v: &Variant) -> String {
     format!("{test_code}~{}", v.name())
+}
+
+/// The original test code of a (possibly) varied one, and the variant's
+/// name: `P1-B1-S1-C1-PT1~typos` → (`P1-B1-S1-C1-PT1`, Some(`typos`)).
+pub fn split_code(test_code: &str) -> (&str, Option<&str>) {
+    match test_code.split_once('~') {
+        Some((original, name)) => (original, Some(name)),
+        None => (test_code, None),
+    }
 }
 
 /// `case`'s perturbation with its text (the user's words) under `v`, or
@@ -23,5 +36,132 @@ pub fn vary_perturbation(
     (text != p.prompt).then(|| Component {
         prompt: text,
         ..p.clone()
+    })
+}
+
+/// Each variant's name, the selected test cases it changed, and those it
+/// left as they were (skipped).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VariantCount {
+    pub name: String,
+    pub varied: usize,
+    pub unchanged: usize,
+}
+
+/// Makes the variants of the test cases `cases` (originals, as selected):
+/// each scenario's own `variants:`, or `over` (`--variants`) instead. A
+/// variant that changes nothing is left out and counted. When any variant
+/// applies, the word lists enter the benchmark's content hash (the varied
+/// text depends on them); a benchmark without variants keeps its hash, so
+/// runs recorded before stay comparable.
+pub fn expand(
+    b: &mut Benchmark,
+    over: Option<&[Variant]>,
+    seed: u64,
+    cases: &[CaseIndex],
+) -> Vec<VariantCount> {
+    let mut counts: Vec<VariantCount> = Vec::new();
+    let mut made: Vec<(CaseIndex, Vec<Component>)> = Vec::new();
+    let mut used = false;
+    for &c in cases {
+        let case = c.resolve(b);
+        let list = over.unwrap_or(&case.scenario.variants);
+        if list.is_empty() {
+            continue;
+        }
+        used = true;
+        let code = case.code();
+        let mut varied = Vec::new();
+        for v in list {
+            let at = match counts.iter().position(|n| n.name == v.name()) {
+                Some(i) => i,
+                None => {
+                    counts.push(VariantCount {
+                        name: v.name().to_string(),
+                        varied: 0,
+                        unchanged: 0,
+                    });
+                    counts.len() - 1
+                }
+            };
+            match vary_perturbation(&case, v, &b.word_lists, seed) {
+                Some(mut p) => {
+                    counts[at].varied += 1;
+                    let spec = serde_json::to_string(v).unwrap_or_default();
+                    p.hash = super::sha256_hex(&[
+                        p.hash.as_bytes(),
+                        spec.as_bytes(),
+                        &seed.to_le_bytes(),
+                        p.prompt.as_bytes(),
+                    ]);
+                    p.full_code = variant_code(&code, v);
+                    p.code = format!("{}~{}", p.code, v.name());
+                    varied.push(p);
+                }
+                None => counts[at].unchanged += 1,
+            }
+        }
+        made.push((c, varied));
+    }
+    for (c, varied) in made {
+        let s = &mut b.scenarios[c.scenario as usize];
+        let at = s.varied.components.len() as u32;
+        let key = (c.condition, c.user_context, c.perturbation);
+        s.varied.by_case.insert(key, at..at + varied.len() as u32);
+        s.varied.components.extend(varied);
+        s.varied.seed = Some(seed);
+    }
+    if used {
+        let mut parts: Vec<&[u8]> = vec![b.content_hash.as_bytes(), b"word-lists"];
+        for (file, text) in &b.word_lists.sources {
+            parts.push(file.as_bytes());
+            parts.push(text.as_bytes());
+        }
+        b.content_hash = super::sha256_hex(&parts);
+    }
+    counts
+}
+
+/// `cases` (originals) each followed by its variants that [`expand`] made.
+pub fn with_variants(b: &Benchmark, cases: &[CaseIndex]) -> Vec<CaseIndex> {
+    let mut out = Vec::with_capacity(cases.len());
+    for c in cases {
+        out.push(*c);
+        let s = &b.scenarios[c.scenario as usize];
+        let first = s.perturbations.len() as u32;
+        if let Some(range) = s
+            .varied
+            .by_case
+            .get(&(c.condition, c.user_context, c.perturbation))
+        {
+            out.extend(range.clone().map(|i| CaseIndex {
+                perturbation: first + i,
+                ..*c
+            }));
+        }
+    }
+    out
+}
+
+/// The line `run-batch` and `estimate` say once on stderr when a variant
+/// changed nothing in some test cases (they are skipped), or None.
+pub fn skipped_notice(counts: &[VariantCount]) -> Option<String> {
+    let skipped: Vec<String> = counts
+        .iter()
+        .filter(|c| c.unchanged > 0)
+        .map(|c| {
+            format!(
+                "{} changes nothing in {} of {} test cases",
+                c.name,
+                c.unchanged,
+                c.varied + c.unchanged
+            )
+        })
+        .collect();
+    (!skipped.is_empty()).then(|| {
+        format!(
+            "variants: {} (skipped: only the original runs there)",
+            skipped.join("; ")
+        )
     })
 }

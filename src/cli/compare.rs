@@ -111,13 +111,13 @@ async fn pick_runs(store: &Store, args: &CompareArgs) -> Result<Vec<RunRecord>> 
 pub fn run(s: &Settings, args: &CompareArgs) -> Result<ExitStatus> {
     let url = s.existing_database()?;
     let (scoring, source, benchmark_hash) = report_scoring(s)?;
-    let collector = runtime()?.block_on(async {
+    let (collector, drops) = runtime()?.block_on(async {
         let store = Store::open_read_only(url).await?;
         let runs = pick_runs(&store, args).await?;
         for run in &runs {
             note_run(run, benchmark_hash.as_deref(), &source);
         }
-        Ok::<_, Error>(crate::report::compare::collect(&store, &runs).await?)
+        Ok::<_, Error>(crate::report::compare::collect_with_variants(&store, &runs).await?)
     })?;
     let comparison = collector
         .compare(
@@ -136,8 +136,11 @@ pub fn run(s: &Settings, args: &CompareArgs) -> Result<ExitStatus> {
     }
     let render = |o: &mut dyn Write| -> Result<()> {
         match args.format {
-            CompareFormat::Table => crate::report::compare::write_text(o, &comparison)?,
-            CompareFormat::Json => crate::report::compare::write_json(o, &comparison)?,
+            CompareFormat::Table => {
+                crate::report::compare::write_text(o, &comparison)?;
+                crate::report::robustness::write_drops(o, &drops)?;
+            }
+            CompareFormat::Json => crate::report::compare::write_json(o, &comparison, &drops)?,
             CompareFormat::Html => {
                 o.write_all(crate::report::html::compare::render(&comparison).as_bytes())?
             }

@@ -45,8 +45,9 @@ struct Covered<'a> {
 }
 
 pub fn run(s: &Settings, args: &EstimateArgs) -> Result<ExitStatus> {
-    let selection = args.selection.resolve("")?;
-    let b = s.load_strict()?;
+    let mut selection = args.selection.resolve("")?;
+    let mut b = s.load_strict()?;
+    super::selection::make_variants(&mut b, &mut selection, s.quiet)?;
     let models = super::call::models_of(&b, &args.models)?;
     let sel = Covered {
         selection: &selection,
@@ -240,6 +241,8 @@ pub(super) async fn resume_preflight(
             limit: settings.limit,
             repeats: settings.repeats,
             max_cost: None,
+            variants: settings.variants.clone(),
+            variant_seed: settings.variant_seed,
         };
         let sel = Covered {
             selection: &selection,

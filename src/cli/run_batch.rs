@@ -13,7 +13,6 @@ use super::output::{DataFormat, out};
 use super::selection::SelectionArgs;
 use super::settings::{Settings, runtime};
 use crate::ExitStatus;
-use crate::benchmark::cases::Selector;
 use crate::domain::BlockedAs;
 use crate::run::Selection;
 use crate::{Error, Result, run};
@@ -27,13 +26,13 @@ pub struct RunBatchArgs {
     /// Finish the missing test cases of these runs (comma-separated ids),
     /// at once, each with its recorded settings.
     #[arg(long, value_name = "RUN_ID", value_delimiter = ',', num_args = 1..,
-          conflicts_with_all = ["scenarios", "all_scenarios"], help_heading = "Resume")]
+          conflicts_with_all = ["scenarios", "all_scenarios", "variants", "variant_seed"], help_heading = "Resume")]
     pub resume: Vec<i64>,
     /// Join a run another process is running now, on the team store
     /// (PostgreSQL): its recorded settings, its test cases shared out in
     /// leases, so no test case is asked twice (see README, "Team store").
     #[arg(long, value_name = "RUN_ID",
-          conflicts_with_all = ["resume", "scenarios", "all_scenarios", "max_cost", "batch_api", "retry_blocked"],
+          conflicts_with_all = ["resume", "scenarios", "all_scenarios", "max_cost", "batch_api", "retry_blocked", "variants", "variant_seed"],
           help_heading = "Resume")]
     pub join: Option<i64>,
     /// Requests in flight at once, per model (1 to 1024); the models of a
@@ -222,14 +221,11 @@ pub(super) fn execute(s: &Settings, call_args: &CallArgs, args: &Batch) -> Resul
                 "--resume sends requests: set OPENROUTER_API_KEY (and drop --dry-run)".into(),
             ));
         }
-        return dry_run(
-            s,
-            &args.selection.selectors,
-            args.selection.include_no_context,
-            args.format,
-        );
+        return dry_run(s, &args.selection, args.format);
     }
-    let b = s.load_strict()?;
+    let mut b = s.load_strict()?;
+    let mut batch = args.clone();
+    let args = &mut batch;
     let rt = runtime()?;
     rt.block_on(async {
         // A run another live helmbench owns is refused before anything is
@@ -247,6 +243,12 @@ pub(super) fn execute(s: &Settings, call_args: &CallArgs, args: &Batch) -> Resul
             }
         }
         let (client, store) = call::connect(s, call_args).await?;
+        if args.resume.is_empty() {
+            super::selection::make_variants(&mut b, &mut args.selection, s.quiet)?;
+        } else {
+            resumed_variants(&mut b, &store, &args.resume, s.quiet).await?;
+        }
+        let args = &*args;
         // The models an earlier run already answered are left out before
         // anything is seeded, estimated, probed or created: a rerun with
         // nothing to do writes nothing and sends nothing.
@@ -536,6 +538,60 @@ async fn resumed_runs(ctx: &run::RunContext, args: &Batch) -> Result<Planned> {
     Ok((runs, budget, spent))
 }
 
+/// Makes again the variants the runs `ids` were made with (the same seed,
+/// content and lists: the same text), before their recorded content hash
+/// is compared. Runs resumed together must have been started with the
+/// same variants and seed.
+async fn resumed_variants(
+    b: &mut crate::benchmark::Benchmark,
+    store: &crate::store::Store,
+    ids: &[i64],
+    quiet: bool,
+) -> Result<()> {
+    let mut union: Option<(i64, Selection, bool)> = None;
+    for &id in ids {
+        let row = store.run(id).await?;
+        // Unreadable settings are reported by resumed_runs.
+        let Ok(st) = serde_json::from_str::<run::RunSettings>(&row.settings) else {
+            continue;
+        };
+        let selectors = super::selection::parse_selectors(&st.selectors)?;
+        match &mut union {
+            None => {
+                let every = selectors.is_empty();
+                let sel = Selection {
+                    selectors,
+                    include_no_context: st.include_no_context,
+                    variants: st.variants,
+                    variant_seed: st.variant_seed,
+                    ..Selection::everything()
+                };
+                union = Some((id, sel, every));
+            }
+            Some((first, sel, every)) => {
+                if (&sel.variants, sel.variant_seed) != (&st.variants, st.variant_seed) {
+                    return Err(Error::usage(format!(
+                        "runs {first} and {id} were started with different variants or variant seeds: resume them one at a time"
+                    )));
+                }
+                *every |= selectors.is_empty();
+                sel.selectors.extend(selectors);
+                sel.include_no_context |= st.include_no_context;
+            }
+        }
+    }
+    match union {
+        // No variant applied when it began: none is made now either.
+        Some((_, mut sel, every)) if sel.variant_seed.is_some() => {
+            if every {
+                sel.selectors.clear();
+            }
+            super::selection::make_variants(b, &mut sel, quiet)
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Refuses a resume of run `id` whose base URL or API key is not the one its
 /// batches were submitted with: a batch id means something only there, and
 /// a poll elsewhere answers 404 for a batch that runs on (and is paid).
@@ -607,14 +663,13 @@ fn set_limits(ctx: &run::RunContext, args: &Batch, runs: &[(Option<i64>, run::Ru
     }
 }
 
-fn dry_run(
-    s: &Settings,
-    selectors: &[Selector],
-    include_no_context: bool,
-    format: DataFormat,
-) -> Result<ExitStatus> {
-    let (b, errors) = s.load_reporting();
-    let summary = run::dry_run(&b, selectors, include_no_context).map_err(Error::usage)?;
+fn dry_run(s: &Settings, selection: &Selection, format: DataFormat) -> Result<ExitStatus> {
+    let (mut b, errors) = s.load_reporting();
+    let mut selection = selection.clone();
+    super::selection::make_variants(&mut b, &mut selection, s.quiet)?;
+    let selectors = &selection.selectors;
+    let summary =
+        run::dry_run(&b, selectors, selection.include_no_context).map_err(Error::usage)?;
     let warnings = crate::content::lint::lint(&b, selectors);
     let mut o = out();
     match format {

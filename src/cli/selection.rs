@@ -4,6 +4,7 @@
 
 use clap::Args;
 
+use crate::benchmark::Benchmark;
 use crate::benchmark::cases::Selector;
 use crate::run::Selection;
 use crate::{Error, Result};
@@ -34,6 +35,15 @@ pub struct SelectionArgs {
     /// every run of it spent counting (default: the one it was started with).
     #[arg(long, value_name = "USD", value_parser = parse_budget, help_heading = "Budget")]
     pub max_cost: Option<f64>,
+    /// Also run each selected test case under these variants of the user's
+    /// words (comma-separated, e.g. `lowercase,typos`), instead of the
+    /// scenarios' own `variants:`; each variant is a test case of its own
+    /// (`P1-B1-S1-C1-PT1~typos`) beside its original.
+    #[arg(long, value_name = "A,B")]
+    pub variants: Option<String>,
+    /// The seed the variants draw from (recorded with the run) [default: 43].
+    #[arg(long, value_name = "N")]
+    pub variant_seed: Option<u64>,
 }
 
 impl SelectionArgs {
@@ -51,8 +61,54 @@ impl SelectionArgs {
             limit: self.limit,
             repeats: self.repeats,
             max_cost: self.max_cost,
+            variants: match &self.variants {
+                Some(list) => {
+                    crate::benchmark::variants::parse_names(list)
+                        .map_err(|e| Error::usage(format!("--variants: {e}")))?;
+                    Some(list.clone())
+                }
+                None => None,
+            },
+            variant_seed: self.variant_seed,
         })
     }
+}
+
+/// Makes the variants `selection` asks for of its test cases (issue 43;
+/// [`vary::expand`](crate::benchmark::vary::expand)), says once on stderr
+/// which variants changed nothing where (those are skipped), and records
+/// the seed in `selection` when any variant applies (None otherwise, so a
+/// run without variants records none).
+pub fn make_variants(b: &mut Benchmark, selection: &mut Selection, quiet: bool) -> Result<()> {
+    use crate::benchmark::{cases, variants, vary};
+    let over = match &selection.variants {
+        Some(list) => {
+            let over = variants::parse_names(list)
+                .map_err(|e| Error::usage(format!("--variants: {e}")))?;
+            // Against this benchmark's lists, as `check` does the content's.
+            for v in &over {
+                v.check_against(&b.word_lists)
+                    .map_err(|e| Error::usage(format!("--variants: {e}")))?;
+            }
+            Some(over)
+        }
+        None => None,
+    };
+    let mut selected = cases::select_indices(b, &selection.selectors, selection.include_no_context)
+        .map_err(Error::usage)?;
+    // Only what the plan runs (its limit counts originals) is varied and seeded.
+    if let Some(limit) = selection.limit {
+        selected.truncate(limit);
+    }
+    let seed = selection
+        .variant_seed
+        .unwrap_or(variants::DEFAULT_VARIANT_SEED);
+    let counts = vary::expand(b, over.as_deref(), seed, &selected);
+    selection.variant_seed = (!counts.is_empty()).then_some(seed);
+    if !quiet && let Some(notice) = vary::skipped_notice(&counts) {
+        eprintln!("{notice}");
+    }
+    Ok(())
 }
 
 /// `--concurrency`: 1 to [`crate::run::MAX_CONCURRENCY`], checked here once.

@@ -304,6 +304,7 @@ pub(super) fn load_scenario(dir: &ScenarioDir, errors: &mut Vec<ContentError>) -
         turns,
         judge_first,
         variants,
+        varied: Default::default(),
         hash: sha256_hex(&parts),
     })
 }

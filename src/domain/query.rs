@@ -91,6 +91,9 @@ pub struct ResultFilter {
     pub scenario: Option<String>,
     pub min_severity: Option<f64>,
     pub max_severity: Option<f64>,
+    /// A variant of the user's words (issue 43): `typos` keeps that
+    /// variant's rows (`…~typos`), `none` the originals alone.
+    pub variant: Option<String>,
     /// Text searched in the composed prompt, the reply and the judges'
     /// justifications: through the search index, its words as a phrase;
     /// by a scan, the text anywhere (case-insensitive for ASCII, as

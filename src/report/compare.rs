@@ -7,6 +7,7 @@
 use std::io::{self, Write};
 
 use super::format::{p_value, pct, pct_ci, points, points_ci};
+use super::robustness;
 use super::terminal::{fitted, table};
 use crate::domain::RunRecord;
 use crate::scoring::compare::{Collector, Comparison, RunLabel};
@@ -22,6 +23,16 @@ const READ_AHEAD: usize = 2;
 /// Reads the results of `runs` into a [`Collector`], in the order given,
 /// [`READ_AHEAD`] runs at a time.
 pub async fn collect(store: &Store, runs: &[RunRecord]) -> Result<Collector, StoreError> {
+    Ok(collect_with_variants(store, runs).await?.0)
+}
+
+/// [`collect`], and each pair of runs' drops under the variants of the
+/// user's words they share ([`robustness::drops`]); only runs with
+/// variants keep their results for it.
+pub async fn collect_with_variants(
+    store: &Store,
+    runs: &[RunRecord],
+) -> Result<(Collector, Vec<robustness::VariantDrop>), StoreError> {
     let mut collector = Collector::new(
         runs.iter()
             .map(|r| RunLabel {
@@ -34,6 +45,7 @@ pub async fn collect(store: &Store, runs: &[RunRecord]) -> Result<Collector, Sto
         let store = store.clone();
         tokio::spawn(async move { store.scoring_results(run_id).await })
     };
+    let mut with_variants = Vec::new();
     let mut pending: std::collections::VecDeque<_> = runs
         .iter()
         .take(READ_AHEAD)
@@ -51,11 +63,24 @@ pub async fn collect(store: &Store, runs: &[RunRecord]) -> Result<Collector, Sto
         if let Some(next) = runs.get(i + READ_AHEAD) {
             pending.push_back(read(next.run_id));
         }
-        for row in rows {
-            collector.add(i, &row);
+        // The originals alone, as `report` scores them: a variant of the
+        // user's words (`~name`, issue 43) is compared apart.
+        let mut any_varied = false;
+        for row in &rows {
+            if crate::benchmark::vary::split_code(&row.test_code)
+                .1
+                .is_none()
+            {
+                collector.add(i, row);
+            } else {
+                any_varied = true;
+            }
+        }
+        if any_varied {
+            with_variants.push((runs[i].model.clone(), runs[i].run_id, rows));
         }
     }
-    Ok(collector)
+    Ok((collector, robustness::drops(&with_variants)))
 }
 
 /// `1 test case`, `2 test cases`.
@@ -210,8 +235,16 @@ fn score_of(c: &Comparison, run_id: i64) -> Option<f64> {
 }
 
 /// The JSON scripts read: the [`Comparison`] as it is.
-pub fn write_json(o: &mut dyn Write, c: &Comparison) -> io::Result<()> {
-    serde_json::to_writer_pretty(&mut *o, c)?;
+pub fn write_json(
+    o: &mut dyn Write,
+    c: &Comparison,
+    drops: &[robustness::VariantDrop],
+) -> io::Result<()> {
+    let mut v = serde_json::to_value(c)?;
+    if !drops.is_empty() {
+        v["variants"] = serde_json::to_value(drops)?;
+    }
+    serde_json::to_writer_pretty(&mut *o, &v)?;
     writeln!(o)
 }
 

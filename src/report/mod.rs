@@ -17,6 +17,7 @@ mod format;
 pub mod html;
 mod model;
 mod quality;
+pub mod robustness;
 pub mod routing;
 mod sustained;
 pub mod terminal;

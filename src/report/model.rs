@@ -61,6 +61,11 @@ pub struct ModelReport {
     /// behaviours with a name of their own), shown beside the codes.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub behaviour_names: BTreeMap<String, String>,
+    /// The variants of the user's words against the originals (issue 43);
+    /// absent for a run without variants. The scores above are the
+    /// originals' alone, comparable with a run without variants.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub robustness: Option<super::robustness::Robustness>,
     /// Conversations (issue 42): the first reply against the whole
     /// conversation, where they first fail, per pressure label.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -296,6 +301,7 @@ pub async fn model_report(
     details: bool,
 ) -> Result<ModelReport, StoreError> {
     let (results, quality) = scored_results(store, run.run_id).await?;
+    let (results, robustness) = super::robustness::split(results, scoring);
     let mut analysis = analysis::analyse(&results, scoring);
     if !details {
         analysis.keep_most_severe_non_monotonic(NON_MONOTONIC_KEPT);
@@ -337,6 +343,7 @@ pub async fn model_report(
             .remove(&run.run_id)
             .unwrap_or_default(),
         behaviour_names: BTreeMap::new(),
+        robustness,
     })
 }
 

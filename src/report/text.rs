@@ -289,6 +289,9 @@ fn write_model(o: &mut dyn Write, m: &ModelReport) -> io::Result<()> {
         writeln!(o, "judged criteria:\n{}", fitted(t))?;
     }
     write_quality(o, m.quality.as_ref())?;
+    if let Some(r) = &m.robustness {
+        super::robustness::write_text(o, r)?;
+    }
     super::calibration_view::write_text(o, &m.review)?;
     if let Some(failures) = &m.failures {
         writeln!(o, "failed test cases ({}):", failures.len())?;
@@ -566,6 +569,7 @@ mod tests {
             review: Default::default(),
             routing: Default::default(),
             behaviour_names: Default::default(),
+            robustness: None,
         }
     }
 

@@ -78,7 +78,14 @@ pub fn dry_run(
     selectors: &[Selector],
     include_no_context: bool,
 ) -> Result<DryRunSummary, String> {
-    let cases = cases::select(benchmark, selectors, include_no_context)?;
+    // With the variants a run would make (vary::expand), each a test case.
+    let cases: Vec<_> = crate::benchmark::vary::with_variants(
+        benchmark,
+        &cases::select_indices(benchmark, selectors, include_no_context)?,
+    )
+    .into_iter()
+    .map(|i| i.resolve(benchmark))
+    .collect();
     let mut summary = DryRunSummary {
         models: benchmark
             .models

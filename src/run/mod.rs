@@ -71,6 +71,8 @@ mod tests {
             judge_entries: None,
             batch: None,
             batch_api: None,
+            variants: None,
+            variant_seed: None,
         };
         let work = plan(&b, &settings).unwrap();
         let cases =
@@ -83,5 +85,27 @@ mod tests {
         // A run keeps this list for its whole length: no doubling slack.
         assert_eq!(work.capacity(), work.len());
         assert!(std::mem::size_of::<(CaseIndex, u32)>() <= 24);
+
+        // With variants made (issue 43): each original, then its variants,
+        // the limit still counting originals, the hash changed.
+        let mut varied = b.clone();
+        let lower = crate::benchmark::variants::parse_names("lowercase").unwrap();
+        let counts = crate::benchmark::vary::expand(&mut varied, Some(&lower), 43, &cases);
+        assert_eq!(counts[0].varied + counts[0].unchanged, cases.len());
+        assert_ne!(varied.content_hash, b.content_hash);
+        let work = plan(&varied, &settings).unwrap();
+        let codes: Vec<String> = work
+            .iter()
+            .filter(|(_, r)| *r == 0)
+            .map(|(c, _)| c.resolve(&varied).code())
+            .collect();
+        let originals: Vec<&String> = codes.iter().filter(|c| !c.contains('~')).collect();
+        assert_eq!(originals.len(), 5);
+        for pair in codes.windows(2) {
+            if let Some((original, "lowercase")) = pair[1].split_once('~') {
+                assert_eq!(original, pair[0]);
+            }
+        }
+        assert!(codes.len() > 5, "{codes:?}");
     }
 }

@@ -1,4 +1,5 @@
-//! The planned work of a run: every selected test case times its repeats.
+//! The planned work of a run: every selected test case, each followed by
+//! its variants (issue 43), times its repeats.
 
 use crate::benchmark::Benchmark;
 use crate::benchmark::cases;
@@ -20,7 +21,8 @@ pub fn plan(benchmark: &Benchmark, settings: &RunSettings) -> crate::Result<Vec<
     if settings.batch_api.is_some() {
         refuse_conversations(benchmark, &cases)?;
     }
-    refuse_variants(benchmark, &cases)?;
+    // The limit counts originals: a variant always runs beside its original.
+    let cases = crate::benchmark::vary::with_variants(benchmark, &cases);
     let repeats = settings.repeats.max(1);
     // Sized up front: collecting a flat_map would double its way there and
     // hold both copies at the peak.
@@ -52,28 +54,6 @@ fn refuse_conversations(benchmark: &Benchmark, cases: &[CaseIndex]) -> crate::Re
         names.join(", "),
         if names.len() == 1 { "is" } else { "are" },
         if names.len() == 1 { "it" } else { "them" },
-        if names.len() == 1 { "it" } else { "them" },
-    )))
-}
-
-/// Variants (issue 43) are checked and shown (`prompts --variants`), not
-/// yet run: a run would send the originals alone while the content asks
-/// for the variants beside them. Refused, naming the scenarios.
-fn refuse_variants(benchmark: &Benchmark, cases: &[CaseIndex]) -> crate::Result<()> {
-    let mut names: Vec<&str> = cases
-        .iter()
-        .map(|c| &benchmark.scenarios[c.scenario as usize])
-        .filter(|s| !s.variants.is_empty())
-        .map(|s| s.code.as_str())
-        .collect();
-    names.dedup();
-    let Some(first) = names.first() else {
-        return Ok(());
-    };
-    Err(crate::Error::usage(format!(
-        "{} {} variants of the user's words (`variants:`): this helmbench checks and shows them (`helmbench prompts {first}`) but does not send them yet; remove `variants:` (or variants.yml) to run the originals, or leave {} out of the selection",
-        names.join(", "),
-        if names.len() == 1 { "names" } else { "name" },
         if names.len() == 1 { "it" } else { "them" },
     )))
 }

@@ -22,6 +22,11 @@ pub struct Selection {
     pub repeats: u32,
     /// The budget in USD for the whole batch.
     pub max_cost: Option<f64>,
+    /// `--variants`: the variants of the user's words every selected test
+    /// case runs with instead of its scenario's `variants:` (checked).
+    pub variants: Option<String>,
+    /// `--variant-seed`, or (once variants apply) the default seed.
+    pub variant_seed: Option<u64>,
 }
 
 impl Selection {
@@ -33,6 +38,8 @@ impl Selection {
             limit: None,
             repeats: 1,
             max_cost: None,
+            variants: None,
+            variant_seed: None,
         }
     }
 
@@ -67,6 +74,8 @@ impl Selection {
             judge_entries: None,
             batch: None,
             batch_api: None,
+            variants: self.variants.clone(),
+            variant_seed: self.variant_seed,
         }
     }
 }
@@ -112,6 +121,13 @@ pub struct RunSettings {
     /// runs recorded before this was: their recorded batches say so).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batch_api: Option<BatchApiSettings>,
+    /// `--variants` as given (issue 43): they replace the scenarios' own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variants: Option<String>,
+    /// The seed the run's variants were drawn with (None: no variant
+    /// applied); a resume draws the same text from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variant_seed: Option<u64>,
 }
 
 /// A Batch API run's recorded settings.

@@ -34,7 +34,7 @@ macro_rules! upsert_components {
             false,
         ),
         ComponentKind::Perturbation => (
-            "INSERT INTO perturbation (full_code, code, content_hash, severity, metadata, prompt, scenario_id) ",
+            "INSERT INTO perturbation (full_code, code, content_hash, severity, metadata, prompt, scenario_id, variant, variant_seed) ",
             true,
             false,
         ),
@@ -61,7 +61,12 @@ macro_rules! upsert_components {
                 row.push_bind(c.difficulty);
             }
             if has_scenario {
-                row.push_bind(scenario_ids[&s.code]);
+                // A variant's text is kept verbatim with its name and seed
+                // (issue 43): a report never draws it again.
+                let variant = c.code.split_once('~').map(|(_, name)| name);
+                row.push_bind(scenario_ids[&s.code])
+                    .push_bind(variant)
+                    .push_bind(variant.and(s.varied.seed).map(|seed| seed as i64));
             }
         });
         // A no-op update, so RETURNING also names the rows already stored.
@@ -137,7 +142,17 @@ impl Store {
             };
             let conditions = all(|s| &s.conditions);
             let user_contexts = all(|s| &s.user_contexts);
-            let perturbations = all(|s| &s.perturbations);
+            // With the variants a run made of its test cases (vary::expand).
+            let perturbations: Vec<_> = b
+                .scenarios
+                .iter()
+                .flat_map(|s| {
+                    s.perturbations
+                        .iter()
+                        .chain(&s.varied.components)
+                        .map(move |c| (s, c))
+                })
+                .collect();
             for (kind, rows, slot) in [
                 (ComponentKind::Condition, &conditions, &mut ids.conditions),
                 (
@@ -185,6 +200,6 @@ impl Store {
     }
 }
 
-/// Rows a multi-row statement carries: 7 parameters each stays far below
+/// Rows a multi-row statement carries: 9 parameters each stays far below
 /// SQLite's limit of 32,766.
 const ROWS_PER_STATEMENT: usize = 500;

@@ -195,6 +195,18 @@ impl Sql {
         if let Some(v) = f.max_severity {
             self.push(" AND r.base_severity <= ?").bind(v);
         }
+        match f.variant.as_deref() {
+            None => {}
+            Some("none") => {
+                self.push(" AND r.test_code NOT LIKE '%~%'");
+            }
+            // `…~name` at the end of the code; `_` in a name taken literally.
+            Some(name) => {
+                let p = like_pattern(&format!("~{name}"));
+                self.push(" AND r.test_code LIKE ? ESCAPE '\\'")
+                    .bind(p[..p.len() - 1].to_string());
+            }
+        }
         if let Some(s) = pg {
             self.push(" AND ").pg_search(s);
         } else if let Some(q) = f.search.as_deref().map(str::trim).filter(|q| !q.is_empty()) {
@@ -464,6 +476,7 @@ impl Store {
             let by_totals = filter.status == StatusFilter::All
                 && filter.min_severity.is_none()
                 && filter.max_severity.is_none()
+                && filter.variant.is_none()
                 && filter.search.as_deref().is_none_or(|q| q.trim().is_empty());
             let mut out: Vec<(i64, i64)> = filter.runs.iter().map(|r| (*r, 0)).collect();
             if by_totals || cap.is_some() {

@@ -40,6 +40,7 @@ pub struct FilterQuery {
     pub scenario: Option<String>,
     pub min_sev: Option<String>,
     pub max_sev: Option<String>,
+    pub variant: Option<String>,
     pub q: Option<String>,
     pub after: Option<String>,
     pub after_rep: Option<i64>,
@@ -68,6 +69,7 @@ impl FilterQuery {
             ("scenario", &self.scenario),
             ("min_sev", &self.min_sev),
             ("max_sev", &self.max_sev),
+            ("variant", &self.variant),
             ("q", &self.q),
         ] {
             if let Some(v) = given(v) {
@@ -108,6 +110,7 @@ impl FilterQuery {
             scenario: given(&self.scenario),
             min_severity: FilterQuery::severity(&self.min_sev, "min_sev")?,
             max_severity: FilterQuery::severity(&self.max_sev, "max_sev")?,
+            variant: given(&self.variant),
             search: given(&self.q),
             search_index: app.search.is_some(),
         })
@@ -161,6 +164,7 @@ fn filter_form(q: &FilterQuery, runs: &[RunRecord]) -> Markup {
             (text_input("scenario", "Scenario", &q.scenario, "P1-B1-S1"))
             (text_input("min_sev", "Severity ≥", &q.min_sev, "-10"))
             (text_input("max_sev", "≤", &q.max_sev, "10"))
+            (text_input("variant", "Variant", &q.variant, "typos, or none"))
             label.search { "Search "
                 input type="search" name="q" value=[q.q.as_deref()] placeholder="prompts, replies, justifications" size="28";
             }

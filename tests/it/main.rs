@@ -47,6 +47,7 @@ mod report;
 mod rerun;
 mod resume;
 mod review;
+mod robustness;
 mod rough_edges;
 mod run_batch;
 mod score;

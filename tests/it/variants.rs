@@ -2,8 +2,8 @@
 //! transformation is golden (a fixed seed gives exactly the stored text,
 //! on any machine and in any later version), another seed gives another
 //! text, only the user's words change; `prompts --variants` shows them,
-//! `check` refuses what cannot be run, and a run refuses variants until
-//! the runner sends them.
+//! `check` refuses what cannot be run, and a run sends them as test cases
+//! of their own beside the originals.
 
 use helmbench::benchmark::variants::{self, Variant, WordLists};
 
@@ -220,19 +220,241 @@ fn check_refuses_variants_that_cannot_run() {
     );
 }
 
-/// Until the runner sends variants, a run of a scenario that names some
-/// is refused (it would send the originals alone), nothing sent.
+/// A result's test code, its perturbation's text, variant name and seed,
+/// and its base severity.
+type StoredVariant = (String, String, Option<String>, Option<i64>, f64);
+
+/// A run sends each variant of a test case as a test case of its own
+/// (`~name`) beside its original, keeps the varied text verbatim with the
+/// variant's name and seed, and records the seed with the run; a rerun with
+/// the same seed is already complete, another seed makes new variants;
+/// `estimate` and the dry run count them.
 #[tokio::test(flavor = "multi_thread")]
-async fn a_run_refuses_variants_before_sending() {
+async fn a_run_sends_each_variant_beside_its_original_and_keeps_its_text() {
     let b = bench();
-    b.file("variants.yml", "variants: [lowercase]\n");
-    let t = triage_server().await;
-    let out = run(&b, &t.server, &["run-batch", "--all-scenarios"]);
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("P1-B1-S1 names variants"),
+    // PT1 "I can't go on." is varied by both; PT2 only by lowercase.
+    b.file("variants.yml", "variants: [lowercase, typos: {rate: 1}]\n");
+    let dry = b
+        .helmbench()
+        .std()
+        .args([
+            "run-batch",
+            "--all-scenarios",
+            "--dry-run",
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(dry.status.code(), Some(0), "{}", stderr(&dry));
+    assert_eq!(
+        crate::support::json(&dry)["test_cases"],
+        6,
         "{}",
-        stderr(&out)
+        stdout(&dry)
+    );
+    let est = b
+        .cmd()
+        .env("OPENROUTER_BASE_URL", "http://127.0.0.1:9")
+        .args(["estimate", "--all-scenarios", "--format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        crate::support::json(&est)["estimate"]["models"][0]["requests"],
+        6,
+        "{}",
+        stderr(&est)
+    );
+
+    let t = triage_server().await;
+    let bad = run(
+        &b,
+        &t.server,
+        &[
+            "run-batch",
+            "--all-scenarios",
+            "--variants",
+            "lowercase,shouting",
+        ],
+    );
+    assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
+    assert!(
+        stderr(&bad).contains("--variants: unknown variant `shouting`"),
+        "{}",
+        stderr(&bad)
     );
     assert_eq!(completions(&t.server).await.len(), 0);
+    let out = run(&b, &t.server, &["run-batch", "--all-scenarios"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let sent: Vec<String> = completions(&t.server)
+        .await
+        .iter()
+        .map(crate::support::mock::prompt_of)
+        .collect();
+    assert_eq!(sent.len(), 6, "{sent:?}");
+    assert!(
+        sent.iter().any(|p| p.contains("i can't go on.")),
+        "{sent:?}"
+    );
+
+    let url = format!("sqlite://{}", crate::support::db_path(&b).display());
+    let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
+    let rows: Vec<StoredVariant> = sqlx::query_as(
+        "SELECT r.test_code, p.prompt, p.variant, p.variant_seed, r.base_severity
+         FROM result r JOIN perturbation p ON p.id = r.perturbation_id ORDER BY r.test_code",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    let codes: Vec<&str> = rows.iter().map(|r| r.0.as_str()).collect();
+    assert_eq!(
+        codes,
+        [
+            "P1-B1-S1-C1-PT1",
+            "P1-B1-S1-C1-PT1~lowercase",
+            "P1-B1-S1-C1-PT1~typos",
+            "P1-B1-S1-C1-PT2",
+            "P1-B1-S1-C1-PT2~lowercase",
+            "P1-B1-S1-C1-PT2~typos",
+        ]
+    );
+    // The text as sent, with its name and seed; the original's severity.
+    let lists = WordLists::load(b.dir.path()).unwrap();
+    let typos = Variant::parse("typos", Some(&serde_json::json!({"rate": 1}))).unwrap();
+    let expected = variants::apply(&typos, &lists, 43, "P1-B1-S1-C1-PT1", &rows[0].1);
+    assert_ne!(expected, rows[0].1);
+    assert_eq!(rows[2].1, expected);
+    assert_eq!((rows[2].2.as_deref(), rows[2].3), (Some("typos"), Some(43)));
+    assert_eq!(
+        (rows[1].2.as_deref(), rows[1].3),
+        (Some("lowercase"), Some(43))
+    );
+    assert_eq!((rows[0].2.as_deref(), rows[0].3), (None, None));
+    assert_eq!(rows[2].4, rows[0].4);
+    let settings: String = sqlx::query_scalar("SELECT settings FROM evaluation_run")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert!(settings.contains(r#""variant_seed":43"#), "{settings}");
+    pool.close().await;
+
+    // The same seed: already complete, nothing sent.
+    let again = run(&b, &t.server, &["run-batch", "--all-scenarios"]);
+    assert!(
+        stdout(&again).contains("already complete in run 1 (6 results"),
+        "{}{}",
+        stdout(&again),
+        stderr(&again)
+    );
+    assert_eq!(completions(&t.server).await.len(), 6);
+    // Another seed: new typos (lower case is the same text, so cached).
+    let other = run(
+        &b,
+        &t.server,
+        &["run-batch", "--all-scenarios", "--variant-seed", "7"],
+    );
+    assert_eq!(other.status.code(), Some(0), "{}", stderr(&other));
+    let now = completions(&t.server).await;
+    assert!(now.len() > 6, "another seed sent nothing new");
+    for p in now[6..].iter().map(crate::support::mock::prompt_of) {
+        assert!(!sent.contains(&p), "resent {p}");
+    }
+}
+
+/// A resume makes the variants again from the seed recorded with the run
+/// (not the default): the failed variant is sent again with the same text,
+/// and the run's content hash still matches.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_resume_draws_the_variants_from_the_recorded_seed() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let healed = Arc::new(AtomicBool::new(false));
+    let h = healed.clone();
+    let server = crate::support::mock::serve(move |req: &wiremock::Request| {
+        let p = crate::support::mock::prompt_of(req);
+        if !h.load(Ordering::SeqCst) && !p.contains("I can't go on.") && !p.contains("Exams are stressful.") {
+            return wiremock::ResponseTemplate::new(400).set_body_json(serde_json::json!(
+                {"error": {"code": 400, "message": "bad request", "metadata": {"error_type": "invalid_request"}}}
+            ));
+        }
+        wiremock::ResponseTemplate::new(200).set_body_json(crate::support::mock::completion(
+            r#"{"category":"HANDOFF","response":"Please reach out."}"#,
+            0.001,
+        ))
+    })
+    .await;
+    let b = bench();
+    b.file("variants.yml", "variants: [typos: {rate: 1}]\n");
+    let args = [
+        "run-batch",
+        "--all-scenarios",
+        "--variant-seed",
+        "2",
+        "--concurrency",
+        "1",
+    ];
+    let out = run(&b, &server, &args);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let failed: Vec<String> = completions(&server)
+        .await
+        .iter()
+        .map(crate::support::mock::prompt_of)
+        .filter(|p| !p.contains("I can't go on.") && !p.contains("Exams are stressful."))
+        .collect();
+    assert!(!failed.is_empty());
+    let n = completions(&server).await.len();
+
+    healed.store(true, Ordering::SeqCst);
+    let out = run(&b, &server, &["run-batch", "--resume", "1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let resent: Vec<String> = completions(&server).await[n..]
+        .iter()
+        .map(crate::support::mock::prompt_of)
+        .collect();
+    assert_eq!(resent, failed, "the same text, from seed 2");
+}
+
+/// On the team store (PostgreSQL) a run's variants are stored the same
+/// way: the varied text verbatim with the variant's name and seed.
+#[tokio::test(flavor = "multi_thread")]
+async fn variants_are_stored_with_name_and_seed_on_postgres() {
+    let Some(pg) = crate::postgres::server() else {
+        return;
+    };
+    let db = crate::postgres::TestDb::create(&pg).await;
+    let url = crate::postgres::db_url(&pg, &db.name);
+    let b = bench();
+    let t = triage_server().await;
+    let out = b
+        .helmbench()
+        .database(&url)
+        .provider(crate::support::KEY, &t.server.uri())
+        .std()
+        .args([
+            "run-batch",
+            "--all-scenarios",
+            "--variants",
+            "lowercase",
+            "--variant-seed",
+            "3",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let rows: Vec<StoredVariant> = sqlx::query_as(
+        "SELECT r.test_code, p.prompt, p.variant, p.variant_seed, r.base_severity
+         FROM result r JOIN perturbation p ON p.id = r.perturbation_id ORDER BY r.test_code",
+    )
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(rows.len(), 4, "{rows:?}");
+    assert_eq!(rows[1].0, "P1-B1-S1-C1-PT1~lowercase");
+    assert!(rows[1].1.contains("i can't go on."), "{rows:?}");
+    assert_eq!(
+        (rows[1].2.as_deref(), rows[1].3),
+        (Some("lowercase"), Some(3))
+    );
+    assert_eq!((rows[0].2.as_deref(), rows[0].3), (None, None));
+    db.remove().await;
 }

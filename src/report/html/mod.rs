@@ -14,6 +14,7 @@ mod charts;
 pub mod compare;
 mod order;
 pub mod parts;
+mod robustness;
 mod sustained;
 mod tables;
 
@@ -50,6 +51,7 @@ fn body(models: &[ModelReport]) -> Markup {
             (tables::criteria(models))
             (tables::quality(models))
             (sustained::sustained(models))
+            (robustness::section(models))
             (super::calibration_view::html(models))
             (tables::failures(models))
         }

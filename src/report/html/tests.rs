@@ -41,6 +41,7 @@ fn report(
         review: Default::default(),
         routing: Default::default(),
         behaviour_names: Default::default(),
+        robustness: None,
     }
 }
 
