@@ -244,7 +244,36 @@ impl Store {
         charges: &[DiscardedCharge],
         mark: Option<(i64, i64)>,
     ) -> Result<usize, StoreError> {
+        let written = self
+            .write_logged_together(&[(results, charges, mark)])
+            .await?;
+        Ok(written[0])
+    }
+
+    /// [`Store::write_logged`] of several runs' parts in one transaction
+    /// (issue 45: the runs of a batch commit together, so ten models write
+    /// like one): every part or none; what each part wrote, in order.
+    pub async fn write_logged_together(
+        &self,
+        parts: &[(&[NewResult], &[DiscardedCharge], Option<(i64, i64)>)],
+    ) -> Result<Vec<usize>, StoreError> {
         let mut tx = self.write_tx().await?;
+        let mut written = Vec::with_capacity(parts.len());
+        for (results, charges, mark) in parts {
+            written.push(self.write_part(&mut tx, results, charges, *mark).await?);
+        }
+        tx.commit().await?;
+        Ok(written)
+    }
+
+    async fn write_part(
+        &self,
+        tx: &mut Tx,
+        results: &[NewResult],
+        charges: &[DiscardedCharge],
+        mark: Option<(i64, i64)>,
+    ) -> Result<usize, StoreError> {
+        let mut tx = tx;
         if let Some((run_id, seq)) = mark {
             on_tx!(&mut tx, |t| sqlx::query(
                 "INSERT INTO result_log_mark (run_id, seq) VALUES ($1, $2)
@@ -396,7 +425,6 @@ impl Store {
             .rows_affected()
             });
         }
-        tx.commit().await?;
         Ok(written)
     }
 
