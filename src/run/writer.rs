@@ -106,7 +106,7 @@ impl Commits {
             if parcels.is_empty() {
                 return;
             }
-            let parts: Vec<(&[NewResult], &[DiscardedCharge], Option<(i64, i64)>)> = parcels
+            let parts: Vec<crate::store::LoggedPart<'_>> = parcels
                 .iter()
                 .map(|p| (p.results.as_slice(), p.charges.as_slice(), p.mark))
                 .collect();

@@ -54,6 +54,7 @@ mod view_run;
 mod view_search;
 
 pub use leases::LEASE_CHUNK;
+pub use results::LoggedPart;
 pub use runs::HEARTBEAT_INTERVAL;
 pub(crate) use runs::Owner;
 

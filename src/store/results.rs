@@ -80,6 +80,10 @@ from_columns!(CachedReply {
     provider,
 });
 
+/// One run's part of a commit: its results, its charges, and its log mark
+/// (run id, sequence number of the last record).
+pub type LoggedPart<'a> = (&'a [NewResult], &'a [DiscardedCharge], Option<(i64, i64)>);
+
 impl Store {
     /// (test code, repeat) pairs of a run that are done: stored, and not
     /// with a judge error (a resume judges those again, see
@@ -250,12 +254,12 @@ impl Store {
         Ok(written[0])
     }
 
-    /// [`Store::write_logged`] of several runs' parts in one transaction
+    /// [`Store::write_logged`] of several runs' parts (each a [`LoggedPart`]) in one transaction
     /// (issue 45: the runs of a batch commit together, so ten models write
     /// like one): every part or none; what each part wrote, in order.
     pub async fn write_logged_together(
         &self,
-        parts: &[(&[NewResult], &[DiscardedCharge], Option<(i64, i64)>)],
+        parts: &[LoggedPart<'_>],
     ) -> Result<Vec<usize>, StoreError> {
         let mut tx = self.write_tx().await?;
         let mut written = Vec::with_capacity(parts.len());
@@ -286,7 +290,7 @@ impl Store {
             .rows_affected());
         }
         for r in results.iter().filter(|r| r.replaces) {
-            retire_judge_error(&mut tx, r).await?;
+            retire_judge_error(tx, r).await?;
         }
         // Read after the deletes above: a new row may take a deleted id.
         let last_id: i64 = on_tx!(&mut tx, |t| sqlx::query_scalar(
@@ -392,12 +396,12 @@ impl Store {
                 .await?
                 .rows_affected()
                 });
-                write_votes(&mut tx, id, j, self.endpoint.as_deref()).await?;
+                write_votes(tx, id, j, self.endpoint.as_deref()).await?;
             }
         }
-        totals::apply(&mut tx, &totals::Affected::After(last_id), 1).await?;
+        totals::apply(tx, &totals::Affected::After(last_id), 1).await?;
         let lost = if written < results.len() {
-            lost_charges(&mut tx, results, last_id).await?
+            lost_charges(tx, results, last_id).await?
         } else {
             Vec::new()
         };

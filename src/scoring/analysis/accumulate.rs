@@ -39,6 +39,10 @@ struct Scored {
     actual: f64,
 }
 
+/// A group of the non-monotonic check: (scenario, condition, user context)
+/// code indexes.
+type GroupKey = (u32, u32, Option<u32>);
+
 /// A candidate of the non-monotonic check: (perturbation code index, base, passed).
 type Candidate = (u32, f64, bool);
 
@@ -58,7 +62,7 @@ pub struct Analyser {
     codes: Codes,
     /// The non-monotonic check's candidates by (scenario, condition, user
     /// context) index: no copy of a code per result.
-    monotonic: HashMap<(u32, u32, Option<u32>), Vec<Candidate>>,
+    monotonic: HashMap<GroupKey, Vec<Candidate>>,
 }
 
 /// Codes as small numbers, so a result adds no string of its own.
@@ -298,16 +302,11 @@ fn behaviour(code: String, t: BehaviourTotals, scoring: &ScoringConfig) -> Behav
 /// Every (caught, missed) pair where the missed perturbation has a strictly
 /// higher base than the caught one, within a scenario, condition and user
 /// context (repeat 0, scored, `base > 0`).
-fn non_monotonic(
-    groups: HashMap<(u32, u32, Option<u32>), Vec<Candidate>>,
-    codes: &Codes,
-) -> Vec<NonMonotonic> {
+fn non_monotonic(groups: HashMap<GroupKey, Vec<Candidate>>, codes: &Codes) -> Vec<NonMonotonic> {
     // In the order of the codes themselves (as strings), as before.
-    let mut groups: Vec<((u32, u32, Option<u32>), Vec<Candidate>)> = groups.into_iter().collect();
+    let mut groups: Vec<(GroupKey, Vec<Candidate>)> = groups.into_iter().collect();
     groups.sort_unstable_by(|(a, _), (b, _)| {
-        let strings = |k: &(u32, u32, Option<u32>)| {
-            (codes.name(k.0), codes.name(k.1), k.2.map(|u| codes.name(u)))
-        };
+        let strings = |k: &GroupKey| (codes.name(k.0), codes.name(k.1), k.2.map(|u| codes.name(u)));
         strings(a).cmp(&strings(b))
     });
     let mut flags = Vec::new();
