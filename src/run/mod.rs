@@ -10,6 +10,7 @@ mod batch_flight;
 mod batch_submit;
 mod budget;
 mod cache;
+mod commits;
 mod complete;
 mod dry_run;
 pub mod estimate;

@@ -243,7 +243,7 @@ pub struct BatchShared {
     /// when this passes its cap, so ten models hold no more than two).
     pub(super) waiting: std::sync::atomic::AtomicUsize,
     /// The runs' commits, taken together (writer.rs).
-    pub(super) commits: Arc<super::writer::Commits>,
+    pub(super) commits: Arc<super::commits::Commits>,
     /// The budget in the database, on the team store (budget.rs).
     pub(super) team: tokio::sync::OnceCell<super::team_budget::TeamBudget>,
 }

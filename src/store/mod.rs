@@ -54,7 +54,6 @@ mod view_run;
 mod view_search;
 
 pub use leases::LEASE_CHUNK;
-pub use results::LoggedPart;
 pub use runs::HEARTBEAT_INTERVAL;
 pub(crate) use runs::Owner;
 

@@ -68,17 +68,19 @@ impl Store {
             m.join(", ")
         };
         let range = format!(
-            "SELECT MIN(id), MAX(id) FROM result WHERE run_id IN ({})",
+            "SELECT MIN(id) AS lo, MAX(id) AS hi FROM result WHERE run_id IN ({})",
             marks(1)
         );
         let sql = SCORED_ROWS.replace("{runs}", &marks(3));
         on!(&self.pool, |pool| {
-            let mut q =
-                sqlx::query_as::<_, (Option<i64>, Option<i64>)>(sqlx::AssertSqlSafe(range.clone()));
+            let mut q = sqlx::query(sqlx::AssertSqlSafe(range.clone()));
             for id in runs {
                 q = q.bind(*id);
             }
-            let (Some(lo), Some(hi)) = q.fetch_one(pool).await? else {
+            let row = q.fetch_one(pool).await?;
+            let (Some(lo), Some(hi)) =
+                (row.col::<Option<i64>>("lo")?, row.col::<Option<i64>>("hi")?)
+            else {
                 return Ok(());
             };
             let mut q = sqlx::query(sqlx::AssertSqlSafe(sql.clone()))
@@ -156,23 +158,28 @@ impl Store {
     async fn codes(&self) -> Result<Codes, StoreError> {
         on!(&self.pool, |pool| {
             let mut codes = Codes::default();
-            let pairs = |sql: &'static str| sqlx::query_as::<_, (i64, String)>(sql).fetch_all(pool);
-            for (id, c) in pairs("SELECT id, code FROM condition").await? {
-                codes.conditions.insert(id, c);
+            for (table, map) in [
+                ("condition", &mut codes.conditions),
+                ("user_context", &mut codes.user_contexts),
+                ("perturbation", &mut codes.perturbations),
+            ] {
+                let sql = format!("SELECT id, code FROM {table}");
+                for row in sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .fetch_all(pool)
+                    .await?
+                {
+                    map.insert(row.col("id")?, row.col("code")?);
+                }
             }
-            for (id, c) in pairs("SELECT id, code FROM user_context").await? {
-                codes.user_contexts.insert(id, c);
-            }
-            for (id, c) in pairs("SELECT id, code FROM perturbation").await? {
-                codes.perturbations.insert(id, c);
-            }
-            let scenarios: Vec<(i64, String, String)> = sqlx::query_as(
-                "SELECT s.id, b.code, s.code FROM scenario s JOIN behaviour b ON b.id = s.behaviour_id",
+            let scenarios = sqlx::query(
+                "SELECT s.id, b.code AS behaviour, s.code FROM scenario s JOIN behaviour b ON b.id = s.behaviour_id",
             )
             .fetch_all(pool)
             .await?;
-            for (id, b, s) in scenarios {
-                codes.scenarios.insert(id, (b, s));
+            for row in scenarios {
+                codes
+                    .scenarios
+                    .insert(row.col("id")?, (row.col("behaviour")?, row.col("code")?));
             }
             Ok(codes)
         })
