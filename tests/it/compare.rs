@@ -83,14 +83,20 @@ impl Respond for Scripted {
     }
 }
 
-/// Runs: 1 a/good over everything, 2 b/weak over P1, 3 c/broken over P1-B1.
-async fn setup() -> (Bench, MockServer) {
+/// A mock OpenRouter answering as [`Scripted`].
+async fn scripted_server() -> MockServer {
     let server = mock_server().await;
     Mock::given(method("POST"))
         .and(path("/chat/completions"))
         .respond_with(Scripted)
         .mount(&server)
         .await;
+    server
+}
+
+/// Runs: 1 a/good over everything, 2 b/weak over P1, 3 c/broken over P1-B1.
+async fn setup() -> (Bench, MockServer) {
+    let server = scripted_server().await;
     let b = bench();
     for args in [
         &["run-batch", "--all-scenarios", "--models", "a/good"][..],
@@ -123,12 +129,7 @@ async fn setup() -> (Bench, MockServer) {
 /// exactly what `report --run-id` says of its run, and its own.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_default_report_gives_each_run_its_own_results() {
-    let server = mock_server().await;
-    Mock::given(method("POST"))
-        .and(path("/chat/completions"))
-        .respond_with(Scripted)
-        .mount(&server)
-        .await;
+    let server = scripted_server().await;
     let b = bench();
     for args in [
         &["run-batch", "--scenario", "P1-B1", "--models", "a/good"][..],
