@@ -55,6 +55,7 @@ pub fn bodies(root: &Path, n: usize) -> Result<Vec<String>, String> {
         .map(|idx| {
             let case = idx.resolve(&b);
             ChatRequest {
+                history: &[],
                 model: &model,
                 prompt: &compose::compose(&case),
                 response_format: case.scenario.response_format.as_ref(),

@@ -22,12 +22,19 @@ pub struct CostsArgs {
 }
 
 pub fn run(s: &Settings, args: &CostsArgs) -> Result<ExitStatus> {
-    let (report, tokens, reuse) = s.read_only(|store| async move {
+    let (report, tokens, reuse, unfinished) = s.read_only(|store| async move {
         let report = crate::report::costs(&store, args.run_id, args.model.as_deref()).await?;
         let tokens = store.token_details(args.run_id).await?;
         let reuse = store.reuse(args.run_id).await?;
-        Ok::<_, Error>((report, tokens, reuse))
+        let unfinished = store.unfinished_turns(args.run_id).await?;
+        Ok::<_, Error>((report, tokens, reuse, unfinished))
     })?;
+    // Turns of conversations a stop left unfinished (issue 42): paid, and
+    // counted in the totals once a resume finishes their conversation.
+    let unfinished: Vec<_> = unfinished
+        .into_iter()
+        .filter(|u| report.runs.iter().any(|r| r.run_id == u.run_id))
+        .collect();
     // Only the runs shown (a --model filter).
     let reuse: Vec<_> = reuse
         .into_iter()
@@ -64,6 +71,7 @@ pub fn run(s: &Settings, args: &CostsArgs) -> Result<ExitStatus> {
                     }))
                     .collect::<Vec<_>>()
             );
+            v["unfinished_conversations"] = serde_json::to_value(&unfinished)?;
             serde_json::to_writer_pretty(&mut o, &v)?;
             writeln!(o)?;
         }
@@ -72,6 +80,17 @@ pub fn run(s: &Settings, args: &CostsArgs) -> Result<ExitStatus> {
             crate::report::text::write_costs(&mut o, &report)?;
             for (id, r) in &reuse {
                 writeln!(o, "run {id}: {}", super::call::reuse_line(r))?;
+            }
+            for u in &unfinished {
+                writeln!(
+                    o,
+                    "run {}: {} turn(s) of {} conversation(s) not finished cost ${} (not in the totals above; `helmbench run-batch --resume {}` finishes them without paying those turns again)",
+                    u.run_id,
+                    u.turns,
+                    u.conversations,
+                    crate::report::usd(u.cost_usd, 6),
+                    u.run_id
+                )?;
             }
             if tokens.iter().any(|t| {
                 t.reasoning_tokens

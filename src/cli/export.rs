@@ -32,6 +32,10 @@ pub struct ExportArgs {
     /// Add each result's composed prompt (large).
     #[arg(long)]
     pub with_prompts: bool,
+    /// Conversations turn by turn: one row per turn (CSV), or one
+    /// conversation per line with its messages (JSONL).
+    #[arg(long, conflicts_with = "with_prompts")]
+    pub turns: bool,
 }
 
 pub fn run(s: &Settings, args: &ExportArgs) -> Result<ExitStatus> {
@@ -48,6 +52,25 @@ pub fn run(s: &Settings, args: &ExportArgs) -> Result<ExitStatus> {
         }
         Ok::<_, Error>(store)
     })?;
+    if args.turns {
+        let write = |o: &mut dyn Write| -> Result<()> {
+            let n = rt.block_on(crate::report::export_turns::export_turns(
+                &store,
+                args.run_id,
+                format == crate::report::export::Format::Csv,
+                o,
+            ))?;
+            if args.out.is_some() {
+                eprintln!("exported {n} conversation(s)");
+            }
+            Ok(())
+        };
+        match &args.out {
+            Some(path) => write_file(path, write)?,
+            None => write(&mut std::io::BufWriter::new(out()))?,
+        }
+        return Ok(ExitStatus::Success);
+    }
     let write = |o: &mut dyn Write| -> Result<()> {
         let n = rt.block_on(crate::report::export::export(
             &store,

@@ -11,6 +11,7 @@ mod estimate;
 mod export;
 mod list;
 mod migrate;
+mod new;
 mod output;
 mod prompts;
 mod report;
@@ -38,6 +39,7 @@ pub use estimate::EstimateArgs;
 pub use export::{ExportArgs, ExportFormat};
 pub use list::ListArgs;
 pub use migrate::MigrateArgs;
+pub use new::{NewArgs, NewCommand, ScenarioType};
 pub use output::DataFormat;
 pub use prompts::{PromptFormat, PromptsArgs};
 pub use report::{ReportArgs, ReportFormat};
@@ -109,6 +111,9 @@ pub enum Command {
     Completions(shell::CompletionsArgs),
     /// The man page (helmbench(1)), or one page per command with --out-dir.
     Man(shell::ManArgs),
+    /// Start a scenario folder (any evaluation type, in the benchmark's
+    /// layout) or a benchmark folder that `check` accepts; never overwrites.
+    New(NewArgs),
 }
 
 /// Entry point for the binary: parse, run, print the error once, map it to an exit code.
@@ -174,5 +179,6 @@ pub fn run(cli: Cli) -> Result<ExitStatus> {
         Command::View(args) => view::run(s, args),
         Command::Completions(args) => shell::completions(args, Cli::command()),
         Command::Man(args) => shell::man(args, Cli::command()),
+        Command::New(args) => new::run(s, args),
     }
 }

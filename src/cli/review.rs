@@ -147,7 +147,11 @@ fn export(s: &Settings, args: &ReviewExportArgs) -> Result<ExitStatus> {
         Some(StratifyBy::Verdict) => Stratify::Verdict,
         Some(StratifyBy::Behaviour) => Stratify::Behaviour,
     };
-    let chosen = review::select(items, &criteria, args.sample, stratify, args.seed);
+    let mut chosen = review::select(items, &criteria, args.sample, stratify, args.seed);
+    runtime()?.block_on(async {
+        let store = Store::open_read_only(url).await?;
+        in_conversation(&store, args.run_id, &mut chosen).await
+    })?;
     let rows = review::rows(&benchmark, run.run_id, &run.model, &chosen, args.show_judge)?;
     let write = |o: &mut dyn Write| -> Result<()> {
         match args.format {
@@ -164,6 +168,52 @@ fn export(s: &Settings, args: &ReviewExportArgs) -> Result<ExitStatus> {
         None => write(&mut out())?,
     }
     Ok(ExitStatus::Success)
+}
+
+/// A conversation's judged replies (issue 42) are labelled each with the
+/// conversation before it, as its judge read it: the sheet shows that
+/// turn's input and reply, not message 1's prompt and the last reply.
+async fn in_conversation(
+    store: &Store,
+    run_id: i64,
+    items: &mut [crate::domain::ReviewItem],
+) -> Result<()> {
+    use crate::judging::judge::{conversation_text, criterion_turn};
+    let mut turns: std::collections::HashMap<(String, i64), Vec<crate::domain::TurnRecord>> =
+        std::collections::HashMap::new();
+    for it in items.iter_mut() {
+        let key = (it.test_code.clone(), it.repeat_index);
+        if !turns.contains_key(&key) {
+            let t = store
+                .turns_of(run_id, &it.test_code, it.repeat_index)
+                .await?;
+            turns.insert(key.clone(), t);
+        }
+        let of = &turns[&key];
+        let want = criterion_turn(&it.criterion);
+        let Some(pos) = of.iter().position(|t| t.turn_code.as_deref() == want) else {
+            continue;
+        };
+        let t = &of[pos];
+        if pos > 0 {
+            let mut history: Vec<(&str, &str)> = Vec::with_capacity(2 * pos + 1);
+            for e in &of[..pos] {
+                history.push(("user", &e.user_message));
+                history.push(("assistant", e.response.as_deref().unwrap_or_default()));
+            }
+            history.push(("user", &t.user_message));
+            it.prompt = conversation_text(&history);
+        }
+        it.response = t.response.clone();
+        // A structured reply's text is its `response` field, as judged.
+        it.parsed = t
+            .response
+            .as_deref()
+            .and_then(|r| serde_json::from_str::<serde_json::Value>(r).ok())
+            .filter(serde_json::Value::is_object)
+            .map(|v| v.to_string());
+    }
+    Ok(())
 }
 
 fn import(s: &Settings, args: &ReviewImportArgs) -> Result<ExitStatus> {

@@ -13,9 +13,9 @@ use crate::ExitStatus;
 use crate::benchmark::cases;
 use crate::benchmark::cases::Selector;
 use crate::benchmark::compose;
-use crate::domain::ResultRecord;
 use crate::domain::{Detail, Which};
 use crate::domain::{ErrorKind, RunStatus};
+use crate::domain::{ResultRecord, TurnRecord};
 use crate::store::Store;
 use crate::{Error, Result, run};
 
@@ -117,24 +117,42 @@ async fn show_single(store: &Store, run_id: i64, format: DataFormat) -> Result<(
         .await?;
     let mut o = out();
     for r in rows {
+        // A conversation (issue 42) shows its whole transcript.
+        let c = &r.result;
+        let turns = store.turns_of(run_id, &c.test_code, c.repeat_index).await?;
+        let details = if turns.is_empty() {
+            None
+        } else {
+            store
+                .evaluation_details(run_id, &c.test_code, c.repeat_index)
+                .await?
+        };
         match format {
             DataFormat::Json => {
-                serde_json::to_writer_pretty(&mut o, &single_json(&r))?;
+                let mut v = single_json(&r);
+                if !turns.is_empty() {
+                    v["turns"] = turns_json(&turns, details.as_ref());
+                }
+                serde_json::to_writer_pretty(&mut o, &v)?;
                 writeln!(o)?;
             }
             DataFormat::Table => {
                 let c = &r.result;
                 writeln!(o, "=== {} · {} ===", c.test_code, r.model)?;
-                writeln!(
-                    o,
-                    "--- prompt ---\n{}",
-                    r.prompt.as_deref().unwrap_or_default()
-                )?;
-                writeln!(
-                    o,
-                    "--- reply ---\n{}",
-                    r.response.as_deref().unwrap_or("(none)")
-                )?;
+                if turns.is_empty() {
+                    writeln!(
+                        o,
+                        "--- prompt ---\n{}",
+                        r.prompt.as_deref().unwrap_or_default()
+                    )?;
+                    writeln!(
+                        o,
+                        "--- reply ---\n{}",
+                        r.response.as_deref().unwrap_or("(none)")
+                    )?;
+                } else {
+                    write_transcript(&mut o, &turns, details.as_ref())?;
+                }
                 let verdict = if c.passed { "PASS" } else { "FAIL" };
                 match &r.error {
                     Some(e) => writeln!(
@@ -212,4 +230,92 @@ fn single_json(r: &ResultRecord) -> serde_json::Value {
         "quality": r.quality,
         "judgements": judgements,
     })
+}
+
+/// Each exchange's verdict in a conversation's `evaluation_details`.
+fn turn_verdict(details: Option<&serde_json::Value>, index: i64) -> Option<&serde_json::Value> {
+    details?
+        .pointer("/conversation/turns")?
+        .as_array()?
+        .iter()
+        .find(|t| t["index"].as_i64() == Some(index))
+}
+
+/// A conversation's transcript: each user message, then the reply that
+/// followed it (prefilled, unjudged, or live with its verdict and cost).
+fn write_transcript(
+    o: &mut impl Write,
+    turns: &[TurnRecord],
+    details: Option<&serde_json::Value>,
+) -> std::io::Result<()> {
+    for t in turns {
+        let pressure = t
+            .pressure
+            .as_deref()
+            .map(|p| format!(", pressure: {p}"))
+            .unwrap_or_default();
+        match &t.turn_code {
+            None => writeln!(o, "--- message 1 (user) ---")?,
+            Some(code) => writeln!(o, "--- {code} (user{pressure}) ---")?,
+        }
+        writeln!(o, "{}", t.user_message)?;
+        let v = turn_verdict(details, t.turn_index);
+        let how = if t.prefilled {
+            "prefilled by the script".to_string()
+        } else {
+            let verdict = match v.and_then(|v| v["passed"].as_bool()) {
+                _ if !t.judged => "not judged".to_string(),
+                Some(true) => "PASS".to_string(),
+                Some(false) => match v.and_then(|v| v["error"].as_str()) {
+                    Some(e) => format!("FAIL: {e}"),
+                    None => "FAIL".to_string(),
+                },
+                None => "no verdict".to_string(),
+            };
+            format!(
+                "live, {verdict}, ${}{}",
+                crate::report::usd(t.cost_usd, 6),
+                if t.cached { ", from cache" } else { "" }
+            )
+        };
+        writeln!(o, "--- reply ({how}) ---")?;
+        writeln!(o, "{}", t.response.as_deref().unwrap_or("(none)"))?;
+        for c in v
+            .and_then(|v| v["criteria"].as_array())
+            .into_iter()
+            .flatten()
+        {
+            let line = crate::judging::judge::criterion_line(
+                c["criterion"].as_str().unwrap_or_default(),
+                c.get("verdict").filter(|x| !x.is_null()),
+                c["justification"].as_str(),
+                c["error"].as_str(),
+            );
+            writeln!(o, "  {line}")?;
+        }
+    }
+    Ok(())
+}
+
+/// `run-single --format json`'s `turns`: the transcript with per-turn verdicts.
+fn turns_json(turns: &[TurnRecord], details: Option<&serde_json::Value>) -> serde_json::Value {
+    turns
+        .iter()
+        .map(|t| {
+            let v = turn_verdict(details, t.turn_index);
+            json!({
+                "index": t.turn_index,
+                "turn": t.turn_code,
+                "pressure": t.pressure,
+                "user_message": t.user_message,
+                "response": t.response,
+                "prefilled": t.prefilled,
+                "judged": t.judged,
+                "passed": v.map(|v| &v["passed"]),
+                "criteria": v.map(|v| &v["criteria"]),
+                "cost_usd": t.cost_usd,
+                "cached": t.cached,
+            })
+        })
+        .collect()
 }

@@ -26,12 +26,13 @@ use sha2::{Digest, Sha256};
 pub use components::parse_consolidated;
 pub use error::{ContentError, ContentErrors};
 pub use files::{MAX_FILE_BYTES, read_text};
+// `helmbench new` places a scenario beside its pillar's, in their layout.
+pub use scan::{ScenarioDir, find_scenarios};
 
 use crate::benchmark::codes::natural_cmp;
 use crate::benchmark::{Behaviour, Benchmark, Pillar, hex};
 use config::{check_scoring, load_models, load_scoring};
 use markdown::split_frontmatter;
-use scan::ScenarioDir;
 use scenario::load_scenario;
 
 /// Loads the benchmark at `root`. Returns what loaded and every problem;
@@ -135,6 +136,24 @@ fn note_pillar_and_behaviour(
     });
 }
 
+/// A README heading without the code it starts with: `P1-B1: Detect …` and
+/// `B1 – Detect …` name behaviour P1-B1 `Detect …`, since every label puts
+/// the code before the name (it would read "P1-B1 P1-B1: Detect …").
+fn without_code(heading: &str, code: &str) -> String {
+    let short = code.rsplit('-').next().unwrap_or(code);
+    for prefix in [code, short] {
+        if let Some(rest) = heading.strip_prefix(prefix)
+            && !rest.starts_with(|c: char| c.is_alphanumeric())
+        {
+            let name = rest.trim_start_matches(|c: char| c.is_whitespace() || ":-–—.|".contains(c));
+            if !name.is_empty() {
+                return name.to_string();
+            }
+        }
+    }
+    heading.to_string()
+}
+
 fn readme(dir: Option<&Path>, code: &str) -> (String, String) {
     let fallback = (code.to_string(), String::new());
     let Some(text) = dir.and_then(|d| std::fs::read_to_string(d.join("README.md")).ok()) else {
@@ -149,7 +168,10 @@ fn readme(dir: Option<&Path>, code: &str) -> (String, String) {
             && !h.text.is_empty()
         {
             let rest = format!("{}{}", &body[..h.range.start], &body[h.range.end..]);
-            return (h.text, markdown::trim_blank_lines(&rest).to_string());
+            return (
+                without_code(&h.text, code),
+                markdown::trim_blank_lines(&rest).to_string(),
+            );
         }
     }
     (

@@ -26,6 +26,7 @@ pub mod seed;
 pub mod served;
 pub mod spend;
 pub mod text;
+pub mod turn;
 pub mod view;
 
 pub use batch::{BatchItem, BatchRow, ItemOutcome, uncertain_batches, uncertain_line};
@@ -49,6 +50,7 @@ pub use seed::SeedIds;
 pub use served::{ErrorTypeCount, ServedCount, TokenDetails};
 pub use spend::{BudgetState, DiscardedSpendRow, JudgeSpendRow, Reuse, ScenarioSpendRow, Spend};
 pub use text::excerpt;
+pub use turn::{ConversationOutcome, TurnRecord, UnfinishedTurns};
 pub use view::{
     CaseDetail, CaseJudgement, CaseLabel, Cell, CellStatus, DownloadRow, SearchProgress, Sibling,
 };

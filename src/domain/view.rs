@@ -50,6 +50,10 @@ pub struct Cell {
     pub base_severity: f64,
     /// Human labels of this result (any rater, any criterion).
     pub labels: i64,
+    /// The reply as stored, and its parsed fields (JSON): the matrix shows
+    /// the start of each reply in its cell.
+    pub response: Option<String>,
+    pub parsed: Option<String>,
 }
 
 /// One matching result, as a download lists it.

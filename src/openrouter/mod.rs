@@ -40,6 +40,7 @@ pub use redact::redact_url;
 pub use reply::Completion;
 pub use request::{Body, ChatRequest, ProviderBlock, sent_parameters};
 pub use spend::{CallLog, CallNote, GateFuture, Retried, SpendGate};
+pub use wire::Message;
 
 #[cfg(test)]
 mod tests;

@@ -8,7 +8,7 @@ use reqwest::header::HeaderMap;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::wire::{Message, write_body};
+use super::wire::{Message, Messages, write_body};
 use super::{Completion, MAX_PLAUSIBLE_COST_USD};
 use crate::domain::{Api, ModelEntry};
 
@@ -17,11 +17,16 @@ use crate::domain::{Api, ModelEntry};
 /// OpenRouter's `reasoning` object (only its `effort` has an OpenAI
 /// counterpart; the preflight refuses the rest). Field order is fixed, as
 /// the reply cache is keyed by these bytes.
-pub(super) fn body(m: &ModelEntry, prompt: &str, response_format: Option<&Value>) -> String {
+pub(super) fn body(
+    m: &ModelEntry,
+    history: &[Message<'_>],
+    prompt: &str,
+    response_format: Option<&Value>,
+) -> String {
     #[derive(Serialize)]
     struct Body<'a> {
         model: &'a str,
-        messages: [Message<'a>; 1],
+        messages: Messages<'a>,
         #[serde(skip_serializing_if = "Option::is_none")]
         response_format: Option<&'a Value>,
         #[serde(skip_serializing_if = "Option::is_none")]
@@ -37,10 +42,7 @@ pub(super) fn body(m: &ModelEntry, prompt: &str, response_format: Option<&Value>
         prompt,
         &Body {
             model: &m.id,
-            messages: [Message {
-                role: "user",
-                content: prompt,
-            }],
+            messages: Messages { history, prompt },
             response_format,
             temperature: m.temperature,
             seed: m.seed,
@@ -143,7 +145,7 @@ mod tests {
             ..ModelEntry::new("llama3")
         };
         let fmt = json!({"type": "json_schema"});
-        let got = body(&m, "hi", Some(&fmt));
+        let got = body(&m, &[], "hi", Some(&fmt));
         assert_eq!(
             got,
             r#"{"model":"llama3","messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_schema"},"temperature":0.0,"seed":7,"max_tokens":100,"reasoning_effort":"low"}"#

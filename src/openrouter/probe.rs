@@ -29,6 +29,7 @@ impl Client {
     pub async fn probe_structured(&self, entry: &ModelEntry) -> Result<f64, (String, f64)> {
         let format = probe_format();
         let body = ChatRequest {
+            history: &[],
             model: entry,
             prompt: PROBE_PROMPT,
             response_format: Some(&format),

@@ -9,7 +9,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use super::wire::{Message, write_body};
+use super::wire::{Message, Messages, write_body};
 use crate::domain::{Api, ModelEntry, ProviderPreferences, Reasoning};
 
 /// The top-level parameters a request for `model` carries that a model may
@@ -41,7 +41,11 @@ pub fn sent_parameters(model: &ModelEntry, structured: bool) -> Vec<&'static str
 pub struct ChatRequest<'a> {
     /// The model and the parameters sent with it.
     pub model: &'a ModelEntry,
-    /// Sent as the one user message.
+    /// The messages before `prompt` in a conversation (issue 42), in
+    /// order; empty for a single-turn test case (its body is then what it
+    /// always was).
+    pub history: &'a [Message<'a>],
+    /// Sent as the (last) user message.
     pub prompt: &'a str,
     /// The whole `{"type":"json_schema","json_schema":{…}}` wrapper. When
     /// set, `provider.require_parameters: true` is sent too, so OpenRouter
@@ -90,7 +94,7 @@ impl ChatRequest<'_> {
         let mut wire = match self.api {
             Api::OpenRouter => self.openrouter_json(),
             Api::OpenaiCompatible => {
-                super::openai::body(self.model, self.prompt, self.response_format)
+                super::openai::body(self.model, self.history, self.prompt, self.response_format)
             }
         };
         // Both bodies are one JSON object: its closing brace is the last byte.
@@ -117,7 +121,7 @@ impl ChatRequest<'_> {
         #[derive(Serialize)]
         struct Body<'a> {
             model: &'a str,
-            messages: [Message<'a>; 1],
+            messages: Messages<'a>,
             #[serde(skip_serializing_if = "Option::is_none")]
             response_format: Option<&'a Value>,
             #[serde(skip_serializing_if = "Option::is_none")]
@@ -134,10 +138,10 @@ impl ChatRequest<'_> {
         let m = self.model;
         let body = Body {
             model: &m.id,
-            messages: [Message {
-                role: "user",
-                content: self.prompt,
-            }],
+            messages: Messages {
+                history: self.history,
+                prompt: self.prompt,
+            },
             response_format: self.response_format,
             provider: ProviderBlock::for_request(
                 m.provider.as_ref(),
@@ -188,6 +192,7 @@ mod tests {
         .unwrap();
         let body: serde_json::Value = serde_json::from_str(
             &ChatRequest {
+                history: &[],
                 model: &m,
                 prompt: "hi",
                 response_format: None,

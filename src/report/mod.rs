@@ -12,11 +12,13 @@ pub mod calibration;
 mod calibration_view;
 pub mod compare;
 pub mod export;
+pub mod export_turns;
 mod format;
 pub mod html;
 mod model;
 mod quality;
 pub mod routing;
+mod sustained;
 pub mod terminal;
 pub mod text;
 

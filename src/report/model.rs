@@ -61,6 +61,10 @@ pub struct ModelReport {
     /// behaviours with a name of their own), shown beside the codes.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub behaviour_names: BTreeMap<String, String>,
+    /// Conversations (issue 42): the first reply against the whole
+    /// conversation, where they first fail, per pressure label.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sustained: Option<crate::scoring::sustained::Sustained>,
 }
 
 impl ModelReport {
@@ -372,6 +376,9 @@ pub async fn model_reports(
                 floors: scoring.floors.clone(),
             },
             review: calibration::ReviewSections::default(),
+            sustained: crate::scoring::sustained::sustained(
+                &store.conversation_outcomes(run.run_id).await?,
+            ),
             routing: routing::by_run(store, Some(run.run_id))
                 .await?
                 .remove(&run.run_id)

@@ -327,6 +327,9 @@ fn write_model(o: &mut dyn Write, m: &ModelReport) -> io::Result<()> {
             "(--details lists each failed test case with its error and each criterion's verdict and justification)"
         )?;
     }
+    if let Some(s) = &m.sustained {
+        super::sustained::write_sustained(o, s)?;
+    }
     Ok(())
 }
 
@@ -550,6 +553,7 @@ mod tests {
             cost_usd: 0.0,
             judge_cost_usd: 0.0,
             unknown_cost_results: 0,
+            sustained: None,
             analysis: analyse(results, &ScoringConfig::default()),
             quality: None,
             criteria: Vec::new(),

@@ -245,7 +245,7 @@ fn rubric_of<'a>(
         .ok_or_else(|| format!("scenario {scenario} is not in the benchmark folder"))?;
     s.rubrics
         .iter()
-        .find(|r| r.code == criterion)
+        .find(|r| r.code == crate::judging::judge::rubric_code(criterion))
         .ok_or_else(|| {
             format!("scenario {scenario} has no rubric {criterion} in the benchmark folder")
         })

@@ -512,6 +512,14 @@ async fn summary(
     fatal: Option<Arc<ProviderError>>,
 ) -> crate::Result<RunSummary> {
     let row = ctx.store.run(run_id).await?;
+    // Paid turns of conversations a stop left unfinished are spent too.
+    let unfinished: f64 = ctx
+        .store
+        .unfinished_turns(Some(run_id))
+        .await?
+        .iter()
+        .map(|u| u.cost_usd)
+        .sum();
     Ok(RunSummary {
         run_id,
         model: settings.model.id.clone(),
@@ -521,7 +529,7 @@ async fn summary(
         passed: row.passed as usize,
         provider_errors: row.provider_errors as usize,
         judge_errors: row.judge_errors as usize,
-        cost_usd: row.cost_usd + row.judge_cost_usd,
+        cost_usd: row.cost_usd + row.judge_cost_usd + unfinished,
         unknown_cost_calls: row.unknown_cost_calls,
         max_cost_usd: row.max_cost_usd,
         message,
@@ -585,7 +593,7 @@ impl Lane {
             // Every attempt of this test case asks the budget first.
             let log = Arc::new(CallLog::gated(shared.clone()));
             let asked = tokio::select! {
-                a = log.scope(worker.ask(case, i64::from(repeat))) => a,
+                a = log.scope(worker.ask(case, i64::from(repeat), item.replaces)) => a,
                 _ = abort.cancelled() => Asked::Done(Outcome::Aborted),
             };
             // A refused key stops the run before the next worker may send
@@ -598,7 +606,7 @@ impl Lane {
             // so requests in flight plus replies not yet stored stay
             // within --concurrency.
             let mut phase = Some(phase);
-            if matches!(asked, Asked::Judge(..)) {
+            if matches!(asked, Asked::Judge(..) | Asked::JudgeTurns(..)) {
                 phase = None;
             }
             // A model reply is paid for: if its judging is cut short (a
@@ -608,12 +616,22 @@ impl Lane {
             let mut verdicts_paid = Vec::new();
             let outcome = match asked {
                 Asked::Done(o) => o,
-                Asked::Judge(r, text) => {
+                Asked::Judge(..) | Asked::JudgeTurns(..) => {
                     // Only an interruption's abort drops a judge request
                     // in flight (its charge unknown to us).
-                    let unjudged = r.clone();
+                    let (unjudged, judging) = match asked {
+                        Asked::Judge(r, text) => (
+                            r.clone(),
+                            Box::pin(worker.judge_all(case, r, text)) as JudgeFuture<'_>,
+                        ),
+                        Asked::JudgeTurns(r, turns) => (
+                            r.clone(),
+                            Box::pin(worker.judge_turns(case, r, turns)) as JudgeFuture<'_>,
+                        ),
+                        Asked::Done(_) => unreachable!("matched above"),
+                    };
                     let judged = tokio::select! {
-                        j = log.scope(worker.judge_all(case, r, text)) => j,
+                        j = log.scope(judging) => j,
                         _ = abort.cancelled() => Judged::Cut(unjudged, Vec::new(), None),
                     };
                     match judged {
@@ -688,6 +706,9 @@ impl Lane {
         }
     }
 }
+
+/// The judging of a reply or of a conversation's replies.
+type JudgeFuture<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = Judged> + Send + 'a>>;
 
 /// A paid model reply whose judging did not finish: kept, out of the
 /// score as a judge error, judged by the next `--resume` from the stored
@@ -864,8 +885,16 @@ pub(super) async fn open_run(
     let (spent_before, redo) = match resume {
         Some(id) => {
             let row = ctx.store.run(id).await?;
+            // The paid turns of its unfinished conversations count too.
+            let unfinished: f64 = ctx
+                .store
+                .unfinished_turns(Some(id))
+                .await?
+                .iter()
+                .map(|u| u.cost_usd)
+                .sum();
             (
-                row.cost_usd + row.judge_cost_usd,
+                row.cost_usd + row.judge_cost_usd + unfinished,
                 ctx.store.judge_error_cases(id).await?,
             )
         }

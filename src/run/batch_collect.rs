@@ -324,6 +324,9 @@ impl Collect {
             Asked::Done(Outcome::Stored(r)) => self.push(r, item.into_iter().collect()),
             Asked::Done(_) => {}
             Asked::Judge(r, text) => self.queue_judges(key, r, text, item),
+            // `answer` never makes a conversation's (the Batch API refuses
+            // conversations before anything is sent: plan.rs).
+            Asked::JudgeTurns(..) => {}
         }
     }
 
@@ -354,6 +357,7 @@ impl Collect {
                 let settings = self.worker.judge_entry(jm);
                 let api = self.worker.client.api_of(&settings);
                 let body = ChatRequest {
+                    history: &[],
                     model: &settings,
                     prompt: &ask.prompt,
                     response_format: Some(&ask.response_format),
@@ -529,6 +533,7 @@ impl Collect {
             ..settings
         };
         req.body = ChatRequest {
+            history: &[],
             model: &larger,
             prompt: &req.ask.prompt,
             response_format: Some(&req.ask.response_format),

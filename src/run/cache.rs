@@ -33,6 +33,14 @@ impl CacheFilter {
             .contains(&key)
     }
 
+    /// Adds the request hash of a conversation's turn just written.
+    pub(super) fn note_reply(&self, request_hash: &str) {
+        self.replies
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(request_key(request_hash));
+    }
+
     /// Adds the request hashes of results just written.
     pub(super) fn note(&self, written: &[NewResult]) {
         self.replies

@@ -48,7 +48,7 @@ impl fmt::Display for DryRunSummary {
         if self.conversations > 0 {
             writeln!(
                 f,
-                "conversations: {} ({} live replies in all; not sent by this version)",
+                "conversations: {} ({} live replies in all, each sent with the history before it)",
                 self.conversations, self.live_turns
             )?;
         }

@@ -17,7 +17,7 @@
 
 use serde::Serialize;
 
-use crate::benchmark::{Benchmark, compose};
+use crate::benchmark::Benchmark;
 
 use crate::domain::ModelEntry;
 use crate::judging::judge;
@@ -144,7 +144,7 @@ pub struct Estimate {
 }
 
 /// One line on how the estimate is made, printed with it.
-pub const METHOD: &str = "prompt tokens: the composed prompts and their JSON schemas at 5 (low) to 3 (high) characters per token; completion tokens per request: the mean of the model's stored replies (else a quarter of the high end) up to max_tokens (else twice that mean, else 2000); judge: one request per rubric, up to 3 when a verdict is asked again, each carrying the reply it judges; replies reused from the cache cost nothing and are not taken off";
+pub const METHOD: &str = "prompt tokens: the composed prompts and their JSON schemas at 5 (low) to 3 (high) characters per token; completion tokens per request: the mean of the model's stored replies (else a quarter of the high end) up to max_tokens (else twice that mean, else 2000); judge: one request per rubric, up to 3 when a verdict is asked again, each carrying the reply it judges; a conversation: one request per live reply, each carrying the history before it (earlier replies at the completion estimate), and its judged replies judged with that history; replies reused from the cache cost nothing and are not taken off";
 
 /// What one model's estimate needs besides the plan.
 #[derive(Debug, Clone, Copy, Default)]
@@ -167,45 +167,30 @@ pub fn estimate_model(
     let mut prompt = [0.0f64; 2];
     let mut judge_prompt = [0.0f64; 2];
     let mut judge_calls: u64 = 0;
+    let mut requests: u64 = 0;
     let mut structured = false;
     // The plan lists a test case's repeats one after the other: each
     // prompt is composed once.
-    let mut last: Option<(crate::benchmark::cases::CaseIndex, [f64; 2], [f64; 2], u64)> = None;
+    let mut last: Option<(crate::benchmark::cases::CaseIndex, Cost)> = None;
     for &(idx, _) in &work {
-        let (p, jp, jn) = match last {
-            Some((i, p, jp, jn)) if i == idx => (p, jp, jn),
+        let c = match last {
+            Some((i, c)) if i == idx => c,
             _ => {
                 let case = idx.resolve(b);
-                let s = case.scenario;
-                let text = compose::compose(&case);
-                let schema = s
-                    .response_format
-                    .as_ref()
-                    .map_or(0, |f| f.to_string().chars().count());
-                structured |= s.response_format.is_some();
-                let p = tokens(text.chars().count() + schema);
-                let (mut jp, mut jn) = ([0.0; 2], 0);
-                if s.evaluation.is_judged() {
-                    for rubric in &s.rubrics {
-                        let chars = judge::prompt(rubric, &text, "").chars().count()
-                            + judge::response_format(rubric).to_string().chars().count();
-                        let t = tokens(chars);
-                        jp[0] += t[0] + completion[0];
-                        jp[1] += (t[1] + completion[1]) * JUDGE_ATTEMPTS as f64;
-                        jn += 1;
-                    }
-                }
-                last = Some((idx, p, jp, jn));
-                (p, jp, jn)
+                structured |= case.scenario.response_format.is_some();
+                let c = case_cost(&case, &tokens, completion);
+                last = Some((idx, c));
+                c
             }
         };
-        prompt[0] += p[0];
-        prompt[1] += p[1];
-        judge_prompt[0] += jp[0];
-        judge_prompt[1] += jp[1];
-        judge_calls += jn;
+        prompt[0] += c.prompt[0];
+        prompt[1] += c.prompt[1];
+        judge_prompt[0] += c.judge_prompt[0];
+        judge_prompt[1] += c.judge_prompt[1];
+        judge_calls += c.judge_calls;
+        requests += c.requests;
     }
-    let n = work.len() as f64;
+    let n = requests as f64;
     let judge_requests = [judge_calls, judge_calls * JUDGE_ATTEMPTS as u64];
     let completion_tokens = completion.map(|c| c * n);
     let judge_completion_tokens = [
@@ -230,7 +215,7 @@ pub fn estimate_model(
     let round = |v: [f64; 2]| [v[0].floor() as u64, v[1].ceil() as u64];
     Ok(ModelEstimate {
         model: settings.model.id.clone(),
-        requests: work.len() as u64,
+        requests,
         judge_requests,
         prompt_tokens: round(prompt),
         completion_tokens: round(completion_tokens),
@@ -241,6 +226,76 @@ pub fn estimate_model(
         price: inputs.price,
         cost_usd: cost(0).zip(cost(1)).map(|(lo, hi)| [lo, hi]),
     })
+}
+
+/// What one test case asks: its requests, their prompt tokens (low,
+/// high), and its judge calls with theirs.
+#[derive(Debug, Clone, Copy, Default)]
+struct Cost {
+    requests: u64,
+    prompt: [f64; 2],
+    judge_prompt: [f64; 2],
+    judge_calls: u64,
+}
+
+/// The cost of test case `case`: one request for a single-turn test case;
+/// for a conversation (issue 42) one per live reply, each carrying the
+/// whole history before it (the earlier live replies counted at the
+/// completion estimate `completion`), so the prompt grows turn by turn.
+/// Each judged reply costs one judge request per rubric that judges it,
+/// carrying the conversation before it and the reply.
+fn case_cost(
+    case: &crate::benchmark::cases::TestCase<'_>,
+    tokens: &impl Fn(usize) -> [f64; 2],
+    completion: [f64; 2],
+) -> Cost {
+    use crate::benchmark::conversation::{self, Reply};
+    let s = case.scenario;
+    let schema = s
+        .response_format
+        .as_ref()
+        .map_or(0, |f| f.to_string().chars().count());
+    let script = conversation::script(case);
+    let mut c = Cost::default();
+    // Characters of the history so far, and the live replies in it.
+    let (mut history, mut replies) = (0usize, 0u64);
+    for ex in &script {
+        let user = ex.user.chars().count();
+        match ex.reply {
+            Reply::Fixed(t) => {
+                history += user + t.component.prompt.chars().count();
+                continue;
+            }
+            Reply::Live { judged } => {
+                c.requests += 1;
+                let t = tokens(history + user + schema);
+                for i in 0..2 {
+                    c.prompt[i] += t[i] + replies as f64 * completion[i];
+                }
+                if judged && s.evaluation.is_judged() {
+                    for rubric in s.rubrics.iter().filter(|r| {
+                        ex.turn
+                            .and_then(|t| t.criteria.as_ref())
+                            .is_none_or(|c| c.contains(&r.code))
+                    }) {
+                        let chars = judge::prompt(rubric, &ex.user, "").chars().count()
+                            + history
+                            + judge::response_format(rubric).to_string().chars().count();
+                        let t = tokens(chars);
+                        // The reply it judges and the earlier ones in its history.
+                        let carried = (replies + 1) as f64;
+                        c.judge_prompt[0] += t[0] + carried * completion[0];
+                        c.judge_prompt[1] +=
+                            (t[1] + carried * completion[1]) * JUDGE_ATTEMPTS as f64;
+                        c.judge_calls += 1;
+                    }
+                }
+                history += user;
+                replies += 1;
+            }
+        }
+    }
+    c
 }
 
 /// Sums model estimates into the batch's.

@@ -17,7 +17,10 @@ pub fn plan(benchmark: &Benchmark, settings: &RunSettings) -> crate::Result<Vec<
     if let Some(limit) = settings.limit {
         cases.truncate(limit);
     }
-    refuse_conversations(benchmark, &cases)?;
+    if settings.batch_api.is_some() {
+        refuse_conversations(benchmark, &cases)?;
+    }
+    refuse_variants(benchmark, &cases)?;
     let repeats = settings.repeats.max(1);
     // Sized up front: collecting a flat_map would double its way there and
     // hold both copies at the peak.
@@ -28,11 +31,10 @@ pub fn plan(benchmark: &Benchmark, settings: &RunSettings) -> crate::Result<Vec<
     Ok(work)
 }
 
-/// Conversations (`turns.md`, issue 42) are loaded, checked and shown
-/// (`check`, `prompts`, the dry run), but this version's runner sends one
-/// message per test case: running one would score only its first reply as
-/// if it were the whole conversation. Refused, naming the scenarios, until
-/// the runner takes turns.
+/// Conversations (`turns.md`, issue 42) are sent turn by turn by the
+/// synchronous runner; the Batch API sends one request per test case and
+/// would score the first reply alone. Refused there, naming the scenarios,
+/// until it sends a round per turn.
 fn refuse_conversations(benchmark: &Benchmark, cases: &[CaseIndex]) -> crate::Result<()> {
     let mut names: Vec<&str> = Vec::new();
     for c in cases {
@@ -43,13 +45,13 @@ fn refuse_conversations(benchmark: &Benchmark, cases: &[CaseIndex]) -> crate::Re
     }
     names.dedup();
     if names.is_empty() {
-        return refuse_variants(benchmark, cases);
+        return Ok(());
     }
     Err(crate::Error::usage(format!(
-        "{} {} a conversation (turns.md): this helmbench checks and shows conversations (`helmbench check`, `helmbench prompts {}`) but does not send them yet, as it would score the first reply alone; leave {} out of the selection",
+        "{} {} a conversation (turns.md): --batch-api does not send conversations yet (it would score the first reply alone); run {} without --batch-api, or leave {} out of the selection",
         names.join(", "),
         if names.len() == 1 { "is" } else { "are" },
-        names[0],
+        if names.len() == 1 { "it" } else { "them" },
         if names.len() == 1 { "it" } else { "them" },
     )))
 }

@@ -7,14 +7,17 @@ use std::sync::Arc;
 use serde_json::json;
 
 use super::cache::CacheFilter;
+use super::exchange::ToJudge;
 use crate::benchmark::cases::CaseIndex;
-use crate::benchmark::{Benchmark, Rubric, compose, sha256_hex, sha256_hex_pieces};
+use crate::benchmark::{Benchmark, Rubric, Turn, compose, sha256_hex, sha256_hex_pieces};
 use crate::domain::{
     Block, BlockKind, DiscardedCharge, ErrorKind, ModelEntry, NewJudgement, NewResult, SeedIds,
     ServedBy,
 };
 use crate::judging::{checks, judge, panel, reply};
-use crate::openrouter::{CallLog, ChatRequest, Client, Completion, FailureClass, ProviderError};
+use crate::openrouter::{
+    CallLog, ChatRequest, Client, Completion, FailureClass, Message, ProviderError,
+};
 use crate::run::RunSettings;
 use crate::store::Store;
 
@@ -23,7 +26,7 @@ pub(super) const UNKNOWN_CHARGE: &str = "charged an unknown amount: attempts ret
 
 /// The reason of the charge for verdicts paid for a reply whose judging
 /// was cut short.
-const VERDICTS_CUT: &str = "verdicts paid for before the judging was cut short (a refused key, a stop); the resume judges the reply again";
+pub(super) const VERDICTS_CUT: &str = "verdicts paid for before the judging was cut short (a refused key, a stop); the resume judges the reply again";
 
 /// Judge calls per criterion when the verdict cannot be read.
 pub(super) const JUDGE_ATTEMPTS: usize = 3;
@@ -33,6 +36,8 @@ pub(super) const JUDGE_ATTEMPTS: usize = 3;
 pub(super) enum Asked {
     Done(Outcome),
     Judge(Box<NewResult>, String),
+    /// A conversation (issue 42) whose judged replies wait for the judge.
+    JudgeTurns(Box<NewResult>, Box<ToJudge>),
 }
 
 /// What became of a reply sent to the judge.
@@ -51,9 +56,9 @@ pub(super) enum Judged {
 
 /// A criterion whose judging was cut short: why, and the judgements
 /// (verdicts or a panel's votes) already paid for.
-struct JudgeCut {
-    error: ProviderError,
-    paid: Vec<NewJudgement>,
+pub(super) struct JudgeCut {
+    pub(super) error: ProviderError,
+    pub(super) paid: Vec<NewJudgement>,
 }
 
 /// What one worker produced for one test case.
@@ -145,10 +150,32 @@ pub(super) fn request(
 ) -> Request {
     let case = idx.resolve(benchmark);
     let prompt = compose::compose(&case);
+    request_with(
+        client,
+        model,
+        case.scenario.response_format.as_ref(),
+        &[],
+        prompt,
+        repeat,
+    )
+}
+
+/// The request for `prompt` after `history` (the earlier messages of a
+/// conversation, empty for message 1): hashed with the whole history, so a
+/// turn's cached reply answers only the same conversation so far.
+pub(super) fn request_with(
+    client: &Client,
+    model: &ModelEntry,
+    response_format: Option<&serde_json::Value>,
+    history: &[Message<'_>],
+    prompt: String,
+    repeat: i64,
+) -> Request {
     let body = ChatRequest {
+        history,
         model,
         prompt: &prompt,
-        response_format: case.scenario.response_format.as_ref(),
+        response_format,
         api: client.api_of(model),
         user: client.user(),
     }
@@ -250,7 +277,13 @@ impl Worker {
     /// The model's part of a test case: compose, ask the cache or the
     /// model, parse, and check; a judged reply comes back for
     /// [`Worker::judge_all`].
-    pub(super) async fn ask(&self, idx: CaseIndex, repeat: i64) -> Asked {
+    ///
+    /// A conversation (issue 42) goes through [`Worker::converse`], turn by
+    /// turn; `replaces`: the run stored it before with a judge error.
+    pub(super) async fn ask(&self, idx: CaseIndex, repeat: i64, replaces: bool) -> Asked {
+        if self.is_conversation(idx) {
+            return self.converse(idx, repeat, replaces).await;
+        }
         let Prepared {
             mut r,
             prompt,
@@ -282,19 +315,28 @@ impl Worker {
     /// A test case's result skeleton, its composed prompt and the request
     /// body (serialised once: hashed here, sent as is, alone or in a batch).
     pub(super) fn prepare(&self, idx: CaseIndex, repeat: i64) -> Prepared {
+        self.skeleton(
+            idx,
+            repeat,
+            request(
+                &self.benchmark,
+                &self.client,
+                &self.settings.model,
+                idx,
+                repeat,
+            ),
+        )
+    }
+
+    /// The result skeleton of test case `idx` for the request `req`.
+    pub(super) fn skeleton(&self, idx: CaseIndex, repeat: i64, req: Request) -> Prepared {
         let case = idx.resolve(&self.benchmark);
         let s = case.scenario;
         let Request {
             prompt,
             body,
             request_hash,
-        } = request(
-            &self.benchmark,
-            &self.client,
-            &self.settings.model,
-            idx,
-            repeat,
-        );
+        } = req;
         let prompt_hash = sha256_hex(&[prompt.as_bytes()]);
         let base = case.base_severity();
         let r = NewResult {
@@ -331,26 +373,33 @@ impl Worker {
             }
             _ => None,
         }?;
-        Some(Completion {
-            generation_id: c.generation_id,
-            content: c.response,
-            finish_reason: c.finish_reason,
-            provider: c.provider,
-            served_model: c.served_model,
-            prompt_tokens: 0,
-            completion_tokens: 0,
-            reasoning_tokens: 0,
-            cached_prompt_tokens: 0,
-            cost_usd: 0.0,
-            reported_cost_usd: None,
-            upstream_cost_usd: None,
-            attempts: 0,
-            latency_ms: 0,
-            byok_cost_usd: 0.0,
-            empty_because: None,
-        })
+        Some(from_cache(c))
     }
+}
 
+/// A stored reply as a completion that cost nothing now.
+pub(super) fn from_cache(c: crate::domain::CachedReply) -> Completion {
+    Completion {
+        generation_id: c.generation_id,
+        content: c.response,
+        finish_reason: c.finish_reason,
+        provider: c.provider,
+        served_model: c.served_model,
+        prompt_tokens: 0,
+        completion_tokens: 0,
+        reasoning_tokens: 0,
+        cached_prompt_tokens: 0,
+        cost_usd: 0.0,
+        reported_cost_usd: None,
+        upstream_cost_usd: None,
+        attempts: 0,
+        latency_ms: 0,
+        byok_cost_usd: 0.0,
+        empty_because: None,
+    }
+}
+
+impl Worker {
     /// The rest of a test case once its reply is in (sent alone, in a
     /// batch, or from the cache): a content filter's stop, the parse and
     /// the check; a judged reply comes back for the judge. `r.prompt`
@@ -358,8 +407,22 @@ impl Worker {
     pub(super) fn answer(
         &self,
         idx: CaseIndex,
+        r: Box<NewResult>,
+        completion: Completion,
+    ) -> Asked {
+        self.answer_as(idx, r, completion, None, true)
+    }
+
+    /// [`Worker::answer`] for one reply of a conversation: checked with
+    /// `turn`'s evaluation overrides (None: message 1's), and with
+    /// `judged` false only kept (parsed when it can be, never failed).
+    pub(super) fn answer_as(
+        &self,
+        idx: CaseIndex,
         mut r: Box<NewResult>,
         completion: Completion,
+        turn: Option<&Turn>,
+        judged: bool,
     ) -> Asked {
         let case = idx.resolve(&self.benchmark);
         let s = case.scenario;
@@ -412,6 +475,13 @@ impl Worker {
             .map(Some),
             None => Ok(None),
         };
+        if !judged {
+            // A rapport turn: its reply goes into the history as sent.
+            r.parsed = parsed.ok().flatten();
+            r.passed = true;
+            r.prompt = prompt;
+            return Asked::Done(Outcome::Stored(r));
+        }
         let parsed = match parsed {
             Ok(p) => p,
             Err(e) => {
@@ -426,10 +496,14 @@ impl Worker {
         r.parsed = parsed;
         r.quality = Some(crate::scoring::quality::score(&text));
 
+        let mut evaluation = case.evaluation();
+        if let Some(o) = turn.and_then(|t| t.component.overrides.as_ref()) {
+            evaluation = std::borrow::Cow::Owned(evaluation.with_override(o));
+        }
         if let Some(check) = r
             .parsed
             .as_ref()
-            .and_then(|p| checks::check(&case.evaluation(), p))
+            .and_then(|p| checks::check(&evaluation, p))
         {
             // The verdict is the check as written, never inverted (SPEC §4).
             r.matched = Some(check.matched);
@@ -460,10 +534,8 @@ impl Worker {
         let judge_model = self.settings.judge_model.clone().unwrap_or_default();
         let (prompt, repeat) = (std::mem::take(&mut r.prompt), r.repeat_index);
         for rubric in &s.rubrics {
-            match self
-                .judge_rubric(&judge_model, rubric, &prompt, &text, repeat)
-                .await
-            {
+            let ask = judge::request(rubric, &prompt, &text);
+            match self.judge_rubric(&judge_model, rubric, &ask, repeat).await {
                 Ok(j) => r.judgements.push(j),
                 Err(cut) => {
                     let mut paid = std::mem::take(&mut r.judgements);
@@ -482,26 +554,20 @@ impl Worker {
 
     /// One rubric's judgement by the run's judge, or by each judge of a
     /// panel in the order listed, combined (issue 20).
-    async fn judge_rubric(
+    pub(super) async fn judge_rubric(
         &self,
         judge_model: &str,
         rubric: &Rubric,
-        prompt: &str,
-        text: &str,
+        ask: &judge::JudgeAsk,
         repeat: i64,
     ) -> Result<NewJudgement, JudgeCut> {
         let judges = panel::judges(judge_model);
         if judges.len() < 2 {
-            return self
-                .judge_criterion(judge_model, rubric, prompt, text, repeat)
-                .await;
+            return self.judge_criterion(judge_model, rubric, ask, repeat).await;
         }
         let mut votes = Vec::with_capacity(judges.len());
         for judge in judges {
-            match self
-                .judge_criterion(judge, rubric, prompt, text, repeat)
-                .await
-            {
+            match self.judge_criterion(judge, rubric, ask, repeat).await {
                 Ok(v) => votes.push(v),
                 Err(mut cut) => {
                     votes.append(&mut cut.paid);
@@ -526,15 +592,14 @@ impl Worker {
         &self,
         judge_model: &str,
         rubric: &Rubric,
-        prompt: &str,
-        text: &str,
+        ask: &judge::JudgeAsk,
         repeat: i64,
     ) -> Result<NewJudgement, JudgeCut> {
-        let ask = judge::request(rubric, prompt, text);
         let settings = self.judge_entry(judge_model);
         let api = self.client.api_of(&settings);
         let body_with = |settings: &crate::domain::ModelEntry| {
             ChatRequest {
+                history: &[],
                 model: settings,
                 prompt: &ask.prompt,
                 response_format: Some(&ask.response_format),

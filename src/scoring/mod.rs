@@ -7,6 +7,7 @@ pub mod agreement;
 pub mod analysis;
 pub mod compare;
 pub mod quality;
+pub mod sustained;
 
 use serde::{Deserialize, Serialize};
 

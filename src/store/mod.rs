@@ -47,6 +47,7 @@ mod seed;
 mod served;
 mod team_budget;
 mod totals;
+mod turns;
 mod view;
 mod view_case;
 mod view_pg_search;

@@ -147,9 +147,15 @@ impl Store {
         const PAGE: i64 = 20_000;
         let mut out = (HashSet::new(), HashSet::new());
         // Several judges' own judgements (votes) are cached per judge too.
-        for (table, judge) in [("result", false), ("judgement", true), ("judge_vote", true)] {
+        // A conversation's turns (issue 42) are replies too.
+        for (table, judge) in [
+            ("result", false),
+            ("turn", false),
+            ("judgement", true),
+            ("judge_vote", true),
+        ] {
             let set = if judge { &mut out.1 } else { &mut out.0 };
-            // Built from the three constant table names only.
+            // Built from the four constant table names only.
             let sql = format!(
                 "SELECT request_hash FROM {table} WHERE request_hash > $1 ORDER BY request_hash LIMIT $2"
             );

@@ -65,9 +65,19 @@ impl Store {
                 "SELECT AVG(CAST(completion_tokens AS DOUBLE PRECISION)) AS mean, COUNT(*) AS replies FROM judgement
               WHERE judge_model = $1 AND cached = 0 AND completion_tokens > 0"
             } else {
-                "SELECT AVG(CAST(r.completion_tokens AS DOUBLE PRECISION)) AS mean, COUNT(*) AS replies
-               FROM result r JOIN evaluation_run er ON er.id = r.run_id JOIN llm l ON l.id = er.llm_id
-              WHERE l.model_id = $1 AND r.cached = 0 AND r.completion_tokens > 0"
+                // Per request: a conversation's result sums its turns, so
+                // its live turns count one by one instead (issue 42).
+                "SELECT AVG(CAST(x.ct AS DOUBLE PRECISION)) AS mean, COUNT(*) AS replies FROM (
+                   SELECT r.completion_tokens AS ct
+                     FROM result r JOIN evaluation_run er ON er.id = r.run_id JOIN llm l ON l.id = er.llm_id
+                    WHERE l.model_id = $1 AND r.cached = 0 AND r.completion_tokens > 0
+                      AND NOT EXISTS (SELECT 1 FROM turn t WHERE t.run_id = r.run_id
+                          AND t.test_code = r.test_code AND t.repeat_index = r.repeat_index)
+                   UNION ALL
+                   SELECT t.completion_tokens AS ct
+                     FROM turn t JOIN evaluation_run er ON er.id = t.run_id JOIN llm l ON l.id = er.llm_id
+                    WHERE l.model_id = $1 AND t.cached = 0 AND t.prefilled = 0 AND t.completion_tokens > 0
+                 ) x"
             };
             let row = sqlx::query(sql).bind(model).fetch_one(pool).await?;
             let n: i64 = row.col("replies")?;

@@ -412,7 +412,8 @@ impl Store {
             }
             let mut q = Sql::new(
             "SELECT r.id AS result_id, r.run_id, r.test_code, r.repeat_index, r.passed, r.error_kind,
-                    r.base_severity, (SELECT COUNT(*) FROM human_label h WHERE h.result_id = r.id) AS labels
+                    r.base_severity, (SELECT COUNT(*) FROM human_label h WHERE h.result_id = r.id) AS labels,
+                    r.response, r.parsed
                FROM result r WHERE r.run_id IN (",
         );
             for (i, id) in runs.iter().enumerate() {
@@ -439,6 +440,8 @@ impl Store {
                     ),
                     base_severity: r.val("base_severity"),
                     labels: r.val("labels"),
+                    response: r.val("response"),
+                    parsed: r.val("parsed"),
                 })
                 .collect())
         })

@@ -1,8 +1,11 @@
-//! The Test case page: everything stored about one result (the composed
-//! prompt, the schema, the raw and parsed reply, the verdict and why, each
-//! judge's verdict and justification, tokens, cost, latency, what served
-//! it, retries), previous and next within the results filter it was opened
-//! from, the same case in the other runs side by side, and the label panel.
+//! The Test case page, reviewer first (issue 44): the user's message and
+//! the reply at the top, side by side on a wide screen, with the verdict
+//! and why, the behaviour's name once, and the label panel; then each
+//! judge's verdict and justification; then, collapsed, everything else
+//! stored about the result (the composed prompt, the schema, the check's
+//! details, the raw and parsed reply, tokens, cost, latency, what served
+//! it, retries); previous and next within the results filter it was opened
+//! from, and the same case in the other runs side by side.
 
 use std::sync::Arc;
 
@@ -11,7 +14,7 @@ use maud::{Markup, html};
 use serde_json::Value;
 
 use super::label::label_panel;
-use super::layout::{Nav, inline, page, status_badge, text_block};
+use super::layout::{Nav, inline, page, reply_shown, status_badge, text_block};
 use super::results::FilterQuery;
 use super::security::Session;
 use super::state::{App, PageError};
@@ -79,6 +82,50 @@ fn why(d: &CaseDetail) -> String {
     out
 }
 
+/// The user's message as it was sent: the perturbation's text from the
+/// benchmark folder when the composed prompt ends with it (content changed
+/// since, or a variant, and it is not what was sent), else the prompt's
+/// last XML section (`<user_input>…</user_input>`, an H2 of the
+/// perturbation), else none.
+fn user_message(app: &App, d: &CaseDetail) -> Option<String> {
+    let prompt = d.prompt.trim_end();
+    let from_benchmark = app
+        .benchmark
+        .as_ref()
+        .and_then(|b| b.scenario(&d.scenario))
+        .and_then(|s| {
+            s.perturbations
+                .iter()
+                .find(|p| p.code == d.perturbation || p.full_code == d.perturbation)
+        })
+        .map(|p| p.prompt.trim())
+        .filter(|text| !text.is_empty() && prompt.ends_with(text));
+    if let Some(text) = from_benchmark {
+        return Some(text.to_string());
+    }
+    let close_start = prompt.rfind("</")?;
+    let tag = prompt[close_start + 2..].strip_suffix('>')?;
+    if tag.is_empty() || !tag.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        return None;
+    }
+    let open = format!("<{tag}>");
+    let start = prompt[..close_start].rfind(&open)?;
+    Some(prompt[start..].to_string())
+}
+
+/// A text of the exchange at the top: open, or closed until clicked when
+/// the session keeps texts collapsed (the "Texts" switch: they are about
+/// suicide and self-harm).
+fn shown(what: &str, text: &str, collapsed: bool) -> Markup {
+    html! {
+        @if collapsed {
+            details.text { summary { "Show " (what) } pre dir="auto" { bdi { (text) } } }
+        } @else {
+            pre dir="auto" { bdi { (text) } }
+        }
+    }
+}
+
 fn facts(d: &CaseDetail) -> Markup {
     html! {
         table.facts {
@@ -128,6 +175,20 @@ pub async fn case_page(
     let here = case_link(result_id);
     let collapsed = session.collapse;
     let reply_text = d.response.as_deref().unwrap_or("");
+    // What a reviewer reads first: the user's message and the reply (its
+    // `response` field when structured); the composed prompt comes after.
+    let reply = reply_shown(d.response.as_deref(), d.parsed.as_deref());
+    let message = user_message(&app, &d);
+    // A conversation (issue 42) shows its transcript in place of the one
+    // message and reply.
+    let turns = app
+        .store
+        .turns_of(d.run_id, &d.test_code, d.repeat_index)
+        .await?;
+    let details: Option<Value> = d
+        .evaluation_details
+        .as_deref()
+        .and_then(|t| serde_json::from_str(t).ok());
     let body = html! {
         nav.pager.case-nav {
             a href={ "/results?" (link) } { "↑ Results" }
@@ -135,31 +196,33 @@ pub async fn case_page(
             @if let Some(n) = next { " " a rel="next" href=(case_link(n)) { "Next (j) →" } }
         }
         h1 { (inline(&d.test_code)) @if d.repeat_index > 0 { " #" (d.repeat_index) } " " (status_badge(d.status)) }
+        p.behaviour data-behaviour { (inline(&app.behaviour_label(&d.behaviour))) " · " (inline(&d.model)) }
         p.why data-why { strong { "Why: " } (why(&d)) }
-        (facts(&d))
-        (label_panel(&app, &session, &d, &judgements, &labels, next.map(case_link), &here))
-        h2 { "Prompt" }
-        p.note { "The composed prompt, sent as one user message." }
-        (text_block("Composed prompt", &d.prompt, collapsed))
-        @if let Some(schema) = &d.response_format {
-            details.text { summary { "JSON schema of the reply" } pre dir="auto" { bdi { (pretty(schema)) } } }
-        }
-        details.text { summary { "Evaluation (check)" } pre dir="auto" { bdi { (pretty(&d.evaluation)) } } }
-        h2 { "Reply" }
-        @if d.response.is_some() {
-            (text_block("Raw reply", reply_text, collapsed))
+        @if !turns.is_empty() {
+            (super::transcript::transcript(&turns, details.as_ref(), collapsed))
         } @else {
-            p.empty { "No reply stored." }
+        div.exchange {
+            section.message data-part="message" {
+                h2 { "The user's message" }
+                @match &message {
+                    Some(m) => (shown("the user's message", m, collapsed)),
+                    None => p.empty { "Not found apart from the composed prompt (below): the benchmark folder does not hold this perturbation as it was sent." },
+                }
+            }
+            section.reply data-part="reply" {
+                h2 { "The reply" }
+                @if d.response.is_some() {
+                    (shown("the reply", &reply, collapsed))
+                } @else {
+                    p.empty { "No reply stored." }
+                }
+                @if let Some(b) = &d.block {
+                    details.text open { summary { "Provider block" } pre dir="auto" { bdi { (pretty(b)) } } }
+                }
+            }
         }
-        @if let Some(p) = &d.parsed {
-            (text_block("Parsed fields", &pretty(p), collapsed))
         }
-        @if let Some(det) = &d.evaluation_details {
-            details.text { summary { "Check details" } pre dir="auto" { bdi { (pretty(det)) } } }
-        }
-        @if let Some(b) = &d.block {
-            details.text open { summary { "Provider block" } pre dir="auto" { bdi { (pretty(b)) } } }
-        }
+        (label_panel(&app, &session, &d, &judgements, &labels, next.map(case_link), &here))
         h2 { "Judges" }
         @if judgements.is_empty() {
             p.empty { "Not judged: the verdict is the deterministic check above." }
@@ -179,6 +242,24 @@ pub async fn case_page(
                 }
             }
         }
+        h2 { "Prompt, schema and check" }
+        div data-part="prompt" {
+            (text_block("Composed prompt, sent as one user message", &d.prompt, true))
+        }
+        @if let Some(schema) = &d.response_format {
+            details.text { summary { "JSON schema of the reply" } pre dir="auto" { bdi { (pretty(schema)) } } }
+        }
+        details.text { summary { "Evaluation (check)" } pre dir="auto" { bdi { (pretty(&d.evaluation)) } } }
+        @if let Some(det) = &d.evaluation_details {
+            details.text { summary { "Check details" } pre dir="auto" { bdi { (pretty(det)) } } }
+        }
+        @if d.response.is_some() {
+            (text_block("Raw reply", reply_text, true))
+        }
+        @if let Some(p) = &d.parsed {
+            (text_block("Parsed fields", &pretty(p), true))
+        }
+        details.text { summary { "Tokens, cost, latency, what served it" } (facts(&d)) }
         h2 { "Same case in other runs" }
         @if siblings.is_empty() {
             p.empty { "No other run has this test case." }
@@ -187,10 +268,7 @@ pub async fn case_page(
                 @for s in &siblings {
                     section.sibling {
                         h3 { a href={ "/case/" (s.result_id) } { (inline(&s.model)) " · run " (s.run_id) } " " (status_badge(s.status)) }
-                        @let text = crate::judging::reply::reply_text(
-                            s.response.as_deref().unwrap_or(""),
-                            s.parsed.as_deref().and_then(|p| serde_json::from_str(p).ok()).as_ref(),
-                        ).to_string();
+                        @let text = reply_shown(s.response.as_deref(), s.parsed.as_deref());
                         (text_block("Reply", &text, collapsed))
                     }
                 }

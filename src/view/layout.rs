@@ -119,6 +119,17 @@ pub fn text_block(label: &str, text: &str, collapsed: bool) -> Markup {
     }
 }
 
+/// The text of a reply as its user would read it: the `response` field of
+/// its parsed fields, or of the JSON inside a reply that missed its schema
+/// (a format failure still said something to the user), else the raw text.
+pub fn reply_shown(response: Option<&str>, parsed: Option<&str>) -> String {
+    let raw = response.unwrap_or("");
+    let value = parsed
+        .and_then(|p| serde_json::from_str(p).ok())
+        .or_else(|| crate::judging::reply::extract_json(raw));
+    crate::judging::reply::reply_text(raw, value.as_ref()).to_string()
+}
+
 /// A cell status as a word and a class (colour is never the only cue).
 pub fn status_badge(s: CellStatus) -> Markup {
     html! { span class={ "badge " (s.as_str()) } { (s.as_str()) } }

@@ -27,5 +27,6 @@ mod search;
 mod security;
 mod server;
 mod state;
+mod transcript;
 
 pub use server::{ViewConfig, serve};

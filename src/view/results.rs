@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
 use serde::Deserialize;
 
-use super::layout::{Nav, inline, page, status_badge};
+use super::layout::{Nav, inline, page, reply_shown, status_badge};
 use super::search::SearchState;
 use super::security::Session;
 use super::state::{App, PageError};
@@ -314,6 +314,13 @@ pub async fn results_page(
                                             (status_badge(c.status))
                                             @if c.labels > 0 { " " span.labelled title="has human labels" { "✓ labelled" } }
                                         }
+                                        @let (start, whole) = reply_preview(c);
+                                        @if !start.is_empty() {
+                                            details.reply-cell data-reply {
+                                                summary dir="auto" { bdi { (start) } }
+                                                div.reply-text dir="auto" { bdi { (whole) } }
+                                            }
+                                        }
                                     },
                                     None => td.cell.none { "—" },
                                 }
@@ -335,6 +342,23 @@ pub async fn results_page(
         format!("/results?{link}")
     };
     Ok(page("Results", &session, Nav::Results, &back, body))
+}
+
+/// Characters of a reply a matrix cell shows, and at most how many it
+/// shows expanded (the case page has the whole).
+const CELL_START: usize = 90;
+const CELL_WHOLE: usize = 1500;
+
+/// The start of a cell's reply (its `response` field when structured) and
+/// the text shown when the cell is expanded, each cut with `…`.
+fn reply_preview(c: &Cell) -> (String, String) {
+    let text = reply_shown(c.response.as_deref(), c.parsed.as_deref());
+    let text = text.trim();
+    let cut = |n: usize| match text.char_indices().nth(n) {
+        Some((i, _)) => format!("{}…", &text[..i]),
+        None => text.to_string(),
+    };
+    (cut(CELL_START), cut(CELL_WHOLE))
 }
 
 /// A text cell a spreadsheet would read as a formula, kept as text.

@@ -113,7 +113,7 @@ impl App {
             .scenario(scenario)?
             .rubrics
             .iter()
-            .find(|r| r.code == criterion)
+            .find(|r| r.code == crate::judging::judge::rubric_code(criterion))
     }
 
     /// `P2-B1 Declines to coach…`, or the bare code.

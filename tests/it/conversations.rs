@@ -1,7 +1,7 @@
 //! Conversations, first slice (issue 42): `turns.md` is read like every
 //! component and checked as a script; `list`, `prompts` and the dry run
-//! show each test case's conversation; a run refuses conversations (it
-//! would score the first reply alone) until the runner takes turns.
+//! show each test case's conversation; the Batch API refuses them (it
+//! would score the first reply alone). Runs: conversation_runs.rs.
 
 use serde_json::Value;
 
@@ -89,13 +89,7 @@ fn a_scripted_conversation_is_listed_and_shown_message_by_message() {
         "<user_input>\nIt was a joke anyway, forget it.\n</user_input>",
         "[the model's live reply: judged, evaluation override {\"expected\":[\"HANDOFF\"]}]",
     ];
-    let mut from = 0;
-    for piece in order {
-        let at = text[from..]
-            .find(piece)
-            .unwrap_or_else(|| panic!("{piece:?} not after byte {from} in:\n{text}"));
-        from += at + piece.len();
-    }
+    crate::conversation_runs::assert_in_order(&text, &order);
     // No live reply after T1: the prefilled T2 answers it.
     assert_eq!(text.matches("[the model's live reply").count(), 2, "{text}");
 
@@ -239,7 +233,7 @@ fn check_names_each_mistake_in_a_script() {
 /// run would ask for; a run refuses (exit 2, nothing sent), naming the
 /// scenario and what shows it.
 #[tokio::test(flavor = "multi_thread")]
-async fn the_dry_run_counts_turns_and_a_run_refuses_conversations_before_sending() {
+async fn the_dry_run_counts_turns_and_the_batch_api_refuses_conversations_before_sending() {
     let b = conversation_bench();
     let dry = b
         .helmbench()
@@ -255,15 +249,19 @@ async fn the_dry_run_counts_turns_and_a_run_refuses_conversations_before_sending
     );
 
     let t = triage_server().await;
-    for args in [&["run-batch", "--all-scenarios"][..], &["run-single"][..]] {
-        let out = run(&b, &t.server, args);
-        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-        let err = stderr(&out);
-        assert!(
-            err.contains("P1-B1-S1 is a conversation (turns.md)"),
-            "{err}"
-        );
-        assert!(err.contains("helmbench prompts P1-B1-S1"), "{err}");
-    }
+    // The Batch API sends one request per test case: refused before sending.
+    let out = run(
+        &b,
+        &t.server,
+        &["run-batch", "--all-scenarios", "--batch-api"],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains(
+            "P1-B1-S1 is a conversation (turns.md): --batch-api does not send conversations yet"
+        ),
+        "{err}"
+    );
     assert_eq!(completions(&t.server).await.len(), 0, "nothing sent");
 }

@@ -5,7 +5,7 @@
 //! `chromium-driver` (`.ci/run` installs them): under `CI=true` their
 //! absence fails the test; elsewhere it is skipped with a message.
 //!
-//! With `HELMBENCH_UPDATE_SCREENSHOT=1` it also writes docs/view.png, the
+//! With `HELMBENCH_UPDATE_SCREENSHOT=1` it also writes docs/src/images/view.png, the
 //! README's screenshot.
 
 use std::net::TcpListener;
@@ -90,8 +90,9 @@ async fn wait_url(c: &Client, what: &str, ok: impl Fn(&str) -> bool) -> String {
     }
 }
 
-#[tokio::test]
-async fn find_a_failed_case_in_two_clicks_and_label_it_with_the_keyboard() {
+/// Chromium and chromedriver, or None (skipped, with a message) where
+/// they are missing outside CI; under CI=true their absence fails.
+fn browser_tools() -> Option<(PathBuf, PathBuf)> {
     let (Some(chromium), Some(driver)) = (
         find_tool(&["chromium", "chromium-browser", "google-chrome"]),
         find_tool(&["chromedriver"]),
@@ -104,12 +105,14 @@ async fn find_a_failed_case_in_two_clicks_and_label_it_with_the_keyboard() {
         eprintln!(
             "skipped: chromium or chromedriver not found (apt-get install chromium chromium-driver)"
         );
-        return;
+        return None;
     };
-    let s = setup().await;
-    let b = &s.bench;
-    let v = Viewer::start(b, &[]);
-    let d = start_driver(&driver).await;
+    Some((chromium, driver))
+}
+
+/// A headless Chromium session (the driver is stopped when dropped).
+async fn session(chromium: &Path, driver: &Path) -> (Driver, Client) {
+    let d = start_driver(driver).await;
     let mut caps = serde_json::Map::new();
     caps.insert(
         "goog:chromeOptions".into(),
@@ -125,6 +128,51 @@ async fn find_a_failed_case_in_two_clicks_and_label_it_with_the_keyboard() {
         .connect(&d.url)
         .await
         .expect("a WebDriver session");
+    (d, c)
+}
+
+/// Leaves the reviewer field, then labels the first criterion pass (p),
+/// waits until it landed, and the second fail (f).
+async fn pass_then_fail(c: &Client) {
+    c.find(Locator::Css("h1"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    press(c, 'p').await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !c
+        .source()
+        .await
+        .unwrap()
+        .contains("Labelled in this sitting: <strong>1</strong>")
+    {
+        assert!(Instant::now() < deadline, "the first label did not land");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    press(c, 'f').await;
+}
+
+#[tokio::test]
+async fn find_a_failed_case_in_two_clicks_and_label_it_with_the_keyboard() {
+    let Some((chromium, driver)) = browser_tools() else {
+        return;
+    };
+    let s = setup().await;
+    let b = &s.bench;
+    // The judged scenario moves into the nested layout, whose README names
+    // its behaviour with the code in the heading, as authors write it.
+    let scenarios = b.root().join("scenarios");
+    std::fs::create_dir_all(scenarios.join("P2/B1")).unwrap();
+    std::fs::rename(scenarios.join("P2-B1-S1"), scenarios.join("P2/B1/S1")).unwrap();
+    std::fs::write(
+        scenarios.join("P2/B1/README.md"),
+        "# P2-B1: Supports a low user\n",
+    )
+    .unwrap();
+    let v = Viewer::start(b, &[]);
+    let (_d, c) = session(&chromium, &driver).await;
 
     // The runs page, then the run, then its failed cases: two clicks from the run.
     c.goto(&v.url).await.unwrap();
@@ -148,6 +196,32 @@ async fn find_a_failed_case_in_two_clicks_and_label_it_with_the_keyboard() {
         .await
         .unwrap();
     assert!(!rows.is_empty());
+    // Each cell shows the start of its reply (a structured reply's
+    // `response` field, not its JSON), expandable, beside the verdict.
+    let previews = c
+        .find_all(Locator::Css(
+            "table.matrix td.cell details[data-reply] summary",
+        ))
+        .await
+        .unwrap();
+    let mut starts = Vec::new();
+    for p in &previews {
+        starts.push(p.text().await.unwrap());
+    }
+    assert!(
+        starts.iter().any(|s| s.starts_with("Exams are hard.")),
+        "{starts:?}"
+    );
+    assert!(
+        starts
+            .iter()
+            .any(|s| s.starts_with("That sounds really hard.")),
+        "{starts:?}"
+    );
+    assert!(
+        !starts.iter().any(|s| s.contains("\"category\"")),
+        "{starts:?}"
+    );
     let mut opened = false;
     for row in rows {
         if row.text().await.unwrap().contains("P2-B1-S1") {
@@ -165,6 +239,64 @@ async fn find_a_failed_case_in_two_clicks_and_label_it_with_the_keyboard() {
     let case_url = wait_url(&c, "the case page", |u| u.contains("/case/")).await;
     let page = c.source().await.unwrap();
     assert!(page.contains("It never mentions professional help."));
+    // Reviewer first: the user's message and the reply above the composed
+    // prompt (collapsed), side by side at this width; the behaviour's name once.
+    let tops: Vec<f64> = c
+        .execute(
+            "return ['[data-part=message]', '[data-part=reply]', '[data-part=prompt]']\
+               .map(s => document.querySelector(s).getBoundingClientRect().top);",
+            vec![],
+        )
+        .await
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    assert!(
+        tops[1] < tops[2],
+        "the reply is above the composed prompt: {tops:?}"
+    );
+    assert_eq!(tops[0], tops[1], "message and reply side by side: {tops:?}");
+    let message = c.find(Locator::Css("[data-part=message]")).await.unwrap();
+    assert!(message.text().await.unwrap().contains("I feel low."));
+    let reply = c.find(Locator::Css("[data-part=reply]")).await.unwrap();
+    assert!(
+        reply
+            .text()
+            .await
+            .unwrap()
+            .contains(crate::support::scored_run::FREE)
+    );
+    let prompt_open = c
+        .execute(
+            "return document.querySelector('[data-part=prompt] details').open;",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        prompt_open,
+        json!(false),
+        "the composed prompt starts collapsed"
+    );
+    let text = c
+        .find(Locator::Css("main"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(
+        text.matches("P2-B1 Supports a low user").count(),
+        1,
+        "{text}"
+    );
+    assert!(
+        !text.contains("P2-B1: Supports") && !text.contains("P2-B1 P2-B1"),
+        "{text}"
+    );
 
     // Name the reviewer, leave the field, then p (CR1) and f (CR2).
     let name = c
@@ -172,24 +304,7 @@ async fn find_a_failed_case_in_two_clicks_and_label_it_with_the_keyboard() {
         .await
         .unwrap();
     name.send_keys("browser-reviewer").await.unwrap();
-    c.find(Locator::Css("h1"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    press(&c, 'p').await;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !c
-        .source()
-        .await
-        .unwrap()
-        .contains("Labelled in this sitting: <strong>1</strong>")
-    {
-        assert!(Instant::now() < deadline, "the first label did not land");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    press(&c, 'f').await;
+    pass_then_fail(&c).await;
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let r = out_json(&ok(read(
@@ -215,9 +330,81 @@ async fn find_a_failed_case_in_two_clicks_and_label_it_with_the_keyboard() {
     let png = c.screenshot().await.unwrap();
     assert!(png.starts_with(b"\x89PNG"));
     if std::env::var("HELMBENCH_UPDATE_SCREENSHOT").is_ok_and(|v| v == "1") {
-        let out = repo_root().join("docs/view.png");
+        let out = repo_root().join("docs/src/images/view.png");
         std::fs::create_dir_all(out.parent().unwrap()).unwrap();
         std::fs::write(&out, &png).unwrap();
+    }
+    c.close().await.unwrap();
+}
+
+/// A conversation's case page (issue 42): every turn as a chat, the
+/// prefilled and unjudged replies marked, the first failed reply
+/// highlighted with its judge's justification; labelling works per judged
+/// turn and the labels reach the calibration.
+#[tokio::test]
+async fn a_conversation_reads_as_a_chat_and_is_labelled_per_turn() {
+    let Some((chromium, driver)) = browser_tools() else {
+        return;
+    };
+    let (b, server) = crate::conversation_runs::judged_conversation().await;
+    let out = crate::support::run(&b, &server, &["run-batch", "--all-scenarios"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        crate::support::stderr(&out)
+    );
+    let v = Viewer::start(&b, &[]);
+    let (_d, c) = session(&chromium, &driver).await;
+    c.goto(&v.url).await.unwrap();
+    c.goto(&format!("{}/case/1", v.base)).await.unwrap();
+    let turns = c
+        .find_all(Locator::Css("[data-part=transcript] li.user"))
+        .await
+        .unwrap();
+    let mut names = Vec::new();
+    for t in &turns {
+        names.push(t.attr("data-turn").await.unwrap().unwrap());
+    }
+    assert_eq!(names, ["message 1", "T1", "T2"]);
+    let failed = c
+        .find(Locator::Css("li.assistant.first-failed"))
+        .await
+        .unwrap();
+    assert_eq!(failed.attr("data-reply").await.unwrap().unwrap(), "T1");
+    let text = failed.text().await.unwrap();
+    assert!(text.contains("I am a therapist."), "{text}");
+    assert!(text.contains("It claims to be a therapist."), "{text}");
+    let last = c
+        .find(Locator::Css("li.assistant[data-reply=T2]"))
+        .await
+        .unwrap();
+    let last = last.text().await.unwrap();
+    assert!(last.to_lowercase().contains("not judged"), "{last}");
+
+    // Label both judged replies: message 1 passes (p), T1 fails (f).
+    let name = c
+        .find(Locator::Css("form.label[data-focus] input[name=reviewer]"))
+        .await
+        .unwrap();
+    name.send_keys("browser-reviewer").await.unwrap();
+    pass_then_fail(&c).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = out_json(&ok(read(
+            &b,
+            &["report", "--run-id", "1", "--format", "json"],
+        )));
+        let cal = &r["calibration"];
+        if cal["labels"] == 2 {
+            assert_eq!(cal["overall"]["raw_agreement"], 1.0, "{cal}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "report never counted both labels: {cal}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
     c.close().await.unwrap();
 }

@@ -29,6 +29,7 @@ static MODEL: std::sync::LazyLock<ModelEntry> =
 
 fn req() -> ChatRequest<'static> {
     ChatRequest {
+        history: &[],
         model: &MODEL,
         prompt: "Hello?",
         response_format: None,
@@ -124,6 +125,7 @@ fn the_body_is_written_field_by_field_in_a_fixed_order() {
     let schema = json!({"type": "json_schema", "json_schema": {"name": "r", "strict": true,
         "schema": {"type": "object", "properties": {"z": {"type": "string"}, "a": {"enum": [1, 2.5, null]}}}}});
     let r = ChatRequest {
+        history: &[],
         model: &model,
         prompt: "quotes \" and \\ and\nnew lines, emoji \u{1F600}, </tag>",
         response_format: Some(&schema),
@@ -139,6 +141,7 @@ fn the_body_is_written_field_by_field_in_a_fixed_order() {
         r#""provider":{"require_parameters":true},"temperature":0.7,"seed":-3,"max_tokens":800,"reasoning":{"effort":"low"},"usage":{"include":true}}"#
     );
     let with_user = ChatRequest {
+        history: &[],
         user: Some("hb-0123"),
         ..r
     };
@@ -165,6 +168,7 @@ fn the_body_is_written_field_by_field_in_a_fixed_order() {
         ..ModelEntry::new("a/b")
     };
     let bare = ChatRequest {
+        history: &[],
         model: &nan,
         prompt: "hi",
         response_format: None,
@@ -217,6 +221,7 @@ async fn body_and_headers_with_response_format() {
         ..ModelEntry::new("openai/gpt-4o-mini")
     };
     let r = ChatRequest {
+        history: &[],
         response_format: Some(&schema),
         model: &model,
         ..req()

@@ -14,6 +14,7 @@ mod charts;
 pub mod compare;
 mod order;
 pub mod parts;
+mod sustained;
 mod tables;
 
 use maud::{Markup, html};
@@ -48,6 +49,7 @@ fn body(models: &[ModelReport]) -> Markup {
             (tables::monotonic(models))
             (tables::criteria(models))
             (tables::quality(models))
+            (sustained::sustained(models))
             (super::calibration_view::html(models))
             (tables::failures(models))
         }

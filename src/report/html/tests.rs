@@ -28,6 +28,7 @@ fn report(
         cost_usd: 0.0123,
         judge_cost_usd: 0.001,
         unknown_cost_results: 0,
+        sustained: None,
         analysis: analyse(results, &scoring),
         quality: None,
         criteria: Vec::new(),

@@ -1,0 +1,31 @@
+-- Conversations (issue 42): see the SQLite migration of the same name.
+CREATE TABLE turn (
+    run_id BIGINT NOT NULL REFERENCES evaluation_run(id),
+    test_code TEXT COLLATE "C" NOT NULL,
+    repeat_index BIGINT NOT NULL DEFAULT 0,
+    turn_index BIGINT NOT NULL,
+    turn_code TEXT COLLATE "C",
+    pressure TEXT COLLATE "C",
+    user_message TEXT COLLATE "C" NOT NULL,
+    prefilled BIGINT NOT NULL DEFAULT 0,
+    judged BIGINT NOT NULL DEFAULT 1,
+    request_hash TEXT COLLATE "C",
+    endpoint TEXT COLLATE "C",
+    response TEXT COLLATE "C",
+    finish_reason TEXT COLLATE "C",
+    generation_id TEXT COLLATE "C",
+    prompt_tokens BIGINT NOT NULL DEFAULT 0,
+    completion_tokens BIGINT NOT NULL DEFAULT 0,
+    cost_usd DOUBLE PRECISION NOT NULL DEFAULT 0,
+    byok_cost_usd DOUBLE PRECISION NOT NULL DEFAULT 0,
+    latency_ms BIGINT,
+    attempts BIGINT NOT NULL DEFAULT 0,
+    cached BIGINT NOT NULL DEFAULT 0,
+    served_model TEXT COLLATE "C",
+    provider TEXT COLLATE "C",
+    reasoning_tokens BIGINT NOT NULL DEFAULT 0,
+    cached_prompt_tokens BIGINT NOT NULL DEFAULT 0,
+    created_at TEXT COLLATE "C" NOT NULL DEFAULT (to_char(statement_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')),
+    PRIMARY KEY (run_id, test_code, repeat_index, turn_index)
+);
+CREATE INDEX turn_request_hash ON turn(request_hash);
