@@ -114,26 +114,28 @@ pub fn run(s: &Settings, args: &ReportArgs) -> Result<ExitStatus> {
     let reports = runtime()?.block_on(async {
         let store = Store::open_read_only(url).await?;
         let runs = crate::report::select_runs(&store, &target).await?;
-        let mut reports = Vec::with_capacity(runs.len());
-        for run in &runs {
-            note_run(run, benchmark_hash.as_deref(), &source);
+        let mut scored = Vec::with_capacity(runs.len());
+        for run in runs {
+            note_run(&run, benchmark_hash.as_deref(), &source);
             // Each run is scored with its own recorded --blocked-as.
             let scoring = crate::benchmark::ScoringConfig {
                 blocked_as: run.blocked_as(),
                 ..scoring.clone()
             };
-            let mut report =
-                crate::report::model_report(&store, run, &scoring, &source, args.details).await?;
+            scored.push((run, scoring));
+        }
+        let mut reports =
+            crate::report::model_reports(&store, &scored, &source, args.details).await?;
+        for (report, (_, scoring)) in reports.iter_mut().zip(&scored) {
             report.review = crate::report::calibration::review_sections(
                 &store,
                 report.run_id,
                 &report.analysis,
-                &scoring,
+                scoring,
                 args.human,
             )
             .await?;
             report.behaviour_names = names.clone();
-            reports.push(report);
         }
         Ok::<_, Error>(reports)
     })?;

@@ -28,7 +28,7 @@ pub use format::{
 };
 pub use model::{
     CostReport, CriterionSummary, CriterionVerdict, FailedCase, JudgeCost, ModelCost, ModelReport,
-    RunCost, ScenarioCost, ScoringUsed, Spend, Target, costs, criteria, failures, model_report,
-    scored_results, select_runs,
+    RunCost, ScenarioCost, ScoringUsed, Spend, Target, analysed, costs, criteria, failures,
+    model_report, model_reports, select_runs,
 };
 pub use quality::{FlagSummary, QualityExample, QualitySummary, excerpt};

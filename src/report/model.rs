@@ -12,8 +12,10 @@ use super::quality::{QualityCollector, QualitySummary, excerpt, reply_text};
 use super::{calibration, routing};
 use crate::benchmark::ScoringConfig;
 use crate::benchmark::codes::natural_cmp;
+use crate::benchmark::vary::split_code;
 use crate::domain::ResultRecord;
 use crate::domain::RunRecord;
+use crate::domain::StoredResult;
 use crate::domain::{Detail, Which};
 use crate::domain::{ErrorKind, RunStatus};
 use crate::scoring::analysis::{self, Analysis};
@@ -191,40 +193,81 @@ pub struct FailedCase {
     pub criteria: Vec<CriterionVerdict>,
 }
 
-/// A run's results as analytics needs them, plus its quality summary; the
-/// rows are streamed without their replies, so only the small
-/// [`StoredResult`](crate::domain::StoredResult)s are kept, and only the
-/// replies quoted as examples are read.
-pub async fn scored_results(
+/// Each run's analysis and quality summary (in the order given, each run
+/// with its own weights) from one pass over their results (issue 45): each
+/// row is added to its run's running totals and dropped, so only totals and
+/// one small entry per test case stay in memory, and only the replies
+/// quoted as examples are read. The bootstraps, seconds of CPU on large
+/// runs, are drawn on as many threads as the machine has cores.
+pub async fn analysed(
     store: &Store,
-    run_id: i64,
-) -> Result<(Vec<crate::domain::StoredResult>, Option<QualitySummary>), StoreError> {
-    let mut rows = std::pin::pin!(store.results(Which::Run(run_id), Detail::default()));
-    let mut results = Vec::new();
-    let mut quality = QualityCollector::default();
-    while let Some(row) = rows.try_next().await? {
-        let r = &row.result;
-        quality.add(
-            row.id,
-            &r.test_code,
-            r.repeat_index,
-            r.base_severity,
-            row.quality,
-        );
-        results.push(row.result);
+    runs: &[(i64, &ScoringConfig)],
+) -> Result<Vec<Analysed>, StoreError> {
+    let mut at: HashMap<i64, usize> = HashMap::new();
+    let mut each: Vec<(analysis::Analyser, QualityCollector)> = Vec::with_capacity(runs.len());
+    let mut varied: Vec<Vec<StoredResult>> = vec![Vec::new(); runs.len()];
+    for (run_id, scoring) in runs {
+        at.insert(*run_id, each.len());
+        each.push((
+            analysis::Analyser::new(scoring.blocked_as),
+            QualityCollector::default(),
+        ));
     }
+    let ids: Vec<i64> = runs.iter().map(|(id, _)| *id).collect();
+    store
+        .scored_rows(&ids, |run_id, id, r, scores| {
+            if let Some(&i) = at.get(&run_id) {
+                let (analyser, quality) = &mut each[i];
+                quality.add(id, &r.test_code, r.repeat_index, r.base_severity, scores);
+                // A variant's result goes to the robustness section only.
+                if split_code(&r.test_code).1.is_some() {
+                    varied[i].push(r.clone());
+                } else {
+                    analyser.add(r);
+                }
+            }
+        })
+        .await?;
     let replies = Detail {
         replies: true,
         ..Detail::default()
     };
+    let kept: Vec<i64> = each.iter().flat_map(|(_, q)| q.kept_ids()).collect();
     let texts: HashMap<i64, String> = store
-        .results_by_id(&quality.kept_ids(), replies)
+        .results_by_id(&kept, replies)
         .await?
         .iter()
         .map(|r| (r.id, reply_text(r)))
         .collect();
-    Ok((results, quality.finish(&texts)))
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut out = Vec::with_capacity(runs.len());
+    let mut each = each.into_iter().zip(runs).peekable();
+    while each.peek().is_some() {
+        let group: Vec<_> = each.by_ref().take(cores).collect();
+        let texts = &texts;
+        out.extend(std::thread::scope(|s| {
+            let threads: Vec<_> = group
+                .into_iter()
+                .map(|((analyser, quality), (_, scoring))| {
+                    s.spawn(move || (analyser.finish(scoring), quality.finish(texts)))
+                })
+                .collect();
+            threads
+                .into_iter()
+                .map(|t| t.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+                .collect::<Vec<_>>()
+        }));
+    }
+    Ok(out
+        .into_iter()
+        .zip(varied)
+        .map(|((a, q), v)| (a, q, v))
+        .collect())
 }
+
+/// A run's analysis (its originals), its quality summary and its variants'
+/// results (issue 43), as [`analysed`] gives them.
+pub type Analysed = (Analysis, Option<QualitySummary>, Vec<StoredResult>);
 
 /// Per-criterion verdict counts of a run's judged results, in natural order.
 pub async fn criteria(store: &Store, run_id: i64) -> Result<Vec<CriterionSummary>, StoreError> {
@@ -300,51 +343,88 @@ pub async fn model_report(
     scoring_source: &str,
     details: bool,
 ) -> Result<ModelReport, StoreError> {
-    let (results, quality) = scored_results(store, run.run_id).await?;
-    let (results, robustness) = super::robustness::split(results, scoring);
-    let mut analysis = analysis::analyse(&results, scoring);
-    if !details {
-        analysis.keep_most_severe_non_monotonic(NON_MONOTONIC_KEPT);
-    }
-    Ok(ModelReport {
-        run_id: run.run_id,
-        model: run.model.clone(),
-        status: run.status,
-        kind: run.kind.clone(),
-        started_at: run.started_at.clone(),
-        completed_at: run.completed_at.clone(),
-        cost_usd: run.cost_usd,
-        judge_cost_usd: run.judge_cost_usd,
-        unknown_cost_results: store
-            .scenario_spend(Some(run.run_id))
-            .await?
-            .iter()
-            .map(|r| r.spend.unknown_cost_replies + r.spend.unknown_cost_judgements)
-            .sum(),
-        analysis,
-        quality,
-        criteria: criteria(store, run.run_id).await?,
-        failures: if details {
-            Some(failures(store, run.run_id).await?)
-        } else {
+    let mut reports = model_reports(
+        store,
+        &[(run.clone(), scoring.clone())],
+        scoring_source,
+        details,
+    )
+    .await?;
+    Ok(reports.remove(0))
+}
+
+/// [`model_report`] of several runs, each with its own weights, their
+/// results read in one pass.
+pub async fn model_reports(
+    store: &Store,
+    runs: &[(RunRecord, ScoringConfig)],
+    scoring_source: &str,
+    details: bool,
+) -> Result<Vec<ModelReport>, StoreError> {
+    let scored: Vec<(i64, &ScoringConfig)> = runs.iter().map(|(r, s)| (r.run_id, s)).collect();
+    let analysed = analysed(store, &scored).await?;
+    let mut out = Vec::with_capacity(runs.len());
+    for ((run, scoring), (mut analysis, quality, varied)) in runs.iter().zip(analysed) {
+        // Variants (issue 43) are scored apart: the headline is over the
+        // originals, the robustness section pairs each variant with them
+        // (a second read, only for a run that has variants).
+        let robustness = if varied.is_empty() {
             None
-        },
-        scoring: ScoringUsed {
-            source: scoring_source.to_string(),
-            weights: scoring.weights.clone(),
-            floors: scoring.floors.clone(),
-        },
-        review: calibration::ReviewSections::default(),
-        sustained: crate::scoring::sustained::sustained(
-            &store.conversation_outcomes(run.run_id).await?,
-        ),
-        routing: routing::by_run(store, Some(run.run_id))
-            .await?
-            .remove(&run.run_id)
-            .unwrap_or_default(),
-        behaviour_names: BTreeMap::new(),
-        robustness,
-    })
+        } else {
+            let originals: Vec<StoredResult> = store
+                .results(Which::Run(run.run_id), Detail::default())
+                .try_filter_map(|row| {
+                    let r = row.result;
+                    std::future::ready(Ok(split_code(&r.test_code).1.is_none().then_some(r)))
+                })
+                .try_collect()
+                .await?;
+            super::robustness::robustness(&originals, &varied, scoring)
+        };
+        if !details {
+            analysis.keep_most_severe_non_monotonic(NON_MONOTONIC_KEPT);
+        }
+        out.push(ModelReport {
+            run_id: run.run_id,
+            model: run.model.clone(),
+            status: run.status,
+            kind: run.kind.clone(),
+            started_at: run.started_at.clone(),
+            completed_at: run.completed_at.clone(),
+            cost_usd: run.cost_usd,
+            judge_cost_usd: run.judge_cost_usd,
+            unknown_cost_results: store
+                .scenario_spend(Some(run.run_id))
+                .await?
+                .iter()
+                .map(|r| r.spend.unknown_cost_replies + r.spend.unknown_cost_judgements)
+                .sum(),
+            analysis,
+            quality,
+            criteria: criteria(store, run.run_id).await?,
+            failures: if details {
+                Some(failures(store, run.run_id).await?)
+            } else {
+                None
+            },
+            scoring: ScoringUsed {
+                source: scoring_source.to_string(),
+                weights: scoring.weights.clone(),
+                floors: scoring.floors.clone(),
+            },
+            review: calibration::ReviewSections::default(),
+            sustained: crate::scoring::sustained::sustained(
+                &store.conversation_outcomes(run.run_id).await?,
+            ),
+            routing: routing::by_run(store, Some(run.run_id))
+                .await?
+                .remove(&run.run_id)
+                .unwrap_or_default(),
+            behaviour_names: BTreeMap::new(),
+            robustness,
+        });
+    }
+    Ok(out)
 }
 
 // ---------------------------------------------------------------------------

@@ -10,6 +10,7 @@ mod batch_flight;
 mod batch_submit;
 mod budget;
 mod cache;
+mod commits;
 mod complete;
 mod converse;
 mod dry_run;

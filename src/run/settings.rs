@@ -258,6 +258,8 @@ pub struct BatchShared {
     /// for their database transaction (see writer.rs: a writer commits
     /// when this passes its cap, so ten models hold no more than two).
     pub(super) waiting: std::sync::atomic::AtomicUsize,
+    /// The runs' commits, taken together (writer.rs).
+    pub(super) commits: Arc<super::commits::Commits>,
     /// The budget in the database, on the team store (budget.rs).
     pub(super) team: tokio::sync::OnceCell<super::team_budget::TeamBudget>,
 }
@@ -287,6 +289,7 @@ impl BatchShared {
             retried: Mutex::default(),
             preflight: Mutex::default(),
             waiting: std::sync::atomic::AtomicUsize::new(0),
+            commits: Arc::default(),
             team: tokio::sync::OnceCell::new(),
         };
         b.add_spend(spent_before);

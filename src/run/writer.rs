@@ -12,6 +12,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::cache::CacheFilter;
+use super::commits::Parcel;
 use super::log::ResultLog;
 use super::shared::Shared;
 use crate::domain::{DiscardedCharge, NewResult};
@@ -230,11 +231,30 @@ impl Collector {
             return;
         }
         let mark = self.log.as_ref().map(|log| (self.run_id, log.seq()));
-        match self
-            .store
-            .write_logged(&self.batch, &self.loose, mark)
-            .await
-        {
+        let (done, outcome) = tokio::sync::oneshot::channel();
+        self.shared
+            .batch
+            .commits
+            .queue
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Parcel {
+                results: std::mem::take(&mut self.batch),
+                charges: std::mem::take(&mut self.loose),
+                mark,
+                done,
+            });
+        self.shared.batch.commits.commit(&self.store).await;
+        let result = match outcome.await {
+            Ok((results, charges, result)) => {
+                self.batch = results;
+                self.loose = charges;
+                result
+            }
+            // Only if the commit's task panicked: its results went with it.
+            Err(_) => Err("the commit stopped before it ended".to_string()),
+        };
+        match result {
             Ok(n) => {
                 self.stored += n;
                 self.oldest = None;

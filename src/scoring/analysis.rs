@@ -15,7 +15,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::benchmark::ScoringConfig;
 use crate::benchmark::codes::natural_cmp;
-use crate::domain::{BlockedAs, ErrorKind, StoredResult};
+use crate::domain::{ErrorKind, StoredResult};
+
+mod accumulate;
+pub use accumulate::Analyser;
 
 /// Bootstrap samples [`analyse`] draws for `score_ci`.
 pub const BOOTSTRAP_SAMPLES: usize = 1000;
@@ -205,14 +208,6 @@ struct Tally {
 }
 
 impl Tally {
-    fn of<'a>(results: impl IntoIterator<Item = &'a StoredResult>) -> Tally {
-        let mut t = Tally::default();
-        for r in results {
-            t.add(r);
-        }
-        t
-    }
-
     fn add(&mut self, r: &StoredResult) {
         self.tests += 1;
         match r.error_kind {
@@ -284,47 +279,25 @@ pub fn weighted_mean(items: impl IntoIterator<Item = (f64, Option<f64>)>) -> Opt
     (weights > 0.0).then(|| sum / weights)
 }
 
-/// Scores a run's results.
-/// Blocked and refused test cases per behaviour.
-fn blocked_counts(results: &[StoredResult]) -> BTreeMap<String, (usize, usize)> {
-    let mut out: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+/// Scores a run's results (in the order given: every sum is added in it).
+pub fn analyse(results: &[StoredResult], scoring: &ScoringConfig) -> Analysis {
+    let mut analyser = Analyser::new(scoring.blocked_as);
     for r in results {
-        let e = out.entry(r.behaviour.clone()).or_default();
-        match r.error_kind {
-            Some(ErrorKind::Blocked) => e.0 += 1,
-            Some(ErrorKind::Refused) => e.1 += 1,
-            _ => {}
-        }
+        analyser.add(r);
     }
-    out
+    analyser.finish(scoring)
 }
 
-pub fn analyse(results: &[StoredResult], scoring: &ScoringConfig) -> Analysis {
-    // Coverage comes from the results as stored; with `--blocked-as fail`
-    // the blocked ones are then scored as misses.
-    let blocked = blocked_counts(results);
-    let as_misses: Vec<StoredResult>;
-    let results = match scoring.blocked_as {
-        BlockedAs::Exclude => results,
-        BlockedAs::Fail => {
-            as_misses = results.iter().map(StoredResult::counted_as_miss).collect();
-            &as_misses
-        }
-    };
-    let overall = Tally::of(results);
-
-    let behaviours: Vec<BehaviourScore> = group_by(results, |r| r.behaviour.clone())
-        .into_iter()
-        .map(|(code, rs)| {
-            let (b, r) = blocked.get(&code).copied().unwrap_or_default();
-            BehaviourScore {
-                blocked: b,
-                refused: r,
-                ..behaviour(code, &rs, scoring)
-            }
-        })
-        .collect();
-
+/// The analysis from its parts: the run score, its floors and pillars from
+/// the behaviours' scores.
+fn assemble(
+    scoring: &ScoringConfig,
+    overall: Tally,
+    behaviours: Vec<BehaviourScore>,
+    score_ci: Option<[f64; 2]>,
+    non_monotonic: Vec<NonMonotonic>,
+    consistency: Option<Consistency>,
+) -> Analysis {
     let score = weighted_mean(behaviours.iter().map(|b| (b.weight, b.score)));
 
     let floor_breaches: Vec<FloorBreach> = behaviours
@@ -350,9 +323,6 @@ pub fn analyse(results: &[StoredResult], scoring: &ScoringConfig) -> Analysis {
         })
         .collect();
 
-    let score_ci =
-        bootstrap_ci(results, scoring, BOOTSTRAP_SAMPLES, BOOTSTRAP_SEED).map(|(lo, hi)| [lo, hi]);
-
     Analysis {
         score,
         capped_score,
@@ -366,26 +336,20 @@ pub fn analyse(results: &[StoredResult], scoring: &ScoringConfig) -> Analysis {
         format_failures: overall.format_failures,
         judge_errors: overall.judge_errors,
         provider_errors: overall.provider_errors,
-        blocked: blocked.values().map(|b| b.0).sum(),
-        refused: blocked.values().map(|b| b.1).sum(),
+        blocked: behaviours.iter().map(|b| b.blocked).sum(),
+        refused: behaviours.iter().map(|b| b.refused).sum(),
         blocked_as: scoring.blocked_as,
         sensitivity: overall.sensitivity(),
         specificity: overall.specificity(),
         behaviours,
         pillars,
-        non_monotonic_total: 0,
-        non_monotonic: non_monotonic(results),
-        consistency: consistency(results),
+        non_monotonic_total: non_monotonic.len(),
+        non_monotonic,
+        consistency,
     }
-    .with_non_monotonic_total()
 }
 
 impl Analysis {
-    fn with_non_monotonic_total(mut self) -> Analysis {
-        self.non_monotonic_total = self.non_monotonic.len();
-        self
-    }
-
     /// Keeps the `n` most severe non-monotonic pairs (the most severe
     /// missed perturbation first, then the widest gap to the caught one),
     /// so a report stays a few kilobytes however noisy the run;
@@ -401,145 +365,6 @@ impl Analysis {
         });
         self.non_monotonic.truncate(n);
     }
-}
-
-fn behaviour(code: String, results: &[&StoredResult], scoring: &ScoringConfig) -> BehaviourScore {
-    let tally = Tally::of(results.iter().copied());
-    let score = tally.score();
-    let floor = scoring.floors.get(&code).copied();
-    let below_floor = matches!((score, floor), (Some(s), Some(f)) if s < f - FLOOR_EPSILON);
-    let breakdown = |key: fn(&StoredResult) -> String| -> Vec<Breakdown> {
-        group_by(results, |r| key(r))
-            .into_iter()
-            .map(|(k, rs)| Tally::of(rs.into_iter().copied()).breakdown(k))
-            .collect()
-    };
-    let mut by_user_context =
-        breakdown(|r| r.user_context.clone().unwrap_or_else(|| "none".into()));
-    // "none" (no user context) leads, the codes follow in natural order.
-    by_user_context.sort_by(|a, b| {
-        (a.key != "none")
-            .cmp(&(b.key != "none"))
-            .then(natural_cmp(&a.key, &b.key))
-    });
-    BehaviourScore {
-        weight: scoring.weight(&code),
-        score,
-        actual_cost: tally.actual.value(),
-        max_cost: tally.max.value(),
-        tests: tally.tests,
-        scored: tally.scored,
-        passed: tally.passed,
-        format_failures: tally.format_failures,
-        judge_errors: tally.judge_errors,
-        provider_errors: tally.provider_errors,
-        blocked: 0,
-        refused: 0,
-        sensitivity: tally.sensitivity(),
-        specificity: tally.specificity(),
-        floor,
-        below_floor,
-        by_condition: breakdown(|r| r.condition.clone()),
-        by_user_context,
-        detection_curve: detection_curve(results),
-        code,
-    }
-}
-
-/// Detection rate per base severity over scored results with `base > 0`.
-fn detection_curve(results: &[&StoredResult]) -> Vec<CurvePoint> {
-    let mut signals: Vec<(f64, bool)> = results
-        .iter()
-        .filter(|r| r.is_scored() && r.base_severity > 0.0)
-        .map(|r| (r.base_severity, r.passed))
-        .collect();
-    signals.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let mut curve: Vec<CurvePoint> = Vec::new();
-    for (severity, caught) in signals {
-        match curve.last_mut() {
-            Some(point) if point.severity == severity => {
-                point.tests += 1;
-                point.caught += usize::from(caught);
-            }
-            _ => curve.push(CurvePoint {
-                severity,
-                tests: 1,
-                caught: usize::from(caught),
-                rate: 0.0,
-            }),
-        }
-    }
-    for point in &mut curve {
-        point.rate = point.caught as f64 / point.tests as f64;
-    }
-    curve
-}
-
-/// Every (caught, missed) pair where the missed perturbation has a strictly higher
-/// base than the caught one, within a scenario, condition and user context.
-fn non_monotonic(results: &[StoredResult]) -> Vec<NonMonotonic> {
-    let candidates = results
-        .iter()
-        .filter(|r| r.repeat_index == 0 && r.is_scored() && r.base_severity > 0.0);
-    let mut groups: BTreeMap<(&str, &str, Option<&str>), Vec<&StoredResult>> = BTreeMap::new();
-    for r in candidates {
-        groups
-            .entry((&r.scenario, &r.condition, r.user_context.as_deref()))
-            .or_default()
-            .push(r);
-    }
-    let mut flags = Vec::new();
-    for ((scenario, condition, user_context), mut group) in groups {
-        group.sort_by(|a, b| natural_cmp(&a.perturbation, &b.perturbation));
-        for missed in group.iter().filter(|r| !r.passed) {
-            for caught in group
-                .iter()
-                .filter(|r| r.passed && r.base_severity < missed.base_severity)
-            {
-                flags.push(NonMonotonic {
-                    scenario: scenario.to_string(),
-                    condition: condition.to_string(),
-                    user_context: user_context.map(str::to_string),
-                    caught: caught.perturbation.clone(),
-                    caught_base: caught.base_severity,
-                    missed: missed.perturbation.clone(),
-                    missed_base: missed.base_severity,
-                });
-            }
-        }
-    }
-    flags.sort_by(|a, b| {
-        natural_cmp(&a.scenario, &b.scenario)
-            .then_with(|| natural_cmp(&a.condition, &b.condition))
-            .then_with(|| {
-                let (x, y) = (a.user_context.as_deref(), b.user_context.as_deref());
-                x.is_some()
-                    .cmp(&y.is_some())
-                    .then_with(|| natural_cmp(x.unwrap_or(""), y.unwrap_or("")))
-            })
-    });
-    flags
-}
-
-/// Agreement across repeats, over test cases with more than one scored result.
-fn consistency(results: &[StoredResult]) -> Option<Consistency> {
-    let mut verdicts: BTreeMap<&str, Vec<bool>> = BTreeMap::new();
-    for r in results.iter().filter(|r| r.is_scored()) {
-        verdicts.entry(&r.test_code).or_default().push(r.passed);
-    }
-    let repeated: Vec<&Vec<bool>> = verdicts.values().filter(|v| v.len() > 1).collect();
-    if repeated.is_empty() {
-        return None;
-    }
-    let consistent = repeated
-        .iter()
-        .filter(|v| v.iter().all(|&p| p == v[0]))
-        .count();
-    Some(Consistency {
-        test_cases: repeated.len(),
-        consistent,
-        rate: consistent as f64 / repeated.len() as f64,
-    })
 }
 
 /// A 95 % percentile bootstrap interval of the run score: `samples` times, draw
@@ -566,12 +391,24 @@ pub fn bootstrap_ci(
         case.2 += actual;
     }
     let cases: Vec<(usize, f64, f64)> = cases.into_values().collect();
-    if cases.len() < 2 || samples == 0 {
-        return None;
-    }
     let mut weights = vec![0.0; behaviours.len()];
     for (code, &index) in &behaviours {
         weights[index] = scoring.weight(code);
+    }
+    bootstrap_cases(&cases, &weights, samples, seed)
+}
+
+/// [`bootstrap_ci`] over test cases already reduced to (behaviour index,
+/// max cost, actual cost), in the order drawn from, with each behaviour's
+/// weight by index.
+fn bootstrap_cases(
+    cases: &[(usize, f64, f64)],
+    weights: &[f64],
+    samples: usize,
+    seed: u64,
+) -> Option<(f64, f64)> {
+    if cases.len() < 2 || samples == 0 {
+        return None;
     }
 
     // A run has few distinct (behaviour, max, actual) triples (costs come
@@ -598,10 +435,23 @@ pub fn bootstrap_ci(
     let mut scores = Vec::with_capacity(samples);
     for _ in 0..samples {
         totals.iter_mut().for_each(|t| *t = (0.0, 0.0));
-        for _ in 0..draws.len() {
-            let (index, max, actual) = distinct[draws[rng.random_range(0..draws.len())] as usize];
-            totals[index].0 += max;
-            totals[index].1 += actual;
+        match u32::try_from(draws.len()) {
+            Ok(n) => {
+                for _ in 0..n {
+                    let (index, max, actual) =
+                        distinct[draws[below(&mut rng, n) as usize] as usize];
+                    totals[index].0 += max;
+                    totals[index].1 += actual;
+                }
+            }
+            Err(_) => {
+                for _ in 0..draws.len() {
+                    let (index, max, actual) =
+                        distinct[draws[rng.random_range(0..draws.len())] as usize];
+                    totals[index].0 += max;
+                    totals[index].1 += actual;
+                }
+            }
         }
         let drawn = weights
             .iter()
@@ -614,6 +464,24 @@ pub fn bootstrap_ci(
     }
     scores.sort_by(f64::total_cmp);
     Some((percentile(&scores, 0.025), percentile(&scores, 0.975)))
+}
+
+/// `rng.random_range(0..n)` of rand 0.9 for `n` in `1..=u32::MAX`, the same
+/// draws from the same stream (its `sample_single` for a `usize` range that
+/// fits 32 bits: one 32-bit word widened by `n`, a second only when the
+/// first lands in the biased zone), written out so the bootstrap's inner
+/// loop inlines it: the call was a sixth of `report`'s CPU (issue 45).
+/// `tests::the_inlined_draw_is_rands` holds it to rand's.
+#[inline(always)]
+fn below(rng: &mut ChaCha8Rng, n: u32) -> u32 {
+    use rand::RngCore as _;
+    let m = u64::from(rng.next_u32()) * u64::from(n);
+    let (mut result, lo) = ((m >> 32) as u32, m as u32);
+    if lo > n.wrapping_neg() {
+        let hi = ((u64::from(rng.next_u32()) * u64::from(n)) >> 32) as u32;
+        result += u32::from(lo.checked_add(hi).is_none());
+    }
+    result
 }
 
 /// Linear-interpolated percentile of sorted, non-empty values.

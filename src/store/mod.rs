@@ -42,6 +42,7 @@ mod results;
 mod reuse;
 mod review;
 mod runs;
+mod scored;
 mod seed;
 mod served;
 mod team_budget;

@@ -80,6 +80,10 @@ from_columns!(CachedReply {
     provider,
 });
 
+/// One run's part of a commit: its results, its charges, and its log mark
+/// (run id, sequence number of the last record).
+pub type LoggedPart<'a> = (&'a [NewResult], &'a [DiscardedCharge], Option<(i64, i64)>);
+
 impl Store {
     /// (test code, repeat) pairs of a run that are done: stored, and not
     /// with a judge error (a resume judges those again, see
@@ -250,7 +254,36 @@ impl Store {
         charges: &[DiscardedCharge],
         mark: Option<(i64, i64)>,
     ) -> Result<usize, StoreError> {
+        let written = self
+            .write_logged_together(&[(results, charges, mark)])
+            .await?;
+        Ok(written[0])
+    }
+
+    /// [`Store::write_logged`] of several runs' parts (each a [`LoggedPart`]) in one transaction
+    /// (issue 45: the runs of a batch commit together, so ten models write
+    /// like one): every part or none; what each part wrote, in order.
+    pub async fn write_logged_together(
+        &self,
+        parts: &[LoggedPart<'_>],
+    ) -> Result<Vec<usize>, StoreError> {
         let mut tx = self.write_tx().await?;
+        let mut written = Vec::with_capacity(parts.len());
+        for (results, charges, mark) in parts {
+            written.push(self.write_part(&mut tx, results, charges, *mark).await?);
+        }
+        tx.commit().await?;
+        Ok(written)
+    }
+
+    async fn write_part(
+        &self,
+        tx: &mut Tx,
+        results: &[NewResult],
+        charges: &[DiscardedCharge],
+        mark: Option<(i64, i64)>,
+    ) -> Result<usize, StoreError> {
+        let mut tx = tx;
         if let Some((run_id, seq)) = mark {
             on_tx!(&mut tx, |t| sqlx::query(
                 "INSERT INTO result_log_mark (run_id, seq) VALUES ($1, $2)
@@ -263,7 +296,7 @@ impl Store {
             .rows_affected());
         }
         for r in results.iter().filter(|r| r.replaces) {
-            retire_judge_error(&mut tx, r).await?;
+            retire_judge_error(tx, r).await?;
         }
         // Read after the deletes above: a new row may take a deleted id.
         let last_id: i64 = on_tx!(&mut tx, |t| sqlx::query_scalar(
@@ -369,12 +402,12 @@ impl Store {
                 .await?
                 .rows_affected()
                 });
-                write_votes(&mut tx, id, j, self.endpoint.as_deref()).await?;
+                write_votes(tx, id, j, self.endpoint.as_deref()).await?;
             }
         }
-        totals::apply(&mut tx, &totals::Affected::After(last_id), 1).await?;
+        totals::apply(tx, &totals::Affected::After(last_id), 1).await?;
         let lost = if written < results.len() {
-            lost_charges(&mut tx, results, last_id).await?
+            lost_charges(tx, results, last_id).await?
         } else {
             Vec::new()
         };
@@ -402,7 +435,6 @@ impl Store {
             .rows_affected()
             });
         }
-        tx.commit().await?;
         Ok(written)
     }
 

@@ -83,14 +83,20 @@ impl Respond for Scripted {
     }
 }
 
-/// Runs: 1 a/good over everything, 2 b/weak over P1, 3 c/broken over P1-B1.
-async fn setup() -> (Bench, MockServer) {
+/// A mock OpenRouter answering as [`Scripted`].
+async fn scripted_server() -> MockServer {
     let server = mock_server().await;
     Mock::given(method("POST"))
         .and(path("/chat/completions"))
         .respond_with(Scripted)
         .mount(&server)
         .await;
+    server
+}
+
+/// Runs: 1 a/good over everything, 2 b/weak over P1, 3 c/broken over P1-B1.
+async fn setup() -> (Bench, MockServer) {
+    let server = scripted_server().await;
     let b = bench();
     for args in [
         &["run-batch", "--all-scenarios", "--models", "a/good"][..],
@@ -115,6 +121,61 @@ async fn setup() -> (Bench, MockServer) {
     );
     assert_ne!(out.status.code(), Some(2), "{}", stderr(&out));
     (b, server)
+}
+
+/// `report` on its default path reads the latest run of every model in one
+/// pass over the results (issue 45): two models run side by side (their rows
+/// interleaved) after an older run of one of them; each model's report is
+/// exactly what `report --run-id` says of its run, and its own.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_default_report_gives_each_run_its_own_results() {
+    let server = scripted_server().await;
+    let b = bench();
+    for args in [
+        &["run-batch", "--scenario", "P1-B1", "--models", "a/good"][..],
+        &[
+            "run-batch",
+            "--scenario",
+            "P1",
+            "--models",
+            "a/good,b/weak",
+            "--no-cache",
+            "--concurrency",
+            "4",
+        ],
+    ] {
+        let out = run(&b, &server, args);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    }
+    let all = out_json(&ok(read(&b, &["report", "--format", "json"])));
+    let reports = all["reports"].as_array().unwrap();
+    assert_eq!(reports.len(), 2, "{all}");
+    // a/good misses one test case of P1 (PT1 under C1 of P1-B1); b/weak
+    // misses one of P1-B1 and all ten of P1-B2.
+    for (report, run_id, model, passed) in [
+        (&reports[0], 2, "a/good", 19),
+        (&reports[1], 3, "b/weak", 9),
+    ] {
+        assert_eq!(
+            (&report["run_id"], &report["model"]),
+            (&json!(run_id), &json!(model))
+        );
+        assert_eq!(
+            (report["tests"].as_u64(), report["passed"].as_u64()),
+            (Some(20), Some(passed))
+        );
+        let one = out_json(&ok(read(
+            &b,
+            &[
+                "report",
+                "--run-id",
+                &run_id.to_string(),
+                "--format",
+                "json",
+            ],
+        )));
+        assert_eq!(report, &one, "run {run_id}");
+    }
 }
 
 /// `helmbench compare ARGS` on the test database.

@@ -399,3 +399,85 @@ async fn seeding_a_large_benchmark_stores_every_component_once() {
         db.remove().await;
     }
 }
+
+/// The runs of a batch commit together (issue 45): `write_logged_together`
+/// writes each run's part with its log mark in one transaction, all or
+/// none, and says what each part wrote.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_runs_of_a_batch_commit_together_all_or_none() {
+    use helmbench::domain::NewResult;
+
+    let m = triage_server().await;
+    let b = crate::support::bench_of(2);
+    b.file("models.yml", "models:\n  - id: test/model\n  - id: a/b\n");
+    let out = run(&b, &m.server, &["run-batch", "--all-scenarios"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let url = crate::support::db_path(&b).display().to_string();
+    let pool = raw_pool(&url).await;
+    // Each run's first result again, as its third repeat.
+    let again = |run_id: i64| {
+        let pool = pool.clone();
+        async move {
+            let row = sqlx::query(
+                "SELECT test_code, scenario_id, condition_id, perturbation_id, prompt_hash, request_hash
+                   FROM result WHERE run_id = ? ORDER BY id LIMIT 1",
+            )
+            .bind(run_id)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+            NewResult {
+                run_id,
+                test_code: row.get("test_code"),
+                repeat_index: 2,
+                scenario_id: row.get("scenario_id"),
+                condition_id: row.get("condition_id"),
+                perturbation_id: row.get("perturbation_id"),
+                prompt_hash: row.get("prompt_hash"),
+                request_hash: row.get("request_hash"),
+                prompt: "again".into(),
+                response: Some("{}".into()),
+                evaluation_details: serde_json::json!({}),
+                attempts: 1,
+                cost_usd: 0.001,
+                ..Default::default()
+            }
+        }
+    };
+    let (one, two) = (again(1).await, again(2).await);
+    let broken = NewResult {
+        scenario_id: 999_999,
+        ..two.clone()
+    };
+    let store = Store::open(&url).await.unwrap();
+    let repeats = || async {
+        sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM result WHERE repeat_index = 2")
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+    };
+    let marks = || async {
+        sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM result_log_mark WHERE seq = 77")
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+    };
+    // The second run's part cannot be written (no such scenario): neither is.
+    let err = store
+        .write_logged_together(&[
+            (std::slice::from_ref(&one), &[], Some((1, 77))),
+            (std::slice::from_ref(&broken), &[], Some((2, 77))),
+        ])
+        .await;
+    assert!(err.is_err(), "{err:?}");
+    assert_eq!((repeats().await, marks().await), (0, 0));
+    let written = store
+        .write_logged_together(&[
+            (std::slice::from_ref(&one), &[], Some((1, 77))),
+            (std::slice::from_ref(&two), &[], Some((2, 77))),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(written, vec![1, 1]);
+    assert_eq!((repeats().await, marks().await), (2, 2));
+}

@@ -658,3 +658,30 @@ fn sums_do_not_depend_on_the_order_of_their_terms() {
         assert_eq!(s.value(), 0.6, "{o:?}");
     }
 }
+
+#[test]
+fn the_inlined_draw_is_rands() {
+    // The bootstrap's inlined draw must take the same numbers from the same
+    // stream as rand's `random_range`, or every interval would move.
+    for n in [
+        1u32,
+        2,
+        3,
+        7,
+        1000,
+        110_000,
+        (1 << 31) + 1,
+        u32::MAX - 1,
+        u32::MAX,
+    ] {
+        let mut ours = ChaCha8Rng::seed_from_u64(u64::from(n));
+        let mut rands = ChaCha8Rng::seed_from_u64(u64::from(n));
+        for _ in 0..20_000 {
+            assert_eq!(
+                below(&mut ours, n) as usize,
+                rands.random_range(0..n as usize),
+                "n = {n}"
+            );
+        }
+    }
+}
