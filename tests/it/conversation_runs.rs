@@ -924,7 +924,11 @@ async fn a_perturbation_marker_sends_the_perturbation_as_a_later_message() {
     );
     let (server, calls) = conversation_server().await;
     ok(run(&b, &server, &["run-batch", "--all-scenarios"]));
-    assert_eq!(calls.load(Ordering::SeqCst), 2 * 2);
+    // Message 1 is the same request in both test cases (the perturbation
+    // comes later): the second may find the first's reply in the cache, or
+    // both may be in flight at once.
+    let n = calls.load(Ordering::SeqCst);
+    assert!((3..=4).contains(&n), "{n} requests");
     let bodies = completion_bodies(&server).await;
     let second: Vec<&Value> = bodies
         .iter()
