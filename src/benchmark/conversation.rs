@@ -41,10 +41,13 @@ impl Exchange<'_> {
 /// The turns of `case`'s scenario that are part of its conversation (a
 /// turn may name the perturbations it applies to).
 pub fn turns_of<'a>(case: &TestCase<'a>) -> Vec<&'a Turn> {
+    // A variant's perturbation (`PT1~typos`) is in the conversations of
+    // its original.
+    let code = case.perturbation.code.split('~').next().unwrap_or_default();
     case.scenario
         .turns
         .iter()
-        .filter(|t| t.applies_to(&case.perturbation.code))
+        .filter(|t| t.applies_to(code))
         .collect()
 }
 
@@ -58,6 +61,7 @@ pub fn turns_of<'a>(case: &TestCase<'a>) -> Vec<&'a Turn> {
 /// marker), so the last exchange is always live.
 pub fn script<'a>(case: &TestCase<'a>) -> Vec<Exchange<'a>> {
     let turns = turns_of(case);
+    let varied = case.scenario.varied.turns.get(&case.perturbation.full_code);
     let marker = turns.iter().any(|t| t.role == TurnRole::Perturbation);
     let (first, first_turn, rest) = match turns.first() {
         Some(&t1) if marker => {
@@ -86,7 +90,10 @@ pub fn script<'a>(case: &TestCase<'a>) -> Vec<Exchange<'a>> {
                 }
                 continue;
             }
-            TurnRole::User => t.component.prompt.as_str(),
+            // Under a variant (issue 43), the user's every message is varied.
+            TurnRole::User => varied
+                .and_then(|v| v.get(&t.component.code))
+                .map_or(t.component.prompt.as_str(), String::as_str),
             TurnRole::Perturbation => case.perturbation.prompt.as_str(),
         };
         out.push(Exchange {

@@ -122,6 +122,9 @@ pub struct VariedCases {
     pub components: Vec<Component>,
     /// The seed they were drawn with (stored with each).
     pub seed: Option<u64>,
+    /// In a conversation (issue 42), each varied test case's user turns
+    /// under the same variant, by its varied test code, then turn code.
+    pub turns: std::collections::HashMap<String, std::collections::HashMap<String, String>>,
     /// Each original test case's variants (by condition, user context and
     /// perturbation index), a range of `components`.
     pub(crate) by_case: std::collections::HashMap<(u32, Option<u32>, u32), std::ops::Range<u32>>,

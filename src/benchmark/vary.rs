@@ -5,7 +5,9 @@
 
 use super::cases::{CaseIndex, TestCase};
 use super::variants::{Variant, WordLists, apply};
-use super::{Benchmark, Component};
+use std::collections::HashMap;
+
+use super::{Benchmark, Component, TurnRole};
 
 pub use super::VariedCases;
 
@@ -62,6 +64,7 @@ pub fn expand(
 ) -> Vec<VariantCount> {
     let mut counts: Vec<VariantCount> = Vec::new();
     let mut made: Vec<(CaseIndex, Vec<Component>)> = Vec::new();
+    let mut varied_turns: Vec<(String, HashMap<String, String>)> = Vec::new();
     let mut used = false;
     for &c in cases {
         let case = c.resolve(b);
@@ -86,6 +89,19 @@ pub fn expand(
             };
             match vary_perturbation(&case, v, &b.word_lists, seed) {
                 Some(mut p) => {
+                    // A conversation's later user messages take the same
+                    // variant, each drawn from its own stream.
+                    let turns: HashMap<String, String> = case
+                        .scenario
+                        .turns
+                        .iter()
+                        .filter(|t| t.role == TurnRole::User)
+                        .map(|t| {
+                            let key = format!("{code}/{}", t.component.code);
+                            let text = apply(v, &b.word_lists, seed, &key, &t.component.prompt);
+                            (t.component.code.clone(), text)
+                        })
+                        .collect();
                     counts[at].varied += 1;
                     let spec = serde_json::to_string(v).unwrap_or_default();
                     p.hash = super::sha256_hex(&[
@@ -96,6 +112,9 @@ pub fn expand(
                     ]);
                     p.full_code = variant_code(&code, v);
                     p.code = format!("{}~{}", p.code, v.name());
+                    if !turns.is_empty() {
+                        varied_turns.push((p.full_code.clone(), turns));
+                    }
                     varied.push(p);
                 }
                 None => counts[at].unchanged += 1,
@@ -105,6 +124,15 @@ pub fn expand(
     }
     for (c, varied) in made {
         let s = &mut b.scenarios[c.scenario as usize];
+        for v in &varied {
+            if let Some(i) = varied_turns
+                .iter()
+                .position(|(code, _)| *code == v.full_code)
+            {
+                let (code, turns) = varied_turns.swap_remove(i);
+                s.varied.turns.insert(code, turns);
+            }
+        }
         let at = s.varied.components.len() as u32;
         let key = (c.condition, c.user_context, c.perturbation);
         s.varied.by_case.insert(key, at..at + varied.len() as u32);
