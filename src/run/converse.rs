@@ -28,7 +28,9 @@ impl Worker {
     /// Whether test case `idx` is a conversation of more than one exchange.
     pub(super) fn is_conversation(&self, idx: CaseIndex) -> bool {
         let case = idx.resolve(&self.benchmark);
-        !case.scenario.turns.is_empty() && conversation::script(&case).len() > 1
+        // Without composing: the loader guarantees a script with a turn
+        // holds a user message after message 1 (no trailing assistant turn).
+        !case.scenario.turns.is_empty() && !conversation::turns_of(&case).is_empty()
     }
 
     /// The model's part of a conversation: every exchange in order, each
@@ -50,7 +52,6 @@ impl Worker {
         let m = &self.settings.model;
         let api = self.client.api_of(m);
         let rf = case.scenario.response_format.as_ref();
-        let mut history: Vec<(&'static str, String)> = Vec::new();
         let mut done: Vec<Exchanged> = Vec::with_capacity(script.len());
         let mut conv: Option<Box<NewResult>> = None;
         for (k, ex) in script.iter().enumerate() {
@@ -58,9 +59,22 @@ impl Worker {
             let turn_code = ex.turn.map(|t| t.component.code.clone());
             let pressure = ex.turn.and_then(|t| t.pressure.clone());
             let req = {
-                let msgs: Vec<Message<'_>> = history
+                // The history is what was said so far: each exchange's user
+                // message and the reply that followed it.
+                let msgs: Vec<Message<'_>> = done
                     .iter()
-                    .map(|(role, content)| Message { role, content })
+                    .flat_map(|e| {
+                        [
+                            Message {
+                                role: "user",
+                                content: &e.user,
+                            },
+                            Message {
+                                role: "assistant",
+                                content: &e.reply,
+                            },
+                        ]
+                    })
                     .collect();
                 request_with(&self.client, m, rf, &msgs, user.clone(), repeat)
             };
@@ -93,8 +107,6 @@ impl Worker {
                     record.judged = false;
                     record.response = Some(reply.clone());
                     self.keep_turn(&record).await;
-                    history.push(("user", user.clone()));
-                    history.push(("assistant", reply.clone()));
                     done.push(Exchanged {
                         index: k,
                         turn_code,
@@ -176,8 +188,6 @@ impl Worker {
                 }
             };
             let stopped = result.block.is_some();
-            history.push(("user", user.clone()));
-            history.push(("assistant", reply.clone()));
             done.push(Exchanged {
                 index: k,
                 turn_code,
