@@ -16,6 +16,7 @@ mod check;
 mod compare;
 mod compose;
 mod content_errors;
+mod conversation_judging;
 mod conversation_runs;
 mod conversations;
 mod costs;

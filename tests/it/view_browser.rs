@@ -346,7 +346,7 @@ async fn a_conversation_reads_as_a_chat_and_is_labelled_per_turn() {
     let Some((chromium, driver)) = browser_tools() else {
         return;
     };
-    let (b, server) = crate::conversation_runs::judged_conversation().await;
+    let (b, server) = crate::conversation_judging::judged_conversation().await;
     let out = crate::support::run(&b, &server, &["run-batch", "--all-scenarios"]);
     assert_eq!(
         out.status.code(),
