@@ -616,6 +616,8 @@ impl Lane {
             let mut verdicts_paid = Vec::new();
             let outcome = match asked {
                 Asked::Done(o) => o,
+                // Only a Batch API round hands a turn back (`Replies::Batched`).
+                Asked::Later(_) => Outcome::Aborted,
                 Asked::Judge(..) | Asked::JudgeTurns(..) => {
                     // Only an interruption's abort drops a judge request
                     // in flight (its charge unknown to us).
@@ -628,7 +630,7 @@ impl Lane {
                             r.clone(),
                             Box::pin(worker.judge_turns(case, r, turns)) as JudgeFuture<'_>,
                         ),
-                        Asked::Done(_) => unreachable!("matched above"),
+                        Asked::Done(_) | Asked::Later(_) => unreachable!("matched above"),
                     };
                     let judged = tokio::select! {
                         j = log.scope(judging) => j,

@@ -318,7 +318,7 @@ async fn recorded(
                         handled.insert(it.custom_id.clone());
                     }
                     let what = if row.phase == "model" {
-                        Some(ItemRef::Model((it.test_code.clone(), it.repeat_index)))
+                        Some(col.model_ref((it.test_code.clone(), it.repeat_index), &it.custom_id))
                     } else {
                         judge_key(col, &it).map(ItemRef::Judge)
                     };
@@ -356,14 +356,8 @@ async fn recorded(
 /// A recorded judge item's request key.
 fn judge_key(col: &Collect, it: &BatchItem) -> Option<JudgeKey> {
     let case = (it.test_code.clone(), it.repeat_index);
-    let idx = col.cases.get(&case)?;
-    let rubric = idx
-        .resolve(&col.worker.benchmark)
-        .scenario
-        .rubrics
-        .iter()
-        .position(|r| Some(&r.code) == it.criterion.as_ref())?;
-    Some((case, rubric, it.judge_model.clone()?))
+    col.cases.get(&case)?;
+    Some((case, it.criterion.clone()?, it.judge_model.clone()?))
 }
 
 /// Submits, polls and reads until nothing is pending or in flight, or the
@@ -554,7 +548,7 @@ async fn poll_one(
                 }
                 if let Some(what) = l.items.get(&item.custom_id).cloned() {
                     l.handled.insert(item.custom_id.clone());
-                    col.item(l.row, &what, item);
+                    col.item(l.row, &what, item).await;
                 }
                 // Deterministic verdicts are written as they are read.
                 if col_ready(col) >= super::writer::WRITE_BATCH {
@@ -577,7 +571,8 @@ async fn poll_one(
                 .filter(|(id, _)| !l.handled.contains(*id))
                 .map(|(_, w)| w.clone())
                 .collect();
-            col.requeue(missing, "not in the completed batch's results");
+            col.requeue(missing, "not in the completed batch's results")
+                .await;
             col.batch_read(l.row);
             col.flush().await?;
         }
@@ -594,7 +589,7 @@ async fn poll_one(
                     .unwrap_or_default()
             );
             ctx.store.record_batch_closed(l.row, "ended", &why).await?;
-            col.requeue(l.items.values().cloned(), &why);
+            col.requeue(l.items.values().cloned(), &why).await;
         }
     }
     Ok(true)

@@ -10,26 +10,32 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+use super::converse::{Replies, conclude_judged, turn_asks};
+use super::exchange::ToJudge;
 use super::progress::ModelProgress;
 use super::settings::BatchShared;
-use super::worker::{Asked, Outcome, Prepared, Worker, conclude, failed};
+use super::worker::{Asked, Outcome, Worker, conclude, failed};
 use crate::benchmark::cases::CaseIndex;
 use crate::benchmark::sha256_hex_pieces;
 use crate::domain::{DiscardedCharge, ItemOutcome, NewJudgement, NewResult, ServedBy};
 use crate::judging::{judge, panel};
-use crate::openrouter::{ChatRequest, ItemReply, ResultItem};
+use crate::openrouter::{ChatRequest, Completion, ItemReply, ProviderError, ResultItem};
 use crate::store::Store;
 
 /// A test case: its code and repeat.
 pub(super) type CaseKey = (String, i64);
 
-/// One judge request: a criterion of a case, for one judge.
-pub(super) type JudgeKey = (CaseKey, usize, String);
+/// One judge request: a criterion of a case (a rubric's code; `R1@T3`
+/// for a conversation's later turn), for one judge.
+pub(super) type JudgeKey = (CaseKey, String, String);
 
 /// What a request of a batch asks.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(super) enum ItemRef {
     Model(CaseKey),
+    /// One turn (its exchange's index) of a conversation (issue 42): a
+    /// round sends the next turn of every conversation still going.
+    Turn(CaseKey, usize),
     Judge(JudgeKey),
 }
 
@@ -40,6 +46,8 @@ pub(super) struct JudgeReq {
     pub(super) body: String,
     pub(super) schema_key: String,
     pub(super) tries: u32,
+    /// The scenario's rubric that reads the verdict.
+    rubric: usize,
     pub(super) j: NewJudgement,
     /// What the judge is asked, kept to ask again with a larger
     /// `max_tokens` after a reasoning-only answer (as synchronously).
@@ -51,8 +59,12 @@ pub(super) struct JudgeReq {
 /// A paid reply waiting for its verdicts.
 struct Awaiting {
     r: Box<NewResult>,
+    /// A conversation's exchanges (its verdict is made of them).
+    turns: Option<Box<ToJudge>>,
+    /// Its criteria in order, each with its rubric.
+    criteria: Vec<(String, usize)>,
     needed: usize,
-    got: HashMap<(usize, String), NewJudgement>,
+    got: HashMap<(String, String), NewJudgement>,
     /// The model batch item this reply came from, recorded with the result.
     model_item: Option<(i64, ItemOutcome)>,
     /// Judge batches that answered for it: collected once it is written.
@@ -89,6 +101,10 @@ pub(super) struct Collect {
     /// Judge results read before their case's reply (a resume).
     early: HashMap<JudgeKey, (i64, ResultItem)>,
     tries: HashMap<CaseKey, u32>,
+    /// What the stored turns of conversations still going cost: counted
+    /// against the budget as each turn is stored, so not again when the
+    /// conversation's result (which sums its turns) is written.
+    turn_spent: HashMap<CaseKey, f64>,
     pub(super) max_rounds: u32,
     ready: Vec<Ready>,
     loose: Vec<DiscardedCharge>,
@@ -131,6 +147,7 @@ impl Collect {
             awaiting: HashMap::new(),
             early: HashMap::new(),
             tries: HashMap::new(),
+            turn_spent: HashMap::new(),
             max_rounds,
             ready: Vec::new(),
             loose: Vec::new(),
@@ -153,19 +170,53 @@ impl Collect {
     }
 
     /// The custom id of a request (unique within its batch).
-    pub(super) fn custom_id(item: &ItemRef, rubric_code: Option<&str>) -> String {
+    pub(super) fn custom_id(item: &ItemRef) -> String {
         match item {
             ItemRef::Model((code, rep)) => format!("{code}~{rep}"),
-            ItemRef::Judge(((code, rep), _, judge)) => {
-                format!("{code}~{rep}~{}~{judge}", rubric_code.unwrap_or(""))
+            ItemRef::Turn((code, rep), turn) => format!("{code}~{rep}~t{turn}"),
+            ItemRef::Judge(((code, rep), criterion, judge)) => {
+                format!("{code}~{rep}~{criterion}~{judge}")
             }
         }
     }
 
-    /// A test case's prepared request, or its answer from the cache
-    /// (handled at once, never batched).
-    pub(super) async fn prepare_or_cached(&mut self, key: &CaseKey) -> Option<Prepared> {
+    /// What a recorded model item of test case `key` asked: the case, or
+    /// a conversation's turn (named by its custom id's `~tK`).
+    pub(super) fn model_ref(&self, key: CaseKey, custom_id: &str) -> ItemRef {
+        let turn = custom_id
+            .rsplit_once("~t")
+            .and_then(|(_, k)| k.parse::<usize>().ok())
+            .filter(|_| self.is_conversation(&key));
+        match turn {
+            Some(k) => ItemRef::Turn(key, k),
+            None => ItemRef::Model(key),
+        }
+    }
+
+    fn is_conversation(&self, key: &CaseKey) -> bool {
+        self.cases
+            .get(key)
+            .is_some_and(|&idx| self.worker.is_conversation(idx))
+    }
+
+    /// A test case's request to batch (what it asks, and its body), or its
+    /// answer from the cache (handled at once, never batched). For a
+    /// conversation: its next turn that neither a stored turn nor the cache
+    /// answers, or, when none is left, the conversation itself.
+    pub(super) async fn prepare_or_cached(&mut self, key: &CaseKey) -> Option<(ItemRef, String)> {
         let idx = self.cases[key];
+        if self.worker.is_conversation(idx) {
+            let replaces = self.redo.contains(key);
+            let asked = self
+                .worker
+                .converse(idx, key.1, replaces, Replies::Batched(None))
+                .await;
+            if let Asked::Later(next) = asked {
+                return Some((ItemRef::Turn(key.clone(), next.turn), next.body));
+            }
+            self.answered(key, asked, None);
+            return None;
+        }
         let p = self.worker.prepare(idx, key.1);
         match self.worker.cached(&p.r.request_hash).await {
             Some(c) => {
@@ -175,7 +226,7 @@ impl Collect {
                 self.answered(key, asked, None);
                 None
             }
-            None => Some(p),
+            None => Some((ItemRef::Model(key.clone()), p.body)),
         }
     }
 
@@ -186,10 +237,11 @@ impl Collect {
 
     /// A batch that will answer nothing (ended, refused, abandoned): its
     /// requests go out again.
-    pub(super) fn requeue(&mut self, items: impl IntoIterator<Item = ItemRef>, why: &str) {
+    pub(super) async fn requeue(&mut self, items: impl IntoIterator<Item = ItemRef>, why: &str) {
         for item in items {
             match item {
-                ItemRef::Model(key) => self.again_model(key, why, None),
+                ItemRef::Model(key) => self.again_model(key, None, why, None).await,
+                ItemRef::Turn(key, turn) => self.again_model(key, Some(turn), why, None).await,
                 ItemRef::Judge(key) => {
                     if let Some(req) = self.judge_out.remove(&key) {
                         self.again_judge(req, why, 0.0);
@@ -200,9 +252,10 @@ impl Collect {
     }
 
     /// One result item of batch `batch`, read as it arrives.
-    pub(super) fn item(&mut self, batch: i64, what: &ItemRef, item: ResultItem) {
+    pub(super) async fn item(&mut self, batch: i64, what: &ItemRef, item: ResultItem) {
         match what {
-            ItemRef::Model(key) => self.model_item(batch, key, item),
+            ItemRef::Model(key) => self.model_item(batch, key, None, item).await,
+            ItemRef::Turn(key, turn) => self.model_item(batch, key, Some(*turn), item).await,
             ItemRef::Judge(key) => match self.judge_out.remove(key) {
                 Some(req) => self.judge_item(batch, req, item),
                 // Its case is written already (a resume reads the batch again).
@@ -223,7 +276,14 @@ impl Collect {
         self.read_done.insert(batch);
     }
 
-    fn model_item(&mut self, batch: i64, key: &CaseKey, mut item: ResultItem) {
+    /// A model reply: a test case's, or a conversation's `turn`.
+    async fn model_item(
+        &mut self,
+        batch: i64,
+        key: &CaseKey,
+        turn: Option<usize>,
+        mut item: ResultItem,
+    ) {
         // A reply with reasoning and no content is what a synchronous
         // request retries: it goes out again.
         if let ItemReply::Answered(c) = &item.reply
@@ -251,6 +311,9 @@ impl Collect {
             self.settle_outstanding(batch);
             return;
         }
+        if let Some(turn) = turn {
+            return self.turn_item(batch, key, turn, item, o).await;
+        }
         match item.reply {
             ItemReply::Answered(c) => {
                 let p = self.worker.prepare(idx, key.1);
@@ -269,14 +332,80 @@ impl Collect {
             ItemReply::Again(why) => {
                 self.loose_items.push((batch, o));
                 self.settle_outstanding(batch);
-                self.again_model(key.clone(), &why, item.cost_usd);
+                self.again_model(key.clone(), None, &why, item.cost_usd)
+                    .await;
             }
         }
     }
 
+    /// A conversation's turn answered in a batch: the conversation goes on
+    /// from it (the turn is stored before anything else is asked), to its
+    /// next turn in the next round, or to its verdict.
+    async fn turn_item(
+        &mut self,
+        batch: i64,
+        key: &CaseKey,
+        turn: usize,
+        item: ResultItem,
+        o: ItemOutcome,
+    ) {
+        self.loose_items.push((batch, o));
+        self.settle_outstanding(batch);
+        let answer: Result<Completion, ProviderError> = match item.reply {
+            ItemReply::Answered(c) => Ok(c),
+            ItemReply::Final(e) => Err(e),
+            ItemReply::Again(why) => {
+                return self
+                    .again_model(key.clone(), Some(turn), &why, item.cost_usd)
+                    .await;
+            }
+        };
+        let paid = match &answer {
+            Ok(c) => crate::domain::result::billed(c.cost_usd, c.byok_cost_usd),
+            Err(_) => 0.0,
+        };
+        self.converse_on(key, Some(Box::new((turn, answer)))).await;
+        // A stored turn's cost counts now; a failed one's with its result.
+        if paid != 0.0 && !self.stored_in_ready(key) {
+            *self.turn_spent.entry(key.clone()).or_default() += paid;
+            self.spent += paid;
+            self.batch.count_batch_spend(paid);
+        }
+    }
+
+    /// Whether `key`'s result is ready to be written (or waits for a judge).
+    fn stored_in_ready(&self, key: &CaseKey) -> bool {
+        self.ready
+            .iter()
+            .any(|r| r.r.test_code == key.0 && r.r.repeat_index == key.1)
+    }
+
+    /// Goes on with conversation `key` (with a round's answer for one of
+    /// its turns): its next turn waits for the next round, or it is done.
+    async fn converse_on(
+        &mut self,
+        key: &CaseKey,
+        answer: Option<Box<(usize, Result<Completion, ProviderError>)>>,
+    ) {
+        let idx = self.cases[key];
+        let replaces = self.redo.contains(key);
+        let asked = self
+            .worker
+            .converse(idx, key.1, replaces, Replies::Batched(answer))
+            .await;
+        self.answered(key, asked, None);
+    }
+
     /// A model request that did not answer: a charge if it cost anything,
-    /// then out again, or stored as a provider error past the rounds.
-    fn again_model(&mut self, key: CaseKey, why: &str, cost: Option<f64>) {
+    /// then out again, or stored as a provider error past the rounds (a
+    /// conversation's result then holds the turns before it).
+    async fn again_model(
+        &mut self,
+        key: CaseKey,
+        turn: Option<usize>,
+        why: &str,
+        cost: Option<f64>,
+    ) {
         let Some(&idx) = self.cases.get(&key) else {
             return;
         };
@@ -289,12 +418,15 @@ impl Collect {
             self.pending.push(key);
             return;
         }
-        let p = self.worker.prepare(idx, key.1);
         let e = crate::openrouter::ProviderError::Exhausted {
             attempts: *n,
             last: format!("batch API: {why}"),
             meta: Default::default(),
         };
+        if let Some(turn) = turn {
+            return self.converse_on(&key, Some(Box::new((turn, Err(e))))).await;
+        }
+        let p = self.worker.prepare(idx, key.1);
         let r = failed(p.r, p.prompt, &e);
         self.push(r, Vec::new());
     }
@@ -324,10 +456,21 @@ impl Collect {
             Asked::Done(Outcome::Stored(r)) => self.push(r, item.into_iter().collect()),
             Asked::Done(_) => {}
             Asked::Judge(r, text) => self.queue_judges(key, r, text, item),
-            // `answer` never makes a conversation's (the Batch API refuses
-            // conversations before anything is sent: plan.rs).
-            Asked::JudgeTurns(..) => {}
+            Asked::JudgeTurns(r, tj) => self.queue_turn_judges(key, r, tj),
+            // Its next turn goes out in the next round.
+            Asked::Later(_) => self.pending.push(key.clone()),
         }
+    }
+
+    /// Queues every judge request of a conversation's judged replies.
+    fn queue_turn_judges(&mut self, key: &CaseKey, r: Box<NewResult>, tj: Box<ToJudge>) {
+        let idx = self.cases[key];
+        let s = idx.resolve(&self.worker.benchmark).scenario;
+        let asks: Vec<(String, usize, judge::JudgeAsk)> = turn_asks(s, &tj)
+            .into_iter()
+            .map(|a| (a.criterion, a.rubric, a.ask))
+            .collect();
+        self.queue_asks(key, r, Some(tj), asks, None);
     }
 
     /// Queues every judge request of a judged reply (a cached verdict is
@@ -341,14 +484,40 @@ impl Collect {
     ) {
         let idx = self.cases[key];
         let s = idx.resolve(&self.worker.benchmark).scenario;
+        let asks: Vec<(String, usize, judge::JudgeAsk)> = s
+            .rubrics
+            .iter()
+            .enumerate()
+            .map(|(ri, rubric)| {
+                (
+                    rubric.code.clone(),
+                    ri,
+                    judge::request(rubric, &r.prompt, &text),
+                )
+            })
+            .collect();
+        self.queue_asks(key, r, None, asks, item);
+    }
+
+    /// Queues one request per (criterion, judge) of `asks` (criterion name,
+    /// rubric, what the judge is asked) for result `r`.
+    fn queue_asks(
+        &mut self,
+        key: &CaseKey,
+        r: Box<NewResult>,
+        turns: Option<Box<ToJudge>>,
+        asks: Vec<(String, usize, judge::JudgeAsk)>,
+        item: Option<(i64, ItemOutcome)>,
+    ) {
         let judge_model = self.worker.settings.judge_model.clone().unwrap_or_default();
         let judges: Vec<String> = panel::judges(&judge_model)
             .into_iter()
             .map(str::to_string)
             .collect();
         let mut reqs = Vec::new();
-        for (ri, rubric) in s.rubrics.iter().enumerate() {
-            let ask = judge::request(rubric, &r.prompt, &text);
+        let criteria: Vec<(String, usize)> =
+            asks.iter().map(|(c, ri, _)| (c.clone(), *ri)).collect();
+        for (criterion, ri, ask) in asks {
             let schema_key = format!(
                 "judge-{}",
                 &crate::benchmark::sha256_hex(&[ask.response_format.to_string().as_bytes()])[..16]
@@ -367,14 +536,15 @@ impl Collect {
                 .body();
                 let jhash = sha256_hex_pieces(&[&body.key_parts(), &[&key.1.to_le_bytes()]]);
                 reqs.push(JudgeReq {
-                    key: (key.clone(), ri, jm.clone()),
+                    key: (key.clone(), criterion.clone(), jm.clone()),
                     body: body.wire,
                     schema_key: schema_key.clone(),
                     tries: 0,
+                    rubric: ri,
                     ask: ask.clone(),
                     enlarged: None,
                     j: NewJudgement {
-                        criterion: rubric.code.clone(),
+                        criterion: criterion.clone(),
                         judge_model: jm.clone(),
                         request_hash: Some(jhash),
                         ..Default::default()
@@ -384,6 +554,8 @@ impl Collect {
         }
         let a = Awaiting {
             r,
+            turns,
+            criteria,
             needed: reqs.len(),
             got: HashMap::new(),
             model_item: item,
@@ -428,7 +600,7 @@ impl Collect {
                 keep.push(req);
                 continue;
             };
-            let rubric = self.rubric(&req.key);
+            let rubric = self.rubric(&req);
             match judge::parse(&rubric, &content) {
                 Ok(v) => {
                     req.j.cached = true;
@@ -444,9 +616,9 @@ impl Collect {
         self.judge_pending = keep;
     }
 
-    fn rubric(&self, key: &JudgeKey) -> crate::benchmark::Rubric {
-        let idx = self.cases[&key.0];
-        idx.resolve(&self.worker.benchmark).scenario.rubrics[key.1].clone()
+    fn rubric(&self, req: &JudgeReq) -> crate::benchmark::Rubric {
+        let idx = self.cases[&req.key.0];
+        idx.resolve(&self.worker.benchmark).scenario.rubrics[req.rubric].clone()
     }
 
     fn judge_item(&mut self, batch: i64, mut req: JudgeReq, item: ResultItem) {
@@ -485,9 +657,10 @@ impl Collect {
                     self.settle_outstanding(batch);
                     return;
                 }
-                let rubric = self.rubric(&req.key);
+                let rubric = self.rubric(&req);
                 match judge::parse(&rubric, &c.content) {
                     Ok(v) => {
+                        let j = &mut req.j;
                         j.response = Some(c.content);
                         j.passed = Some(v.passed);
                         j.verdict = Some(v.value);
@@ -564,7 +737,7 @@ impl Collect {
     fn judged(&mut self, req: JudgeReq) {
         let case = req.key.0.clone();
         if let Some(a) = self.awaiting.get_mut(&case) {
-            a.got.insert((req.key.1, req.key.2.clone()), req.j);
+            a.got.insert((req.key.1.clone(), req.key.2.clone()), req.j);
         }
         self.complete_if_judged(&case);
     }
@@ -582,20 +755,18 @@ impl Collect {
         let Some(mut a) = self.awaiting.remove(key) else {
             return;
         };
-        let idx = self.cases[key];
-        let s = idx.resolve(&self.worker.benchmark).scenario;
         let judge_model = self.worker.settings.judge_model.clone().unwrap_or_default();
         let judges: Vec<&str> = panel::judges(&judge_model);
-        for (ri, rubric) in s.rubrics.iter().enumerate() {
+        for (criterion, _) in std::mem::take(&mut a.criteria) {
             let mut votes: Vec<NewJudgement> = judges
                 .iter()
-                .filter_map(|jm| a.got.remove(&(ri, jm.to_string())))
+                .filter_map(|jm| a.got.remove(&(criterion.clone(), jm.to_string())))
                 .collect();
             let j = if judges.len() < 2 {
                 votes.pop().unwrap_or_default()
             } else {
                 panel::combine(
-                    &rubric.code,
+                    &criterion,
                     &judge_model,
                     votes,
                     self.worker.settings.judge_tie,
@@ -603,7 +774,10 @@ impl Collect {
             };
             a.r.judgements.push(j);
         }
-        conclude(&mut a.r);
+        match &a.turns {
+            Some(tj) => conclude_judged(&mut a.r, tj),
+            None => conclude(&mut a.r),
+        }
         let mut r = a.r;
         r.replaces = self.redo.contains(key);
         if let Some((b, _)) = &a.model_item {
@@ -645,6 +819,11 @@ impl Collect {
         let mut paid = self.loose.iter().map(|c| c.cost_usd).sum::<f64>();
         for r in &results {
             paid += r.billed_usd() + r.judgements.iter().map(|j| j.billed_usd()).sum::<f64>();
+            // A conversation's turns counted as they were stored.
+            paid -= self
+                .turn_spent
+                .remove(&(r.test_code.clone(), r.repeat_index))
+                .unwrap_or(0.0);
         }
         self.writer.write_results(&results, &self.loose).await?;
         self.loose.clear();

@@ -42,7 +42,7 @@ pub(super) async fn submit_models(
     let mut groups: Vec<Outgoing> = Vec::new();
     let mut schemas: HashMap<String, String> = HashMap::new();
     for key in pending {
-        let Some(p) = col.prepare_or_cached(&key).await else {
+        let Some((what, body)) = col.prepare_or_cached(&key).await else {
             continue;
         };
         let scenario = col.cases[&key].resolve(&ctx.benchmark).scenario;
@@ -61,11 +61,10 @@ pub(super) async fn submit_models(
                 )
             })
             .clone();
-        let what = ItemRef::Model(key);
-        let custom_id = Collect::custom_id(&what, None);
+        let custom_id = Collect::custom_id(&what);
         group_for(&mut groups, "model", &settings.model.id, &schema)
             .items
-            .push((custom_id, p.body, what, None));
+            .push((custom_id, body, what, None));
     }
     let per = api
         .per_case_usd
@@ -117,7 +116,7 @@ pub(super) async fn submit_judges(
     let mut reqs: Vec<JudgeReq> = Vec::new();
     for req in pending {
         let what = ItemRef::Judge(req.key.clone());
-        let custom_id = Collect::custom_id(&what, Some(&req.j.criterion));
+        let custom_id = Collect::custom_id(&what);
         group_for(&mut groups, "judge", &req.key.2, &req.schema_key)
             .items
             .push((
@@ -189,7 +188,7 @@ async fn post_all(
             .iter()
             .map(|(custom_id, _, what, criterion)| {
                 let (case, judge) = match what {
-                    ItemRef::Model(k) => (k.clone(), None),
+                    ItemRef::Model(k) | ItemRef::Turn(k, _) => (k.clone(), None),
                     ItemRef::Judge((k, _, j)) => (k.clone(), Some(j.clone())),
                 };
                 BatchItem {
@@ -265,7 +264,8 @@ async fn post_all(
                 col.requeue(
                     chunk.into_iter().map(|(_, _, w, _)| w),
                     &format!("batch not accepted: {e}"),
-                );
+                )
+                .await;
             }
         }
     }
@@ -279,7 +279,7 @@ fn give_back(
 ) {
     for (_, _, what, _) in items {
         match what {
-            ItemRef::Model(k) => col.pending.push(k),
+            ItemRef::Model(k) | ItemRef::Turn(k, _) => col.pending.push(k),
             ItemRef::Judge(k) => {
                 if let Some(req) = col.judge_out.remove(&k) {
                     col.judge_pending.push(req);

@@ -18,11 +18,40 @@ use crate::benchmark::cases::CaseIndex;
 use crate::benchmark::conversation::{self, Reply};
 use crate::domain::{ErrorKind, NewJudgement, NewResult, TurnRecord};
 use crate::judging::judge;
-use crate::openrouter::{Completion, FailureClass, Message};
+use crate::openrouter::{Completion, FailureClass, Message, ProviderError};
 
 /// The separator of a later turn's criteria (`R1@T3`): message 1's
 /// verdicts keep the rubric's code, as a single-turn test case's do.
 const AT: char = '@';
+
+/// Where a conversation's live replies come from: the model, asked now
+/// (the synchronous runner), or a Batch API round (batch_api.rs), which
+/// sends one turn of each conversation at a time. `Batched` carries the
+/// answer a round brought for a turn, if any; the next turn that neither
+/// this run's stored turns nor the cache answer is handed back as
+/// [`Asked::Later`] for the next round.
+pub(super) enum Replies {
+    Now,
+    Batched(Option<Box<(usize, Result<Completion, ProviderError>)>>),
+}
+
+/// A conversation's next turn to send, for a Batch API round.
+#[derive(Debug)]
+pub(super) struct LaterTurn {
+    /// The exchange's index (0: message 1).
+    pub(super) turn: usize,
+    /// The request body, exactly as the synchronous runner sends it.
+    pub(super) body: String,
+}
+
+/// One judge request of a conversation: the exchange it judges, by which
+/// of the scenario's rubrics, under which criterion name (`R1`, `R1@T3`),
+/// and what the judge is asked (the conversation so far and the reply).
+pub(super) struct TurnAsk {
+    pub(super) rubric: usize,
+    pub(super) criterion: String,
+    pub(super) ask: judge::JudgeAsk,
+}
 
 impl Worker {
     /// Whether test case `idx` is a conversation of more than one exchange.
@@ -38,7 +67,13 @@ impl Worker {
     /// the model. `replaces`: the run stored this conversation before (with
     /// a judge error), so its stored turns are already in that result's
     /// cost and are reused at no cost now.
-    pub(super) async fn converse(&self, idx: CaseIndex, repeat: i64, replaces: bool) -> Asked {
+    pub(super) async fn converse(
+        &self,
+        idx: CaseIndex,
+        repeat: i64,
+        replaces: bool,
+        mut replies: Replies,
+    ) -> Asked {
         let case = idx.resolve(&self.benchmark);
         let script = conversation::script(&case);
         let code = case.code();
@@ -134,11 +169,19 @@ impl Worker {
             } else if let Some(c) = self.cached_turn(&hash).await {
                 (c, true)
             } else {
-                match self.client.chat_json(&m.id, body).await {
-                    Ok(mut c) => {
+                let sent = match &mut replies {
+                    Replies::Now => self.client.chat_json(&m.id, body).await.map(|mut c| {
                         crate::openrouter::price_reply(&mut c, m, api);
-                        (c, true)
-                    }
+                        c
+                    }),
+                    // A batch item's reply comes priced by its batch.
+                    Replies::Batched(given) => match given.take_if(|g| g.0 == k) {
+                        Some(g) => g.1,
+                        None => return Asked::Later(Box::new(LaterTurn { turn: k, body })),
+                    },
+                };
+                match sent {
+                    Ok(c) => (c, true),
                     Err(e) => {
                         return Asked::Done(match e.class() {
                             _ if e.is_fatal_for_run() => Outcome::Fatal(Arc::new(e)),
@@ -183,7 +226,7 @@ impl Worker {
                 Asked::Done(Outcome::Stored(tr)) => (tr, None),
                 Asked::Judge(tr, text) => (tr, Some(text)),
                 // `answer_as` stores or judges; nothing else comes back.
-                Asked::Done(_) | Asked::JudgeTurns(..) => {
+                Asked::Done(_) | Asked::JudgeTurns(..) | Asked::Later(_) => {
                     unreachable!("answer_as only stores or judges")
                 }
             };
@@ -237,45 +280,26 @@ impl Worker {
         let s = idx.resolve(&self.benchmark).scenario;
         let judge_model = self.settings.judge_model.clone().unwrap_or_default();
         let repeat = c.repeat_index;
-        for (i, ex) in tj.exchanges.iter().enumerate() {
-            let Some(text) = &ex.to_judge else { continue };
-            let mut history: Vec<(&str, &str)> = Vec::with_capacity(2 * i + 1);
-            for e in &tj.exchanges[..i] {
-                history.push(("user", &e.user));
-                history.push(("assistant", &e.reply));
-            }
-            history.push(("user", &ex.user));
-            for rubric in s
-                .rubrics
-                .iter()
-                .filter(|r| ex.criteria.as_ref().is_none_or(|c| c.contains(&r.code)))
+        for a in turn_asks(s, &tj) {
+            let rubric = &s.rubrics[a.rubric];
+            match self
+                .judge_rubric(&judge_model, rubric, &a.ask, repeat)
+                .await
             {
-                // Message 1 is judged exactly as a single-turn test case
-                // (the judge's cache is shared with it).
-                let ask = if ex.index == 0 {
-                    judge::request(rubric, &ex.user, text)
-                } else {
-                    judge::request_in_conversation(rubric, &history, text)
-                };
-                match self.judge_rubric(&judge_model, rubric, &ask, repeat).await {
-                    Ok(mut j) => {
-                        if let Some(code) = &ex.turn_code {
-                            let name = format!("{}{AT}{code}", rubric.code);
-                            for v in &mut j.votes {
-                                v.criterion.clone_from(&name);
-                            }
-                            j.criterion = name;
-                        }
-                        c.judgements.push(j);
+                Ok(mut j) => {
+                    for v in &mut j.votes {
+                        v.criterion.clone_from(&a.criterion);
                     }
-                    Err(cut) => {
-                        let mut paid = std::mem::take(&mut c.judgements);
-                        paid.extend(cut.paid);
-                        let charges = c.paid_as_charges(false, &paid, VERDICTS_CUT);
-                        let fatal = cut.error.is_fatal_for_run().then(|| Arc::new(cut.error));
-                        c.evaluation_details = details(&tj.exchanges, &[], None);
-                        return Judged::Cut(c, charges, fatal);
-                    }
+                    j.criterion = a.criterion;
+                    c.judgements.push(j);
+                }
+                Err(cut) => {
+                    let mut paid = std::mem::take(&mut c.judgements);
+                    paid.extend(cut.paid);
+                    let charges = c.paid_as_charges(false, &paid, VERDICTS_CUT);
+                    let fatal = cut.error.is_fatal_for_run().then(|| Arc::new(cut.error));
+                    c.evaluation_details = details(&tj.exchanges, &[], None);
+                    return Judged::Cut(c, charges, fatal);
                 }
             }
         }
@@ -344,6 +368,52 @@ fn reused_turn(t: &TurnRecord, paid: bool) -> Completion {
         byok_cost_usd: if paid { t.byok_cost_usd } else { 0.0 },
         empty_because: None,
     }
+}
+
+/// Every judge request of a conversation whose judged replies wait for
+/// the judge, in order: each judged reply with the conversation before it,
+/// by the rubrics of its turn. Message 1 is asked exactly as a single-turn
+/// test case is (the judge's cache is shared with it).
+pub(super) fn turn_asks(s: &crate::benchmark::Scenario, tj: &ToJudge) -> Vec<TurnAsk> {
+    let mut asks = Vec::new();
+    for (i, ex) in tj.exchanges.iter().enumerate() {
+        let Some(text) = &ex.to_judge else { continue };
+        let mut history: Vec<(&str, &str)> = Vec::with_capacity(2 * i + 1);
+        for e in &tj.exchanges[..i] {
+            history.push(("user", &e.user));
+            history.push(("assistant", &e.reply));
+        }
+        history.push(("user", &ex.user));
+        for (ri, rubric) in s.rubrics.iter().enumerate() {
+            if ex
+                .criteria
+                .as_ref()
+                .is_some_and(|c| !c.contains(&rubric.code))
+            {
+                continue;
+            }
+            let ask = if ex.index == 0 {
+                judge::request(rubric, &ex.user, text)
+            } else {
+                judge::request_in_conversation(rubric, &history, text)
+            };
+            let criterion = match &ex.turn_code {
+                Some(code) => format!("{}{AT}{code}", rubric.code),
+                None => rubric.code.clone(),
+            };
+            asks.push(TurnAsk {
+                rubric: ri,
+                criterion,
+                ask,
+            });
+        }
+    }
+    asks
+}
+
+/// A conversation whose every verdict is in `c.judgements`: its verdict.
+pub(super) fn conclude_judged(c: &mut NewResult, tj: &ToJudge) {
+    conclude_turns(c, &tj.exchanges);
 }
 
 /// The index of the last exchange.

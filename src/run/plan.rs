@@ -18,9 +18,6 @@ pub fn plan(benchmark: &Benchmark, settings: &RunSettings) -> crate::Result<Vec<
     if let Some(limit) = settings.limit {
         cases.truncate(limit);
     }
-    if settings.batch_api.is_some() {
-        refuse_conversations(benchmark, &cases)?;
-    }
     // The limit counts originals: a variant always runs beside its original.
     let cases = crate::benchmark::vary::with_variants(benchmark, &cases);
     let repeats = settings.repeats.max(1);
@@ -31,29 +28,4 @@ pub fn plan(benchmark: &Benchmark, settings: &RunSettings) -> crate::Result<Vec<
         work.extend((0..repeats).map(|r| (c, r)));
     }
     Ok(work)
-}
-
-/// Conversations (`turns.md`, issue 42) are sent turn by turn by the
-/// synchronous runner; the Batch API sends one request per test case and
-/// would score the first reply alone. Refused there, naming the scenarios,
-/// until it sends a round per turn.
-fn refuse_conversations(benchmark: &Benchmark, cases: &[CaseIndex]) -> crate::Result<()> {
-    let mut names: Vec<&str> = Vec::new();
-    for c in cases {
-        let s = &benchmark.scenarios[c.scenario as usize];
-        if !s.turns.is_empty() && names.last() != Some(&s.code.as_str()) {
-            names.push(&s.code);
-        }
-    }
-    names.dedup();
-    if names.is_empty() {
-        return Ok(());
-    }
-    Err(crate::Error::usage(format!(
-        "{} {} a conversation (turns.md): --batch-api does not send conversations yet (it would score the first reply alone); run {} without --batch-api, or leave {} out of the selection",
-        names.join(", "),
-        if names.len() == 1 { "is" } else { "are" },
-        if names.len() == 1 { "it" } else { "them" },
-        if names.len() == 1 { "it" } else { "them" },
-    )))
 }

@@ -38,6 +38,9 @@ pub(super) enum Asked {
     Judge(Box<NewResult>, String),
     /// A conversation (issue 42) whose judged replies wait for the judge.
     JudgeTurns(Box<NewResult>, Box<ToJudge>),
+    /// A conversation's next turn, for the Batch API's next round (only
+    /// with `Replies::Batched`).
+    Later(Box<super::converse::LaterTurn>),
 }
 
 /// What became of a reply sent to the judge.
@@ -282,7 +285,9 @@ impl Worker {
     /// turn; `replaces`: the run stored it before with a judge error.
     pub(super) async fn ask(&self, idx: CaseIndex, repeat: i64, replaces: bool) -> Asked {
         if self.is_conversation(idx) {
-            return self.converse(idx, repeat, replaces).await;
+            return self
+                .converse(idx, repeat, replaces, super::converse::Replies::Now)
+                .await;
         }
         let Prepared {
             mut r,

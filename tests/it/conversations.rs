@@ -5,8 +5,7 @@
 
 use serde_json::Value;
 
-use crate::support::mock::{completions, triage_server};
-use crate::support::{Bench, jsonl, run, stderr, stdout};
+use crate::support::{Bench, jsonl, stderr, stdout};
 
 /// A four-turn script over P1-B1-S1: disclosure (message 1, not judged:
 /// `judge_first: false`), the user rejects resources (T1), a prefilled
@@ -233,7 +232,7 @@ fn check_names_each_mistake_in_a_script() {
 /// run would ask for; a run refuses (exit 2, nothing sent), naming the
 /// scenario and what shows it.
 #[tokio::test(flavor = "multi_thread")]
-async fn the_dry_run_counts_turns_and_the_batch_api_refuses_conversations_before_sending() {
+async fn the_dry_run_counts_turns() {
     let b = conversation_bench();
     let dry = b
         .helmbench()
@@ -247,21 +246,4 @@ async fn the_dry_run_counts_turns_and_the_batch_api_refuses_conversations_before
         text.contains("conversations: 2 (4 live replies in all"),
         "{text}"
     );
-
-    let t = triage_server().await;
-    // The Batch API sends one request per test case: refused before sending.
-    let out = run(
-        &b,
-        &t.server,
-        &["run-batch", "--all-scenarios", "--batch-api"],
-    );
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    let err = stderr(&out);
-    assert!(
-        err.contains(
-            "P1-B1-S1 is a conversation (turns.md): --batch-api does not send conversations yet"
-        ),
-        "{err}"
-    );
-    assert_eq!(completions(&t.server).await.len(), 0, "nothing sent");
 }

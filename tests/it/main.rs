@@ -5,6 +5,7 @@
 mod arguments;
 mod author_shapes;
 mod batch_api;
+mod batch_conversations;
 mod batch_faults;
 mod batch_models;
 mod batch_resume;

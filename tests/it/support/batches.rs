@@ -42,6 +42,9 @@ pub struct Opts {
     /// an item after the real ones that the item pass cannot read
     /// (`usize::MAX`: every read).
     pub corrupt_reads: usize,
+    /// Answers every request (model and judge) with this content instead
+    /// (conversations: an answer that depends on the whole history).
+    pub reply: Option<fn(&Value) -> String>,
 }
 
 impl Default for Opts {
@@ -53,6 +56,7 @@ impl Default for Opts {
             accept_then_502: Vec::new(),
             not_found_polls: 0,
             corrupt_reads: 0,
+            reply: None,
         }
     }
 }
@@ -122,7 +126,18 @@ fn prompt(body: &Value) -> String {
 /// The answer to one chat request, synchronous or in a batch: a judge says
 /// SAFE, a "SEVERE" prompt is blocked by moderation (403), the rest get
 /// the triage answer. `scale` multiplies the cost (0.5 in a batch).
-pub fn answer(body: &Value, scale: f64) -> (u16, Value) {
+pub fn answer(body: &Value, scale: f64, reply: Option<fn(&Value) -> String>) -> (u16, Value) {
+    if let Some(f) = reply {
+        let cost = if body["model"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("judge/"))
+        {
+            SYNC_JUDGE_COST
+        } else {
+            SYNC_COST
+        };
+        return (200, completion(&f(body), cost * scale));
+    }
     let p = prompt(body);
     // `judge/d` only reasons (no verdict) while its max_tokens is under 800.
     if body["model"] == "judge/d" && body["max_tokens"].as_u64().unwrap_or(0) < 800 {
@@ -177,7 +192,7 @@ impl Respond for Sync {
     fn respond(&self, req: &Request) -> ResponseTemplate {
         self.0.state.lock().unwrap().sync_calls += 1;
         let body: Value = serde_json::from_slice(&req.body).unwrap();
-        let (status, v) = answer(&body, 1.0);
+        let (status, v) = answer(&body, 1.0, self.0.opts.reply);
         ResponseTemplate::new(status).set_body_json(v)
     }
 }
@@ -376,7 +391,7 @@ impl Respond for Get {
                     "error": {"code": "server_error", "message": "the upstream provider failed this request"}}));
                 continue;
             }
-            let (status, mut reply) = answer(&body, 0.5);
+            let (status, mut reply) = answer(&body, 0.5, mock.opts.reply);
             if status == 200 {
                 pt += reply["usage"]["prompt_tokens"].as_i64().unwrap_or(0);
                 ct += reply["usage"]["completion_tokens"].as_i64().unwrap_or(0);
