@@ -152,13 +152,14 @@ async fn a_log_written_twice_stores_nothing_twice() {
     assert!(!log.exists());
 }
 
-/// The lines of a log (deflate-compressed JSON lines) that were written
-/// whole, as the killed process left them.
+/// The lines of a log (LZ4 frames of JSON lines) that were written whole,
+/// as the killed process left them.
 fn log_lines(log: &std::path::Path) -> Vec<String> {
     use std::io::Read as _;
+    let bytes = std::fs::read(log).unwrap();
+    assert_eq!(&bytes[..4], &[0x04, 0x22, 0x4d, 0x18], "an LZ4 frame");
     let mut text = Vec::new();
-    let _ =
-        flate2::read::DeflateDecoder::new(std::fs::File::open(log).unwrap()).read_to_end(&mut text);
+    let _ = lz4_flex::frame::FrameDecoder::new(&bytes[..]).read_to_end(&mut text);
     let text = String::from_utf8_lossy(&text);
     let whole = &text[..text.rfind('\n').map_or(0, |i| i + 1)];
     whole.lines().map(str::to_string).collect()
@@ -175,7 +176,8 @@ async fn a_damaged_record_is_kept_aside_named_and_fails_the_resume() {
     let (b, server, pool, log) = killed_after_300().await;
     let mut lines = log_lines(&log);
     assert!(lines.len() >= 10, "the log holds {} records", lines.len());
-    // A record in the middle, damaged; the log compressed again.
+    // A record in the middle, damaged; the log compressed again, as the
+    // deflate stream versions before LZ4 wrote (still read on a resume).
     let mid = lines.len() / 2;
     lines[mid] = r#"{"seq": 7, "kind": "result", "value": {"run_id": 1, "test_co"#.into();
     let mut z = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::fast());
