@@ -10,8 +10,8 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use super::converse::{Replies, conclude_judged, turn_asks};
-use super::exchange::ToJudge;
+use super::converse::{conclude_judged, turn_asks};
+use super::exchange::{Replies, ToJudge};
 use super::progress::ModelProgress;
 use super::settings::BatchShared;
 use super::worker::{Asked, Outcome, Worker, conclude, failed};

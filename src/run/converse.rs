@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::exchange::{Exchanged, ToJudge};
+use super::exchange::{Exchanged, LaterTurn, Replies, ToJudge};
 use super::worker::{
     Asked, Judged, Outcome, Prepared, VERDICTS_CUT, Worker, failed, from_cache, request_with,
 };
@@ -18,31 +18,11 @@ use crate::benchmark::cases::CaseIndex;
 use crate::benchmark::conversation::{self, Reply};
 use crate::domain::{ErrorKind, NewJudgement, NewResult, TurnRecord};
 use crate::judging::judge;
-use crate::openrouter::{Completion, FailureClass, Message, ProviderError};
+use crate::openrouter::{Completion, FailureClass, Message};
 
 /// The separator of a later turn's criteria (`R1@T3`): message 1's
 /// verdicts keep the rubric's code, as a single-turn test case's do.
 const AT: char = '@';
-
-/// Where a conversation's live replies come from: the model, asked now
-/// (the synchronous runner), or a Batch API round (batch_api.rs), which
-/// sends one turn of each conversation at a time. `Batched` carries the
-/// answer a round brought for a turn, if any; the next turn that neither
-/// this run's stored turns nor the cache answer is handed back as
-/// [`Asked::Later`] for the next round.
-pub(super) enum Replies {
-    Now,
-    Batched(Option<Box<(usize, Result<Completion, ProviderError>)>>),
-}
-
-/// A conversation's next turn to send, for a Batch API round.
-#[derive(Debug)]
-pub(super) struct LaterTurn {
-    /// The exchange's index (0: message 1).
-    pub(super) turn: usize,
-    /// The request body, exactly as the synchronous runner sends it.
-    pub(super) body: String,
-}
 
 /// One judge request of a conversation: the exchange it judges, by which
 /// of the scenario's rubrics, under which criterion name (`R1`, `R1@T3`),

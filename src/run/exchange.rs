@@ -4,6 +4,7 @@
 //! it) share it without a circle.
 
 use crate::domain::NewResult;
+use crate::openrouter::{Completion, ProviderError};
 
 /// One exchange of a conversation after the model's part: the user's
 /// message, the reply that followed (live or prefilled) and, for a live
@@ -32,4 +33,24 @@ pub(super) struct Exchanged {
 #[derive(Debug, Clone)]
 pub(super) struct ToJudge {
     pub(super) exchanges: Vec<Exchanged>,
+}
+
+/// Where a conversation's live replies come from: the model, asked now
+/// (the synchronous runner), or a Batch API round (batch_api.rs), which
+/// sends one turn of each conversation at a time. `Batched` carries the
+/// answer a round brought for a turn, if any; the next turn that neither
+/// this run's stored turns nor the cache answer is handed back as
+/// `Asked::Later` for the next round.
+pub(super) enum Replies {
+    Now,
+    Batched(Option<Box<(usize, Result<Completion, ProviderError>)>>),
+}
+
+/// A conversation's next turn to send, for a Batch API round.
+#[derive(Debug)]
+pub(super) struct LaterTurn {
+    /// The exchange's index (0: message 1).
+    pub(super) turn: usize,
+    /// The request body, exactly as the synchronous runner sends it.
+    pub(super) body: String,
 }

@@ -40,7 +40,7 @@ pub(super) enum Asked {
     JudgeTurns(Box<NewResult>, Box<ToJudge>),
     /// A conversation's next turn, for the Batch API's next round (only
     /// with `Replies::Batched`).
-    Later(Box<super::converse::LaterTurn>),
+    Later(Box<super::exchange::LaterTurn>),
 }
 
 /// What became of a reply sent to the judge.
@@ -286,7 +286,7 @@ impl Worker {
     pub(super) async fn ask(&self, idx: CaseIndex, repeat: i64, replaces: bool) -> Asked {
         if self.is_conversation(idx) {
             return self
-                .converse(idx, repeat, replaces, super::converse::Replies::Now)
+                .converse(idx, repeat, replaces, super::exchange::Replies::Now)
                 .await;
         }
         let Prepared {
