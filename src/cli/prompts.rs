@@ -124,8 +124,8 @@ fn write_variants(
             return Err(Error::usage(why));
         }
         let code = crate::benchmark::vary::variant_code(&case.code(), v);
-        let varied =
-            crate::benchmark::vary::vary_perturbation(case, v, &b.word_lists, args.variant_seed);
+        let varied = crate::benchmark::vary::vary_case(case, v, &b.word_lists, args.variant_seed)
+            .map(|c| c.perturbation);
         let prompt = varied.as_ref().map(|p| {
             compose::compose(&cases::TestCase {
                 perturbation: p,

@@ -17,11 +17,22 @@
 
 pub mod lists;
 pub mod spec;
+mod swaps;
 mod text;
 mod transforms;
 
 pub use lists::WordLists;
 pub use spec::{VARIANT_NAMES, Variant, parse_list, parse_names};
+pub use swaps::Swaps;
+
+/// The version of the transformations' output: raised whenever a
+/// transformation (not a list) changes the text it gives for a seed, and
+/// part of the content hash of a benchmark whose runs use variants, so a
+/// run made by an earlier version is not taken as complete or resumed with
+/// text drawn differently. 2: `typos` slips only letters (it doubled an
+/// apostrophe, and a slip could leave a word unchanged); `names` swaps a
+/// possessive (`Priya's`) and keeps a name's swap through a conversation.
+pub const TRANSFORMS_VERSION: u32 = 2;
 
 /// The seed variants draw from unless a run names another
 /// (`--variant-seed`): fixed, so the same content varies the same way
@@ -38,8 +49,25 @@ pub fn apply(
     test_code: &str,
     text: &str,
 ) -> String {
+    apply_recording(variant, lists, seed, test_code, text, &mut Swaps::default())
+}
+
+/// [`apply`], recording in `swaps` what a `names` or `pronouns` variant
+/// swapped, and keeping the swaps already there: a name met in an earlier
+/// message of the same test case becomes the same name again.
+pub fn apply_recording(
+    variant: &Variant,
+    lists: &WordLists,
+    seed: u64,
+    test_code: &str,
+    text: &str,
+    swaps: &mut Swaps,
+) -> String {
     let mut rng = transforms::generator(seed, test_code, variant.name());
-    text::map_words(text, |words| {
+    rng.swaps = std::mem::take(swaps);
+    let out = text::map_words(text, |words| {
         transforms::transform(variant, lists, &mut rng, words)
-    })
+    });
+    *swaps = rng.swaps;
+    out
 }
