@@ -13,7 +13,9 @@
 //! ([`text`]). Each variant of each test case draws from its own generator,
 //! seeded from (seed, test code, variant name) through SHA-256 and
 //! ChaCha8, so the text is the same on any machine, in any order, and in
-//! any later version (golden tests guard it).
+//! any later version of the same [`TRANSFORMS_VERSION`] (golden tests
+//! guard it). What `names` and `pronouns` swapped is recorded ([`Swaps`])
+//! and applied to the varied test case's rubrics and expected values.
 
 pub mod lists;
 pub mod spec;
