@@ -66,10 +66,19 @@ pub fn apply_recording(
     swaps: &mut Swaps,
 ) -> String {
     let mut rng = transforms::generator(seed, test_code, variant.name());
-    rng.swaps = std::mem::take(swaps);
+    let Swaps {
+        names,
+        pronouns_from,
+        pronouns_to,
+    } = std::mem::take(swaps);
+    (rng.names, rng.pronouns_from, rng.pronouns_to) = (names, pronouns_from, pronouns_to);
     let out = text::map_words(text, |words| {
         transforms::transform(variant, lists, &mut rng, words)
     });
-    *swaps = rng.swaps;
+    *swaps = Swaps {
+        names: rng.names,
+        pronouns_from: rng.pronouns_from,
+        pronouns_to: rng.pronouns_to,
+    };
     out
 }

@@ -10,16 +10,18 @@ use rand_chacha::ChaCha8Rng;
 
 use super::lists::{PronounSet, WordLists};
 use super::spec::Variant;
-use super::swaps::Swaps;
 use crate::benchmark::hash::sha256;
 
 /// The generator of one variant of one test case.
 pub(super) struct Draws {
     rng: ChaCha8Rng,
-    /// What `names` and `pronouns` swapped so far (each name met and the
-    /// one it became, so a name is replaced the same way throughout; the
-    /// pronoun sets met), handed on to the rubric and the overrides.
-    pub(super) swaps: Swaps,
+    /// What `names` swapped so far: each name met and the one it became,
+    /// so a name is replaced the same way throughout (handed on to the
+    /// rubric and the overrides as `Swaps`, with the next two).
+    pub(super) names: BTreeMap<String, String>,
+    /// `pronouns`: the sets whose forms were met, and the set they became.
+    pub(super) pronouns_from: BTreeMap<String, PronounSet>,
+    pub(super) pronouns_to: Option<(String, PronounSet)>,
 }
 
 pub(super) fn generator(seed: u64, test_code: &str, variant: &str) -> Draws {
@@ -33,7 +35,9 @@ pub(super) fn generator(seed: u64, test_code: &str, variant: &str) -> Draws {
     ]);
     Draws {
         rng: ChaCha8Rng::from_seed(key),
-        swaps: Swaps::default(),
+        names: BTreeMap::new(),
+        pronouns_from: BTreeMap::new(),
+        pronouns_to: None,
     }
 }
 
@@ -327,16 +331,14 @@ pub(super) fn swap_pronouns<'a>(
     t
 }
 
-fn pronouns(t: Vec<Token>, lists: &WordLists, to: &str, swaps: &mut Swaps) -> Vec<Token> {
+fn pronouns(t: Vec<Token>, lists: &WordLists, to: &str, d: &mut Draws) -> Vec<Token> {
     let Some(target) = lists.pronouns.get(to) else {
         return t;
     };
-    let mut met = std::mem::take(&mut swaps.pronouns_from);
-    let t = swap_pronouns(t, lists.pronouns.iter(), (to, target), &mut met);
-    if !met.is_empty() {
-        swaps.pronouns_to = Some((to.to_string(), target.clone()));
+    let t = swap_pronouns(t, lists.pronouns.iter(), (to, target), &mut d.pronouns_from);
+    if !d.pronouns_from.is_empty() {
+        d.pronouns_to = Some((to.to_string(), target.clone()));
     }
-    swaps.pronouns_from = met;
     t
 }
 
@@ -446,16 +448,16 @@ pub(super) fn transform(
                 if !known.contains(name) {
                     return None;
                 }
-                if let Some(n) = d.swaps.names.get(name) {
+                if let Some(n) = d.names.get(name) {
                     return Some(format!("{n}{suffix}"));
                 }
                 let others: Vec<&String> = pool.iter().filter(|n| *n != name).collect();
                 let n = others.get(d.index(others.len().max(1)))?.to_string();
-                d.swaps.names.insert(name.to_string(), n.clone());
+                d.names.insert(name.to_string(), n.clone());
                 Some(format!("{n}{suffix}"))
             }))
         }
-        Variant::Pronouns { to } => join(&pronouns(t, lists, to, &mut d.swaps)),
+        Variant::Pronouns { to } => join(&pronouns(t, lists, to, d)),
         Variant::Euphemisms => join(&replace_phrases(t, &lists.euphemisms, |forms| {
             forms[d.index(forms.len())].clone()
         })),
