@@ -97,6 +97,36 @@ async fn a_names_variant_swaps_the_name_in_the_rubric_the_judge_reads() {
     );
     // The original's rubric as written.
     assert!(original[0].0.contains("tells Sarah it is"), "{asks:?}");
+
+    // `prompts` shows the swap before anything is paid.
+    let shown = b
+        .helmbench()
+        .std()
+        .args(["prompts", "P3-B1-S1-C1-PT1", "--variants", "names"])
+        .output()
+        .unwrap();
+    assert!(
+        crate::support::stdout(&shown).contains(&format!(
+            "--- swapped in its rubrics and expected values too: Sarah \u{2192} {new} ---"
+        )),
+        "{}",
+        crate::support::stdout(&shown)
+    );
+    let lines = crate::support::jsonl(
+        &b.helmbench()
+            .std()
+            .args([
+                "prompts",
+                "P3-B1-S1-C1-PT1",
+                "--variants",
+                "names",
+                "--format",
+                "jsonl",
+            ])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(lines[1]["swaps"]["names"]["Sarah"], new.as_str());
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -28,6 +28,32 @@ impl Swaps {
         self.names.is_empty() && (self.pronouns_from.is_empty() || self.pronouns_to.is_none())
     }
 
+    /// The swaps as a reader audits them (`prompts --variants`):
+    /// `{"names": {"Sarah": "Aisha"}, "pronouns": {"from": ["she"], "to": "they"}}`.
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut out = serde_json::json!({"names": self.names});
+        if let Some((to, _)) = &self.pronouns_to {
+            let from: Vec<&String> = self.pronouns_from.keys().collect();
+            out["pronouns"] = serde_json::json!({"from": from, "to": to});
+        }
+        out
+    }
+
+    /// One line for a reader: `Sarah → Aisha; she → they`.
+    pub fn summary(&self) -> String {
+        let mut parts: Vec<String> = self
+            .names
+            .iter()
+            .map(|(a, b)| format!("{a} \u{2192} {b}"))
+            .collect();
+        if let Some((to, _)) = &self.pronouns_to {
+            for from in self.pronouns_from.keys() {
+                parts.push(format!("{from} \u{2192} {to}"));
+            }
+        }
+        parts.join("; ")
+    }
+
     /// `text` (a rubric, an expected value) with the same swaps: each
     /// recorded name by the one it became, each form of a recorded pronoun
     /// set by the target's. XML tag names and code stay as written, and a
