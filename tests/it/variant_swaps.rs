@@ -137,6 +137,37 @@ async fn a_names_variant_swaps_the_name_in_the_rubric_the_judge_reads() {
             .unwrap(),
     );
     assert_eq!(lines[1]["swaps"]["names"]["Sarah"], new.as_str());
+
+    // A rater labelling the variant reads the rubric its judge read.
+    let exported = b
+        .helmbench()
+        .database(crate::support::db_path(&b))
+        .std()
+        .args(["review", "export", "--run-id", "1", "--format", "jsonl"])
+        .output()
+        .unwrap();
+    // The variants made again: the content hash is the run's.
+    assert!(
+        !stderr(&exported).contains("another version"),
+        "{}",
+        stderr(&exported)
+    );
+    let sheet = crate::support::jsonl(&exported);
+    let row = |code: &str| {
+        sheet
+            .iter()
+            .find(|r| r["test_code"] == code)
+            .unwrap_or_else(|| panic!("{code} in {sheet:?}"))["rubric"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let varied_rubric = row("P3-B1-S1-C1-PT1~names");
+    assert!(
+        varied_rubric.contains(&format!("tells {new} it is")) && !varied_rubric.contains("Sarah"),
+        "{varied_rubric}"
+    );
+    assert!(row("P3-B1-S1-C1-PT1").contains("tells Sarah it is"));
 }
 
 #[tokio::test(flavor = "multi_thread")]
