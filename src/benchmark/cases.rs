@@ -2,8 +2,11 @@
 //! context and one perturbation; their codes, their effective evaluation
 //! and base severity, and the selectors that pick them.
 
+use std::borrow::Cow;
+
 use super::codes::parse_segment;
-use super::{Benchmark, Component, Scenario};
+use super::variants::Swaps;
+use super::{Benchmark, Component, EvalOverride, Evaluation, Rubric, Scenario};
 
 /// One test case: a scenario under one condition, optional user context and
 /// one perturbation.
@@ -38,10 +41,72 @@ impl<'a> TestCase<'a> {
     }
 
     /// The evaluation of this test case: the scenario's, with its
-    /// components' overrides applied (SPEC §4).
-    pub fn evaluation(&self) -> std::borrow::Cow<'a, crate::benchmark::Evaluation> {
-        self.scenario
-            .evaluation_for(self.condition, self.user_context, self.perturbation)
+    /// components' overrides applied (SPEC §4), and in a variant that
+    /// swapped names or pronouns, its expected values swapped alike.
+    pub fn evaluation(&self) -> Cow<'a, Evaluation> {
+        let ev = self
+            .scenario
+            .evaluation_for(self.condition, self.user_context, self.perturbation);
+        self.swapped(ev)
+    }
+
+    /// [`TestCase::evaluation`] with a conversation turn's overrides
+    /// (`o`) applied on top, swapped alike.
+    pub fn evaluation_with(&self, o: Option<&EvalOverride>) -> Cow<'a, Evaluation> {
+        match o {
+            None => self.evaluation(),
+            Some(o) => {
+                let ev = self
+                    .scenario
+                    .evaluation_for(self.condition, self.user_context, self.perturbation)
+                    .with_override(o);
+                self.swapped(Cow::Owned(ev))
+            }
+        }
+    }
+
+    /// What a `names` or `pronouns` variant swapped in this (varied) test
+    /// case's user messages; None for an original and every other variant.
+    pub fn swaps(&self) -> Option<&'a Swaps> {
+        self.scenario.varied.swaps.get(&self.perturbation.full_code)
+    }
+
+    /// The rubrics that judge this test case: the scenario's, with the
+    /// swaps of a `names` or `pronouns` variant applied to their text, so
+    /// the judge reads of the person the model was told about.
+    pub fn rubrics(&self) -> Cow<'a, [Rubric]> {
+        match self.swaps() {
+            None => Cow::Borrowed(&self.scenario.rubrics),
+            Some(swaps) => Cow::Owned(
+                self.scenario
+                    .rubrics
+                    .iter()
+                    .map(|r| Rubric {
+                        prompt: swaps.apply(&r.prompt),
+                        ..r.clone()
+                    })
+                    .collect(),
+            ),
+        }
+    }
+
+    /// `ev` with this test case's swaps applied to its expected and
+    /// required values (a category that names the person).
+    fn swapped(&self, ev: Cow<'a, Evaluation>) -> Cow<'a, Evaluation> {
+        let Some(swaps) = self.swaps() else {
+            return ev;
+        };
+        let mut ev = ev.into_owned();
+        let values = match &mut ev {
+            Evaluation::CategoryMatch { expected, .. }
+            | Evaluation::TagThreshold { expected, .. } => expected,
+            Evaluation::ListIncludes { required, .. } => required,
+            Evaluation::Sqe | Evaluation::Mcsqe => return Cow::Owned(ev),
+        };
+        for v in values.iter_mut() {
+            *v = swaps.apply(v);
+        }
+        Cow::Owned(ev)
     }
 
     /// Perturbation severity plus user-context severity (SPEC §8).

@@ -125,6 +125,10 @@ pub struct VariedCases {
     /// In a conversation (issue 42), each varied test case's user turns
     /// under the same variant, by its varied test code, then turn code.
     pub turns: std::collections::HashMap<String, std::collections::HashMap<String, String>>,
+    /// What a `names` or `pronouns` variant swapped in a varied test case's
+    /// user messages, by its varied test code: its rubrics and evaluation
+    /// take the same swaps ([`cases::TestCase::rubrics`]).
+    pub swaps: std::collections::HashMap<String, variants::Swaps>,
     /// Each original test case's variants (by condition, user context and
     /// perturbation index), a range of `components`.
     pub(crate) by_case: std::collections::HashMap<(u32, Option<u32>, u32), std::ops::Range<u32>>,

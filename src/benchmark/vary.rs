@@ -4,7 +4,7 @@
 //! ([`expand`]) so every part of the runner sees them as test cases.
 
 use super::cases::{CaseIndex, TestCase};
-use super::variants::{Variant, WordLists, apply};
+use super::variants::{Swaps, TRANSFORMS_VERSION, Variant, WordLists, apply_recording};
 use std::collections::HashMap;
 
 use super::{Benchmark, Component, TurnRole};
@@ -25,19 +25,50 @@ pub fn split_code(test_code: &str) -> (&str, Option<&str>) {
     }
 }
 
-/// `case`'s perturbation with its text (the user's words) under `v`, or
-/// None when the variant changes nothing (it is skipped, and said so).
-pub fn vary_perturbation(
+/// One test case under one variant: its perturbation with the user's
+/// words varied, in a conversation each user turn's text (by turn code),
+/// and what a `names` or `pronouns` variant swapped (applied to the
+/// rubrics and the evaluation when it is judged or checked).
+#[derive(Debug, Clone)]
+pub struct VariedCase {
+    pub perturbation: Component,
+    pub turns: HashMap<String, String>,
+    pub swaps: Swaps,
+}
+
+/// `case` under `v`, or None when the variant changes nothing in any of
+/// its user messages (it is skipped, and said so). A variant that leaves
+/// the perturbation as it is but changes a later user turn is kept.
+/// Message 1 draws from the stream of the test code, each user turn from
+/// its own (`TESTCODE/T2`); a name met earlier becomes the same name.
+pub fn vary_case(
     case: &TestCase<'_>,
     v: &Variant,
     lists: &WordLists,
     seed: u64,
-) -> Option<Component> {
+) -> Option<VariedCase> {
     let p = case.perturbation;
-    let text = apply(v, lists, seed, &case.code(), &p.prompt);
-    (text != p.prompt).then(|| Component {
-        prompt: text,
-        ..p.clone()
+    let code = case.code();
+    let mut swaps = Swaps::default();
+    let text = apply_recording(v, lists, seed, &code, &p.prompt, &mut swaps);
+    let mut changed = text != p.prompt;
+    let mut turns = HashMap::new();
+    for t in super::conversation::turns_of(case) {
+        if t.role != TurnRole::User {
+            continue;
+        }
+        let key = format!("{code}/{}", t.component.code);
+        let new = apply_recording(v, lists, seed, &key, &t.component.prompt, &mut swaps);
+        changed |= new != t.component.prompt;
+        turns.insert(t.component.code.clone(), new);
+    }
+    changed.then(|| VariedCase {
+        perturbation: Component {
+            prompt: text,
+            ..p.clone()
+        },
+        turns,
+        swaps,
     })
 }
 
@@ -64,7 +95,7 @@ pub fn expand(
 ) -> Vec<VariantCount> {
     let mut counts: Vec<VariantCount> = Vec::new();
     let mut made: Vec<(CaseIndex, Vec<Component>)> = Vec::new();
-    let mut varied_turns: Vec<(String, HashMap<String, String>)> = Vec::new();
+    let mut varied_turns: Vec<(String, HashMap<String, String>, Swaps)> = Vec::new();
     let mut used = false;
     for &c in cases {
         let case = c.resolve(b);
@@ -87,21 +118,12 @@ pub fn expand(
                     counts.len() - 1
                 }
             };
-            match vary_perturbation(&case, v, &b.word_lists, seed) {
-                Some(mut p) => {
-                    // A conversation's later user messages take the same
-                    // variant, each drawn from its own stream.
-                    let turns: HashMap<String, String> = case
-                        .scenario
-                        .turns
-                        .iter()
-                        .filter(|t| t.role == TurnRole::User)
-                        .map(|t| {
-                            let key = format!("{code}/{}", t.component.code);
-                            let text = apply(v, &b.word_lists, seed, &key, &t.component.prompt);
-                            (t.component.code.clone(), text)
-                        })
-                        .collect();
+            match vary_case(&case, v, &b.word_lists, seed) {
+                Some(VariedCase {
+                    perturbation: mut p,
+                    turns,
+                    swaps,
+                }) => {
                     counts[at].varied += 1;
                     let spec = serde_json::to_string(v).unwrap_or_default();
                     p.hash = super::sha256_hex(&[
@@ -112,9 +134,7 @@ pub fn expand(
                     ]);
                     p.full_code = variant_code(&code, v);
                     p.code = format!("{}~{}", p.code, v.name());
-                    if !turns.is_empty() {
-                        varied_turns.push((p.full_code.clone(), turns));
-                    }
+                    varied_turns.push((p.full_code.clone(), turns, swaps));
                     varied.push(p);
                 }
                 None => counts[at].unchanged += 1,
@@ -127,10 +147,15 @@ pub fn expand(
         for v in &varied {
             if let Some(i) = varied_turns
                 .iter()
-                .position(|(code, _)| *code == v.full_code)
+                .position(|(code, ..)| *code == v.full_code)
             {
-                let (code, turns) = varied_turns.swap_remove(i);
-                s.varied.turns.insert(code, turns);
+                let (code, turns, swaps) = varied_turns.swap_remove(i);
+                if !swaps.is_empty() {
+                    s.varied.swaps.insert(code.clone(), swaps);
+                }
+                if !turns.is_empty() {
+                    s.varied.turns.insert(code, turns);
+                }
             }
         }
         let at = s.varied.components.len() as u32;
@@ -140,7 +165,10 @@ pub fn expand(
         s.varied.seed = Some(seed);
     }
     if used {
-        let mut parts: Vec<&[u8]> = vec![b.content_hash.as_bytes(), b"word-lists"];
+        // The transformations' version too: text drawn by another version
+        // of them is another content.
+        let version = TRANSFORMS_VERSION.to_le_bytes();
+        let mut parts: Vec<&[u8]> = vec![b.content_hash.as_bytes(), b"word-lists", &version];
         for (file, text) in &b.word_lists.sources {
             parts.push(file.as_bytes());
             parts.push(text.as_bytes());

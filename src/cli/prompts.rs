@@ -124,20 +124,26 @@ fn write_variants(
             return Err(Error::usage(why));
         }
         let code = crate::benchmark::vary::variant_code(&case.code(), v);
-        let varied =
-            crate::benchmark::vary::vary_perturbation(case, v, &b.word_lists, args.variant_seed);
-        let prompt = varied.as_ref().map(|p| {
+        let varied = crate::benchmark::vary::vary_case(case, v, &b.word_lists, args.variant_seed);
+        let prompt = varied.as_ref().map(|c| {
             compose::compose(&cases::TestCase {
-                perturbation: p,
+                perturbation: &c.perturbation,
                 ..*case
             })
         });
+        // What `names`/`pronouns` swapped, which the rubrics and expected
+        // values of this variant take too.
+        let swaps = varied.as_ref().map(|c| &c.swaps).filter(|s| !s.is_empty());
         match (args.format, prompt) {
             (PromptFormat::Jsonl, prompt) => {
                 let line = match prompt {
                     Some(p) => {
-                        json!({"test_code": code, "variant": v, "variant_seed": args.variant_seed,
-                                      "prompt": p, "response_format": compose::response_format(case)})
+                        let mut line = json!({"test_code": code, "variant": v, "variant_seed": args.variant_seed,
+                                      "prompt": p, "response_format": compose::response_format(case)});
+                        if let Some(s) = swaps {
+                            line["swaps"] = s.to_json();
+                        }
+                        line
                     }
                     None => {
                         json!({"test_code": code, "variant": v, "variant_seed": args.variant_seed,
@@ -154,7 +160,15 @@ fn write_variants(
                     v.name(),
                     args.variant_seed
                 )?;
-                writeln!(o, "{p}\n")?;
+                writeln!(o, "{p}")?;
+                if let Some(s) = swaps {
+                    writeln!(
+                        o,
+                        "--- swapped in its rubrics and expected values too: {} ---",
+                        s.summary()
+                    )?;
+                }
+                writeln!(o)?;
             }
             (PromptFormat::Text, None) => {
                 writeln!(

@@ -112,13 +112,14 @@ fn benchmark(s: &Settings) -> Result<crate::benchmark::Benchmark> {
 
 fn export(s: &Settings, args: &ReviewExportArgs) -> Result<ExitStatus> {
     let url = s.existing_database()?;
-    let benchmark = benchmark(s)?;
+    let mut benchmark = benchmark(s)?;
     let (run, items) = runtime()?.block_on(async {
         let store = Store::open_read_only(url).await?;
         let run = store.run(args.run_id).await?;
         let items = store.review_items(args.run_id).await?;
         Ok::<_, Error>((run, items))
     })?;
+    remake_variants(&mut benchmark, &run.settings)?;
     if items.is_empty() {
         return Err(Error::usage(format!(
             "run {} has no judged criteria to label (only sqe and mcsqe scenarios are judged)",
@@ -168,6 +169,28 @@ fn export(s: &Settings, args: &ReviewExportArgs) -> Result<ExitStatus> {
         None => write(&mut out())?,
     }
     Ok(ExitStatus::Success)
+}
+
+/// The variants the run made (issue 43), made again from its recorded
+/// seed, so a varied item's rubric reads as its judge read it (a `names`
+/// or `pronouns` variant's swaps applied) and the content hash compares
+/// like the run's. Nothing for a run without variants.
+fn remake_variants(b: &mut crate::benchmark::Benchmark, settings: &str) -> Result<()> {
+    let Ok(st) = serde_json::from_str::<crate::run::RunSettings>(settings) else {
+        return Ok(());
+    };
+    if st.variant_seed.is_none() {
+        return Ok(());
+    }
+    let mut sel = crate::run::Selection {
+        selectors: super::selection::parse_selectors(&st.selectors)?,
+        include_no_context: st.include_no_context,
+        limit: st.limit,
+        variants: st.variants,
+        variant_seed: st.variant_seed,
+        ..crate::run::Selection::everything()
+    };
+    super::selection::make_variants(b, &mut sel, true)
 }
 
 /// A conversation's judged replies (issue 42) are labelled each with the

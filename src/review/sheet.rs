@@ -9,6 +9,7 @@
 //! whose test code or criterion was edited no longer matches its hash, and a
 //! truncated sheet misses items (or ends inside the last row's `item`).
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::Write;
 
@@ -251,6 +252,18 @@ fn rubric_of<'a>(
         })
 }
 
+/// `body` as the judge of `it` read it: with the swaps of a `names` or
+/// `pronouns` variant applied (issue 43), as written otherwise.
+fn as_judged<'a>(benchmark: &Benchmark, it: &ReviewItem, body: &'a str) -> Cow<'a, str> {
+    match benchmark
+        .scenario(&it.scenario)
+        .and_then(|s| s.varied.swaps.get(&it.test_code))
+    {
+        Some(swaps) => Cow::Owned(swaps.apply(body)),
+        None => Cow::Borrowed(body),
+    }
+}
+
 fn options_text(r: &Rubric) -> String {
     let o = r.options.join(" | ");
     match r.response_type {
@@ -296,7 +309,7 @@ pub fn rows(
                 behaviour: it.behaviour.clone(),
                 input: it.prompt.clone(),
                 reply,
-                rubric: rubric.body.trim().to_string(),
+                rubric: as_judged(benchmark, it, &rubric.body).trim().to_string(),
                 item: format!(
                     "{}/{n}:{}",
                     i + 1,

@@ -465,8 +465,8 @@ impl Collect {
     /// Queues every judge request of a conversation's judged replies.
     fn queue_turn_judges(&mut self, key: &CaseKey, r: Box<NewResult>, tj: Box<ToJudge>) {
         let idx = self.cases[key];
-        let s = idx.resolve(&self.worker.benchmark).scenario;
-        let asks: Vec<(String, usize, judge::JudgeAsk)> = turn_asks(s, &tj)
+        let rubrics = idx.resolve(&self.worker.benchmark).rubrics();
+        let asks: Vec<(String, usize, judge::JudgeAsk)> = turn_asks(&rubrics, &tj)
             .into_iter()
             .map(|a| (a.criterion, a.rubric, a.ask))
             .collect();
@@ -483,9 +483,9 @@ impl Collect {
         item: Option<(i64, ItemOutcome)>,
     ) {
         let idx = self.cases[key];
-        let s = idx.resolve(&self.worker.benchmark).scenario;
-        let asks: Vec<(String, usize, judge::JudgeAsk)> = s
-            .rubrics
+        // A `names` or `pronouns` variant's swaps are in its rubrics.
+        let rubrics = idx.resolve(&self.worker.benchmark).rubrics();
+        let asks: Vec<(String, usize, judge::JudgeAsk)> = rubrics
             .iter()
             .enumerate()
             .map(|(ri, rubric)| {

@@ -257,11 +257,12 @@ impl Worker {
         mut c: Box<NewResult>,
         tj: Box<ToJudge>,
     ) -> Judged {
-        let s = idx.resolve(&self.benchmark).scenario;
+        let case = idx.resolve(&self.benchmark);
+        let rubrics = case.rubrics();
         let judge_model = self.settings.judge_model.clone().unwrap_or_default();
         let repeat = c.repeat_index;
-        for a in turn_asks(s, &tj) {
-            let rubric = &s.rubrics[a.rubric];
+        for a in turn_asks(&rubrics, &tj) {
+            let rubric = &rubrics[a.rubric];
             match self
                 .judge_rubric(&judge_model, rubric, &a.ask, repeat)
                 .await
@@ -354,7 +355,11 @@ fn reused_turn(t: &TurnRecord, paid: bool) -> Completion {
 /// the judge, in order: each judged reply with the conversation before it,
 /// by the rubrics of its turn. Message 1 is asked exactly as a single-turn
 /// test case is (the judge's cache is shared with it).
-pub(super) fn turn_asks(s: &crate::benchmark::Scenario, tj: &ToJudge) -> Vec<TurnAsk> {
+/// `rubrics` are the test case's ([`TestCase::rubrics`]: a variant's
+/// swaps applied).
+///
+/// [`TestCase::rubrics`]: crate::benchmark::cases::TestCase::rubrics
+pub(super) fn turn_asks(rubrics: &[crate::benchmark::Rubric], tj: &ToJudge) -> Vec<TurnAsk> {
     let mut asks = Vec::new();
     for (i, ex) in tj.exchanges.iter().enumerate() {
         let Some(text) = &ex.to_judge else { continue };
@@ -364,7 +369,7 @@ pub(super) fn turn_asks(s: &crate::benchmark::Scenario, tj: &ToJudge) -> Vec<Tur
             history.push(("assistant", &e.reply));
         }
         history.push(("user", &ex.user));
-        for (ri, rubric) in s.rubrics.iter().enumerate() {
+        for (ri, rubric) in rubrics.iter().enumerate() {
             if ex
                 .criteria
                 .as_ref()

@@ -501,10 +501,7 @@ impl Worker {
         r.parsed = parsed;
         r.quality = Some(crate::scoring::quality::score(&text));
 
-        let mut evaluation = case.evaluation();
-        if let Some(o) = turn.and_then(|t| t.component.overrides.as_ref()) {
-            evaluation = std::borrow::Cow::Owned(evaluation.with_override(o));
-        }
+        let evaluation = case.evaluation_with(turn.and_then(|t| t.component.overrides.as_ref()));
         if let Some(check) = r
             .parsed
             .as_ref()
@@ -535,10 +532,12 @@ impl Worker {
         mut r: Box<NewResult>,
         text: String,
     ) -> Judged {
-        let s = idx.resolve(&self.benchmark).scenario;
+        // A `names` or `pronouns` variant's rubrics name the person as
+        // the model was told of them.
+        let rubrics = idx.resolve(&self.benchmark).rubrics();
         let judge_model = self.settings.judge_model.clone().unwrap_or_default();
         let (prompt, repeat) = (std::mem::take(&mut r.prompt), r.repeat_index);
-        for rubric in &s.rubrics {
+        for rubric in rubrics.iter() {
             let ask = judge::request(rubric, &prompt, &text);
             match self.judge_rubric(&judge_model, rubric, &ask, repeat).await {
                 Ok(j) => r.judgements.push(j),

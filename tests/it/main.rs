@@ -64,6 +64,7 @@ mod team_store;
 mod templates;
 mod terminal;
 mod totals;
+mod variant_swaps;
 mod variants;
 mod view;
 mod view_browser;

@@ -87,6 +87,42 @@ fn another_seed_varies_the_random_ones_differently_and_the_fixed_ones_alike() {
     assert_ne!(one, two);
 }
 
+/// A keyboard slip moves letters only, after the first: an apostrophe or
+/// a hyphen is never doubled, swapped or dropped (a thumb does not type
+/// `can''t`), and a slipped word always changes (at rate 1 every word of
+/// three letters or more is slipped). Golden too: `TRANSFORMS_VERSION` 2.
+#[test]
+fn typos_slip_letters_never_punctuation_and_always_change_the_word() {
+    let lists = WordLists::bundled();
+    let typos = Variant::parse("typos", Some(&serde_json::json!({"rate": 1}))).unwrap();
+    // Words not in misspellings.yml, so every change is a slip.
+    let text = "I can't go on, my well-being's gone.";
+    let skeleton = |s: &str| -> String { s.chars().filter(|c| !c.is_alphabetic()).collect() };
+    let mut golden = String::new();
+    for seed in 0..200 {
+        let out = variants::apply(&typos, &lists, seed, "P1-B1-S1-C1-PT1", text);
+        assert_eq!(skeleton(&out), skeleton(text), "seed {seed}: {out}");
+        let words = |s: &str| -> Vec<String> {
+            s.split([' ', ',', '.'])
+                .filter(|w| !w.is_empty())
+                .map(str::to_string)
+                .collect()
+        };
+        for (a, b) in words(text).iter().zip(words(&out)) {
+            let letters = a.chars().filter(|c| c.is_alphabetic()).count();
+            assert_eq!(a.chars().next(), b.chars().next(), "seed {seed}: {out}");
+            if letters >= 3 {
+                assert_ne!(*a, b, "seed {seed}: {out}");
+            }
+        }
+        if seed <= 12 {
+            golden.push_str(&format!("[{seed}] {out}\n"));
+        }
+    }
+    assert_eq!(variants::TRANSFORMS_VERSION, 2);
+    insta::assert_snapshot!(golden);
+}
+
 #[test]
 fn only_the_users_words_change_never_tags_or_code() {
     let lists = WordLists::bundled();

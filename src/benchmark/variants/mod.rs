@@ -13,15 +13,28 @@
 //! ([`text`]). Each variant of each test case draws from its own generator,
 //! seeded from (seed, test code, variant name) through SHA-256 and
 //! ChaCha8, so the text is the same on any machine, in any order, and in
-//! any later version (golden tests guard it).
+//! any later version of the same [`TRANSFORMS_VERSION`] (golden tests
+//! guard it). What `names` and `pronouns` swapped is recorded ([`Swaps`])
+//! and applied to the varied test case's rubrics and expected values.
 
 pub mod lists;
 pub mod spec;
+mod swaps;
 mod text;
 mod transforms;
 
 pub use lists::WordLists;
 pub use spec::{VARIANT_NAMES, Variant, parse_list, parse_names};
+pub use swaps::Swaps;
+
+/// The version of the transformations' output: raised whenever a
+/// transformation (not a list) changes the text it gives for a seed, and
+/// part of the content hash of a benchmark whose runs use variants, so a
+/// run made by an earlier version is not taken as complete or resumed with
+/// text drawn differently. 2: `typos` slips only letters (it doubled an
+/// apostrophe, and a slip could leave a word unchanged); `names` swaps a
+/// possessive (`Priya's`) and keeps a name's swap through a conversation.
+pub const TRANSFORMS_VERSION: u32 = 2;
 
 /// The seed variants draw from unless a run names another
 /// (`--variant-seed`): fixed, so the same content varies the same way
@@ -38,8 +51,34 @@ pub fn apply(
     test_code: &str,
     text: &str,
 ) -> String {
+    apply_recording(variant, lists, seed, test_code, text, &mut Swaps::default())
+}
+
+/// [`apply`], recording in `swaps` what a `names` or `pronouns` variant
+/// swapped, and keeping the swaps already there: a name met in an earlier
+/// message of the same test case becomes the same name again.
+pub fn apply_recording(
+    variant: &Variant,
+    lists: &WordLists,
+    seed: u64,
+    test_code: &str,
+    text: &str,
+    swaps: &mut Swaps,
+) -> String {
     let mut rng = transforms::generator(seed, test_code, variant.name());
-    text::map_words(text, |words| {
+    let Swaps {
+        names,
+        pronouns_from,
+        pronouns_to,
+    } = std::mem::take(swaps);
+    (rng.names, rng.pronouns_from, rng.pronouns_to) = (names, pronouns_from, pronouns_to);
+    let out = text::map_words(text, |words| {
         transforms::transform(variant, lists, &mut rng, words)
-    })
+    });
+    *swaps = Swaps {
+        names: rng.names,
+        pronouns_from: rng.pronouns_from,
+        pronouns_to: rng.pronouns_to,
+    };
+    out
 }

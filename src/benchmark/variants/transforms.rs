@@ -3,21 +3,25 @@
 //! through a library's range sampling, whose algorithm may change between
 //! versions), so a seed gives the same text in every version.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::lists::WordLists;
+use super::lists::{PronounSet, WordLists};
 use super::spec::Variant;
 use crate::benchmark::hash::sha256;
 
 /// The generator of one variant of one test case.
 pub(super) struct Draws {
     rng: ChaCha8Rng,
-    /// `names`: each name met so far and the one it became, so a name is
-    /// replaced the same way throughout a message.
-    names: HashMap<String, String>,
+    /// What `names` swapped so far: each name met and the one it became,
+    /// so a name is replaced the same way throughout (handed on to the
+    /// rubric and the overrides as `Swaps`, with the next two).
+    pub(super) names: BTreeMap<String, String>,
+    /// `pronouns`: the sets whose forms were met, and the set they became.
+    pub(super) pronouns_from: BTreeMap<String, PronounSet>,
+    pub(super) pronouns_to: Option<(String, PronounSet)>,
 }
 
 pub(super) fn generator(seed: u64, test_code: &str, variant: &str) -> Draws {
@@ -31,7 +35,9 @@ pub(super) fn generator(seed: u64, test_code: &str, variant: &str) -> Draws {
     ]);
     Draws {
         rng: ChaCha8Rng::from_seed(key),
-        names: HashMap::new(),
+        names: BTreeMap::new(),
+        pronouns_from: BTreeMap::new(),
+        pronouns_to: None,
     }
 }
 
@@ -50,12 +56,12 @@ impl Draws {
 /// A run of text split into words (letters, digits, apostrophes, inner
 /// hyphens) and what stands between them.
 #[derive(Debug, Clone)]
-struct Token {
-    text: String,
-    word: bool,
+pub(super) struct Token {
+    pub(super) text: String,
+    pub(super) word: bool,
 }
 
-fn tokens(s: &str) -> Vec<Token> {
+pub(super) fn tokens(s: &str) -> Vec<Token> {
     let mut out: Vec<Token> = Vec::new();
     let is_word = |c: char| c.is_alphanumeric() || c == '\'' || c == '\u{2019}';
     for c in s.chars() {
@@ -76,7 +82,7 @@ fn tokens(s: &str) -> Vec<Token> {
     out
 }
 
-fn join(tokens: &[Token]) -> String {
+pub(super) fn join(tokens: &[Token]) -> String {
     tokens.iter().map(|t| t.text.as_str()).collect()
 }
 
@@ -177,16 +183,29 @@ fn neighbours(c: char) -> &'static str {
     }
 }
 
-/// One slip of the keyboard in `word`, never at its first letter.
+/// One slip of the keyboard in `word`, at a letter other than its first:
+/// a neighbouring key, two letters swapped, one left out or doubled. Only
+/// letters move: an apostrophe or a hyphen is never doubled, swapped or
+/// dropped (a thumb misses a letter; it does not type `can''t`), and the
+/// word always changes (a slip that would leave it as it was, such as
+/// swapping two equal letters, leaves the letter out instead).
 fn slip(word: &str, d: &mut Draws) -> String {
     let mut c: Vec<char> = word.chars().collect();
+    let letters: Vec<usize> = (1..c.len()).filter(|&i| c[i].is_alphabetic()).collect();
+    if letters.is_empty() {
+        return word.to_string();
+    }
     let op = d.index(4);
-    let at = 1 + d.index(c.len() - 1);
+    let at = letters[d.index(letters.len())];
+    let is_letter = |i: usize, c: &[char]| i >= 1 && i < c.len() && c[i].is_alphabetic();
     match op {
         0 => {
             let lower = c[at].to_ascii_lowercase();
             let near = neighbours(lower);
-            if !near.is_empty() {
+            if near.is_empty() {
+                // A letter off the QWERTY letters (an accent): doubled.
+                c.insert(at, c[at]);
+            } else {
                 let n = near.chars().nth(d.index(near.len())).unwrap_or(lower);
                 c[at] = if c[at].is_uppercase() {
                     n.to_ascii_uppercase()
@@ -195,8 +214,21 @@ fn slip(word: &str, d: &mut Draws) -> String {
                 };
             }
         }
-        1 if at + 1 < c.len() => c.swap(at, at + 1),
-        1 => c.swap(at - 1, at),
+        1 => {
+            let other = if is_letter(at + 1, &c) {
+                Some(at + 1)
+            } else if is_letter(at - 1, &c) {
+                Some(at - 1)
+            } else {
+                None
+            };
+            match other {
+                Some(o) if c[o] != c[at] => c.swap(at, o),
+                _ => {
+                    c.remove(at);
+                }
+            }
+        }
         2 => {
             c.remove(at);
         }
@@ -236,12 +268,15 @@ fn followed_by_word(t: &[Token], i: usize) -> bool {
             .is_some_and(|w| w.word && !NOT_NOUNS.contains(&w.text.to_lowercase().as_str()))
 }
 
-fn pronouns(mut t: Vec<Token>, lists: &WordLists, to: &str) -> Vec<Token> {
-    let Some(target) = lists.pronouns.get(to) else {
-        return t;
-    };
+/// Every form of the sets `from` in `t` made `target`'s (a subject's verb
+/// agreeing); each set met is added to `met`.
+pub(super) fn swap_pronouns<'a>(
+    mut t: Vec<Token>,
+    from: impl Iterator<Item = (&'a String, &'a PronounSet)> + Clone,
+    (to, target): (&str, &PronounSet),
+    met: &mut BTreeMap<String, PronounSet>,
+) -> Vec<Token> {
     let plural_target = to == "they";
-    let others: Vec<_> = lists.pronouns.iter().filter(|(k, _)| *k != to).collect();
     let mut i = 0;
     while i < t.len() {
         if !t[i].word {
@@ -251,7 +286,7 @@ fn pronouns(mut t: Vec<Token>, lists: &WordLists, to: &str) -> Vec<Token> {
         let w = t[i].text.to_lowercase();
         let mut new: Option<&str> = None;
         let mut subject = false;
-        for (_, set) in &others {
+        for (key, set) in from.clone().filter(|(k, _)| k.as_str() != to) {
             if w == set.subject {
                 new = Some(&target.subject);
                 subject = true;
@@ -277,6 +312,7 @@ fn pronouns(mut t: Vec<Token>, lists: &WordLists, to: &str) -> Vec<Token> {
                 new = Some(&target.possessive);
             }
             if new.is_some() {
+                met.entry(key.clone()).or_insert_with(|| set.clone());
                 break;
             }
         }
@@ -295,8 +331,29 @@ fn pronouns(mut t: Vec<Token>, lists: &WordLists, to: &str) -> Vec<Token> {
     t
 }
 
+fn pronouns(t: Vec<Token>, lists: &WordLists, to: &str, d: &mut Draws) -> Vec<Token> {
+    let Some(target) = lists.pronouns.get(to) else {
+        return t;
+    };
+    let t = swap_pronouns(t, lists.pronouns.iter(), (to, target), &mut d.pronouns_from);
+    if !d.pronouns_from.is_empty() {
+        d.pronouns_to = Some((to.to_string(), target.clone()));
+    }
+    t
+}
+
+/// A name with what follows it in its word: `Priya's` → (`Priya`, `'s`).
+pub(super) fn name_and_suffix(w: &str) -> (&str, &str) {
+    for suffix in ["'s", "\u{2019}s", "'", "\u{2019}"] {
+        if let Some(stem) = w.strip_suffix(suffix) {
+            return (stem, &w[stem.len()..]);
+        }
+    }
+    (w, "")
+}
+
 /// Each word of `t` through `f` (None: kept as it is).
-fn map_words(t: Vec<Token>, mut f: impl FnMut(&str) -> Option<String>) -> Vec<Token> {
+pub(super) fn map_words(t: Vec<Token>, mut f: impl FnMut(&str) -> Option<String>) -> Vec<Token> {
     t.into_iter()
         .map(|mut x| {
             if x.word
@@ -386,19 +443,21 @@ pub(super) fn transform(
             let known: std::collections::HashSet<&str> =
                 lists.names.values().flatten().map(String::as_str).collect();
             join(&map_words(t, |w: &str| {
-                if !known.contains(w) {
+                // `Priya's` is Priya's name too.
+                let (name, suffix) = name_and_suffix(w);
+                if !known.contains(name) {
                     return None;
                 }
-                if let Some(n) = d.names.get(w) {
-                    return Some(n.clone());
+                if let Some(n) = d.names.get(name) {
+                    return Some(format!("{n}{suffix}"));
                 }
-                let others: Vec<&String> = pool.iter().filter(|n| *n != w).collect();
+                let others: Vec<&String> = pool.iter().filter(|n| *n != name).collect();
                 let n = others.get(d.index(others.len().max(1)))?.to_string();
-                d.names.insert(w.to_string(), n.clone());
-                Some(n)
+                d.names.insert(name.to_string(), n.clone());
+                Some(format!("{n}{suffix}"))
             }))
         }
-        Variant::Pronouns { to } => join(&pronouns(t, lists, to)),
+        Variant::Pronouns { to } => join(&pronouns(t, lists, to, d)),
         Variant::Euphemisms => join(&replace_phrases(t, &lists.euphemisms, |forms| {
             forms[d.index(forms.len())].clone()
         })),

@@ -102,6 +102,17 @@ pub struct BatchApiMock {
 }
 
 impl BatchApiMock {
+    /// The prompt (first message) of every item `model`'s batches held.
+    pub fn prompts_of(&self, model: &str) -> Vec<String> {
+        let st = self.state.lock().unwrap();
+        st.batches
+            .iter()
+            .filter(|b| b.model == model)
+            .flat_map(|b| b.requests.iter())
+            .map(|(_, body)| prompt(body))
+            .collect()
+    }
+
     /// How many times each (model, custom id) was accepted in a batch.
     pub fn accepted(&self) -> HashMap<(String, String), usize> {
         let st = self.state.lock().unwrap();
