@@ -6,14 +6,15 @@
 
 use super::backend::{Dialect, on};
 use super::decode::Row as _;
-use super::{Store, StoreError, compare, reads, reuse, review, runs, served, totals};
+use super::{Store, StoreError, compare, reads, results, reuse, review, runs, served, totals};
 use crate::domain::{ReadPlan, Which};
 
 /// The tables whose full scan grows with every result ever stored, and
 /// the aliases the store's statements give them (a plan names the alias).
-const LARGE: [&str; 10] = [
+const LARGE: [&str; 11] = [
     "result",
     "r",
+    "o",
     "judgement",
     "j",
     "judge_vote",
@@ -55,6 +56,7 @@ impl Store {
                 ),
                 ("report: votes", review::VOTES.into()),
                 ("export", reads::results_sql(Which::Run(0), Dialect::Sqlite)),
+                ("run: the reply cache", results::CACHED_REPLY.into()),
             ];
             // The totals every write adds, for the rows it inserted.
             let written = totals::Affected::After(0).condition();

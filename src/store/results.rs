@@ -84,6 +84,17 @@ from_columns!(CachedReply {
 /// (run id, sequence number of the last record).
 pub type LoggedPart<'a> = (&'a [NewResult], &'a [DiscardedCharge], Option<(i64, i64)>);
 
+/// The reply cache's lookup: found through the index of the request
+/// hash's first 16 characters (issue 45), the whole hash then compared as
+/// `request_hash || ''`: SQLite 3.40 (Debian's) puts a hash compared as a
+/// bare column into the prefix's expression (constant propagation) and
+/// scans the table; the bundled 3.51 does not, and `store/plans.rs` fails
+/// on a scan either way.
+pub(super) const CACHED_REPLY: &str = "SELECT response, finish_reason, generation_id, prompt_tokens, completion_tokens, served_model, provider FROM result
+             WHERE substr(request_hash, 1, 16) = substr($1, 1, 16) AND request_hash || '' = $1
+               AND endpoint = $2 AND response IS NOT NULL AND (error_kind IS NULL OR error_kind = 'judge')
+             ORDER BY id LIMIT 1";
+
 impl Store {
     /// (test code, repeat) pairs of a run that are done: stored, and not
     /// with a judge error (a resume judges those again, see
@@ -117,7 +128,7 @@ impl Store {
     }
 
     /// A successful, well-formed reply to an identical request sent to the
-    /// same endpoint, if any.
+    /// same endpoint, if any ([`CACHED_REPLY`]).
     pub async fn cached_reply(
         &self,
         request_hash: &str,
@@ -126,15 +137,11 @@ impl Store {
             return Ok(None);
         };
         Ok(on!(&self.pool, |pool| {
-            sqlx::query_as(
-            "SELECT response, finish_reason, generation_id, prompt_tokens, completion_tokens, served_model, provider FROM result
-             WHERE request_hash = $1 AND endpoint = $2 AND response IS NOT NULL AND (error_kind IS NULL OR error_kind = 'judge')
-             ORDER BY id LIMIT 1",
-        )
-        .bind(request_hash)
-        .bind(endpoint)
-        .fetch_optional(pool)
-        .await?
+            sqlx::query_as(CACHED_REPLY)
+                .bind(request_hash)
+                .bind(endpoint)
+                .fetch_optional(pool)
+                .await?
         }))
     }
 
@@ -155,10 +162,16 @@ impl Store {
             ("judge_vote", true),
         ] {
             let set = if judge { &mut out.1 } else { &mut out.0 };
-            // Built from the four constant table names only.
-            let sql = format!(
-                "SELECT request_hash FROM {table} WHERE request_hash > $1 ORDER BY request_hash LIMIT $2"
-            );
+            // Built from the four constant table names only. The result
+            // table's index holds the hash's first 16 characters, all a key
+            // is made of (`request_key`): read in the index's order, a page
+            // after the last prefix (rows of one prefix share their key).
+            let key = if table == "result" {
+                "substr(request_hash, 1, 16)"
+            } else {
+                "request_hash"
+            };
+            let sql = format!("SELECT {key} FROM {table} WHERE {key} > $1 ORDER BY {key} LIMIT $2");
             let mut after = String::new();
             loop {
                 let page: Vec<String> = on!(&self.pool, |pool| sqlx::query_scalar(

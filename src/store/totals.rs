@@ -127,7 +127,8 @@ const RUN_TOTAL: &[(&str, &str)] = &[
         "reused_original_usd",
         concat!("SUM(CASE WHEN r.cached = 1 THEN COALESCE(
            (SELECT o.cost_usd + o.byok_cost_usd FROM result o
-             WHERE o.request_hash = r.request_hash AND o.endpoint IS NOT DISTINCT FROM r.endpoint
+             WHERE substr(o.request_hash, 1, 16) = substr(r.request_hash, 1, 16) AND o.request_hash || '' = r.request_hash
+               AND o.endpoint IS NOT DISTINCT FROM r.endpoint
                AND o.id < r.id AND o.cached = 0 AND o.response IS NOT NULL
              ORDER BY o.id LIMIT 1),
            (SELECT d.cost_usd FROM discarded_charge d

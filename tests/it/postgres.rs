@@ -309,7 +309,8 @@ async fn sqlite_schema(pool: &SqlitePool) -> Schema {
         for ix in indexes {
             let ix_name: String = ix.get("name");
             let ix_cols: Vec<String> =
-                sqlx::query_scalar("SELECT name FROM pragma_index_info(?) ORDER BY seqno")
+                // An expression's column has no name (issue 45's prefix index).
+                sqlx::query_scalar("SELECT COALESCE(name, '<expr>') FROM pragma_index_info(?) ORDER BY seqno")
                     .bind(&ix_name)
                     .fetch_all(pool)
                     .await
@@ -402,9 +403,9 @@ async fn pg_schema(pool: &PgPool) -> Schema {
         let indexes = sqlx::query(
             "SELECT i.relname::text AS name, ix.indisunique AS u, ix.indisprimary AS pk,
                     EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid = ix.indexrelid) AS constraint_backed,
-                    (SELECT array_agg(a.attname::text ORDER BY k.ord)
+                    (SELECT array_agg(COALESCE(a.attname::text, '<expr>') ORDER BY k.ord)
                        FROM unnest(ix.indkey::int2[]) WITH ORDINALITY AS k(attnum, ord)
-                       JOIN pg_attribute a ON a.attrelid = ix.indrelid AND a.attnum = k.attnum) AS cols
+                       LEFT JOIN pg_attribute a ON a.attrelid = ix.indrelid AND a.attnum = k.attnum) AS cols
                FROM pg_index ix
                JOIN pg_class i ON i.oid = ix.indexrelid
                JOIN pg_class tb ON tb.oid = ix.indrelid
