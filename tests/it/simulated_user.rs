@@ -234,6 +234,21 @@ async fn a_simulated_user_stops_at_the_marker_or_max_turns_and_a_rerun_comes_fro
     );
     let text = ok(out);
     assert!(text.contains("Which pills are"), "{text}");
+    // The transcript marks the simulated messages.
+    assert!(
+        text.contains("--- S2 (simulated user, pressure: minimizing) ---"),
+        "{text}"
+    );
+    assert!(text.contains("--- message 1 (user) ---"), "{text}");
+    let jsonl = ok(run(
+        &b,
+        &server,
+        &["export", "--turns", "--run-id", "1", "--format", "jsonl"],
+    ));
+    let conv: Value = serde_json::from_str(jsonl.lines().next().unwrap()).unwrap();
+    let msgs = conv["messages"].as_array().unwrap();
+    assert_eq!(msgs[0]["simulated"], false, "{conv}");
+    assert_eq!(msgs[2]["simulated"], true, "{conv}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
