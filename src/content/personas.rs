@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use super::components::load_components;
 use super::error::ContentError;
+use super::turns::at;
 use crate::benchmark::{Component, ComponentKind, Persona, sha256_hex};
 
 /// The frontmatter keys a persona takes.
@@ -36,12 +37,6 @@ pub(super) fn load_personas(
         .filter_map(|c| persona(c, errors))
         .collect();
     (errors.len() == before).then_some(personas)
-}
-
-fn at(c: &Component, message: String) -> ContentError {
-    ContentError::new(&c.source, message)
-        .at(c.line)
-        .in_section(c.section_label())
 }
 
 /// One persona from its component, its keys checked.
