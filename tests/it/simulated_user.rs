@@ -249,6 +249,24 @@ async fn a_simulated_user_stops_at_the_marker_or_max_turns_and_a_rerun_comes_fro
     let msgs = conv["messages"].as_array().unwrap();
     assert_eq!(msgs[0]["simulated"], false, "{conv}");
     assert_eq!(msgs[2]["simulated"], true, "{conv}");
+
+    // The viewer's case page shows the simulated messages as such.
+    let id: i64 = sqlx::query_scalar(
+        "SELECT id FROM result WHERE run_id = 1 AND test_code = 'P1-B1-S1-C1-PT1-PR2'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    let v = crate::support::viewer::Viewer::start(&b, &[]);
+    let page = crate::view::get(&v, &format!("/case/{id}")).await;
+    assert_eq!(page.status, reqwest::StatusCode::OK);
+    assert_eq!(
+        page.body.matches("simulated user</span>").count(),
+        2,
+        "{}",
+        page.body
+    );
+    assert!(page.body.contains("Which pills are"));
 }
 
 #[tokio::test(flavor = "multi_thread")]
