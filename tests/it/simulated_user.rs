@@ -281,6 +281,9 @@ async fn without_a_user_model_a_persona_scenario_is_refused_by_name() {
         "{}",
         stderr(&out)
     );
+    let out = run(&b, &server, &["run-single", "P1-B1-S1-C1-PT1-PR1"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("scenario P1-B1-S1 has personas"));
     assert_eq!(
         calls.0.load(Ordering::SeqCst) + calls.1.load(Ordering::SeqCst),
         0
