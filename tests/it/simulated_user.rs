@@ -395,3 +395,22 @@ async fn persona_content_errors_name_the_file_and_what_was_expected() {
         "{err}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_estimate_runs_each_persona_conversation_to_its_max_turns() {
+    let b = persona_bench(PERSONAS);
+    let (server, calls) = persona_server().await;
+    let json: Value = serde_json::from_str(&ok(run(
+        &b,
+        &server,
+        &["estimate", "--all-scenarios", "--format", "json"],
+    )))
+    .unwrap();
+    // Per perturbation: PR1 1 + 10 replies, PR2 1 + 2.
+    assert_eq!(
+        json["estimate"]["models"][0]["requests"],
+        2 * (11 + 3),
+        "{json}"
+    );
+    assert_eq!(calls.0.load(Ordering::SeqCst), 0);
+}
