@@ -414,3 +414,19 @@ async fn the_estimate_runs_each_persona_conversation_to_its_max_turns() {
     );
     assert_eq!(calls.0.load(Ordering::SeqCst), 0);
 }
+
+#[test]
+fn the_dry_run_counts_persona_conversations_at_their_max_turns() {
+    let b = persona_bench(PERSONAS);
+    let out = b
+        .cmd()
+        .env_remove("OPENROUTER_API_KEY")
+        .args(["run-batch", "--all-scenarios", "--dry-run"])
+        .output()
+        .unwrap();
+    let text = ok(out);
+    assert!(
+        text.contains("conversations: 4 (28 live replies in all"),
+        "{text}"
+    );
+}
