@@ -12,7 +12,7 @@ use serde_json::Value;
 use sqlx::Row;
 use wiremock::{Request, ResponseTemplate};
 
-use crate::conversation_runs::{conversation_reply, ok};
+use crate::conversation_runs::{assert_no_request_twice, conversation_reply, ok};
 use crate::support::child::connect;
 use crate::support::mock::{
     completion, completion_bodies, is_simulator_request, serve, simulator_reply,
@@ -294,21 +294,9 @@ async fn without_a_user_model_a_persona_scenario_is_refused_by_name() {
 async fn the_budget_counts_simulator_calls_and_a_resume_pays_none_twice() {
     let b = persona_bench(PERSONAS);
     let (server, calls) = persona_server().await;
-    let out = run(
-        &b,
-        &server,
-        &[
-            "run-batch",
-            "--all-scenarios",
-            "--user-model",
-            "user/sim",
-            "--concurrency",
-            "1",
-            "--max-cost",
-            "0.003",
-            "--yes",
-        ],
-    );
+    let mut args = ARGS.to_vec();
+    args.extend(["--max-cost", "0.003", "--yes"]);
+    let out = run(&b, &server, &args);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let pool = connect(&b).await.unwrap();
     let paid = |pool: sqlx::SqlitePool| async move {
@@ -344,13 +332,7 @@ async fn the_budget_counts_simulator_calls_and_a_resume_pays_none_twice() {
         10,
         "no simulator call twice"
     );
-    let bodies: Vec<String> = completion_bodies(&server)
-        .await
-        .iter()
-        .map(|b| b["messages"].to_string())
-        .collect();
-    let unique: std::collections::HashSet<&String> = bodies.iter().collect();
-    assert_eq!(unique.len(), bodies.len(), "a request was sent twice");
+    assert_no_request_twice(&server).await;
     let total: f64 = sqlx::query_scalar("SELECT SUM(cost_usd) FROM result WHERE run_id = 1")
         .fetch_one(&pool)
         .await
