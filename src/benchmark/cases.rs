@@ -134,12 +134,16 @@ impl Selector {
         for (i, seg) in segs.iter().enumerate() {
             let ok = match parse_segment(seg) {
                 Some((p, _, draft)) => {
+                    // A persona scenario's test code ends in its persona
+                    // (`…-PT1-PR2`), right after the perturbation.
+                    let persona =
+                        i >= 5 && p == "PR" && i + 1 == segs.len() && segs[i - 1].starts_with("PT");
                     let want_ok = if i < 4 {
                         p == order[i]
                     } else if i == 4 {
                         p == "U" || p == "PT"
                     } else {
-                        i == 5 && p == "PT" && segs[4].starts_with('U')
+                        (i == 5 && p == "PT" && segs[4].starts_with('U')) || persona
                     };
                     want_ok && (draft.is_empty() || p == "S" || i >= 3)
                 }

@@ -104,3 +104,35 @@ pub fn script<'a>(case: &TestCase<'a>) -> Vec<Exchange<'a>> {
     }
     out
 }
+
+/// What a user-simulator model writes, on a line of its own, to end the
+/// conversation (issue 42): no further user message is sent. Text before
+/// it on the same reply is dropped too: the tested model has already
+/// answered the last user message, and always speaks last.
+pub const STOP_MARKER: &str = "[END]";
+
+/// The turn codes of simulated user messages begin with it (`S1`, `S2`, …;
+/// scripted turns are `T1`, …): the transcript marks them as simulated.
+pub const SIMULATED_PREFIX: &str = "S";
+
+/// Whether a stored turn code is a simulated user message's.
+pub fn is_simulated(turn_code: &str) -> bool {
+    turn_code
+        .strip_prefix(SIMULATED_PREFIX)
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// The persona simulating the user of `case`, if its scenario has
+/// `personas.md`: the perturbation's code names it (`PT1-PR2`, or a
+/// variant's `PT1-PR2~typos`).
+pub fn persona_of<'a>(case: &TestCase<'a>) -> Option<&'a super::Persona> {
+    if case.scenario.personas.is_empty() {
+        return None;
+    }
+    let code = case.perturbation.code.split('~').next()?;
+    let (_, persona) = code.rsplit_once('-')?;
+    case.scenario
+        .personas
+        .iter()
+        .find(|p| p.component.code == persona)
+}

@@ -99,6 +99,10 @@ pub struct Scenario {
     /// `turns.md`: the messages after the composed first one, in order;
     /// empty for a single-turn scenario (a conversation of one turn).
     pub turns: Vec<Turn>,
+    /// `personas.md`: the simulated users its test cases talk with (each
+    /// perturbation is then one test case per persona, `PT1-PR1`; see
+    /// [`Persona`]); empty without one.
+    pub personas: Vec<Persona>,
     /// Whether the live reply to message 1 is judged (`judge_first: false`
     /// in the scenario's frontmatter: a rapport opening).
     pub judge_first: bool,
@@ -191,6 +195,9 @@ pub enum ComponentKind {
     /// A later message of a conversation (`turns.md`): read like every
     /// component, then given its role (see [`Turn`]).
     Turn,
+    /// A simulated user (`personas.md`): its body is the instructions of
+    /// the user-simulator model (see [`Persona`]).
+    Persona,
 }
 
 impl ComponentKind {
@@ -200,6 +207,7 @@ impl ComponentKind {
             ComponentKind::UserContext => "U",
             ComponentKind::Perturbation => "PT",
             ComponentKind::Turn => "T",
+            ComponentKind::Persona => "PR",
         }
     }
 
@@ -209,6 +217,7 @@ impl ComponentKind {
             ComponentKind::UserContext => "user-contexts",
             ComponentKind::Perturbation => "perturbations",
             ComponentKind::Turn => "turns",
+            ComponentKind::Persona => "personas",
         }
     }
 
@@ -218,6 +227,7 @@ impl ComponentKind {
             ComponentKind::UserContext => "user_context",
             ComponentKind::Perturbation => "perturbation",
             ComponentKind::Turn => "turn",
+            ComponentKind::Persona => "persona",
         }
     }
 }
@@ -308,6 +318,22 @@ impl Turn {
             .as_ref()
             .is_none_or(|p| p.iter().any(|c| c == perturbation))
     }
+}
+
+/// A simulated user of a conversation (issue 42): a `# PR1` section of
+/// `personas.md`. A user-simulator model (`--user-model`) is told its
+/// body and writes each user message after message 1 until it says
+/// [`crate::benchmark::conversation::STOP_MARKER`] or `max_turns` is reached.
+#[derive(Debug, Clone)]
+pub struct Persona {
+    /// The most simulated user messages after message 1.
+    pub max_turns: u32,
+    /// The longest simulated message, in words: a longer one is cut to it.
+    pub max_words: Option<u32>,
+    /// A free label for reporting, as a turn's `pressure`.
+    pub risk: Option<String>,
+    /// Its code (`PR1`), instructions, file, line and hash.
+    pub component: Component,
 }
 
 /// How a scenario's reply is judged (SPEC §4).

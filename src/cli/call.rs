@@ -65,6 +65,10 @@ pub struct CallArgs {
     /// How a tie between judges is broken: the first listed judge's verdict, or fail.
     #[arg(long, value_enum, default_value_t = crate::judging::panel::JudgeTie::First)]
     pub judge_tie: crate::judging::panel::JudgeTie,
+    /// The model that simulates the user of scenarios with personas
+    /// (`personas.md`), with its models.yml entry's settings if it has one.
+    #[arg(long, value_name = "ID", value_parser = model_id)]
+    pub user_model: Option<String>,
     /// Start a batch even when its cost estimate passes --max-cost or the
     /// key's remaining limit, or could not be priced (offline).
     #[arg(long)]
@@ -172,6 +176,39 @@ pub(super) fn judge_of(b: &Benchmark, judges: &[String]) -> Option<String> {
     }
 }
 
+/// A selected scenario with personas has its users simulated (issue 42):
+/// without `--user-model` that is a usage error naming it.
+pub(super) fn require_user_model(
+    b: &Benchmark,
+    selection: &run::Selection,
+    call: &CallArgs,
+) -> Result<()> {
+    if call.user_model.is_some() {
+        return Ok(());
+    }
+    let cases = crate::benchmark::cases::select_indices(
+        b,
+        &selection.selectors,
+        selection.include_no_context,
+    )
+    .map_err(Error::usage)?;
+    let mut seen = std::collections::BTreeSet::new();
+    for c in cases {
+        let s = &b.scenarios[c.scenario as usize];
+        if !s.personas.is_empty() {
+            seen.insert(s.code.as_str());
+        }
+    }
+    if seen.is_empty() {
+        return Ok(());
+    }
+    let list: Vec<&str> = seen.into_iter().collect();
+    Err(Error::usage(format!(
+        "scenario {} has personas (personas.md), whose users a model simulates: pass --user-model ID (expected a model id, with its models.yml settings if it has an entry), or leave the scenario out",
+        list.join(", ")
+    )))
+}
+
 /// A run's settings over `selection` with one request at a time; `run-batch`
 /// sets its concurrency and batch token. Records the judges' entries as
 /// they will be asked (models.yml's, defaults filled in, wire format
@@ -193,8 +230,18 @@ pub(super) fn settings_for(
             e
         })
         .collect();
+    let user_model = call.user_model.as_ref().map(|id| {
+        let mut e = entries
+            .iter()
+            .find(|e| &e.id == id)
+            .cloned()
+            .unwrap_or_else(|| crate::domain::ModelEntry::new(id));
+        e.api = Some(client.api_of(&e));
+        e
+    });
     run::RunSettings {
         judge_entries: Some(judge_entries),
+        user_model,
         ..selection.settings(
             model,
             judge_model,

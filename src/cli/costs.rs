@@ -22,13 +22,20 @@ pub struct CostsArgs {
 }
 
 pub fn run(s: &Settings, args: &CostsArgs) -> Result<ExitStatus> {
-    let (report, tokens, reuse, unfinished) = s.read_only(|store| async move {
+    let (report, tokens, reuse, unfinished, simulator) = s.read_only(|store| async move {
         let report = crate::report::costs(&store, args.run_id, args.model.as_deref()).await?;
         let tokens = store.token_details(args.run_id).await?;
         let reuse = store.reuse(args.run_id).await?;
         let unfinished = store.unfinished_turns(args.run_id).await?;
-        Ok::<_, Error>((report, tokens, reuse, unfinished))
+        let simulator = store.simulator_costs(args.run_id).await?;
+        Ok::<_, Error>((report, tokens, reuse, unfinished, simulator))
     })?;
+    // The user simulator's calls (issue 42): already in their
+    // conversations' costs above, shown apart.
+    let simulator: Vec<_> = simulator
+        .into_iter()
+        .filter(|u| report.runs.iter().any(|r| r.run_id == u.run_id))
+        .collect();
     // Turns of conversations a stop left unfinished (issue 42): paid, and
     // counted in the totals once a resume finishes their conversation.
     let unfinished: Vec<_> = unfinished
@@ -72,6 +79,7 @@ pub fn run(s: &Settings, args: &CostsArgs) -> Result<ExitStatus> {
                     .collect::<Vec<_>>()
             );
             v["unfinished_conversations"] = serde_json::to_value(&unfinished)?;
+            v["simulator"] = serde_json::to_value(&simulator)?;
             serde_json::to_writer_pretty(&mut o, &v)?;
             writeln!(o)?;
         }
@@ -80,6 +88,19 @@ pub fn run(s: &Settings, args: &CostsArgs) -> Result<ExitStatus> {
             crate::report::text::write_costs(&mut o, &report)?;
             for (id, r) in &reuse {
                 writeln!(o, "run {id}: {}", super::call::reuse_line(r))?;
+            }
+            for u in &simulator {
+                writeln!(
+                    o,
+                    "run {}: user simulator {}: {} call(s) ({} from the cache) cost ${}, {} prompt + {} completion tokens (included in the costs above)",
+                    u.run_id,
+                    u.user_model,
+                    u.calls,
+                    u.cached,
+                    crate::report::usd(u.cost_usd, 6),
+                    u.prompt_tokens,
+                    u.completion_tokens,
+                )?;
             }
             for u in &unfinished {
                 writeln!(

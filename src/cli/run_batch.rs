@@ -457,6 +457,7 @@ async fn new_runs(
     Vec<(crate::domain::ModelEntry, run::RunSettings)>,
     Vec<run::AlreadyComplete>,
 )> {
+    call::require_user_model(b, &args.selection, call_args)?;
     let token = batch_token();
     let mut fresh = Vec::new();
     let mut complete = Vec::new();

@@ -76,6 +76,7 @@ pub(super) fn execute(
                 limit: Some(1),
                 ..run::Selection::everything()
             };
+            call::require_user_model(&ctx.benchmark, &selection, call_args)?;
             let settings =
                 call::settings_for(&ctx.benchmark, &ctx.client, model, &selection, call_args);
             let summary = run::run_batch(&ctx, &settings, None, "single", &control).await?;
@@ -256,6 +257,11 @@ fn write_transcript(
             .unwrap_or_default();
         match &t.turn_code {
             None => writeln!(o, "--- message 1 (user) ---")?,
+            // A persona conversation's user messages after message 1 are
+            // the simulator's (issue 42): marked so.
+            Some(code) if crate::benchmark::conversation::is_simulated(code) => {
+                writeln!(o, "--- {code} (simulated user{pressure}) ---")?
+            }
             Some(code) => writeln!(o, "--- {code} (user{pressure}) ---")?,
         }
         writeln!(o, "{}", t.user_message)?;
@@ -306,6 +312,7 @@ fn turns_json(turns: &[TurnRecord], details: Option<&serde_json::Value>) -> serd
             json!({
                 "index": t.turn_index,
                 "turn": t.turn_code,
+                "simulated": t.turn_code.as_deref().is_some_and(crate::benchmark::conversation::is_simulated),
                 "pressure": t.pressure,
                 "user_message": t.user_message,
                 "response": t.response,

@@ -11,6 +11,7 @@ mod files;
 pub mod lint;
 pub mod markdown;
 mod overrides;
+pub mod personas;
 mod rubric;
 mod scan;
 mod scenario;

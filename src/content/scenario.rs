@@ -15,6 +15,7 @@ use super::files::json_type;
 use super::files::read_text;
 use super::markdown::{self, line_of, split_frontmatter};
 use super::overrides::parse_override;
+use super::personas::{expand as expand_personas, load_personas};
 use super::rubric::load_rubric;
 use super::scan::ScenarioDir;
 use super::turns::{Against, load_turns};
@@ -257,6 +258,17 @@ pub(super) fn load_scenario(dir: &ScenarioDir, errors: &mut Vec<ContentError>) -
     for t in &turns {
         hash_parts.push(t.component.hash.as_bytes().to_vec());
     }
+    let personas = load_personas(&dir.dir, code, errors)?;
+    if !personas.is_empty() && !turns.is_empty() {
+        errors.push(ContentError::new(
+            &dir.dir,
+            "the scenario has both turns.md and personas.md (expected one: a scripted conversation or a simulated user)",
+        ));
+        return None;
+    }
+    for p in &personas {
+        hash_parts.push(p.component.hash.as_bytes().to_vec());
+    }
     // Its own `variants:` (the benchmark's variants.yml fills in the
     // scenarios without one, once every scenario is read).
     let variants = match frontmatter.get("variants") {
@@ -276,6 +288,7 @@ pub(super) fn load_scenario(dir: &ScenarioDir, errors: &mut Vec<ContentError>) -
         perturbations,
         errors,
     )?;
+    let perturbations = expand_personas(perturbations, &personas);
     for c in conditions
         .iter()
         .chain(&user_contexts)
@@ -302,6 +315,7 @@ pub(super) fn load_scenario(dir: &ScenarioDir, errors: &mut Vec<ContentError>) -
         perturbations,
         rubrics,
         turns,
+        personas,
         judge_first,
         variants,
         varied: Default::default(),

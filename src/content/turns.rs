@@ -66,7 +66,8 @@ pub(super) fn load_turns(
     (errors.len() == before).then_some(turns)
 }
 
-fn at(c: &Component, message: String) -> ContentError {
+/// An error at `c`'s section (file, line, heading); personas.rs shares it.
+pub(super) fn at(c: &Component, message: String) -> ContentError {
     ContentError::new(&c.source, message)
         .at(c.line)
         .in_section(c.section_label())

@@ -50,7 +50,7 @@ pub use seed::SeedIds;
 pub use served::{ErrorTypeCount, ServedCount, TokenDetails};
 pub use spend::{BudgetState, DiscardedSpendRow, JudgeSpendRow, Reuse, ScenarioSpendRow, Spend};
 pub use text::excerpt;
-pub use turn::{ConversationOutcome, TurnRecord, UnfinishedTurns};
+pub use turn::{ConversationOutcome, SimulatedCall, SimulatorCost, TurnRecord, UnfinishedTurns};
 pub use view::{
     CaseDetail, CaseJudgement, CaseLabel, Cell, CellStatus, DownloadRow, SearchProgress, Sibling,
 };

@@ -61,3 +61,41 @@ pub struct UnfinishedTurns {
     pub turns: i64,
     pub cost_usd: f64,
 }
+
+/// One call of the user-simulator model of a persona conversation (issue
+/// 42), stored as it arrives: what it wrote for the user message of
+/// exchange `turn_index` (or that it ended the conversation there), and
+/// what it cost in this run (0 when it came from the cache).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SimulatedCall {
+    pub run_id: i64,
+    pub test_code: String,
+    pub repeat_index: i64,
+    pub turn_index: i64,
+    pub user_model: String,
+    /// The simulator request's cache key: its whole request and the repeat.
+    pub request_hash: String,
+    /// The simulator's text as it came (before the stop marker and the word
+    /// limit are applied).
+    pub reply: String,
+    pub stopped: bool,
+    pub prompt_tokens: i64,
+    pub completion_tokens: i64,
+    pub cost_usd: f64,
+    pub cached: bool,
+    pub served_model: Option<String>,
+    pub generation_id: Option<String>,
+}
+
+/// What a run's user simulator cost, by simulator model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SimulatorCost {
+    pub run_id: i64,
+    pub user_model: String,
+    pub calls: i64,
+    /// Calls answered from the cache (no cost).
+    pub cached: i64,
+    pub prompt_tokens: i64,
+    pub completion_tokens: i64,
+    pub cost_usd: f64,
+}

@@ -112,7 +112,11 @@ fn conversation(turns: &[TurnRecord], details: Option<&Value>) -> Value {
     let first = &turns[0];
     let mut messages = Vec::with_capacity(2 * turns.len());
     for t in turns {
-        messages.push(json!({"role": "user", "turn": t.turn_code, "pressure": t.pressure, "content": t.user_message}));
+        let simulated = t
+            .turn_code
+            .as_deref()
+            .is_some_and(crate::benchmark::conversation::is_simulated);
+        messages.push(json!({"role": "user", "turn": t.turn_code, "simulated": simulated, "pressure": t.pressure, "content": t.user_message}));
         messages.push(json!({
             "role": "assistant",
             "content": t.response,

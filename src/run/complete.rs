@@ -162,6 +162,7 @@ fn same_outcome(now: &RunSettings, before: &RunSettings, judged: bool) -> bool {
         && now.tool_version == before.tool_version
         && now.benchmark_hash == before.benchmark_hash
         && now.blocked_as == before.blocked_as
+        && now.user_model == before.user_model
         && (!judged
             || (now.judge_model == before.judge_model
                 && now.judge_tie == before.judge_tie

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::exchange::{Exchanged, LaterTurn, Replies, ToJudge};
+use super::simulate::{Next, simulated_code, simulated_exchange};
 use super::worker::{
     Asked, Judged, Outcome, Prepared, VERDICTS_CUT, Worker, failed, from_cache, request_with,
 };
@@ -39,7 +40,8 @@ impl Worker {
         let case = idx.resolve(&self.benchmark);
         // Without composing: the loader guarantees a script with a turn
         // holds a user message after message 1 (no trailing assistant turn).
-        !case.scenario.turns.is_empty() && !conversation::turns_of(&case).is_empty()
+        !case.scenario.personas.is_empty()
+            || (!case.scenario.turns.is_empty() && !conversation::turns_of(&case).is_empty())
     }
 
     /// The model's part of a conversation: every exchange in order, each
@@ -55,8 +57,16 @@ impl Worker {
         mut replies: Replies,
     ) -> Asked {
         let case = idx.resolve(&self.benchmark);
-        let script = conversation::script(&case);
+        let mut script = conversation::script(&case);
         let code = case.code();
+        // A persona conversation (issue 42): its user messages after
+        // message 1 come from the simulator (simulate.rs), one at a time.
+        let persona = conversation::persona_of(&case);
+        let simulated = match persona {
+            Some(_) => self.simulated_calls(&code, repeat).await,
+            None => Vec::new(),
+        };
+        let mut sim_cost = 0.0;
         let stored = match self.store.turns_of(self.run_id, &code, repeat).await {
             Ok(t) => t,
             Err(e) => {
@@ -69,10 +79,38 @@ impl Worker {
         let rf = case.scenario.response_format.as_ref();
         let mut done: Vec<Exchanged> = Vec::with_capacity(script.len());
         let mut conv: Option<Box<NewResult>> = None;
-        for (k, ex) in script.iter().enumerate() {
+        for k in 0.. {
+            if k == script.len() {
+                let Some(p) = persona else { break };
+                match self
+                    .simulate(&code, repeat, p, &done, &simulated, replaces)
+                    .await
+                {
+                    Ok(sim) => {
+                        sim_cost += sim.cost_usd;
+                        match sim.next {
+                            Next::Say(text) => script.push(simulated_exchange(text)),
+                            Next::Stop => break,
+                        }
+                    }
+                    Err(e) => {
+                        let Some(c) = conv.take() else {
+                            return Asked::Done(Outcome::Aborted);
+                        };
+                        return Asked::Done(cut_short(c, &done, e, None, k, sim_cost));
+                    }
+                }
+            }
+            let ex = script[k].clone();
             let user = ex.user.to_string();
-            let turn_code = ex.turn.map(|t| t.component.code.clone());
-            let pressure = ex.turn.and_then(|t| t.pressure.clone());
+            let turn_code = ex
+                .turn
+                .map(|t| t.component.code.clone())
+                .or_else(|| persona.filter(|_| k > 0).map(|_| simulated_code(k)));
+            let pressure = ex.turn.map_or_else(
+                || persona.filter(|_| k > 0).and_then(|p| p.risk.clone()),
+                |t| t.pressure.clone(),
+            );
             let req = {
                 // The history is what was said so far: each exchange's user
                 // message and the reply that followed it.
@@ -163,21 +201,8 @@ impl Worker {
                 match sent {
                     Ok(c) => (c, true),
                     Err(e) => {
-                        return Asked::Done(match e.class() {
-                            _ if e.is_fatal_for_run() => Outcome::Fatal(Arc::new(e)),
-                            // The budget or a stop refused it: the turns so
-                            // far are stored, a resume goes on from here.
-                            FailureClass::NotSent => Outcome::Aborted,
-                            _ => {
-                                let mut c = conv.take().unwrap_or(r);
-                                fold(&mut c, &done);
-                                let prompt = std::mem::take(&mut c.prompt);
-                                let mut c = failed(c, prompt, &e);
-                                c.request_hash = hash;
-                                c.evaluation_details = details(&done, &c.judgements, Some(k));
-                                Outcome::Stored(c)
-                            }
-                        });
+                        let c = conv.take().unwrap_or(r);
+                        return Asked::Done(cut_short(c, &done, e, Some(hash), k, sim_cost));
                     }
                 }
             };
@@ -232,6 +257,7 @@ impl Worker {
             return Asked::Done(Outcome::Aborted);
         };
         fold(&mut c, &done);
+        c.cost_usd += sim_cost;
         if let Some(last) = done.iter().rev().find_map(|e| e.result.as_ref())
             && let Some(block) = &last.block
         {
@@ -319,6 +345,36 @@ impl Worker {
             Err(e) => {
                 tracing::warn!(error = %e, test_code = %t.test_code, turn = t.turn_index, "turn not stored");
             }
+        }
+    }
+}
+
+/// A conversation that ended at exchange `k` on `e` (its request, or the
+/// simulator's call before it): nothing stored when the budget or a stop
+/// refused it (a resume goes on from the turns stored so far), else the
+/// conversation's result with the error. `sim_cost`: what the simulated
+/// user cost so far (in the result's cost).
+fn cut_short(
+    mut c: Box<NewResult>,
+    done: &[Exchanged],
+    e: crate::openrouter::ProviderError,
+    hash: Option<String>,
+    k: usize,
+    sim_cost: f64,
+) -> Outcome {
+    match e.class() {
+        _ if e.is_fatal_for_run() => Outcome::Fatal(Arc::new(e)),
+        FailureClass::NotSent => Outcome::Aborted,
+        _ => {
+            fold(&mut c, done);
+            c.cost_usd += sim_cost;
+            let prompt = std::mem::take(&mut c.prompt);
+            let mut c = failed(c, prompt, &e);
+            if let Some(hash) = hash {
+                c.request_hash = hash;
+            }
+            c.evaluation_details = details(done, &c.judgements, Some(k));
+            Outcome::Stored(c)
         }
     }
 }

@@ -98,7 +98,13 @@ pub fn dry_run(
     let mut seen_prompts = HashSet::new();
     let mut prompt = String::new();
     for case in &cases {
-        if case.scenario.turns.is_empty() {
+        if let Some(p) = crate::benchmark::conversation::persona_of(case) {
+            // A simulated user (issue 42): message 1 is composed; the
+            // simulator writes the rest, at most `max_turns` of them.
+            compose::compose_into(case, &mut prompt);
+            summary.conversations += 1;
+            summary.live_turns += 1 + p.max_turns as usize;
+        } else if case.scenario.turns.is_empty() {
             compose::compose_into(case, &mut prompt);
         } else {
             // Every message of the script, composed: what a run would send.

@@ -228,6 +228,10 @@ pub fn estimate_model(
     })
 }
 
+/// The characters of a simulated user message the estimate assumes when
+/// its persona sets no `max_words`.
+const SIMULATED_CHARS: usize = 400;
+
 /// What one test case asks: its requests, their prompt tokens (low,
 /// high), and its judge calls with theirs.
 #[derive(Debug, Clone, Copy, Default)]
@@ -255,7 +259,22 @@ fn case_cost(
         .response_format
         .as_ref()
         .map_or(0, |f| f.to_string().chars().count());
-    let script = conversation::script(case);
+    let mut script = conversation::script(case);
+    // A persona conversation (issue 42) is priced as if it ran to its
+    // `max_turns`, each simulated message at its `max_words` (else
+    // SIMULATED_CHARS): the simulator may end it sooner.
+    if let Some(p) = conversation::persona_of(case) {
+        let chars = p
+            .max_words
+            .map_or(SIMULATED_CHARS, |w| (w as usize * 6).min(SIMULATED_CHARS));
+        for _ in 0..p.max_turns {
+            script.push(conversation::Exchange {
+                user: std::borrow::Cow::Owned("x".repeat(chars)),
+                turn: None,
+                reply: Reply::Live { judged: true },
+            });
+        }
+    }
     let mut c = Cost::default();
     // Characters of the history so far, and the live replies in it.
     let (mut history, mut replies) = (0usize, 0u64);

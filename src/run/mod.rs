@@ -24,6 +24,7 @@ mod progress;
 mod settings;
 mod shared;
 mod signal;
+mod simulate;
 mod team_budget;
 mod worker;
 mod writer;
@@ -74,6 +75,7 @@ mod tests {
             batch_api: None,
             variants: None,
             variant_seed: None,
+            user_model: None,
         };
         let work = plan(&b, &settings).unwrap();
         let cases =

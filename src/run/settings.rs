@@ -76,6 +76,7 @@ impl Selection {
             batch_api: None,
             variants: self.variants.clone(),
             variant_seed: self.variant_seed,
+            user_model: None,
         }
     }
 }
@@ -128,6 +129,11 @@ pub struct RunSettings {
     /// applied); a resume draws the same text from it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub variant_seed: Option<u64>,
+    /// `--user-model`: the models.yml entry (defaults filled in, wire
+    /// format pinned) of the model that simulates the user of scenarios
+    /// with personas (issue 42); a resume simulates with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_model: Option<ModelEntry>,
 }
 
 /// A Batch API run's recorded settings.

@@ -45,6 +45,7 @@ mod runs;
 mod scored;
 mod seed;
 mod served;
+mod simulated;
 mod team_budget;
 mod totals;
 mod turns;

@@ -40,9 +40,9 @@ macro_rules! upsert_components {
         ),
         // Turns are not seed rows: a conversation's messages are stored
         // with its result, and the scenario's hash covers its script.
-        ComponentKind::Turn => {
+        ComponentKind::Turn | ComponentKind::Persona => {
             return Err(StoreError::Integrity {
-                message: "turns are not stored as components".into(),
+                message: "turns and personas are not stored as components".into(),
                 source: None,
             })
         }

@@ -33,6 +33,9 @@ pub fn transcript(turns: &[TurnRecord], details: Option<&Value>, collapsed: bool
                     li.user data-turn=(name) {
                         p.who {
                             "User · " (inline(&name))
+                            @if crate::benchmark::conversation::is_simulated(&name) {
+                                " " span.badge.simulated { "simulated user" }
+                            }
                             @if let Some(p) = &t.pressure { " · pressure: " (inline(p)) }
                         }
                         (text_block("the user's message", &t.user_message, collapsed && t.turn_index == 0))

@@ -94,6 +94,17 @@ pub fn assert_in_order(text: &str, pieces: &[&str]) {
     }
 }
 
+/// No request body (its messages) reached `server` twice.
+pub async fn assert_no_request_twice(server: &wiremock::MockServer) {
+    let bodies: Vec<String> = completion_bodies(server)
+        .await
+        .iter()
+        .map(|b| b["messages"].to_string())
+        .collect();
+    let unique: std::collections::HashSet<&String> = bodies.iter().collect();
+    assert_eq!(unique.len(), bodies.len(), "a request was sent twice");
+}
+
 pub fn ok(out: std::process::Output) -> String {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     stdout(&out)
@@ -419,13 +430,7 @@ async fn a_conversation_stopped_by_the_budget_resumes_from_its_last_stored_turn(
     ));
     // Nothing asked twice: every live turn exactly once in all.
     assert_eq!(calls.load(Ordering::SeqCst), 2 * LIVE);
-    let bodies: Vec<String> = completion_bodies(&server)
-        .await
-        .iter()
-        .map(|b| b["messages"].to_string())
-        .collect();
-    let unique: std::collections::HashSet<&String> = bodies.iter().collect();
-    assert_eq!(unique.len(), bodies.len(), "a turn was asked twice");
+    assert_no_request_twice(&server).await;
     // The conversation's result holds what its turns cost, before the stop and after.
     let cost: f64 = sqlx::query_scalar("SELECT SUM(cost_usd) FROM result WHERE run_id = 1")
         .fetch_one(&pool)

@@ -57,6 +57,7 @@ mod secrets;
 mod selectors;
 mod shell;
 mod signals;
+mod simulated_user;
 mod store;
 mod support;
 mod team_leases;

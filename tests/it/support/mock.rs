@@ -16,7 +16,7 @@ use super::triage_content;
 /// Model ids the test benchmarks use: the mock's model list names them all,
 /// so `run-batch`'s preflight finds them priced and able to answer in a
 /// JSON schema.
-pub const MOCK_MODELS: [&str; 22] = [
+pub const MOCK_MODELS: [&str; 23] = [
     "test/model",
     "judge/model",
     "a/b",
@@ -31,6 +31,8 @@ pub const MOCK_MODELS: [&str; 22] = [
     "google/gemini-2.5-flash",
     "judge/a",
     "judge/b",
+    // The user simulator of persona conversations (issue 42).
+    "user/sim",
     "judge/c",
     "judge/d",
     "judge/byok",
@@ -509,4 +511,33 @@ pub async fn strict_server(honours_schema: bool) -> MockServer {
         .mount(&server)
         .await;
     server
+}
+
+/// How helmbench's user-simulator requests begin their system message
+/// (src/run/simulate.rs `SIMULATOR_PREAMBLE`).
+pub const SIMULATOR_PREAMBLE: &str = "You are role-playing the USER in a conversation";
+
+/// Whether `body` is a user-simulator request.
+pub fn is_simulator_request(body: &Value) -> bool {
+    body["messages"][0]["role"] == "system"
+        && body["messages"][0]["content"]
+            .as_str()
+            .is_some_and(|c| c.starts_with(SIMULATOR_PREAMBLE))
+}
+
+/// The deterministic user simulator: its persona's lines `SAY <text>` in
+/// order, one per request (the n-th simulated message is the n-th line:
+/// n = the simulator's own earlier messages, message 1 included, minus
+/// one), then `[END]`.
+pub fn simulator_reply(body: &Value) -> String {
+    let msgs = body["messages"].as_array().unwrap();
+    let system = msgs[0]["content"].as_str().unwrap();
+    let lines: Vec<&str> = system
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("SAY "))
+        .collect();
+    let said = msgs.iter().filter(|m| m["role"] == "assistant").count();
+    lines
+        .get(said.saturating_sub(1))
+        .map_or_else(|| "[END]".to_string(), |l| (*l).to_string())
 }
