@@ -18,6 +18,9 @@ pub fn plan(benchmark: &Benchmark, settings: &RunSettings) -> crate::Result<Vec<
     if let Some(limit) = settings.limit {
         cases.truncate(limit);
     }
+    if settings.batch_api.is_some() {
+        refuse_simulated_users(benchmark, &cases)?;
+    }
     // The limit counts originals: a variant always runs beside its original.
     let cases = crate::benchmark::vary::with_variants(benchmark, &cases);
     let repeats = settings.repeats.max(1);
@@ -28,4 +31,30 @@ pub fn plan(benchmark: &Benchmark, settings: &RunSettings) -> crate::Result<Vec<
         work.extend((0..repeats).map(|r| (c, r)));
     }
     Ok(work)
+}
+
+/// Conversations with a simulated user (`personas.md`, issue 42) are not
+/// sent through the Batch API: each user message is the simulator's answer
+/// to the reply before it, asked at once and at the synchronous price, so a
+/// round of batches would wait on calls its budget does not hold. Refused
+/// before anything is sent, naming the scenarios; scripted conversations
+/// go a round per turn.
+fn refuse_simulated_users(benchmark: &Benchmark, cases: &[CaseIndex]) -> crate::Result<()> {
+    let mut names: Vec<&str> = Vec::new();
+    for c in cases {
+        let s = &benchmark.scenarios[c.scenario as usize];
+        if !s.personas.is_empty() && !names.contains(&s.code.as_str()) {
+            names.push(&s.code);
+        }
+    }
+    if names.is_empty() {
+        return Ok(());
+    }
+    Err(crate::Error::usage(format!(
+        "{} {} a simulated user (personas.md): --batch-api sends scripted conversations (turns.md) only; run {} without --batch-api, or leave {} out of the selection",
+        names.join(", "),
+        if names.len() == 1 { "has" } else { "have" },
+        if names.len() == 1 { "it" } else { "them" },
+        if names.len() == 1 { "it" } else { "them" },
+    )))
 }

@@ -290,6 +290,30 @@ async fn without_a_user_model_a_persona_scenario_is_refused_by_name() {
     );
 }
 
+/// The Batch API sends scripted conversations a round per turn; a
+/// simulated user's messages are asked at once, so it refuses them before
+/// sending anything.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_batch_api_refuses_a_simulated_user_before_sending() {
+    let b = persona_bench(PERSONAS);
+    let (server, calls) = persona_server().await;
+    let mut args = ARGS.to_vec();
+    args.extend(["--batch-api", "--yes"]);
+    let out = run(&b, &server, &args);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(
+            "P1-B1-S1 has a simulated user (personas.md): --batch-api sends scripted conversations (turns.md) only"
+        ),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        calls.0.load(Ordering::SeqCst) + calls.1.load(Ordering::SeqCst),
+        0
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn the_budget_counts_simulator_calls_and_a_resume_pays_none_twice() {
     let b = persona_bench(PERSONAS);
