@@ -242,9 +242,13 @@ impl Store {
     ) -> Result<Vec<crate::domain::UnfinishedTurns>, StoreError> {
         let rows: Vec<(i64, i64, i64, f64)> = on!(&self.pool, |pool| {
             sqlx::query_as(
-            "SELECT t.run_id, COUNT(DISTINCT t.test_code || '#' || t.repeat_index), COUNT(*), COALESCE(SUM(t.cost_usd), 0.0)
-             FROM turn t
-             WHERE ($1 IS NULL OR t.run_id = $1) AND t.prefilled = 0
+            // A simulated user's calls (issue 42) are paid like turns: in
+            // the cost, not in the count of turns.
+            "SELECT t.run_id, COUNT(DISTINCT t.test_code || '#' || t.repeat_index), SUM(t.live), COALESCE(SUM(t.cost_usd), 0.0)
+             FROM (SELECT run_id, test_code, repeat_index, cost_usd, 1 AS live FROM turn WHERE prefilled = 0
+                   UNION ALL
+                   SELECT run_id, test_code, repeat_index, cost_usd, 0 AS live FROM simulated_turn) t
+             WHERE ($1 IS NULL OR t.run_id = $1)
                AND NOT EXISTS (SELECT 1 FROM result r WHERE r.run_id = t.run_id
                    AND r.test_code = t.test_code AND r.repeat_index = t.repeat_index)
              GROUP BY t.run_id ORDER BY t.run_id"

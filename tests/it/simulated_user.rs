@@ -343,6 +343,27 @@ async fn the_budget_counts_simulator_calls_and_a_resume_pays_none_twice() {
     // one request: the simulator's calls count.
     assert!((model + sim - sent).abs() < 1e-9, "{model} {sim} {sent}");
     assert!(sent <= 0.003 + MODEL_COST + 1e-9, "{sent}");
+    // What the stop left unfinished, simulator calls included, is in
+    // `costs` and in the resume's budget.
+    let unfinished: f64 = sqlx::query_scalar(
+        "SELECT COALESCE(SUM(cost_usd), 0.0) FROM (
+            SELECT test_code, repeat_index, cost_usd FROM turn
+            UNION ALL SELECT test_code, repeat_index, cost_usd FROM simulated_turn) t
+          WHERE NOT EXISTS (SELECT 1 FROM result r WHERE r.test_code = t.test_code AND r.repeat_index = t.repeat_index)",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    let costs = crate::support::json(&crate::support::read(&b, &["costs", "--format", "json"]));
+    let listed = costs["unfinished_conversations"]
+        .as_array()
+        .map_or(0.0, |u| {
+            u.iter().map(|c| c["cost_usd"].as_f64().unwrap()).sum()
+        });
+    assert!(
+        (listed - unfinished).abs() < 1e-9,
+        "{listed} vs {unfinished}: {costs}"
+    );
 
     ok(run(
         &b,
