@@ -68,4 +68,5 @@ mod variant_swaps;
 mod variants;
 mod view;
 mod view_browser;
+mod view_conversations;
 mod view_index;
