@@ -81,6 +81,10 @@ impl StatusFilter {
 
 /// A results filter: the runs (columns), then conditions every kept row's
 /// result meets in at least one of them.
+/// The failed-at filter's name for a conversation's composed first
+/// message (it has no turn code).
+pub const FIRST_MESSAGE: &str = "message 1";
+
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ResultFilter {
     pub runs: Vec<i64>,
@@ -94,6 +98,12 @@ pub struct ResultFilter {
     /// A variant of the user's words (issue 43): `typos` keeps that
     /// variant's rows (`…~typos`), `none` the originals alone.
     pub variant: Option<String>,
+    /// Where a conversation first failed (issue 42): `message 1`, a turn
+    /// code (`T3`), or `any` (it failed somewhere).
+    pub failed_at: Option<String>,
+    /// A conversation with a turn of this pressure label; with `failed_at`,
+    /// its first failed turn carries the label.
+    pub pressure: Option<String>,
     /// Text searched in the composed prompt, the reply and the judges'
     /// justifications: through the search index, its words as a phrase;
     /// by a scan, the text anywhere (case-insensitive for ASCII, as

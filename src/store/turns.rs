@@ -270,3 +270,43 @@ impl Store {
             .collect())
     }
 }
+
+impl Store {
+    /// The values the viewer's conversation filters offer for `runs`
+    /// (issue 42): the turn codes stored, in turn order (`message 1` first
+    /// when there is any conversation), and the pressure labels, sorted.
+    /// Both empty for runs without conversations.
+    pub async fn turn_filter_options(
+        &self,
+        runs: &[i64],
+    ) -> Result<(Vec<String>, Vec<String>), StoreError> {
+        let mut codes: Vec<(i64, String)> = Vec::new();
+        let mut pressures: Vec<String> = Vec::new();
+        for run in runs {
+            let rows: Vec<(i64, Option<String>, Option<String>)> = on!(&self.pool, |pool| {
+                sqlx::query_as(
+                    "SELECT DISTINCT turn_index, turn_code, pressure FROM turn WHERE run_id = $1",
+                )
+                .bind(*run)
+                .fetch_all(pool)
+                .await?
+            });
+            for (index, code, pressure) in rows {
+                let code = match code {
+                    Some(c) => c,
+                    None if index == 0 => crate::domain::query::FIRST_MESSAGE.to_string(),
+                    None => continue,
+                };
+                if !codes.iter().any(|(_, c)| *c == code) {
+                    codes.push((index, code));
+                }
+                if let Some(p) = pressure.filter(|p| !pressures.contains(p)) {
+                    pressures.push(p);
+                }
+            }
+        }
+        codes.sort();
+        pressures.sort();
+        Ok((codes.into_iter().map(|(_, c)| c).collect(), pressures))
+    }
+}

@@ -12,6 +12,7 @@ use super::backend::{Arg, Dialect, bind_args, on};
 use super::decode::Row as _;
 use super::view_pg_search::PgSearch;
 use super::{Store, StoreError};
+use crate::domain::query::FIRST_MESSAGE;
 use crate::domain::{Cell, CellStatus, Direction, DownloadRow, ResultFilter, RowKey, StatusFilter};
 
 /// `%text%` for LIKE, with `%`, `_` and the escape itself taken literally.
@@ -66,6 +67,14 @@ pub(super) fn fts_phrase(text: &str) -> Option<String> {
     Some(format!("\"{}\"{prefix}", words.join(" ")))
 }
 
+/// The index of a conversation's first failed exchange, read from its
+/// result's details, in SQLite's words; `bound!` swaps in PostgreSQL's
+/// (where the details are TEXT too).
+const FIRST_FAILED: &str =
+    "CAST(json_extract(r.evaluation_details, '$.conversation.first_failed_turn') AS INTEGER)";
+const FIRST_FAILED_PG: &str =
+    "CAST(CAST(r.evaluation_details AS jsonb) #>> '{conversation,first_failed_turn}' AS BIGINT)";
+
 /// A statement under construction: fixed SQL fragments and bound values.
 /// Fragments are written with `?`; each becomes the next `$N` as it is
 /// pushed, the numbering both backends read (backend.rs).
@@ -87,7 +96,10 @@ macro_rules! bound {
         let Sql { text, args, .. } = $sql;
         let text = match $d {
             Dialect::Sqlite => text,
-            Dialect::Postgres => text.replace(" LIKE ", " ILIKE ").replace("char(10)", "chr(10)"),
+            Dialect::Postgres => text
+                .replace(" LIKE ", " ILIKE ")
+                .replace("char(10)", "chr(10)")
+                .replace(FIRST_FAILED, FIRST_FAILED_PG),
         };
         bind_args!(sqlx::$f $(::<_, $($t),+>)? (sqlx::AssertSqlSafe(text)), args)
     }};
@@ -207,6 +219,7 @@ impl Sql {
                     .bind(p[..p.len() - 1].to_string());
             }
         }
+        self.conversation(f);
         if let Some(s) = pg {
             self.push(" AND ").pg_search(s);
         } else if let Some(q) = f.search.as_deref().map(str::trim).filter(|q| !q.is_empty()) {
@@ -237,6 +250,40 @@ impl Sql {
                     self.push(" AND ").like(q);
                 }
             }
+        }
+        self
+    }
+
+    /// The conversation filters (issue 42): the turn where a conversation
+    /// first failed, as its result's details record it (the exchange index
+    /// is the turn row's index), and the pressure label of that turn, or of
+    /// any of its turns when no failed turn is asked for. A probe of `turn`
+    /// by its primary key per row, like the other probes.
+    fn conversation(&mut self, f: &ResultFilter) -> &mut Sql {
+        const OF_ROW: &str = "SELECT 1 FROM turn t WHERE t.run_id = r.run_id
+                 AND t.test_code = r.test_code AND t.repeat_index = r.repeat_index";
+        if let Some(at) = f.failed_at.as_deref() {
+            self.push(" AND EXISTS (")
+                .push(OF_ROW)
+                .push(&format!(" AND t.turn_index = {FIRST_FAILED}"));
+            match at {
+                "any" => {}
+                FIRST_MESSAGE => {
+                    self.push(" AND t.turn_index = 0");
+                }
+                code => {
+                    self.push(" AND t.turn_code = ?").bind(code.to_string());
+                }
+            }
+            if let Some(p) = f.pressure.as_deref() {
+                self.push(" AND t.pressure = ?").bind(p.to_string());
+            }
+            self.push(")");
+        } else if let Some(p) = f.pressure.as_deref() {
+            self.push(" AND EXISTS (")
+                .push(OF_ROW)
+                .push(" AND t.pressure = ?)")
+                .bind(p.to_string());
         }
         self
     }
@@ -477,6 +524,8 @@ impl Store {
                 && filter.min_severity.is_none()
                 && filter.max_severity.is_none()
                 && filter.variant.is_none()
+                && filter.failed_at.is_none()
+                && filter.pressure.is_none()
                 && filter.search.as_deref().is_none_or(|q| q.trim().is_empty());
             let mut out: Vec<(i64, i64)> = filter.runs.iter().map(|r| (*r, 0)).collect();
             if by_totals || cap.is_some() {

@@ -41,6 +41,8 @@ pub struct FilterQuery {
     pub min_sev: Option<String>,
     pub max_sev: Option<String>,
     pub variant: Option<String>,
+    pub failed_at: Option<String>,
+    pub pressure: Option<String>,
     pub q: Option<String>,
     pub after: Option<String>,
     pub after_rep: Option<i64>,
@@ -70,6 +72,8 @@ impl FilterQuery {
             ("min_sev", &self.min_sev),
             ("max_sev", &self.max_sev),
             ("variant", &self.variant),
+            ("failed_at", &self.failed_at),
+            ("pressure", &self.pressure),
             ("q", &self.q),
         ] {
             if let Some(v) = given(v) {
@@ -111,6 +115,8 @@ impl FilterQuery {
             min_severity: FilterQuery::severity(&self.min_sev, "min_sev")?,
             max_severity: FilterQuery::severity(&self.max_sev, "max_sev")?,
             variant: given(&self.variant),
+            failed_at: given(&self.failed_at),
+            pressure: given(&self.pressure),
             search: given(&self.q),
             search_index: app.search.is_some(),
         })
@@ -146,7 +152,52 @@ fn text_input(name: &str, label: &str, value: &Option<String>, hint: &str) -> Ma
     }
 }
 
-fn filter_form(q: &FilterQuery, runs: &[RunRecord]) -> Markup {
+/// A select of `options` (what the data holds), with `blank` for no
+/// filter; a value in the URL that the data no longer holds stays offered,
+/// so the form shows what is filtered.
+fn choice(
+    name: &str,
+    label: &str,
+    value: &Option<String>,
+    blank: &str,
+    options: &[String],
+) -> Markup {
+    let value = given(value);
+    let mut options = options.to_vec();
+    if let Some(v) = value.as_ref().filter(|v| !options.contains(v)) {
+        options.push(v.clone());
+    }
+    html! {
+        label { (label) " "
+            select name=(name) {
+                option value="" selected[value.is_none()] { (blank) }
+                @for o in &options {
+                    option value=(o) selected[value.as_deref() == Some(o.as_str())] { (o) }
+                }
+            }
+        }
+    }
+}
+
+/// The conversation filters (issue 42), offered when the runs hold
+/// conversations: where a conversation first failed and a turn's pressure
+/// label (with a failed turn chosen, the label of that turn).
+fn conversation_filters(q: &FilterQuery, turns: &(Vec<String>, Vec<String>)) -> Markup {
+    let (codes, pressures) = turns;
+    if codes.is_empty() {
+        return html! {};
+    }
+    let mut at = vec!["any".to_string()];
+    at.extend(codes.iter().cloned());
+    html! {
+        (choice("failed_at", "First failed at", &q.failed_at, "—", &at))
+        @if !pressures.is_empty() || given(&q.pressure).is_some() {
+            (choice("pressure", "Pressure", &q.pressure, "—", pressures))
+        }
+    }
+}
+
+fn filter_form(q: &FilterQuery, runs: &[RunRecord], turns: &(Vec<String>, Vec<String>)) -> Markup {
     let status = given(&q.status).unwrap_or_else(|| "all".into());
     let ids: Vec<String> = runs.iter().map(|r| r.run_id.to_string()).collect();
     html! {
@@ -165,6 +216,7 @@ fn filter_form(q: &FilterQuery, runs: &[RunRecord]) -> Markup {
             (text_input("min_sev", "Severity ≥", &q.min_sev, "-10"))
             (text_input("max_sev", "≤", &q.max_sev, "10"))
             (text_input("variant", "Variant", &q.variant, "typos, or none"))
+            (conversation_filters(q, turns))
             label.search { "Search "
                 input type="search" name="q" value=[q.q.as_deref()] placeholder="prompts, replies, justifications" size="28";
             }
@@ -261,6 +313,7 @@ pub async fn results_page(
         .filter(|(how, _)| *how != "index")
         .map(|_| SCAN_COUNT_CAP);
     let counts = app.store.view_counts(&filter, cap).await?;
+    let turns = app.store.turn_filter_options(&filter.runs).await?;
     let link = q.link();
     let cell_of = |run: i64, k: &RowKey| -> Option<&Cell> {
         cells.iter().find(|c| {
@@ -279,7 +332,7 @@ pub async fn results_page(
     };
     let body = html! {
         h1 { "Results" }
-        (filter_form(&q, &runs))
+        (filter_form(&q, &runs, &turns))
         p.note data-counts {
             @for (i, r) in runs.iter().enumerate() {
                 @let n = counts.iter().find(|(id, _)| *id == r.run_id).map_or(0, |(_, n)| *n);

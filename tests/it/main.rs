@@ -69,4 +69,5 @@ mod variant_swaps;
 mod variants;
 mod view;
 mod view_browser;
+mod view_conversations;
 mod view_index;
