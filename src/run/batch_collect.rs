@@ -364,20 +364,15 @@ impl Collect {
             Ok(c) => crate::domain::result::billed(c.cost_usd, c.byok_cost_usd),
             Err(_) => 0.0,
         };
+        let ready_before = self.ready.len();
         self.converse_on(key, Some(Box::new((turn, answer)))).await;
-        // A stored turn's cost counts now; a failed one's with its result.
-        if paid != 0.0 && !self.stored_in_ready(key) {
+        // A stored turn's cost counts now, unless the conversation ended
+        // with it and its result (which sums its turns) is ready to write.
+        if paid != 0.0 && self.ready.len() == ready_before {
             *self.turn_spent.entry(key.clone()).or_default() += paid;
             self.spent += paid;
             self.batch.count_batch_spend(paid);
         }
-    }
-
-    /// Whether `key`'s result is ready to be written (or waits for a judge).
-    fn stored_in_ready(&self, key: &CaseKey) -> bool {
-        self.ready
-            .iter()
-            .any(|r| r.r.test_code == key.0 && r.r.repeat_index == key.1)
     }
 
     /// Goes on with conversation `key` (with a round's answer for one of

@@ -159,7 +159,17 @@ impl Worker {
                     record.prefilled = true;
                     record.judged = false;
                     record.response = Some(reply.clone());
-                    self.keep_turn(&record).await;
+                    // Written once: a resume, and each Batch API round,
+                    // walks past it again.
+                    let kept = stored.iter().any(|t| {
+                        t.turn_index == k as i64
+                            && t.prefilled
+                            && t.user_message == record.user_message
+                            && t.response == record.response
+                    });
+                    if !kept {
+                        self.keep_turn(&record).await;
+                    }
                     done.push(Exchanged {
                         index: k,
                         turn_code,
