@@ -181,9 +181,9 @@ pub(super) fn judge_of(b: &Benchmark, judges: &[String]) -> Option<String> {
 pub(super) fn require_user_model(
     b: &Benchmark,
     selection: &run::Selection,
-    call: &CallArgs,
+    user_model: Option<&str>,
 ) -> Result<()> {
-    if call.user_model.is_some() {
+    if user_model.is_some() {
         return Ok(());
     }
     let cases = crate::benchmark::cases::select_indices(

@@ -17,7 +17,7 @@ use super::output::{DataFormat, out};
 use super::selection::SelectionArgs;
 use super::settings::{Settings, runtime};
 use crate::benchmark::Benchmark;
-use crate::domain::{Api, ModelEntry};
+use crate::domain::{Api, Caller, ModelEntry};
 use crate::openrouter::catalog::{CATALOG_TIMEOUT, CatalogClient, CatalogError, KeyInfo};
 use crate::report::usd;
 use crate::run::Selection;
@@ -33,15 +33,22 @@ pub struct EstimateArgs {
     /// Models (comma-separated), overriding models.yml.
     #[arg(long, value_delimiter = ',', value_parser = super::call::model_id)]
     pub models: Vec<String>,
+    /// The model that simulates the user of persona conversations (as
+    /// run-batch's --user-model): its calls are priced too. Needed when the
+    /// selection has scenarios with personas.
+    #[arg(long, value_name = "ID", value_parser = super::call::model_id)]
+    pub user_model: Option<String>,
     #[arg(long, value_enum, default_value_t = DataFormat::Table)]
     pub format: DataFormat,
 }
 
-/// What an estimate covers: a batch's selection and its judge (or panel,
-/// comma-joined: `--judges` or marking_model).
-struct Covered<'a> {
-    selection: &'a Selection,
-    judge: Option<String>,
+/// What an estimate covers: a batch's selection, its judge (or panel,
+/// comma-joined: `--judges` or marking_model) and the model simulating the
+/// users of persona conversations.
+pub(super) struct Covered<'a> {
+    pub(super) selection: &'a Selection,
+    pub(super) judge: Option<String>,
+    pub(super) user_model: Option<String>,
 }
 
 pub fn run(s: &Settings, args: &EstimateArgs) -> Result<ExitStatus> {
@@ -49,9 +56,11 @@ pub fn run(s: &Settings, args: &EstimateArgs) -> Result<ExitStatus> {
     let mut b = s.load_strict()?;
     super::selection::make_variants(&mut b, &mut selection, s.quiet)?;
     let models = super::call::models_of(&b, &args.models)?;
+    super::call::require_user_model(&b, &selection, args.user_model.as_deref())?;
     let sel = Covered {
         selection: &selection,
         judge: super::call::judge_of(&b, &[]),
+        user_model: args.user_model.clone(),
     };
     runtime()?.block_on(async {
         // Stored replies refine the completion estimate; an absent or
@@ -107,13 +116,11 @@ pub(super) async fn preflight(
     s: &Settings,
     ctx: &crate::run::RunContext,
     models: &[ModelEntry],
-    selection: &Selection,
-    judge: Option<String>,
+    sel: &Covered<'_>,
     yes: bool,
     discount: Option<f64>,
 ) -> Result<Preflighted> {
     let (b, client) = (&*ctx.benchmark, &*ctx.client);
-    let sel = &Covered { selection, judge };
     let mut priced = price(s, b, models, sel, Some(&ctx.store)).await?;
     let per_case = per_request(&mut priced, discount);
     let refusals = refusals(&priced, sel.selection.max_cost, &entries(b, models));
@@ -177,7 +184,7 @@ fn per_request(priced: &mut Priced, discount: Option<f64>) -> Vec<PerRequest> {
         }
         scale(&mut priced.estimate.cost_usd);
     }
-    let judge_price = priced.estimate.judge_price;
+    let (judge_price, user_price) = (priced.estimate.judge_price, priced.estimate.user_price);
     priced
         .estimate
         .models
@@ -186,11 +193,16 @@ fn per_request(priced: &mut Priced, discount: Option<f64>) -> Vec<PerRequest> {
             let judge = m
                 .judge_cost_high(judge_price)
                 .map(|j| j * discount.unwrap_or(1.0));
+            // The simulated user's calls are synchronous, never in a batch.
+            let simulator = m
+                .simulator_cost_high(user_price)
+                .map(|u| u * discount.unwrap_or(1.0));
             PerRequest {
                 model: m.model.clone(),
-                model_usd: m
-                    .cost_usd
-                    .map(|[_, hi]| (hi - judge.unwrap_or(0.0)).max(0.0) / m.requests.max(1) as f64),
+                model_usd: m.cost_usd.map(|[_, hi]| {
+                    (hi - judge.unwrap_or(0.0) - simulator.unwrap_or(0.0)).max(0.0)
+                        / m.requests.max(1) as f64
+                }),
                 judge_usd: judge.map(|j| j / m.judge_requests[1].max(1) as f64),
             }
         })
@@ -247,6 +259,7 @@ pub(super) async fn resume_preflight(
         let sel = Covered {
             selection: &selection,
             judge: settings.judge_model.clone(),
+            user_model: settings.user_model.as_ref().map(|u| u.id.clone()),
         };
         let models = [settings.model.clone()];
         let mut priced = price(s, b, &models, &sel, None).await?;
@@ -396,11 +409,11 @@ async fn price(
             internal_reasoning: m.internal_reasoning_price.unwrap_or(0.0),
         })
     };
-    let stored = |id: String, judge: bool| async move {
+    let stored = |id: String, as_: Caller| async move {
         match store {
             // A store that cannot answer is said, not silently priced
             // as if it held no replies.
-            Some(s) => match s.mean_completion_tokens(&id, judge).await {
+            Some(s) => match s.mean_completion_tokens(&id, as_).await {
                 Ok(mean) => mean,
                 Err(e) => {
                     eprintln!(
@@ -429,7 +442,7 @@ async fn price(
                 .max()
                 .or(Some(crate::judging::judge::MAX_TOKENS)),
             stored_mean: match &judge_id {
-                Some(j) => stored(j.clone(), true).await,
+                Some(j) => stored(j.clone(), Caller::Judge).await,
                 None => None,
             },
         },
@@ -460,22 +473,40 @@ async fn price(
                 )
         }),
     };
+    // The user simulator is sent its models.yml entry as is (no judge's
+    // defaults).
+    let user = match &sel.user_model {
+        Some(id) => ModelInputs {
+            completion: CompletionInput {
+                max_tokens: all.iter().find(|e| &e.id == id).and_then(|e| e.max_tokens),
+                stored_mean: stored(id.clone(), Caller::UserModel).await,
+            },
+            price: price_of(id),
+        },
+        None => ModelInputs::default(),
+    };
     let mut estimates = Vec::with_capacity(models.len());
     for m in models {
         let inputs = ModelInputs {
             completion: CompletionInput {
                 max_tokens: m.max_tokens,
-                stored_mean: stored(m.id.clone(), false).await,
+                stored_mean: stored(m.id.clone(), Caller::Model).await,
             },
             price: price_of(&m.id),
         };
         let settings =
             sel.selection
                 .settings(m.clone(), judge_id.clone(), Default::default(), false, "");
-        estimates.push(estimate::estimate_model(b, &settings, inputs, judge)?);
+        estimates.push(estimate::estimate_model(b, &settings, inputs, judge, user)?);
     }
     Ok(Priced {
-        estimate: estimate::total(estimates, judge_id.as_deref(), judge),
+        estimate: estimate::total(
+            estimates,
+            judge_id.as_deref(),
+            judge,
+            sel.user_model.as_deref(),
+            user,
+        ),
         catalog,
         key,
         api: s.api,
@@ -549,6 +580,24 @@ fn write_text(o: &mut dyn Write, p: &Priced) -> std::io::Result<()> {
             per_million(e.judge_price),
             e.judge_completion_basis.as_deref().unwrap_or("")
         )?;
+    }
+    if let Some(u) = &e.user_model {
+        writeln!(
+            o,
+            "  simulated users {u}: USD per M tokens {}; completion per message: {}",
+            per_million(e.user_price),
+            e.user_completion_basis.as_deref().unwrap_or("")
+        )?;
+        for m in e.models.iter().filter(|m| m.simulator_requests > 0) {
+            writeln!(
+                o,
+                "  {}: up to {} simulated-user requests, {} prompt + {} completion tokens",
+                m.model,
+                m.simulator_requests,
+                range_u(m.simulator_prompt_tokens),
+                range_u(m.simulator_completion_tokens)
+            )?;
+        }
     }
     match (&p.catalog, e.cost_usd) {
         (Ok(_), Some([lo, hi])) => writeln!(o, "total: ${} to ${}", usd(lo, 4), usd(hi, 4))?,

@@ -278,8 +278,11 @@ pub(super) fn execute(s: &Settings, call_args: &CallArgs, args: &Batch) -> Resul
                 s,
                 &ctx,
                 &models,
-                &args.selection,
-                judge,
+                &super::estimate::Covered {
+                    selection: &args.selection,
+                    judge,
+                    user_model: call_args.user_model.clone(),
+                },
                 call_args.yes,
                 args.batch_api.map(|_| BATCH_DISCOUNT),
             )
@@ -457,7 +460,7 @@ async fn new_runs(
     Vec<(crate::domain::ModelEntry, run::RunSettings)>,
     Vec<run::AlreadyComplete>,
 )> {
-    call::require_user_model(b, &args.selection, call_args)?;
+    call::require_user_model(b, &args.selection, call_args.user_model.as_deref())?;
     let token = batch_token();
     let mut fresh = Vec::new();
     let mut complete = Vec::new();

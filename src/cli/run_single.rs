@@ -76,7 +76,7 @@ pub(super) fn execute(
                 limit: Some(1),
                 ..run::Selection::everything()
             };
-            call::require_user_model(&ctx.benchmark, &selection, call_args)?;
+            call::require_user_model(&ctx.benchmark, &selection, call_args.user_model.as_deref())?;
             let settings =
                 call::settings_for(&ctx.benchmark, &ctx.client, model, &selection, call_args);
             let summary = run::run_batch(&ctx, &settings, None, "single", &control).await?;

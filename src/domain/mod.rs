@@ -47,7 +47,7 @@ pub use result::{
 pub use review::{Imported, LabelRow, LabelledJudgement, NewLabel, ReviewItem, VoteRow};
 pub use run::{RunHost, RunRecord};
 pub use seed::SeedIds;
-pub use served::{ErrorTypeCount, ServedCount, TokenDetails};
+pub use served::{Caller, ErrorTypeCount, ServedCount, TokenDetails};
 pub use spend::{BudgetState, DiscardedSpendRow, JudgeSpendRow, Reuse, ScenarioSpendRow, Spend};
 pub use text::excerpt;
 pub use turn::{ConversationOutcome, SimulatedCall, SimulatorCost, TurnRecord, UnfinishedTurns};

@@ -34,3 +34,13 @@ pub struct TokenDetails {
     pub judge_reasoning_tokens: i64,
     pub judge_cached_prompt_tokens: i64,
 }
+
+/// Whose replies `Store::mean_completion_tokens` averages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Caller {
+    /// A tested model (a conversation's live turns one by one).
+    Model,
+    Judge,
+    /// The user-simulator model of persona conversations (issue 42).
+    UserModel,
+}

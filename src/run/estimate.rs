@@ -79,16 +79,32 @@ impl CompletionInput {
             Some((mean, _)) => mean.min(high),
             None => high / 4.0,
         };
-        let high_src = match (self.max_tokens, self.stored_mean) {
-            (Some(m), _) => format!("max_tokens {m}"),
-            (None, Some(_)) => "twice the stored mean".into(),
-            (None, None) => format!("default {DEFAULT_MAX_COMPLETION_TOKENS} (no max_tokens)"),
-        };
         let low_src = match self.stored_mean {
             Some((mean, n)) => format!("mean of {n} stored replies ({mean:.0})"),
             None => "a quarter of the high end (no stored replies)".into(),
         };
-        ([low, high], format!("{low_src} to {high_src}"))
+        ([low, high], format!("{low_src} to {}", self.high_source()))
+    }
+
+    /// How the high end was found.
+    fn high_source(&self) -> String {
+        match (self.max_tokens, self.stored_mean) {
+            (Some(m), _) => format!("max_tokens {m}"),
+            (None, Some(_)) => "twice the stored mean".into(),
+            (None, None) => format!("default {DEFAULT_MAX_COMPLETION_TOKENS} (no max_tokens)"),
+        }
+    }
+
+    /// How a simulated user message's completion range was found: without
+    /// stored messages its low end is the message the estimate assumes.
+    fn simulated_basis(&self) -> String {
+        match self.stored_mean {
+            Some(_) => self.range().1,
+            None => format!(
+                "the persona's max_words (else {SIMULATED_CHARS} characters; no stored simulated messages) to {}",
+                self.high_source()
+            ),
+        }
     }
 }
 
@@ -104,16 +120,37 @@ pub struct ModelEstimate {
     pub completion_tokens: [u64; 2],
     pub judge_prompt_tokens: [u64; 2],
     pub judge_completion_tokens: [u64; 2],
+    /// The user-simulator model's requests of persona conversations (issue
+    /// 42): one per simulated message, each carrying the persona and the
+    /// conversation so far; 0 without personas.
+    pub simulator_requests: u64,
+    pub simulator_prompt_tokens: [u64; 2],
+    pub simulator_completion_tokens: [u64; 2],
     /// How completion tokens per request were found.
     pub completion_basis: String,
     /// Some request of the plan sends a JSON schema (deterministic scenarios).
     pub structured: bool,
     pub price: Option<Prices>,
-    /// Model and judge together, USD; None when a price is missing.
+    /// Model, judge and simulated user together, USD; None when a price is
+    /// missing.
     pub cost_usd: Option<[f64; 2]>,
 }
 
 impl ModelEstimate {
+    /// The simulated user's part of the high end at `user_price`; 0
+    /// without simulator requests, None when the user model has no price.
+    pub fn simulator_cost_high(&self, user_price: Option<Prices>) -> Option<f64> {
+        if self.simulator_requests == 0 {
+            return Some(0.0);
+        }
+        let u = user_price?;
+        Some(
+            self.simulator_prompt_tokens[1] as f64 * u.prompt
+                + self.simulator_completion_tokens[1] as f64 * u.completion_at(1)
+                + self.simulator_requests as f64 * u.request,
+        )
+    }
+
     /// The judge's part of the high end (every judge request, retries
     /// included) at `judge_price`; 0 without judge requests, None when the
     /// judge has no price.
@@ -137,6 +174,11 @@ pub struct Estimate {
     pub judge_model: Option<String>,
     pub judge_completion_basis: Option<String>,
     pub judge_price: Option<Prices>,
+    /// The user-simulator model (`--user-model`), when the plan has
+    /// persona conversations.
+    pub user_model: Option<String>,
+    pub user_completion_basis: Option<String>,
+    pub user_price: Option<Prices>,
     /// Every model together, USD; None when any price is missing.
     pub cost_usd: Option<[f64; 2]>,
     /// How the numbers were found, in one paragraph.
@@ -144,7 +186,7 @@ pub struct Estimate {
 }
 
 /// One line on how the estimate is made, printed with it.
-pub const METHOD: &str = "prompt tokens: the composed prompts and their JSON schemas at 5 (low) to 3 (high) characters per token; completion tokens per request: the mean of the model's stored replies (else a quarter of the high end) up to max_tokens (else twice that mean, else 2000); judge: one request per rubric, up to 3 when a verdict is asked again, each carrying the reply it judges; a conversation: one request per live reply, each carrying the history before it (earlier replies at the completion estimate), and its judged replies judged with that history; replies reused from the cache cost nothing and are not taken off";
+pub const METHOD: &str = "prompt tokens: the composed prompts and their JSON schemas at 5 (low) to 3 (high) characters per token; completion tokens per request: the mean of the model's stored replies (else a quarter of the high end) up to max_tokens (else twice that mean, else 2000); judge: one request per rubric, up to 3 when a verdict is asked again, each carrying the reply it judges; a conversation: one request per live reply, each carrying the history before it (earlier replies at the completion estimate), and its judged replies judged with that history; a persona conversation: as if it ran to its max_turns, each simulated message one request of the user model carrying the persona and the conversation so far, its completion from the user model's stored messages (else the persona's max_words, at most 400 characters) up to its max_tokens (else 2000); replies reused from the cache cost nothing and are not taken off";
 
 /// What one model's estimate needs besides the plan.
 #[derive(Debug, Clone, Copy, Default)]
@@ -159,6 +201,7 @@ pub fn estimate_model(
     settings: &RunSettings,
     inputs: ModelInputs,
     judge: ModelInputs,
+    user: ModelInputs,
 ) -> crate::Result<ModelEstimate> {
     let work = crate::run::plan(b, settings)?;
     let tokens = |chars: usize| CHARS_PER_TOKEN.map(|per| chars as f64 / per);
@@ -167,6 +210,8 @@ pub fn estimate_model(
     let mut prompt = [0.0f64; 2];
     let mut judge_prompt = [0.0f64; 2];
     let mut judge_calls: u64 = 0;
+    let (mut sim_prompt, mut sim_completion) = ([0.0f64; 2], [0.0f64; 2]);
+    let mut sim_calls: u64 = 0;
     let mut requests: u64 = 0;
     let mut structured = false;
     // The plan lists a test case's repeats one after the other: each
@@ -178,7 +223,7 @@ pub fn estimate_model(
             _ => {
                 let case = idx.resolve(b);
                 structured |= case.scenario.response_format.is_some();
-                let c = case_cost(&case, &tokens, completion);
+                let c = case_cost(&case, &tokens, completion, user.completion);
                 last = Some((idx, c));
                 c
             }
@@ -189,6 +234,11 @@ pub fn estimate_model(
         judge_prompt[1] += c.judge_prompt[1];
         judge_calls += c.judge_calls;
         requests += c.requests;
+        for i in 0..2 {
+            sim_prompt[i] += c.sim_prompt[i];
+            sim_completion[i] += c.sim_completion[i];
+        }
+        sim_calls += c.sim_calls;
     }
     let n = requests as f64;
     let judge_requests = [judge_calls, judge_calls * JUDGE_ATTEMPTS as u64];
@@ -199,18 +249,21 @@ pub fn estimate_model(
     ];
     let cost = |i: usize| -> Option<f64> {
         let m = inputs.price?;
-        let model =
+        let mut usd =
             prompt[i] * m.prompt + completion_tokens[i] * m.completion_at(i) + n * m.request;
-        if judge_calls == 0 {
-            return Some(model);
-        }
-        let j = judge.price?;
-        Some(
-            model
-                + judge_prompt[i] * j.prompt
+        if judge_calls > 0 {
+            let j = judge.price?;
+            usd += judge_prompt[i] * j.prompt
                 + judge_completion_tokens[i] * j.completion_at(i)
-                + judge_requests[i] as f64 * j.request,
-        )
+                + judge_requests[i] as f64 * j.request;
+        }
+        if sim_calls > 0 {
+            let u = user.price?;
+            usd += sim_prompt[i] * u.prompt
+                + sim_completion[i] * u.completion_at(i)
+                + sim_calls as f64 * u.request;
+        }
+        Some(usd)
     };
     let round = |v: [f64; 2]| [v[0].floor() as u64, v[1].ceil() as u64];
     Ok(ModelEstimate {
@@ -221,6 +274,9 @@ pub fn estimate_model(
         completion_tokens: round(completion_tokens),
         judge_prompt_tokens: round(judge_prompt),
         judge_completion_tokens: round(judge_completion_tokens),
+        simulator_requests: sim_calls,
+        simulator_prompt_tokens: round(sim_prompt),
+        simulator_completion_tokens: round(sim_completion),
         completion_basis: basis,
         structured,
         price: inputs.price,
@@ -240,6 +296,9 @@ struct Cost {
     prompt: [f64; 2],
     judge_prompt: [f64; 2],
     judge_calls: u64,
+    sim_calls: u64,
+    sim_prompt: [f64; 2],
+    sim_completion: [f64; 2],
 }
 
 /// The cost of test case `case`: one request for a single-turn test case;
@@ -247,11 +306,15 @@ struct Cost {
 /// whole history before it (the earlier live replies counted at the
 /// completion estimate `completion`), so the prompt grows turn by turn.
 /// Each judged reply costs one judge request per rubric that judges it,
-/// carrying the conversation before it and the reply.
+/// carrying the conversation before it and the reply. Each simulated user
+/// message of a persona conversation costs one request of the user model
+/// (`user`'s completion range), carrying its persona and the conversation
+/// before it.
 fn case_cost(
     case: &crate::benchmark::cases::TestCase<'_>,
     tokens: &impl Fn(usize) -> [f64; 2],
     completion: [f64; 2],
+    user: CompletionInput,
 ) -> Cost {
     use crate::benchmark::conversation::{self, Reply};
     let s = case.scenario;
@@ -260,13 +323,28 @@ fn case_cost(
         .as_ref()
         .map_or(0, |f| f.to_string().chars().count());
     let mut script = conversation::script(case);
+    let scripted = script.len();
     // A persona conversation (issue 42) is priced as if it ran to its
     // `max_turns`, each simulated message at its `max_words` (else
     // SIMULATED_CHARS): the simulator may end it sooner.
-    if let Some(p) = conversation::persona_of(case) {
+    let persona = conversation::persona_of(case);
+    // The simulator's prompt besides the conversation, and its completion
+    // per message: the stored mean, else the message assumed here, up to
+    // the user model's cap.
+    let (mut sim_fixed, mut sim_completion) = (0usize, [0.0f64; 2]);
+    if let Some(p) = persona {
         let chars = p
             .max_words
             .map_or(SIMULATED_CHARS, |w| (w as usize * 6).min(SIMULATED_CHARS));
+        sim_fixed = super::simulate::system_message(p).chars().count()
+            + super::simulate::REMINDER.chars().count()
+            + 2;
+        let (range, _) = user.range();
+        let low = match user.stored_mean {
+            Some(_) => range[0],
+            None => tokens(chars)[0].min(range[1]),
+        };
+        sim_completion = [low, range[1]];
         for _ in 0..p.max_turns {
             script.push(conversation::Exchange {
                 user: std::borrow::Cow::Owned("x".repeat(chars)),
@@ -278,7 +356,17 @@ fn case_cost(
     let mut c = Cost::default();
     // Characters of the history so far, and the live replies in it.
     let (mut history, mut replies) = (0usize, 0u64);
-    for ex in &script {
+    for (k, ex) in script.iter().enumerate() {
+        if k >= scripted {
+            // The simulator writes this message first, from the
+            // conversation so far (roles swapped).
+            let t = tokens(sim_fixed + history);
+            for i in 0..2 {
+                c.sim_prompt[i] += t[i] + replies as f64 * completion[i];
+                c.sim_completion[i] += sim_completion[i];
+            }
+            c.sim_calls += 1;
+        }
         let user = ex.user.chars().count();
         match ex.reply {
             Reply::Fixed(t) => {
@@ -322,8 +410,11 @@ pub fn total(
     models: Vec<ModelEstimate>,
     judge_model: Option<&str>,
     judge: ModelInputs,
+    user_model: Option<&str>,
+    user: ModelInputs,
 ) -> Estimate {
     let judged = models.iter().any(|m| m.judge_requests[0] > 0);
+    let simulated = models.iter().any(|m| m.simulator_requests > 0);
     let cost_usd = models.iter().try_fold([0.0, 0.0], |acc, m| {
         m.cost_usd.map(|c| [acc[0] + c[0], acc[1] + c[1]])
     });
@@ -332,6 +423,9 @@ pub fn total(
         judge_model: judge_model.filter(|_| judged).map(str::to_string),
         judge_completion_basis: judged.then(|| judge.completion.range().1),
         judge_price: judge.price.filter(|_| judged),
+        user_model: user_model.filter(|_| simulated).map(str::to_string),
+        user_completion_basis: simulated.then(|| user.completion.simulated_basis()),
+        user_price: user.price.filter(|_| simulated),
         cost_usd,
         method: METHOD,
     }

@@ -184,6 +184,20 @@ pub fn refusals(p: &Priced, max_cost: Option<f64>, entries: &[ModelEntry]) -> Ve
             );
         }
     }
+    // The simulated user's model (issue 42) is asked without a schema.
+    let user_model = e.user_model.as_deref();
+    if let Some(u) = user_model {
+        let (entry, api) = settings_of(p, entries, u, false);
+        if api == Api::OpenaiCompatible {
+            compat.push(u);
+            let what = format!("user model `{u}` (--user-model)");
+            out.extend(
+                compat_refusals(p, &what, &entry, false, max_cost)
+                    .into_iter()
+                    .map(hard),
+            );
+        }
+    }
     // Sent in OpenRouter's format to a server that is not OpenRouter:
     // every per-model check below would name a symptom (no structured
     // outputs, no price); one line names the setting that fixes them all.
@@ -192,6 +206,7 @@ pub fn refusals(p: &Priced, max_cost: Option<f64>, entries: &[ModelEntry]) -> Ve
         .iter()
         .map(|m| m.model.as_str())
         .chain(judge_ids.iter().copied())
+        .chain(user_model)
         .filter(|id| !compat.contains(id))
         .collect();
     if let Some(why) = &p.not_openrouter
@@ -260,6 +275,22 @@ pub fn refusals(p: &Priced, max_cost: Option<f64>, entries: &[ModelEntry]) -> Ve
                     }
                 }
             }
+            if let Some(u) = user_model.filter(|u| !compat.contains(u)) {
+                match find(c, u) {
+                    None => out.push(hard(format!(
+                        "user model `{u}` (--user-model) is not in OpenRouter's model list (GET /models){}",
+                        nearest(c, u).map_or_else(String::new, |n| format!("; did you mean `{n}`?"))
+                    ))),
+                    Some(cm) => {
+                        let (entry, _) = settings_of(p, entries, u, false);
+                        for param in unsupported(cm, &entry, false) {
+                            out.push(hard(format!(
+                                "user model `{u}` (--user-model) does not take `{param}` (not among its supported_parameters in GET /models), and every simulated-user request would carry it: remove `{param}` from its entry in models.yml, or choose another user model"
+                            )));
+                        }
+                    }
+                }
+            }
             // An OpenAI-compatible model without a price is unknown by
             // design (a local server costs nothing anyone could look up).
             let unpriced: Vec<&str> = e
@@ -272,6 +303,7 @@ pub fn refusals(p: &Priced, max_cost: Option<f64>, entries: &[ModelEntry]) -> Ve
                         .as_deref()
                         .filter(|_| e.judge_price.is_none()),
                 )
+                .chain(user_model.filter(|_| e.user_price.is_none()))
                 .filter(|id| {
                     !crate::judging::panel::judges(id)
                         .iter()

@@ -85,8 +85,8 @@ pub fn read_reply(reply: &str, max_words: Option<u32>) -> Option<String> {
 }
 
 /// The simulator's system message: the preamble, then the persona's
-/// instructions.
-fn system_message(persona: &Persona) -> String {
+/// instructions (the estimate counts it too).
+pub(super) fn system_message(persona: &Persona) -> String {
     format!(
         "{SIMULATOR_PREAMBLE}\n\n<persona>\n{}\n</persona>\n\nWrite only the user's next message, in plain text. When the user would end the conversation, write {STOP_MARKER} on a line of its own.",
         persona.component.prompt

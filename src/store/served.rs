@@ -7,7 +7,7 @@ use super::backend::on;
 use super::decode::Row as _;
 use super::decode::from_columns;
 use super::{Store, StoreError};
-use crate::domain::{ErrorTypeCount, ServedCount, TokenDetails};
+use crate::domain::{Caller, ErrorTypeCount, ServedCount, TokenDetails};
 
 from_columns!(ServedCount {
     run_id,
@@ -53,17 +53,21 @@ impl Store {
     }
 
     /// The mean completion tokens of `model`'s replies that were sent
-    /// (not reused) and reported tokens, with how many there are; as a
-    /// judge when `judge` is set.
+    /// (not reused) and reported tokens, with how many there are, in the
+    /// role `as_` (a tested model, a judge, a simulated user).
     pub async fn mean_completion_tokens(
         &self,
         model: &str,
-        judge: bool,
+        as_: Caller,
     ) -> Result<Option<(f64, i64)>, StoreError> {
         on!(&self.pool, |pool, d| {
-            let sql = if judge {
+            let sql = if as_ == Caller::Judge {
                 "SELECT AVG(CAST(completion_tokens AS DOUBLE PRECISION)) AS mean, COUNT(*) AS replies FROM judgement
               WHERE judge_model = $1 AND cached = 0 AND completion_tokens > 0"
+            } else if as_ == Caller::UserModel {
+                // A simulated user's messages (issue 42).
+                "SELECT AVG(CAST(completion_tokens AS DOUBLE PRECISION)) AS mean, COUNT(*) AS replies FROM simulated_turn
+              WHERE user_model = $1 AND cached = 0 AND completion_tokens > 0"
             } else {
                 // Per request: a conversation's result sums its turns, so
                 // its live turns count one by one instead (issue 42).

@@ -423,23 +423,183 @@ async fn persona_content_errors_name_the_file_and_what_was_expected() {
     );
 }
 
+/// The estimate runs each persona conversation to its `max_turns` and
+/// prices the simulator's calls too: one per simulated message, each
+/// carrying the persona and the conversation so far, counted here by hand
+/// from the simulator requests a run then sends (their system message, the
+/// reminder, message 1).
 #[tokio::test(flavor = "multi_thread")]
-async fn the_estimate_runs_each_persona_conversation_to_its_max_turns() {
+async fn the_estimate_prices_the_simulated_users_calls_to_max_turns() {
     let b = persona_bench(PERSONAS);
+    b.file(
+        "models.yml",
+        "models:\n  - id: test/model\n    max_tokens: 800\n  - id: user/sim\n    max_tokens: 100\n",
+    );
     let (server, calls) = persona_server().await;
-    let json: Value = serde_json::from_str(&ok(run(
-        &b,
-        &server,
-        &["estimate", "--all-scenarios", "--format", "json"],
-    )))
-    .unwrap();
+    // Without --user-model the estimate is refused as run-batch is.
+    let out = run(&b, &server, &["estimate", "--all-scenarios"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("pass --user-model ID"),
+        "{}",
+        stderr(&out)
+    );
+
+    let args = [
+        "estimate",
+        "--all-scenarios",
+        "--user-model",
+        "user/sim",
+        "--format",
+        "json",
+    ];
+    let json: Value = serde_json::from_str(&ok(run(&b, &server, &args))).unwrap();
+    let e = &json["estimate"];
+    let m = &e["models"][0];
     // Per perturbation: PR1 1 + 10 replies, PR2 1 + 2.
+    assert_eq!(m["requests"], 2 * (11 + 3), "{json}");
+    // One simulator call per simulated message: 10 + 2 per perturbation.
+    assert_eq!(m["simulator_requests"], 2 * (10 + 2), "{json}");
+    // Completion per message: up to the user model's max_tokens (100);
+    // at least the message assumed (PR1 400 characters, PR2 its max_words
+    // 3 at 6 characters a word) at 5 characters a token.
+    let low = 2.0 * (10.0 * 80.0 + 2.0 * 3.6f64);
     assert_eq!(
-        json["estimate"]["models"][0]["requests"],
-        2 * (11 + 3),
+        m["simulator_completion_tokens"],
+        serde_json::json!([low.floor() as u64, 2 * 12 * 100]),
         "{json}"
     );
-    assert_eq!(calls.0.load(Ordering::SeqCst), 0);
+    assert_eq!(e["user_model"], "user/sim");
+    assert!(
+        e["user_completion_basis"]
+            .as_str()
+            .unwrap()
+            .contains("max_tokens 100"),
+        "{e}"
+    );
+    // The cost's high end is the model's part plus the simulator's, at the
+    // catalog's prices (1 and 2 USD per million tokens).
+    let n = |v: &Value, i: usize| v[i].as_u64().unwrap() as f64;
+    let (p, c) = (
+        crate::support::mock::MOCK_PROMPT_PRICE,
+        crate::support::mock::MOCK_COMPLETION_PRICE,
+    );
+    let want_hi = n(&m["prompt_tokens"], 1) * p
+        + n(&m["completion_tokens"], 1) * c
+        + n(&m["simulator_prompt_tokens"], 1) * p
+        + n(&m["simulator_completion_tokens"], 1) * c;
+    let hi = m["cost_usd"][1].as_f64().unwrap();
+    // (the token counts are rounded outwards; the cost is not)
+    assert!((hi - want_hi).abs() < 1e-5, "{hi} {want_hi}");
+    assert_eq!(
+        calls.0.load(Ordering::SeqCst),
+        0,
+        "an estimate sends nothing"
+    );
+    assert_eq!(calls.1.load(Ordering::SeqCst), 0);
+
+    // The simulator's prompt tokens by hand. A run shows each
+    // conversation's first simulator request: system message, message 1,
+    // the reply and the reminder. Call k carries those, k - 1 simulated
+    // messages (as assumed above) and k replies (at 200 to 800 tokens).
+    let mut args = ARGS.to_vec();
+    args.extend(["--models", "test/model"]);
+    ok(run(&b, &server, &args));
+    let (mut lo, mut hi) = (0.0f64, 0.0f64);
+    let mut firsts = 0;
+    for body in completion_bodies(&server).await {
+        let msgs = body["messages"].as_array().unwrap();
+        if !is_simulator_request(&body) || msgs.len() != 3 {
+            continue;
+        }
+        firsts += 1;
+        let len = |v: &Value| v.as_str().unwrap().chars().count();
+        let system = msgs[0]["content"].as_str().unwrap();
+        let last = msgs[2]["content"].as_str().unwrap();
+        let reminder = &last[last.find("[Reminder").unwrap()..];
+        let (turns, assumed) = if system.contains("You are Sam") {
+            (10, 400)
+        } else {
+            (2, 18)
+        };
+        for k in 1..=turns {
+            let chars = (len(&msgs[0]["content"])
+                + reminder.chars().count()
+                + 2
+                + len(&msgs[1]["content"])
+                + (k - 1) * assumed) as f64;
+            lo += chars / 5.0 + k as f64 * 200.0;
+            hi += chars / 3.0 + k as f64 * 800.0;
+        }
+    }
+    assert_eq!(firsts, 4, "two personas on two perturbations");
+    // (within a token: sums in another order round differently)
+    let got = |i: usize| m["simulator_prompt_tokens"][i].as_u64().unwrap();
+    assert!(
+        got(0).abs_diff(lo.floor() as u64) <= 1 && got(1).abs_diff(hi.ceil() as u64) <= 1,
+        "{m} {lo} {hi}"
+    );
+
+    // The table names the user model, its price basis and the calls.
+    let args = ["estimate", "--all-scenarios", "--user-model", "user/sim"];
+    let text = ok(run(&b, &server, &args));
+    assert!(
+        text.contains("simulated users user/sim: USD per M tokens 1.00 / 2.00"),
+        "{text}"
+    );
+    assert!(
+        text.contains("test/model: up to 24 simulated-user requests"),
+        "{text}"
+    );
+}
+
+/// run-batch's preflight counts the simulator's calls against --max-cost:
+/// a budget above the tested model's part but below the whole is refused
+/// before anything is sent.
+#[tokio::test(flavor = "multi_thread")]
+async fn run_batch_refuses_a_budget_the_simulated_users_would_pass() {
+    let b = persona_bench(PERSONAS);
+    let (server, calls) = persona_server().await;
+    let est = [
+        "estimate",
+        "--all-scenarios",
+        "--user-model",
+        "user/sim",
+        "--format",
+        "json",
+    ];
+    let json: Value = serde_json::from_str(&ok(run(&b, &server, &est))).unwrap();
+    let m = &json["estimate"]["models"][0];
+    let n = |v: &Value| v[1].as_u64().unwrap() as f64;
+    let sim = n(&m["simulator_prompt_tokens"]) * crate::support::mock::MOCK_PROMPT_PRICE
+        + n(&m["simulator_completion_tokens"]) * crate::support::mock::MOCK_COMPLETION_PRICE;
+    let hi = m["cost_usd"][1].as_f64().unwrap();
+    assert!(sim > 0.0 && sim < hi, "{m}");
+    let budget = format!("{:.6}", hi - sim / 2.0);
+    let mut args = ARGS.to_vec();
+    args.extend(["--max-cost", &budget]);
+    let out = run(&b, &server, &args);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("exceeds --max-cost"),
+        "{}",
+        stderr(&out)
+    );
+    // A user model the catalog does not list is refused like a model.
+    let args = ["run-batch", "--all-scenarios", "--user-model", "user/sm"];
+    let out = run(&b, &server, &args);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(
+            "user model `user/sm` (--user-model) is not in OpenRouter's model list (GET /models); did you mean `user/sim`?"
+        ),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        calls.0.load(Ordering::SeqCst) + calls.1.load(Ordering::SeqCst),
+        0
+    );
 }
 
 #[test]
