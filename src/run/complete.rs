@@ -14,6 +14,7 @@
 
 use serde::Serialize;
 
+use super::converse::conversation_key;
 use super::plan;
 use super::worker::request;
 use crate::benchmark::Benchmark;
@@ -120,7 +121,10 @@ pub async fn already_complete(
         let planned = planned.get_or_insert_with(|| {
             work.iter()
                 .map(|&(c, r)| {
-                    request(benchmark, client, &settings.model, c, i64::from(r)).request_hash
+                    let (model, r) = (&settings.model, i64::from(r));
+                    // A conversation's result is stored under its key.
+                    conversation_key(benchmark, client, model, c, r)
+                        .unwrap_or_else(|| request(benchmark, client, model, c, r).request_hash)
                 })
                 .collect()
         });

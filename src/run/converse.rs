@@ -15,11 +15,12 @@ use super::simulate::{Next, simulated_code, simulated_exchange};
 use super::worker::{
     Asked, Judged, Outcome, Prepared, VERDICTS_CUT, Worker, failed, from_cache, request_with,
 };
-use crate::benchmark::cases::CaseIndex;
+use crate::benchmark::Benchmark;
+use crate::benchmark::cases::{CaseIndex, TestCase};
 use crate::benchmark::conversation::{self, Reply};
-use crate::domain::{ErrorKind, NewJudgement, NewResult, TurnRecord};
+use crate::domain::{ErrorKind, ModelEntry, NewJudgement, NewResult, TurnRecord};
 use crate::judging::judge;
-use crate::openrouter::{Completion, FailureClass, Message};
+use crate::openrouter::{Client, Completion, FailureClass, Message};
 
 /// The separator of a later turn's criteria (`R1@T3`): message 1's
 /// verdicts keep the rubric's code, as a single-turn test case's do.
@@ -34,14 +35,56 @@ pub(super) struct TurnAsk {
     pub(super) ask: judge::JudgeAsk,
 }
 
+/// Whether `case` is a conversation of more than one exchange.
+fn is_conversation(case: &TestCase<'_>) -> bool {
+    // Without composing: the loader guarantees a script with a turn holds a
+    // user message after message 1 (no trailing assistant turn).
+    !case.scenario.personas.is_empty()
+        || (!case.scenario.turns.is_empty() && !conversation::turns_of(case).is_empty())
+}
+
+/// What every request of a persona conversation is salted with: its
+/// persona's code, so the personas of one test case are samples of their
+/// own (message 1 is the same text for each, and would otherwise be one
+/// cached reply).
+fn salt_of<'a>(case: &TestCase<'a>) -> &'a str {
+    conversation::persona_of(case).map_or("", |p| p.component.code.as_str())
+}
+
+/// The key a conversation's result is stored under (None for a single-turn
+/// test case, stored under its request's hash): message 1's request hash
+/// (the model's settings, the persona's salt, the repeat) under a prefix
+/// of its own, so that no request's hash is ever this key and the result
+/// row, which sums its turns, never answers a request from the cache.
+/// What follows message 1 is the content, whose hash a run records: an
+/// earlier run with the same content hash and key holds the same
+/// conversation (complete.rs).
+pub(super) fn conversation_key(
+    benchmark: &Benchmark,
+    client: &Client,
+    model: &ModelEntry,
+    idx: CaseIndex,
+    repeat: i64,
+) -> Option<String> {
+    let case = idx.resolve(benchmark);
+    if !is_conversation(&case) {
+        return None;
+    }
+    let first = conversation::script(&case).swap_remove(0).user.into_owned();
+    let rf = case.scenario.response_format.as_ref();
+    let req = request_with(client, model, rf, &[], first, repeat, salt_of(&case));
+    Some(key_of(&req.request_hash))
+}
+
+/// The conversation key of message 1's request hash.
+fn key_of(first_request: &str) -> String {
+    crate::benchmark::sha256_hex_pieces(&[&[b"conversation", first_request.as_bytes()]])
+}
+
 impl Worker {
     /// Whether test case `idx` is a conversation of more than one exchange.
     pub(super) fn is_conversation(&self, idx: CaseIndex) -> bool {
-        let case = idx.resolve(&self.benchmark);
-        // Without composing: the loader guarantees a script with a turn
-        // holds a user message after message 1 (no trailing assistant turn).
-        !case.scenario.personas.is_empty()
-            || (!case.scenario.turns.is_empty() && !conversation::turns_of(&case).is_empty())
+        is_conversation(&idx.resolve(&self.benchmark))
     }
 
     /// The model's part of a conversation: every exchange in order, each
@@ -77,6 +120,7 @@ impl Worker {
         let m = &self.settings.model;
         let api = self.client.api_of(m);
         let rf = case.scenario.response_format.as_ref();
+        let salt = salt_of(&case);
         let mut done: Vec<Exchanged> = Vec::with_capacity(script.len());
         let mut conv: Option<Box<NewResult>> = None;
         for k in 0.. {
@@ -97,7 +141,7 @@ impl Worker {
                         let Some(c) = conv.take() else {
                             return Asked::Done(Outcome::Aborted);
                         };
-                        return Asked::Done(cut_short(c, &done, e, None, k, sim_cost));
+                        return Asked::Done(cut_short(c, &done, e, k, sim_cost));
                     }
                 }
             }
@@ -129,7 +173,7 @@ impl Worker {
                         ]
                     })
                     .collect();
-                request_with(&self.client, m, rf, &msgs, user.clone(), repeat)
+                request_with(&self.client, m, rf, &msgs, user.clone(), repeat, salt)
             };
             let hash = req.request_hash.clone();
             let Prepared {
@@ -148,9 +192,11 @@ impl Worker {
                 ..Default::default()
             };
             if k == 0 {
-                // The conversation's result: message 1's prompt and ids.
+                // The conversation's result: message 1's prompt and ids,
+                // under the conversation's key (`conversation_key`).
                 let mut first = r.clone();
                 first.prompt = prompt.clone();
+                first.request_hash = key_of(&hash);
                 conv = Some(first);
             }
             let judged = match ex.reply {
@@ -212,7 +258,7 @@ impl Worker {
                     Ok(c) => (c, true),
                     Err(e) => {
                         let c = conv.take().unwrap_or(r);
-                        return Asked::Done(cut_short(c, &done, e, Some(hash), k, sim_cost));
+                        return Asked::Done(cut_short(c, &done, e, k, sim_cost));
                     }
                 }
             };
@@ -368,7 +414,6 @@ fn cut_short(
     mut c: Box<NewResult>,
     done: &[Exchanged],
     e: crate::openrouter::ProviderError,
-    hash: Option<String>,
     k: usize,
     sim_cost: f64,
 ) -> Outcome {
@@ -379,10 +424,9 @@ fn cut_short(
             fold(&mut c, done);
             c.cost_usd += sim_cost;
             let prompt = std::mem::take(&mut c.prompt);
+            // Under the conversation's key still: a blocked or refused
+            // conversation is answered (complete.rs), as a single-turn one is.
             let mut c = failed(c, prompt, &e);
-            if let Some(hash) = hash {
-                c.request_hash = hash;
-            }
             c.evaluation_details = details(done, &c.judgements, Some(k));
             Outcome::Stored(c)
         }
@@ -474,7 +518,8 @@ fn last_index(done: &[Exchanged]) -> usize {
 
 /// The conversation's result gathers its live replies: tokens, costs,
 /// latency and attempts summed; the last reply (what a reader of the
-/// result sees, and what its request hash answers) as its reply.
+/// result sees) as its reply. Its request hash stays the conversation's
+/// key: the sums answer no request.
 fn fold(c: &mut NewResult, done: &[Exchanged]) {
     let live: Vec<&NewResult> = done.iter().filter_map(|e| e.result.as_deref()).collect();
     let Some(last) = live.last() else {
@@ -499,7 +544,6 @@ fn fold(c: &mut NewResult, done: &[Exchanged]) {
     c.parsed.clone_from(&last.parsed);
     c.finish_reason.clone_from(&last.finish_reason);
     c.generation_id.clone_from(&last.generation_id);
-    c.request_hash.clone_from(&last.request_hash);
     c.quality.clone_from(&last.quality);
 }
 

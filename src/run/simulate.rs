@@ -149,7 +149,8 @@ impl Worker {
             content: &last.user,
         });
         let prompt = format!("{}\n\n{REMINDER}", last.reply);
-        let req = request_with(&self.client, um, None, &history, prompt, repeat);
+        // The persona is in the system message: no salt needed.
+        let req = request_with(&self.client, um, None, &history, prompt, repeat, "");
         let hash = req.request_hash;
         let call = if let Some(s) = stored
             .iter()

@@ -160,12 +160,14 @@ pub(super) fn request(
         &[],
         prompt,
         repeat,
+        "",
     )
 }
 
 /// The request for `prompt` after `history` (the earlier messages of a
 /// conversation, empty for message 1): hashed with the whole history, so a
-/// turn's cached reply answers only the same conversation so far.
+/// turn's cached reply answers only the same conversation so far, and with
+/// `salt` (a persona's code: its conversations are samples of their own).
 pub(super) fn request_with(
     client: &Client,
     model: &ModelEntry,
@@ -173,6 +175,7 @@ pub(super) fn request_with(
     history: &[Message<'_>],
     prompt: String,
     repeat: i64,
+    salt: &str,
 ) -> Request {
     let body = ChatRequest {
         history,
@@ -183,8 +186,17 @@ pub(super) fn request_with(
         user: client.user(),
     }
     .body();
-    // Repeats must not reuse each other's replies.
-    let request_hash = sha256_hex_pieces(&[&body.key_parts(), &[&repeat.to_le_bytes()]]);
+    // Repeats must not reuse each other's replies, nor the conversations
+    // of different personas (`salt`: empty leaves every other hash as it
+    // always was).
+    let repeat = repeat.to_le_bytes();
+    let salted: [&[u8]; 2] = [&repeat, salt.as_bytes()];
+    let tail = if salt.is_empty() {
+        &salted[..1]
+    } else {
+        &salted[..]
+    };
+    let request_hash = sha256_hex_pieces(&[&body.key_parts(), tail]);
     Request {
         prompt,
         body: body.wire,

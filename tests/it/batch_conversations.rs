@@ -311,12 +311,32 @@ async fn a_detached_conversation_round_resumes_turn_by_turn_sending_no_stored_tu
     // Message 1, T1 with the prefilled T2, T3, T4, T5; message 1, T1, T2.
     assert_eq!(turns(&b).await.len(), 2 * 5 + 3, "every turn stored once");
 
-    // A rerun of the same batch is complete from the cache: nothing sent.
+    // A rerun of the same batch is already complete: no run, nothing sent;
+    // scored another way (a new run) it is complete from the cache.
     let before = mock.state.lock().unwrap().batches.len();
-    ok(run(
+    let out = run(
         &b,
         &server,
         &[FAST, "run-batch", "--all-scenarios", "--batch-api", "--yes"],
+    );
+    assert!(
+        crate::support::stdout(&out).contains("already complete in run 1"),
+        "{}",
+        crate::support::stdout(&out)
+    );
+    ok(out);
+    ok(run(
+        &b,
+        &server,
+        &[
+            FAST,
+            "run-batch",
+            "--all-scenarios",
+            "--batch-api",
+            "--yes",
+            "--blocked-as",
+            "fail",
+        ],
     ));
     assert_eq!(mock.state.lock().unwrap().batches.len(), before);
     let runs = runs_json(&b)["runs"].as_array().unwrap().clone();
@@ -355,6 +375,20 @@ async fn kill_9_between_rounds_then_resume_sends_no_stored_turn_again() {
     wait_until(60, "round 2 to be submitted", || {
         let n = mock.state.lock().unwrap().batches.len();
         async move { n >= 3 }
+    })
+    .await;
+    // ... and its submission recorded (killed between OpenRouter's 202 and
+    // the record, a batch is uncertain: a resume asks before sending again,
+    // which batch_faults.rs tests).
+    wait_until(60, "round 2's submission to be recorded", || {
+        let pool = pool.clone();
+        async move {
+            sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM api_batch WHERE state = 'intent'")
+                .fetch_one(&pool)
+                .await
+                .unwrap_or(1)
+                == 0
+        }
     })
     .await;
     signal(child.id(), "-KILL");

@@ -339,14 +339,27 @@ async fn every_turn_is_sent_with_the_real_history_and_judged_by_its_turn() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_rerun_is_answered_from_the_cache_and_an_edited_turn_asks_only_from_there() {
+async fn a_rerun_is_already_complete_and_an_edited_turn_asks_only_from_there() {
     let b = conversation_bench(SCRIPT);
     let (server, calls) = conversation_server().await;
     ok(run(&b, &server, &["run-batch", "--all-scenarios"]));
     assert_eq!(calls.load(Ordering::SeqCst), 2 * LIVE);
 
-    // The same batch again: every turn is in the cache.
-    ok(run(&b, &server, &["run-batch", "--all-scenarios"]));
+    // The same batch again is already complete: no run, nothing sent.
+    let out = run(&b, &server, &["run-batch", "--all-scenarios"]);
+    assert!(
+        stdout(&out).contains("test/model: already complete in run 1 (2 results"),
+        "{}",
+        stdout(&out)
+    );
+    ok(out);
+    assert_eq!(calls.load(Ordering::SeqCst), 2 * LIVE, "nothing sent again");
+    // Scored another way (a new run): every turn from the cache.
+    ok(run(
+        &b,
+        &server,
+        &["run-batch", "--all-scenarios", "--blocked-as", "fail"],
+    ));
     assert_eq!(calls.load(Ordering::SeqCst), 2 * LIVE, "nothing sent again");
 
     // T3 edited: message 1 is reused, T3, T4 and T5 are asked again.
@@ -371,7 +384,8 @@ async fn a_rerun_is_answered_from_the_cache_and_an_edited_turn_asks_only_from_th
     .map(|r| (r.get(0), r.get(1), r.get(2)))
     .collect();
     assert_eq!(runs.len(), 3);
-    // The same verdict each time; the rerun cost nothing, the edit three turns.
+    // The same verdict each time; the rerun cost nothing, the edit three
+    // turns (it was not already complete: the content changed).
     assert!(runs.iter().all(|r| !r.1));
     assert_eq!(runs[1].2, 0.0);
     assert!((runs[2].2 - 0.003).abs() < 1e-9, "{runs:?}");
@@ -488,7 +502,7 @@ async fn run_single_prints_the_transcript_with_a_verdict_per_turn() {
 }
 
 /// The same conversation on the team store: turns are written to and read
-/// back from PostgreSQL (a rerun comes from its cache).
+/// back from PostgreSQL (a rerun scored another way comes from its cache).
 #[tokio::test(flavor = "multi_thread")]
 async fn conversations_run_on_the_team_store() {
     let Some(server_url) = crate::postgres::server() else {
@@ -498,13 +512,13 @@ async fn conversations_run_on_the_team_store() {
     let url = crate::postgres::db_url(&server_url, &db.name);
     let b = conversation_bench(SCRIPT);
     let (server, calls) = conversation_server().await;
-    for _ in 0..2 {
+    for blocked_as in ["exclude", "fail"] {
         let out = b
             .helmbench()
             .database(&url)
             .provider(crate::support::KEY, &server.uri())
             .std()
-            .args(["run-batch", "--all-scenarios"])
+            .args(["run-batch", "--all-scenarios", "--blocked-as", blocked_as])
             .output()
             .unwrap();
         ok(out);
