@@ -191,3 +191,16 @@ macro_rules! on {
 }
 
 pub(super) use {bind_args, on, on_tx};
+
+/// A conversation turn waiting for the group commit (turns.rs), with its
+/// endpoint (the handle that wrote it says) and who waits for it.
+#[derive(Debug)]
+pub(super) struct QueuedTurn {
+    pub(super) turn: crate::domain::TurnRecord,
+    pub(super) endpoint: Option<String>,
+    pub(super) done: tokio::sync::oneshot::Sender<Result<(), sqlx::Error>>,
+}
+
+/// The queue of a store's turn writes, shared by its clones.
+pub(super) type TurnQueue =
+    std::sync::Arc<std::sync::OnceLock<tokio::sync::mpsc::UnboundedSender<QueuedTurn>>>;

@@ -192,6 +192,8 @@ pub struct Store {
     /// The endpoint results written through this handle came from, and the
     /// only one whose cached replies it reuses; None reuses nothing.
     endpoint: Option<String>,
+    /// The group commit of conversation turns (turns.rs), one per pool.
+    turns: backend::TurnQueue,
 }
 
 impl Store {
@@ -461,6 +463,7 @@ impl Store {
             url: url.to_string(),
             owner: Owner::this_process(),
             endpoint: None,
+            turns: Default::default(),
         };
         store.rebuild_totals_if_needed().await?;
         store.settle_gone_runs().await;
@@ -537,6 +540,7 @@ impl Store {
             url: url.to_string(),
             owner: Owner::this_process(),
             endpoint: None,
+            turns: Default::default(),
         };
         store.refuse_unfilled_totals().await?;
         Ok(store)
@@ -632,6 +636,7 @@ impl Store {
             url: self.url.clone(),
             owner: self.owner.clone(),
             endpoint: self.endpoint.clone(),
+            turns: Default::default(),
         })
     }
 }
@@ -686,6 +691,7 @@ impl Store {
             url: shown,
             owner: Owner::this_process(),
             endpoint: None,
+            turns: Default::default(),
         };
         if read_only {
             store.refuse_unfilled_totals().await?;

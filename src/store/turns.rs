@@ -3,7 +3,9 @@
 //! in flight), read back to rebuild a conversation's history on resume, and
 //! found by request hash as a cache of every turn ever answered.
 
-use super::backend::{Tx, on, on_tx};
+use tokio::sync::{mpsc, oneshot};
+
+use super::backend::{Pool, QueuedTurn, Tx, on, on_tx};
 use super::decode::from_columns;
 use super::{Store, StoreError};
 use crate::domain::{CachedReply, TurnRecord};
@@ -40,65 +42,51 @@ type OutcomeRow = (String, i64, i64, Option<String>, Option<String>);
 
 const COLUMNS: &str = "run_id, test_code, repeat_index, turn_index, turn_code, pressure, user_message, prefilled, judged, request_hash, response, finish_reason, generation_id, prompt_tokens, completion_tokens, cost_usd, byok_cost_usd, latency_ms, attempts, cached, served_model, provider, reasoning_tokens, cached_prompt_tokens";
 
+/// Turns a commit takes at most: every turn waiting when it starts.
+const GROUP: usize = 256;
+
 impl Store {
     /// Stores one turn of a conversation, committed before this returns. A
     /// turn stored before under the same index (a resume that asks again
     /// from a changed turn) is replaced.
+    ///
+    /// Turns of many conversations arrive at once (one per reply, each
+    /// waited for before the next request of its conversation is sent): a
+    /// commit each cost a conversation 2.5 times the CPU a single-turn test
+    /// case takes, most of it handing statements to SQLite's thread. So
+    /// they are committed in groups: one task writes every turn waiting
+    /// when it starts in one transaction, then answers each writer. Nothing
+    /// waits for a group to fill: a turn alone is written at once.
     pub async fn write_turn(&self, t: &TurnRecord) -> Result<(), StoreError> {
-        // Rows of its own: no lock on `result` is needed (results.rs).
-        let mut tx = Tx::write(&self.pool).await?;
-        let sql = format!(
-            "INSERT INTO turn ({COLUMNS}, endpoint) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25)
-             ON CONFLICT (run_id, test_code, repeat_index, turn_index) DO UPDATE SET
-               turn_code = excluded.turn_code, pressure = excluded.pressure, user_message = excluded.user_message,
-               prefilled = excluded.prefilled, judged = excluded.judged, request_hash = excluded.request_hash,
-               response = excluded.response, finish_reason = excluded.finish_reason, generation_id = excluded.generation_id,
-               prompt_tokens = excluded.prompt_tokens, completion_tokens = excluded.completion_tokens,
-               cost_usd = excluded.cost_usd, byok_cost_usd = excluded.byok_cost_usd, latency_ms = excluded.latency_ms,
-               attempts = excluded.attempts, cached = excluded.cached, served_model = excluded.served_model,
-               provider = excluded.provider, reasoning_tokens = excluded.reasoning_tokens,
-               cached_prompt_tokens = excluded.cached_prompt_tokens, endpoint = excluded.endpoint"
-        );
-        let endpoint = self.endpoint.clone();
-        on_tx!(&mut tx, |t2| sqlx::query(sqlx::AssertSqlSafe(sql.clone()))
-            .bind(t.run_id)
-            .bind(t.test_code.clone())
-            .bind(t.repeat_index)
-            .bind(t.turn_index)
-            .bind(t.turn_code.clone())
-            .bind(t.pressure.clone())
-            .bind(t.user_message.clone())
-            .bind(i64::from(t.prefilled))
-            .bind(i64::from(t.judged))
-            .bind(t.request_hash.clone())
-            .bind(t.response.clone())
-            .bind(t.finish_reason.clone())
-            .bind(t.generation_id.clone())
-            .bind(t.prompt_tokens)
-            .bind(t.completion_tokens)
-            .bind(if t.cost_usd.is_finite() {
-                t.cost_usd
-            } else {
-                0.0
-            })
-            .bind(if t.byok_cost_usd.is_finite() {
-                t.byok_cost_usd
-            } else {
-                0.0
-            })
-            .bind(t.latency_ms)
-            .bind(t.attempts)
-            .bind(i64::from(t.cached))
-            .bind(t.served_model.clone())
-            .bind(t.provider.clone())
-            .bind(t.reasoning_tokens)
-            .bind(t.cached_prompt_tokens)
-            .bind(endpoint.clone())
-            .execute(&mut **t2)
-            .await?
-            .rows_affected());
-        tx.commit().await?;
-        Ok(())
+        if let Some(queue) = self.turn_queue() {
+            let (done, wait) = oneshot::channel();
+            let queued = QueuedTurn {
+                turn: t.clone(),
+                endpoint: self.endpoint.clone(),
+                done,
+            };
+            // A queue whose task is gone (its runtime ended) writes here;
+            // a write lost with it is written again (the write replaces).
+            if queue.send(queued).is_ok()
+                && let Ok(written) = wait.await
+            {
+                return Ok(written?);
+            }
+        }
+        Ok(write_turns(&self.pool, &[(t, self.endpoint.clone())]).await?)
+    }
+
+    /// The group commit's queue, its task started on this runtime the
+    /// first time; None outside a runtime.
+    fn turn_queue(&self) -> Option<&mpsc::UnboundedSender<QueuedTurn>> {
+        let runtime = tokio::runtime::Handle::try_current().ok()?;
+        Some(self.turns.get_or_init(|| {
+            let (queue, waiting) = mpsc::unbounded_channel();
+            // The task holds the pool, not the store: it ends when the
+            // last handle (and with it the queue) is dropped.
+            runtime.spawn(group_commit(self.pool.clone(), waiting));
+            queue
+        }))
     }
 
     /// The stored turns of one conversation of a run, in order.
@@ -309,4 +297,103 @@ impl Store {
         pressures.sort();
         Ok((codes.into_iter().map(|(_, c)| c).collect(), pressures))
     }
+}
+
+/// Writes the turns waiting in `waiting`, a group to a transaction. When a
+/// group fails, each of its turns is written alone, so each writer gets
+/// its own answer.
+async fn group_commit(pool: Pool, mut waiting: mpsc::UnboundedReceiver<QueuedTurn>) {
+    while let Some(first) = waiting.recv().await {
+        let mut group = vec![first];
+        while group.len() < GROUP {
+            match waiting.try_recv() {
+                Ok(q) => group.push(q),
+                Err(_) => break,
+            }
+        }
+        let rows: Vec<(&TurnRecord, Option<String>)> = group
+            .iter()
+            .map(|q| (&q.turn, q.endpoint.clone()))
+            .collect();
+        let written = write_turns(&pool, &rows).await;
+        drop(rows);
+        match written {
+            Ok(()) => {
+                for q in group {
+                    let _ = q.done.send(Ok(()));
+                }
+            }
+            Err(e) if group.len() == 1 => {
+                let _ = group.remove(0).done.send(Err(e));
+            }
+            Err(_) => {
+                for q in group {
+                    let alone = write_turns(&pool, &[(&q.turn, q.endpoint.clone())]).await;
+                    let _ = q.done.send(alone);
+                }
+            }
+        }
+    }
+}
+
+/// Writes `turns` (each with its endpoint) in one transaction.
+async fn write_turns(
+    pool: &Pool,
+    turns: &[(&TurnRecord, Option<String>)],
+) -> Result<(), sqlx::Error> {
+    // Rows of their own: no lock on `result` is needed (results.rs).
+    let mut tx = Tx::write(pool).await?;
+    let sql = format!(
+            "INSERT INTO turn ({COLUMNS}, endpoint) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25)
+             ON CONFLICT (run_id, test_code, repeat_index, turn_index) DO UPDATE SET
+               turn_code = excluded.turn_code, pressure = excluded.pressure, user_message = excluded.user_message,
+               prefilled = excluded.prefilled, judged = excluded.judged, request_hash = excluded.request_hash,
+               response = excluded.response, finish_reason = excluded.finish_reason, generation_id = excluded.generation_id,
+               prompt_tokens = excluded.prompt_tokens, completion_tokens = excluded.completion_tokens,
+               cost_usd = excluded.cost_usd, byok_cost_usd = excluded.byok_cost_usd, latency_ms = excluded.latency_ms,
+               attempts = excluded.attempts, cached = excluded.cached, served_model = excluded.served_model,
+               provider = excluded.provider, reasoning_tokens = excluded.reasoning_tokens,
+               cached_prompt_tokens = excluded.cached_prompt_tokens, endpoint = excluded.endpoint"
+        );
+    for (t, endpoint) in turns {
+        on_tx!(&mut tx, |t2| sqlx::query(sqlx::AssertSqlSafe(sql.clone()))
+            .bind(t.run_id)
+            .bind(t.test_code.clone())
+            .bind(t.repeat_index)
+            .bind(t.turn_index)
+            .bind(t.turn_code.clone())
+            .bind(t.pressure.clone())
+            .bind(t.user_message.clone())
+            .bind(i64::from(t.prefilled))
+            .bind(i64::from(t.judged))
+            .bind(t.request_hash.clone())
+            .bind(t.response.clone())
+            .bind(t.finish_reason.clone())
+            .bind(t.generation_id.clone())
+            .bind(t.prompt_tokens)
+            .bind(t.completion_tokens)
+            .bind(if t.cost_usd.is_finite() {
+                t.cost_usd
+            } else {
+                0.0
+            })
+            .bind(if t.byok_cost_usd.is_finite() {
+                t.byok_cost_usd
+            } else {
+                0.0
+            })
+            .bind(t.latency_ms)
+            .bind(t.attempts)
+            .bind(i64::from(t.cached))
+            .bind(t.served_model.clone())
+            .bind(t.provider.clone())
+            .bind(t.reasoning_tokens)
+            .bind(t.cached_prompt_tokens)
+            .bind(endpoint.clone())
+            .execute(&mut **t2)
+            .await?
+            .rows_affected());
+    }
+    tx.commit().await?;
+    Ok(())
 }

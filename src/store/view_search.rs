@@ -147,6 +147,7 @@ impl Store {
             url: self.url.clone(),
             owner: self.owner.clone(),
             endpoint: None,
+            turns: Default::default(),
         })
     }
 

@@ -380,14 +380,26 @@ async fn kill_9_between_rounds_then_resume_sends_no_stored_turn_again() {
     // ... and its submission recorded (killed between OpenRouter's 202 and
     // the record, a batch is uncertain: a resume asks before sending again,
     // which batch_faults.rs tests).
+    // Held at OpenRouter, round 2 sends nothing more once it is out: no
+    // intent recorded and the mock's count unchanged for 300 ms.
     wait_until(60, "round 2's submission to be recorded", || {
         let pool = pool.clone();
+        let mock = mock.clone();
         async move {
-            sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM api_batch WHERE state = 'intent'")
+            let intents = || async {
+                sqlx::query_scalar::<_, i64>(
+                    "SELECT COUNT(*) FROM api_batch WHERE state = 'intent'",
+                )
                 .fetch_one(&pool)
                 .await
                 .unwrap_or(1)
-                == 0
+            };
+            let n = mock.state.lock().unwrap().batches.len();
+            if intents().await != 0 {
+                return false;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            intents().await == 0 && mock.state.lock().unwrap().batches.len() == n
         }
     })
     .await;

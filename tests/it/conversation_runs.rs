@@ -866,3 +866,74 @@ async fn a_variant_of_a_conversation_varies_every_user_message() {
     .unwrap();
     assert_eq!(originals, ["It was a joke anyway, forget it."]);
 }
+
+/// Turns written at once are committed in groups (store/turns.rs): each
+/// writer gets its own answer, every good turn is stored, and a turn that
+/// cannot be (a run that does not exist) fails alone, on SQLite and on
+/// PostgreSQL.
+#[tokio::test(flavor = "multi_thread")]
+async fn turns_written_at_once_are_each_stored_and_a_bad_one_fails_alone() {
+    let b = conversation_bench(SCRIPT);
+    let (server, _) = conversation_server().await;
+    ok(run(&b, &server, &["run-batch", "--all-scenarios"]));
+    let url = crate::support::db_path(&b).display().to_string();
+    write_many_turns(&url).await;
+    let Some(server_url) = crate::postgres::server() else {
+        return;
+    };
+    let db = crate::postgres::TestDb::create(&server_url).await;
+    let pg = crate::postgres::db_url(&server_url, &db.name);
+    let out = b
+        .helmbench()
+        .database(&pg)
+        .provider(crate::support::KEY, &server.uri())
+        .std()
+        .args(["run-batch", "--all-scenarios"])
+        .output()
+        .unwrap();
+    ok(out);
+    write_many_turns(&pg).await;
+    db.remove().await;
+}
+
+/// 200 turns of run 1 written at once, one of them (the 78th) of a run
+/// that does not exist.
+async fn write_many_turns(url: &str) {
+    let store = helmbench::store::Store::open(url).await.unwrap();
+    let mut writes = tokio::task::JoinSet::new();
+    for i in 0..200 {
+        let s = store.clone();
+        writes.spawn(async move {
+            let t = helmbench::domain::TurnRecord {
+                run_id: if i == 77 { 999 } else { 1 },
+                test_code: format!("X-{i}"),
+                user_message: format!("message {i}"),
+                response: Some(format!("reply {i}")),
+                ..Default::default()
+            };
+            (i, s.write_turn(&t).await.is_ok())
+        });
+    }
+    let mut failed = Vec::new();
+    while let Some(w) = writes.join_next().await {
+        let (i, ok) = w.unwrap();
+        if !ok {
+            failed.push(i);
+        }
+    }
+    assert_eq!(failed, [77], "{url}");
+    let stored: Vec<String> = store
+        .turns_of(1, "X-5", 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter_map(|t| t.response)
+        .collect();
+    assert_eq!(stored, ["reply 5"]);
+    for i in [0, 76, 78, 199] {
+        let n = store.turns_of(1, &format!("X-{i}"), 0).await.unwrap().len();
+        assert_eq!(n, 1, "X-{i} on {url}");
+    }
+    assert!(store.turns_of(999, "X-77", 0).await.unwrap().is_empty());
+    store.close().await;
+}
