@@ -9,7 +9,9 @@
 use super::backend::on;
 use super::decode::Row as _;
 use super::{Store, StoreError};
-use crate::domain::{CaseDetail, CaseJudgement, CaseLabel, CellStatus, NewLabel, Sibling};
+use crate::domain::{
+    CaseDetail, CaseJudgement, CaseLabel, CaseVariant, CellStatus, LaterMessage, NewLabel, Sibling,
+};
 
 const CASE: &str = "SELECT r.id AS result_id, r.run_id, l.model_id AS model, r.test_code, r.repeat_index,
         pl.code AS pillar, b.code AS behaviour, s.code AS scenario, c.code AS condition_code,
@@ -176,6 +178,80 @@ impl Store {
                     parsed: r.val("parsed"),
                 })
                 .collect())
+        })
+    }
+
+    /// Test case `original` (a code without `~`) and each of its variants
+    /// of the user's words (`original~name`, issue 43) in run `run_id` at
+    /// repeat `repeat_index`, the original first and then by name: each
+    /// one's verdict, its message 1 text (the perturbation's text as
+    /// stored with the run) and, in a conversation, its later user
+    /// messages as sent.
+    pub async fn case_variants(
+        &self,
+        run_id: i64,
+        original: &str,
+        repeat_index: i64,
+    ) -> Result<Vec<CaseVariant>, StoreError> {
+        // `original~…` as a range of codes, so the result index answers
+        // (byte order on both stores: `~` sorts below 0x7f, the byte after
+        // every variant's name).
+        let (lo, hi) = (format!("{original}~"), format!("{original}\u{7f}"));
+        on!(&self.pool, |pool| {
+            let rows = sqlx::query(
+                "SELECT r.id AS result_id, r.test_code, p.variant, p.variant_seed, p.prompt,
+                        r.passed, r.error_kind
+                   FROM result r JOIN perturbation p ON p.id = r.perturbation_id
+                  WHERE r.run_id = $1 AND r.repeat_index = $2
+                    AND (r.test_code = $3 OR (r.test_code > $4 AND r.test_code < $5))
+                  ORDER BY r.test_code",
+            )
+            .bind(run_id)
+            .bind(repeat_index)
+            .bind(original)
+            .bind(&lo)
+            .bind(&hi)
+            .fetch_all(pool)
+            .await?;
+            let turns = sqlx::query(
+                "SELECT test_code, turn_index, turn_code, user_message FROM turn
+                  WHERE run_id = $1 AND repeat_index = $2 AND turn_index > 0
+                    AND (test_code = $3 OR (test_code > $4 AND test_code < $5))
+                  ORDER BY test_code, turn_index",
+            )
+            .bind(run_id)
+            .bind(repeat_index)
+            .bind(original)
+            .bind(&lo)
+            .bind(&hi)
+            .fetch_all(pool)
+            .await?;
+            let mut out: Vec<CaseVariant> = rows
+                .iter()
+                .map(|r| CaseVariant {
+                    result_id: r.val("result_id"),
+                    test_code: r.val("test_code"),
+                    variant: r.val("variant"),
+                    variant_seed: r.val("variant_seed"),
+                    status: CellStatus::of(
+                        r.val("passed"),
+                        r.val::<Option<String>>("error_kind").as_deref(),
+                    ),
+                    message: r.val("prompt"),
+                    later: Vec::new(),
+                })
+                .collect();
+            for t in &turns {
+                let code: String = t.val("test_code");
+                if let Some(v) = out.iter_mut().find(|v| v.test_code == code) {
+                    v.later.push(LaterMessage {
+                        turn_index: t.val("turn_index"),
+                        turn_code: t.val("turn_code"),
+                        text: t.val("user_message"),
+                    });
+                }
+            }
+            Ok(out)
         })
     }
 
