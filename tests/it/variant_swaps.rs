@@ -122,20 +122,7 @@ async fn a_names_variant_swaps_the_name_in_the_rubric_the_judge_reads() {
         "{}",
         crate::support::stdout(&shown)
     );
-    let lines = crate::support::jsonl(
-        &b.helmbench()
-            .std()
-            .args([
-                "prompts",
-                "P3-B1-S1-C1-PT1",
-                "--variants",
-                "names",
-                "--format",
-                "jsonl",
-            ])
-            .output()
-            .unwrap(),
-    );
+    let lines = crate::support::jsonl(&names_prompts(&b, "43"));
     assert_eq!(lines[1]["swaps"]["names"]["Sarah"], new.as_str());
 
     // A rater labelling the variant reads the rubric its judge read.

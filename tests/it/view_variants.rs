@@ -9,10 +9,10 @@ use scraper::{Html, Selector};
 use serde_json::Value;
 use wiremock::{Request, ResponseTemplate};
 
-use crate::postgres::{TestDb, db_url, server};
+use crate::postgres::{TestDb, server};
 use crate::support::mock::{completion, prompt_of, serve};
 use crate::support::viewer::Viewer;
-use crate::support::{Bench, KEY, bench, db_path, ok, run};
+use crate::support::{Bench, bench, ok, run};
 
 /// Result ids by test code, from the viewer's own download.
 async fn ids(v: &Viewer, run_id: i64) -> Vec<(String, i64)> {
@@ -254,16 +254,9 @@ async fn a_conversations_later_user_messages_are_diffed_too() {
 async fn a_case_page_lists_its_variants_on_postgres() {
     let Some(pg) = server() else { return };
     let (b, _server) = single_turn().await;
-    let db = TestDb::create(&pg).await;
-    let url = db_url(&pg, &db.name);
-    let lite = db_path(&b).display().to_string();
-    ok(b.helmbench()
-        .database(&lite)
-        .provider(KEY, "http://127.0.0.1:9")
-        .std()
-        .args(["migrate", "--from", &lite, "--to", &url])
-        .output()
-        .unwrap());
+    let (db, url) = TestDb::migrated_from(&pg, &b).await;
     let v = Viewer::start_at(&b, &url, &[]);
     check_single_turn(&v, "postgres").await;
+    drop(v);
+    db.remove().await;
 }
