@@ -198,13 +198,16 @@ impl Store {
         // every variant's name).
         let (lo, hi) = (format!("{original}~"), format!("{original}\u{7f}"));
         on!(&self.pool, |pool| {
+            // A row per later user message (one row for a single turn).
             let rows = sqlx::query(
                 "SELECT r.id AS result_id, r.test_code, p.variant, p.variant_seed, p.prompt,
-                        r.passed, r.error_kind
+                        r.passed, r.error_kind, t.turn_index, t.turn_code, t.user_message
                    FROM result r JOIN perturbation p ON p.id = r.perturbation_id
+                   LEFT JOIN turn t ON t.run_id = r.run_id AND t.test_code = r.test_code
+                        AND t.repeat_index = r.repeat_index AND t.turn_index > 0
                   WHERE r.run_id = $1 AND r.repeat_index = $2
                     AND (r.test_code = $3 OR (r.test_code > $4 AND r.test_code < $5))
-                  ORDER BY r.test_code",
+                  ORDER BY r.test_code, t.turn_index",
             )
             .bind(run_id)
             .bind(repeat_index)
@@ -213,41 +216,29 @@ impl Store {
             .bind(&hi)
             .fetch_all(pool)
             .await?;
-            let turns = sqlx::query(
-                "SELECT test_code, turn_index, turn_code, user_message FROM turn
-                  WHERE run_id = $1 AND repeat_index = $2 AND turn_index > 0
-                    AND (test_code = $3 OR (test_code > $4 AND test_code < $5))
-                  ORDER BY test_code, turn_index",
-            )
-            .bind(run_id)
-            .bind(repeat_index)
-            .bind(original)
-            .bind(&lo)
-            .bind(&hi)
-            .fetch_all(pool)
-            .await?;
-            let mut out: Vec<CaseVariant> = rows
-                .iter()
-                .map(|r| CaseVariant {
-                    result_id: r.val("result_id"),
-                    test_code: r.val("test_code"),
-                    variant: r.val("variant"),
-                    variant_seed: r.val("variant_seed"),
-                    status: CellStatus::of(
-                        r.val("passed"),
-                        r.val::<Option<String>>("error_kind").as_deref(),
-                    ),
-                    message: r.val("prompt"),
-                    later: Vec::new(),
-                })
-                .collect();
-            for t in &turns {
-                let code: String = t.val("test_code");
-                if let Some(v) = out.iter_mut().find(|v| v.test_code == code) {
+            let mut out: Vec<CaseVariant> = Vec::new();
+            for r in &rows {
+                let result_id: i64 = r.val("result_id");
+                if out.last().is_none_or(|v| v.result_id != result_id) {
+                    out.push(CaseVariant {
+                        result_id,
+                        test_code: r.val("test_code"),
+                        variant: r.val("variant"),
+                        variant_seed: r.val("variant_seed"),
+                        status: CellStatus::of(
+                            r.val("passed"),
+                            r.val::<Option<String>>("error_kind").as_deref(),
+                        ),
+                        message: r.val("prompt"),
+                        later: Vec::new(),
+                    });
+                }
+                if let Some(turn_index) = r.val::<Option<i64>>("turn_index") {
+                    let v = out.last_mut().expect("pushed above");
                     v.later.push(LaterMessage {
-                        turn_index: t.val("turn_index"),
-                        turn_code: t.val("turn_code"),
-                        text: t.val("user_message"),
+                        turn_index,
+                        turn_code: r.val("turn_code"),
+                        text: r.val("user_message"),
                     });
                 }
             }

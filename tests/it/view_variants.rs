@@ -198,16 +198,27 @@ async fn a_case_page_lists_its_variants_with_the_words_they_changed() {
 /// words its variant changed against the original's same message.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_conversations_later_user_messages_are_diffed_too() {
+    let b = conversation().await;
+    let v = Viewer::start(&b, &[]);
+    check_conversation(&v).await;
+}
+
+/// The judged conversation of `conversation_judging`, run as written and
+/// in lower case.
+async fn conversation() -> Bench {
     let (b, server) = crate::conversation_judging::judged_conversation().await;
     ok(run(
         &b,
         &server,
         &["run-batch", "--all-scenarios", "--variants", "lowercase"],
     ));
-    let v = Viewer::start(&b, &[]);
-    let ids = ids(&v, 1).await;
+    b
+}
+
+async fn check_conversation(v: &Viewer) {
+    let ids = ids(v, 1).await;
     let code = "P3-B1-S1-C1-PT1";
-    let page = crate::view::get(&v, &format!("/case/{}", id_of(&ids, code))).await;
+    let page = crate::view::get(v, &format!("/case/{}", id_of(&ids, code))).await;
     let body = &page.body;
     assert_eq!(columns(body), ["original", "lowercase"], "{body}");
     let l = Html::parse_document(&column(body, "lowercase"));
@@ -248,7 +259,7 @@ async fn a_conversations_later_user_messages_are_diffed_too() {
     );
 }
 
-/// The same section from the team store (PostgreSQL), on the run
+/// The same sections from the team store (PostgreSQL), on the runs
 /// migrated from SQLite.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_case_page_lists_its_variants_on_postgres() {
@@ -257,6 +268,13 @@ async fn a_case_page_lists_its_variants_on_postgres() {
     let (db, url) = TestDb::migrated_from(&pg, &b).await;
     let v = Viewer::start_at(&b, &url, &[]);
     check_single_turn(&v, "postgres").await;
+    drop(v);
+    db.remove().await;
+    // A conversation's later messages, read from its turns there too.
+    let b = conversation().await;
+    let (db, url) = TestDb::migrated_from(&pg, &b).await;
+    let v = Viewer::start_at(&b, &url, &[]);
+    check_conversation(&v).await;
     drop(v);
     db.remove().await;
 }
