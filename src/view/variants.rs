@@ -14,6 +14,7 @@ use similar::ChangeTag;
 use similar::utils::diff_words;
 
 use super::layout::{inline, status_badge};
+use crate::benchmark::conversation::is_simulated;
 use crate::domain::CaseVariant;
 
 /// The section; nothing when the run holds no variant of this test case.
@@ -54,7 +55,11 @@ pub fn section(variants: &[CaseVariant], current: i64, collapsed: bool) -> Marku
                         @for m in &v.later {
                             @let label = m.turn_code.clone().unwrap_or_else(|| format!("message {}", m.turn_index + 1));
                             @let was = against.map(|o| o.later.iter().find(|l| l.turn_index == m.turn_index).map(|l| l.text.as_str()));
+                            @let simulated = m.turn_code.as_deref().is_some_and(is_simulated);
                             @match was {
+                                // A simulated user wrote it in each conversation: a
+                                // difference is the user model's, not the variant's.
+                                _ if simulated => (message(&format!("{label} (simulated user: written by the user model, not varied)"), None, &m.text, collapsed)),
                                 // The original's conversation ended before this message.
                                 Some(None) => (message(&format!("{label} (not in the original)"), None, &m.text, collapsed)),
                                 Some(Some(o)) => (message(&label, Some(o), &m.text, collapsed)),
@@ -155,6 +160,23 @@ mod tests {
         assert!(page.contains(r#"href="/case/2""#));
         assert!(!page.contains(r#"href="/case/1""#));
         assert_eq!(changed_words("a b c", "a b c"), (0, 3));
+    }
+
+    #[test]
+    fn a_simulated_users_message_is_shown_as_written_not_diffed() {
+        let later = |text: &str| LaterMessage {
+            turn_index: 1,
+            turn_code: Some("S1".into()),
+            text: text.into(),
+        };
+        let mut original = case(1, None, "Hello");
+        original.later.push(later("I feel low"));
+        let mut lower = case(2, Some("lowercase"), "hello");
+        lower.later.push(later("Something else"));
+        let page = section(&[original, lower], 1, false).into_string();
+        assert!(page.contains("S1 (simulated user: written by the user model, not varied)"));
+        assert!(page.contains("<bdi>Something else</bdi>"), "{page}");
+        assert!(page.contains("<del>Hello</del><ins>hello</ins>"), "{page}");
     }
 
     #[test]

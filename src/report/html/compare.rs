@@ -241,7 +241,21 @@ mod tests {
     #[test]
     fn html_escapes_every_name_by_construction() {
         let hostile = "<script>alert('x')</script>&\"";
-        let page = render(&comparison(hostile), &[]);
+        let drop = VariantDrop {
+            variant: "typos".into(),
+            a: "a/x".into(),
+            b: hostile.into(),
+            a_run_id: 1,
+            b_run_id: 2,
+            pairs: 2,
+            a_difference: -0.5,
+            b_difference: 0.0,
+            a_difference_ci: None,
+            b_difference_ci: Some([0.0, 0.0]),
+            difference: -0.5,
+            difference_ci: Some([-1.0, 0.0]),
+        };
+        let page = render(&comparison(hostile), &[drop]);
         assert!(!page.contains("<script"), "{page}");
         assert!(page.contains("&lt;script&gt;alert('x')&lt;/script&gt;&amp;&quot;"));
         assert_eq!(page.matches("data-chart=\"forest\"").count(), 1);
@@ -251,9 +265,26 @@ mod tests {
         let doc = scraper::Html::parse_document(&page);
         let sel = |css: &str| scraper::Selector::parse(css).unwrap();
         assert_eq!(doc.select(&sel("script")).count(), 0);
+        let drop_cells: Vec<String> = doc
+            .select(&sel("table[data-table=variant-drops] td"))
+            .map(|e| e.text().collect())
+            .collect();
+        assert_eq!(
+            drop_cells[3..],
+            [
+                "2",
+                "-50.0",
+                "n/a",
+                "+0.0",
+                "+0.0 to +0.0",
+                "-50.0",
+                "-100.0 to +0.0"
+            ]
+        );
         for css in [
             "table[data-table=leaderboard] td",
             "table[data-table=pairs] td",
+            "table[data-table=variant-drops] td",
             "figcaption",
         ] {
             assert!(
