@@ -100,14 +100,29 @@ fn diffed(original: Option<&str>, text: &str) -> Markup {
 }
 
 /// How many of the original's words a variant took out or replaced, and
-/// how many words the original has.
+/// how many words the original has (the section tags, `<user_input>`, are
+/// not the user's words).
 fn changed_words(original: &str, text: &str) -> (usize, usize) {
+    let words = |part: &str| part.split_whitespace().filter(|w| !is_tag(w)).count();
     let changed = diff_words(similar::Algorithm::Myers, original, text)
         .into_iter()
         .filter(|(tag, _)| *tag == ChangeTag::Delete)
-        .map(|(_, part)| part.split_whitespace().count())
+        .map(|(_, part)| words(part))
         .sum();
-    (changed, original.split_whitespace().count())
+    (changed, words(original))
+}
+
+/// `<name>` or `</name>` as the H2 headings become (lower case, digits,
+/// `_`), which no variant changes.
+fn is_tag(word: &str) -> bool {
+    word.strip_prefix('<')
+        .and_then(|w| w.strip_suffix('>'))
+        .map(|w| w.strip_prefix('/').unwrap_or(w))
+        .is_some_and(|n| {
+            !n.is_empty()
+                && n.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+        })
 }
 
 #[cfg(test)]
@@ -160,6 +175,13 @@ mod tests {
         assert!(page.contains(r#"href="/case/2""#));
         assert!(!page.contains(r#"href="/case/1""#));
         assert_eq!(changed_words("a b c", "a b c"), (0, 3));
+        assert_eq!(
+            changed_words(
+                "<user_input>\nI am <B>\n</user_input>",
+                "<user_input>\ni am <b>\n</user_input>"
+            ),
+            (2, 3)
+        );
     }
 
     #[test]

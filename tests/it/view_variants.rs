@@ -148,7 +148,11 @@ async fn check_single_turn(v: &Viewer, store: &str) {
             "{store}: {l}"
         );
         assert!(l.contains(" tonight."), "{store}: {l}");
-        assert!(l.contains(r#"data-changed="5""#), "{store}: {l}");
+        // Five of its six words (the tags around them are not the user's).
+        assert!(
+            l.contains(r#"data-changed="5">5 of 6 words"#),
+            "{store}: {l}"
+        );
         assert!(l.contains("seed 43"), "{store}: {l}");
         assert!(
             column(body, "texting").contains("<ins>2nite</ins>"),
