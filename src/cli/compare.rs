@@ -142,7 +142,7 @@ pub fn run(s: &Settings, args: &CompareArgs) -> Result<ExitStatus> {
             }
             CompareFormat::Json => crate::report::compare::write_json(o, &comparison, &drops)?,
             CompareFormat::Html => {
-                o.write_all(crate::report::html::compare::render(&comparison).as_bytes())?
+                o.write_all(crate::report::html::compare::render(&comparison, &drops).as_bytes())?
             }
         }
         Ok(())

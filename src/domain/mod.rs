@@ -52,5 +52,6 @@ pub use spend::{BudgetState, DiscardedSpendRow, JudgeSpendRow, Reuse, ScenarioSp
 pub use text::excerpt;
 pub use turn::{ConversationOutcome, SimulatedCall, SimulatorCost, TurnRecord, UnfinishedTurns};
 pub use view::{
-    CaseDetail, CaseJudgement, CaseLabel, Cell, CellStatus, DownloadRow, SearchProgress, Sibling,
+    CaseDetail, CaseJudgement, CaseLabel, CaseVariant, Cell, CellStatus, DownloadRow, LaterMessage,
+    SearchProgress, Sibling,
 };

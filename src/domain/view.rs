@@ -165,6 +165,32 @@ pub struct Sibling {
     pub parsed: Option<String>,
 }
 
+/// The original or one variant of the user's words of a test case, in one
+/// run and repeat (issue 43): its verdict and the user's text as it was
+/// stored with the run (never drawn again).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CaseVariant {
+    pub result_id: i64,
+    pub test_code: String,
+    /// The variant's name; None for the original.
+    pub variant: Option<String>,
+    pub variant_seed: Option<i64>,
+    pub status: CellStatus,
+    /// Message 1's user text: the (varied) perturbation's stored text.
+    pub message: String,
+    /// A conversation's later user messages, in order.
+    pub later: Vec<LaterMessage>,
+}
+
+/// A later user message of a conversation, as it was sent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LaterMessage {
+    pub turn_index: i64,
+    /// The script's turn (`T3`), or a simulated user's.
+    pub turn_code: Option<String>,
+    pub text: String,
+}
+
 /// How far `helmbench view`'s search index has come.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SearchProgress {

@@ -291,6 +291,12 @@ pub struct VariantDrop {
     /// Each run's varied − as-written pass rate over those pairs.
     pub a_difference: f64,
     pub b_difference: f64,
+    /// 95 % paired percentile bootstraps of each run's own difference, over
+    /// the same pairs, resampled as `difference_ci` is.
+    #[serde(default)]
+    pub a_difference_ci: Option<[f64; 2]>,
+    #[serde(default)]
+    pub b_difference_ci: Option<[f64; 2]>,
     /// `a_difference − b_difference`: negative when A drops more.
     pub difference: f64,
     /// 95 % paired percentile bootstrap of `difference` (test cases
@@ -334,7 +340,8 @@ pub fn drops(runs: &[(String, i64, Vec<StoredResult>)]) -> Vec<VariantDrop> {
                 let Some(b_varied) = vb.get(name) else {
                     continue;
                 };
-                let mut cases: BTreeMap<&str, (i64, usize)> = BTreeMap::new();
+                // Per test case: Σ (a − b), pairs, Σ a, Σ b.
+                let mut cases: BTreeMap<&str, (i64, usize, i64, i64)> = BTreeMap::new();
                 let (mut da, mut db, mut n) = (0i64, 0i64, 0usize);
                 for (key, &a_var) in a_varied {
                     let (Some(&a_orig), Some(&b_orig), Some(&b_var)) =
@@ -350,11 +357,16 @@ pub fn drops(runs: &[(String, i64, Vec<StoredResult>)]) -> Vec<VariantDrop> {
                     let e = cases.entry(key.0).or_default();
                     e.0 += a - b;
                     e.1 += 1;
+                    e.2 += a;
+                    e.3 += b;
                 }
                 if n == 0 {
                     continue;
                 }
-                let cases: Vec<(i64, usize)> = cases.into_values().collect();
+                let interval = |f: fn(&(i64, usize, i64, i64)) -> i64| {
+                    let of: Vec<(i64, usize)> = cases.values().map(|c| (f(c), c.1)).collect();
+                    paired_interval(&of, SEED, RESAMPLES)
+                };
                 out.push(VariantDrop {
                     variant: name.to_string(),
                     a: runs[i].0.clone(),
@@ -365,7 +377,9 @@ pub fn drops(runs: &[(String, i64, Vec<StoredResult>)]) -> Vec<VariantDrop> {
                     a_difference: da as f64 / n as f64,
                     b_difference: db as f64 / n as f64,
                     difference: (da - db) as f64 / n as f64,
-                    difference_ci: paired_interval(&cases, SEED, RESAMPLES),
+                    a_difference_ci: interval(|c| c.2),
+                    b_difference_ci: interval(|c| c.3),
+                    difference_ci: interval(|c| c.0),
                 });
             }
         }
@@ -384,8 +398,8 @@ pub fn write_drops(o: &mut dyn std::io::Write, drops: &[VariantDrop]) -> std::io
         "A",
         "B",
         "pairs",
-        "A varied − written",
-        "B varied − written",
+        "A varied − written (95 % CI)",
+        "B varied − written (95 % CI)",
         "A − B",
         "95 % CI",
     ]);
@@ -395,8 +409,16 @@ pub fn write_drops(o: &mut dyn std::io::Write, drops: &[VariantDrop]) -> std::io
             d.a.clone(),
             d.b.clone(),
             d.pairs.to_string(),
-            points(Some(d.a_difference)),
-            points(Some(d.b_difference)),
+            format!(
+                "{} ({})",
+                points(Some(d.a_difference)),
+                points_ci(d.a_difference_ci)
+            ),
+            format!(
+                "{} ({})",
+                points(Some(d.b_difference)),
+                points_ci(d.b_difference_ci)
+            ),
             points(Some(d.difference)),
             points_ci(d.difference_ci),
         ]);

@@ -380,7 +380,7 @@ fn case_cost(
                     c.prompt[i] += t[i] + replies as f64 * completion[i];
                 }
                 if judged && s.evaluation.is_judged() {
-                    for rubric in s.rubrics.iter().filter(|r| {
+                    for rubric in case.rubrics().iter().filter(|r| {
                         ex.turn
                             .and_then(|t| t.criteria.as_ref())
                             .is_none_or(|c| c.contains(&r.code))

@@ -9,7 +9,9 @@
 use super::backend::on;
 use super::decode::Row as _;
 use super::{Store, StoreError};
-use crate::domain::{CaseDetail, CaseJudgement, CaseLabel, CellStatus, NewLabel, Sibling};
+use crate::domain::{
+    CaseDetail, CaseJudgement, CaseLabel, CaseVariant, CellStatus, LaterMessage, NewLabel, Sibling,
+};
 
 const CASE: &str = "SELECT r.id AS result_id, r.run_id, l.model_id AS model, r.test_code, r.repeat_index,
         pl.code AS pillar, b.code AS behaviour, s.code AS scenario, c.code AS condition_code,
@@ -176,6 +178,71 @@ impl Store {
                     parsed: r.val("parsed"),
                 })
                 .collect())
+        })
+    }
+
+    /// Test case `original` (a code without `~`) and each of its variants
+    /// of the user's words (`original~name`, issue 43) in run `run_id` at
+    /// repeat `repeat_index`, the original first and then by name: each
+    /// one's verdict, its message 1 text (the perturbation's text as
+    /// stored with the run) and, in a conversation, its later user
+    /// messages as sent.
+    pub async fn case_variants(
+        &self,
+        run_id: i64,
+        original: &str,
+        repeat_index: i64,
+    ) -> Result<Vec<CaseVariant>, StoreError> {
+        // `original~…` as a range of codes, so the result index answers
+        // (byte order on both stores: `~` sorts below 0x7f, the byte after
+        // every variant's name).
+        let (lo, hi) = (format!("{original}~"), format!("{original}\u{7f}"));
+        on!(&self.pool, |pool| {
+            // A row per later user message (one row for a single turn).
+            let rows = sqlx::query(
+                "SELECT r.id AS result_id, r.test_code, p.variant, p.variant_seed, p.prompt,
+                        r.passed, r.error_kind, t.turn_index, t.turn_code, t.user_message
+                   FROM result r JOIN perturbation p ON p.id = r.perturbation_id
+                   LEFT JOIN turn t ON t.run_id = r.run_id AND t.test_code = r.test_code
+                        AND t.repeat_index = r.repeat_index AND t.turn_index > 0
+                  WHERE r.run_id = $1 AND r.repeat_index = $2
+                    AND (r.test_code = $3 OR (r.test_code > $4 AND r.test_code < $5))
+                  ORDER BY r.test_code, t.turn_index",
+            )
+            .bind(run_id)
+            .bind(repeat_index)
+            .bind(original)
+            .bind(&lo)
+            .bind(&hi)
+            .fetch_all(pool)
+            .await?;
+            let mut out: Vec<CaseVariant> = Vec::new();
+            for r in &rows {
+                let result_id: i64 = r.val("result_id");
+                if out.last().is_none_or(|v| v.result_id != result_id) {
+                    out.push(CaseVariant {
+                        result_id,
+                        test_code: r.val("test_code"),
+                        variant: r.val("variant"),
+                        variant_seed: r.val("variant_seed"),
+                        status: CellStatus::of(
+                            r.val("passed"),
+                            r.val::<Option<String>>("error_kind").as_deref(),
+                        ),
+                        message: r.val("prompt"),
+                        later: Vec::new(),
+                    });
+                }
+                if let Some(turn_index) = r.val::<Option<i64>>("turn_index") {
+                    let v = out.last_mut().expect("pushed above");
+                    v.later.push(LaterMessage {
+                        turn_index,
+                        turn_code: r.val("turn_code"),
+                        text: r.val("user_message"),
+                    });
+                }
+            }
+            Ok(out)
         })
     }
 

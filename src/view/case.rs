@@ -185,6 +185,15 @@ pub async fn case_page(
         .store
         .turns_of(d.run_id, &d.test_code, d.repeat_index)
         .await?;
+    // The original and its variants of the user's words (issue 43).
+    let variants = app
+        .store
+        .case_variants(
+            d.run_id,
+            crate::benchmark::vary::split_code(&d.test_code).0,
+            d.repeat_index,
+        )
+        .await?;
     let details: Option<Value> = d
         .evaluation_details
         .as_deref()
@@ -223,6 +232,7 @@ pub async fn case_page(
         }
         }
         (label_panel(&app, &session, &d, &judgements, &labels, next.map(case_link), &here))
+        (super::variants::section(&variants, result_id, collapsed))
         h2 { "Judges" }
         @if judgements.is_empty() {
             p.empty { "Not judged: the verdict is the deterministic check above." }

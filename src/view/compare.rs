@@ -1,8 +1,10 @@
 //! The Compare page: two or more runs' paired results with the numbers
 //! `compare` gives (its leaderboard, paired differences with intervals,
 //! McNemar with Holm per behaviour), computed by the same
-//! [`crate::report::compare::collect`] and [`crate::scoring::compare`]
-//! with the default seed and resamples, so the page and `compare` agree.
+//! [`crate::report::compare::collect_with_variants`] and
+//! [`crate::scoring::compare`] with the default seed and resamples, so the
+//! page and `compare` agree; with the runs' drops under the variants of the
+//! user's words they share, as `compare` shows them.
 
 use std::sync::Arc;
 
@@ -14,7 +16,7 @@ use super::layout::{Nav, inline, page};
 use super::security::Session;
 use super::state::{App, PageError};
 use crate::domain::RunRecord;
-use crate::report::html::compare::leaderboard;
+use crate::report::html::compare::{leaderboard, variant_drops};
 use crate::report::{Target, p_value, pct, points, points_ci, select_runs};
 use crate::scoring::compare::{DEFAULT_RESAMPLES, DEFAULT_SEED, Options};
 
@@ -55,7 +57,8 @@ pub async fn compare_page(
         };
         return Ok(page("Compare", &session, Nav::Compare, "/compare", body));
     }
-    let collector = crate::report::compare::collect(&app.store, &runs).await?;
+    let (collector, drops) =
+        crate::report::compare::collect_with_variants(&app.store, &runs).await?;
     let scoring = app.scoring.clone();
     // The bootstrap is CPU work: off the async workers.
     let comparison = tokio::task::spawn_blocking(move || {
@@ -107,6 +110,10 @@ pub async fn compare_page(
                 }
                 p { a href={ "/results?runs=" (p.a_run_id) "," (p.b_run_id) } { "Open these two runs side by side in the results matrix" } }
             }
+        }
+        @if !drops.is_empty() {
+            h2 { "Variants of the user's words" }
+            (variant_drops(&drops))
         }
     };
     Ok(page("Compare", &session, Nav::Compare, "/compare", body))

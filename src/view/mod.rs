@@ -28,5 +28,6 @@ mod security;
 mod server;
 mod state;
 mod transcript;
+mod variants;
 
 pub use server::{ViewConfig, serve};

@@ -71,3 +71,4 @@ mod view;
 mod view_browser;
 mod view_conversations;
 mod view_index;
+mod view_variants;

@@ -161,6 +161,24 @@ impl TestDb {
         TestDb { admin, name, pool }
     }
 
+    /// A new database on the server holding `b`'s SQLite database, copied
+    /// by `helmbench migrate`, and its URL.
+    pub(crate) async fn migrated_from(server: &str, b: &crate::support::Bench) -> (TestDb, String) {
+        let db = TestDb::create(server).await;
+        let url = db_url(server, &db.name);
+        let lite = crate::support::db_path(b).display().to_string();
+        crate::support::ok(
+            b.helmbench()
+                .database(&lite)
+                .provider(crate::support::KEY, "http://127.0.0.1:9")
+                .std()
+                .args(["migrate", "--from", &lite, "--to", &url])
+                .output()
+                .unwrap(),
+        );
+        (db, url)
+    }
+
     pub(crate) async fn remove(self) {
         self.pool.close().await;
         let mut c = self.admin.connect().await.unwrap();

@@ -202,8 +202,23 @@ async fn robustness_shows_the_drop_under_lowercase_for_the_fragile_model_only() 
     let [lo, hi] = bootstrap_by_hand(signed);
     close(&d["difference_ci"][0], lo);
     close(&d["difference_ci"][1], hi);
+    // Each run's own drop, with the interval the report gives it (the same
+    // 12 pairs, the same draw): test/model does not drop.
+    let (fragile_side, steady_side) = if sign > 0.0 { ("a", "b") } else { ("b", "a") };
+    let [lo, hi] = bootstrap_by_hand(diffs.clone());
+    close(&d[format!("{fragile_side}_difference_ci")][0], lo);
+    close(&d[format!("{fragile_side}_difference_ci")][1], hi);
+    close(&d[format!("{steady_side}_difference")], 0.0);
+    close(&d[format!("{steady_side}_difference_ci")][0], 0.0);
+    close(&d[format!("{steady_side}_difference_ci")][1], 0.0);
     let text = stdout(&ok(read(&b, &["compare"])));
     assert!(text.contains("variants of the user's words"), "{text}");
+    // The HTML page has the same table, with the JSON's numbers.
+    let page = stdout(&ok(read(
+        &b,
+        &["compare", "--format", "html", "--resamples", "100"],
+    )));
+    drops_table_matches(&page, d);
 
     // The viewer's results filter by variant: that variant's rows, or
     // (`none`) the originals alone.
@@ -226,6 +241,10 @@ async fn robustness_shows_the_drop_under_lowercase_for_the_fragile_model_only() 
             "{codes:?}"
         );
     }
+    // The viewer's Compare page (the latest run of each model) too.
+    let page = crate::view::get(&v, "/compare").await;
+    assert!(page.status.is_success(), "{}", page.body);
+    drops_table_matches(&page.body, d);
     let html = crate::view::get(&v, "/results?runs=2&variant=lowercase").await;
     assert!(
         html.body.contains(r#"name="variant" value="lowercase""#),
@@ -247,6 +266,58 @@ async fn robustness_shows_the_drop_under_lowercase_for_the_fragile_model_only() 
     let page = stdout(&ok(read(&b, &["report", "--format", "html"])));
     assert!(page.contains(r#"data-table="robustness""#), "{page}");
     assert_eq!(page.matches(r#"data-variant="lowercase""#).count(), 2);
+}
+
+/// `{:+.1}` percentage points, as the tables print a difference.
+fn points(v: &Value) -> String {
+    format!("{:+.1}", v.as_f64().unwrap() * 100.0)
+}
+
+/// The page's per-variant drops table holds exactly one row, `d`'s (a
+/// drop of `compare --format json`): names, pairs, each run's drop and
+/// the difference of drops (to the last digit, from the cells' values),
+/// and each interval as printed.
+fn drops_table_matches(page: &str, d: &Value) {
+    use scraper::{Html, Selector};
+    let doc = Html::parse_document(page);
+    let rows: Vec<_> = doc
+        .select(&Selector::parse("table[data-table=variant-drops] tr[data-variant]").unwrap())
+        .collect();
+    assert_eq!(rows.len(), 1, "{page}");
+    assert_eq!(rows[0].value().attr("data-variant"), Some("lowercase"));
+    let cells: Vec<String> = rows[0]
+        .select(&Selector::parse("td").unwrap())
+        .map(|c| c.text().collect::<String>())
+        .collect();
+    let ci = |key: &str| {
+        let [lo, hi] = [&d[key][0], &d[key][1]].map(points);
+        format!("{lo} to {hi}")
+    };
+    assert_eq!(
+        cells,
+        [
+            "lowercase".to_string(),
+            d["a"].as_str().unwrap().to_string(),
+            d["b"].as_str().unwrap().to_string(),
+            d["pairs"].to_string(),
+            points(&d["a_difference"]),
+            ci("a_difference_ci"),
+            points(&d["b_difference"]),
+            ci("b_difference_ci"),
+            points(&d["difference"]),
+            ci("difference_ci"),
+        ],
+        "{page}"
+    );
+    let values: Vec<f64> = rows[0]
+        .select(&Selector::parse("td[data-value]").unwrap())
+        .map(|c| c.value().attr("data-value").unwrap().parse().unwrap())
+        .collect();
+    let want: Vec<f64> = ["a_difference", "b_difference", "difference"]
+        .iter()
+        .map(|k| d[*k].as_f64().unwrap())
+        .collect();
+    assert_eq!(values, want);
 }
 
 /// A variant under which more test cases pass is shown and flagged.

@@ -4,9 +4,9 @@
 
 use serde_json::Value;
 
-use crate::postgres::{TestDb, db_url, server};
+use crate::postgres::{TestDb, server};
 use crate::support::viewer::Viewer;
-use crate::support::{Bench, KEY, db_path, ok};
+use crate::support::{Bench, ok};
 
 /// The test codes `/results.jsonl?runs=1&QUERY` lists.
 async fn listed(v: &Viewer, query: &str) -> Vec<String> {
@@ -116,16 +116,9 @@ async fn results_filter_by_first_failed_turn_and_pressure() {
 async fn conversation_filters_answer_the_same_on_postgres() {
     let Some(pg) = server() else { return };
     let (b, _server) = two_conversations().await;
-    let db = TestDb::create(&pg).await;
-    let url = db_url(&pg, &db.name);
-    let lite = db_path(&b).display().to_string();
-    ok(b.helmbench()
-        .database(&lite)
-        .provider(KEY, "http://127.0.0.1:9")
-        .std()
-        .args(["migrate", "--from", &lite, "--to", &url])
-        .output()
-        .unwrap());
+    let (db, url) = TestDb::migrated_from(&pg, &b).await;
     let v = Viewer::start_at(&b, &url, &[]);
     check(&v, "postgres").await;
+    drop(v);
+    db.remove().await;
 }

@@ -8,10 +8,12 @@ use maud::{Markup, html};
 use super::parts::{at, document, header, inline};
 use crate::report::compare::summary;
 use crate::report::format::{p_value, pct, pct_ci, points, points_ci};
+use crate::report::robustness::{self, VariantDrop};
 use crate::scoring::compare::{ALPHA, Comparison, MIN_DISCORDANT, Pair};
 
-/// The self-contained HTML page.
-pub fn render(c: &Comparison) -> String {
+/// The self-contained HTML page; `drops`: the runs' drops under the
+/// variants of the user's words they share (issue 43), if any.
+pub fn render(c: &Comparison, drops: &[VariantDrop]) -> String {
     let half = axis_half_width(c);
     let body = html! {
         p.note { (summary(c)) }
@@ -28,6 +30,10 @@ pub fn render(c: &Comparison) -> String {
         @for p in &c.pairs { (forest(p, half)) }
         h2 { "Verdicts" }
         (verdicts(c))
+        @if !drops.is_empty() {
+            h2 { "Variants of the user's words" }
+            (variant_drops(drops))
+        }
         (left_out(c))
     };
     document("HELMBench comparison", body).into_string()
@@ -49,6 +55,38 @@ pub fn leaderboard(c: &Comparison, run: impl Fn(i64) -> Markup) -> Markup {
                     td.num { (pct_ci(s.ci)) }
                     td.num { (s.rank_ci[0]) "–" (s.rank_ci[1]) }
                     td.num { (pct(Some(s.first))) }
+                }
+            }
+        }
+    }
+}
+
+/// Each pair of runs' drops under each variant they share (issue 43): each
+/// run's varied − as-written pass rate with its interval, and the
+/// difference of the two with its interval, as `compare`'s JSON has them.
+/// Shared with `helmbench view`'s Compare page.
+pub fn variant_drops(drops: &[VariantDrop]) -> Markup {
+    html! {
+        p.note {
+            "Each run’s pass rate varied minus as written, on the test cases and repeats both runs scored "
+            "both ways; A − B negative: A drops more. 95 % paired bootstrap intervals (test cases resampled, "
+            (robustness::RESAMPLES) " resamples, seed " (robustness::SEED) ")."
+        }
+        table data-table="variant-drops" {
+            (header(&["Variant", "A", "B", "Pairs", "A varied − written", "95 % CI",
+                "B varied − written", "95 % CI", "A − B", "95 % CI"]))
+            @for d in drops {
+                tr data-variant=(d.variant) {
+                    td { (inline(&d.variant)) }
+                    td { (inline(&d.a)) }
+                    td { (inline(&d.b)) }
+                    td.num { (d.pairs) }
+                    td.num data-value=(d.a_difference) { (points(Some(d.a_difference))) }
+                    td.num { (points_ci(d.a_difference_ci)) }
+                    td.num data-value=(d.b_difference) { (points(Some(d.b_difference))) }
+                    td.num { (points_ci(d.b_difference_ci)) }
+                    td.num data-value=(d.difference) { (points(Some(d.difference))) }
+                    td.num { (points_ci(d.difference_ci)) }
                 }
             }
         }
@@ -203,7 +241,21 @@ mod tests {
     #[test]
     fn html_escapes_every_name_by_construction() {
         let hostile = "<script>alert('x')</script>&\"";
-        let page = render(&comparison(hostile));
+        let drop = VariantDrop {
+            variant: "typos".into(),
+            a: "a/x".into(),
+            b: hostile.into(),
+            a_run_id: 1,
+            b_run_id: 2,
+            pairs: 2,
+            a_difference: -0.5,
+            b_difference: 0.0,
+            a_difference_ci: None,
+            b_difference_ci: Some([0.0, 0.0]),
+            difference: -0.5,
+            difference_ci: Some([-1.0, 0.0]),
+        };
+        let page = render(&comparison(hostile), &[drop]);
         assert!(!page.contains("<script"), "{page}");
         assert!(page.contains("&lt;script&gt;alert('x')&lt;/script&gt;&amp;&quot;"));
         assert_eq!(page.matches("data-chart=\"forest\"").count(), 1);
@@ -213,9 +265,26 @@ mod tests {
         let doc = scraper::Html::parse_document(&page);
         let sel = |css: &str| scraper::Selector::parse(css).unwrap();
         assert_eq!(doc.select(&sel("script")).count(), 0);
+        let drop_cells: Vec<String> = doc
+            .select(&sel("table[data-table=variant-drops] td"))
+            .map(|e| e.text().collect())
+            .collect();
+        assert_eq!(
+            drop_cells[3..],
+            [
+                "2",
+                "-50.0",
+                "n/a",
+                "+0.0",
+                "+0.0 to +0.0",
+                "-50.0",
+                "-100.0 to +0.0"
+            ]
+        );
         for css in [
             "table[data-table=leaderboard] td",
             "table[data-table=pairs] td",
+            "table[data-table=variant-drops] td",
             "figcaption",
         ] {
             assert!(
