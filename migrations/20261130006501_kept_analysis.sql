@@ -6,7 +6,7 @@
 -- the helmbench that computed it); a report whose key differs computes
 -- the analysis afresh and never reads this one.
 CREATE TABLE kept_analysis (
-    run_id INTEGER PRIMARY KEY REFERENCES evaluation_run(id) ON DELETE CASCADE,
+    run_id INTEGER NOT NULL UNIQUE REFERENCES evaluation_run(id) ON DELETE CASCADE,
     analysis_key TEXT NOT NULL,
     body TEXT NOT NULL,
     created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
