@@ -5,7 +5,6 @@
 //! compute again. A kept body is tampered with (a sentinel number) to
 //! tell which of the two `report` printed.
 
-use std::process::Output;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -17,7 +16,8 @@ use crate::postgres::{TestDb, db_url, server};
 use crate::support::child::connect;
 use crate::support::mock::{completion, prompt_of, serve};
 use crate::support::scored_run::{KIND, bench, scripted_server};
-use crate::support::{Bench, KEY, db_path, json as out_json, ok, stderr};
+use crate::support::{Bench, db_path, json as out_json, ok, stderr};
+use crate::team_store::on;
 
 /// The store under test, for the statements the test makes itself.
 enum Db {
@@ -57,17 +57,6 @@ impl Db {
             .await;
         }
     }
-}
-
-/// helmbench ARGS on the store at `url`, against the mock at `base`.
-fn on(b: &Bench, url: &str, base: &str, args: &[&str]) -> Output {
-    b.helmbench()
-        .database(url)
-        .provider(KEY, base)
-        .std()
-        .args(args)
-        .output()
-        .unwrap()
 }
 
 const FORMATS: [&[&str]; 6] = [
