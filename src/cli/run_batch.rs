@@ -223,6 +223,7 @@ pub(super) fn execute(s: &Settings, call_args: &CallArgs, args: &Batch) -> Resul
         }
         return dry_run(s, &args.selection, args.format);
     }
+    crate::report::kept::remember_binary();
     let mut b = s.load_strict()?;
     let mut batch = args.clone();
     let args = &mut batch;

@@ -33,12 +33,17 @@ const FORMAT: u32 = 1;
 /// The helmbench binary running: its version, its size and its change
 /// time, so a rebuilt or upgraded binary (whose analysis may differ) never
 /// reads what another kept. `None` (nothing kept or read) when the
-/// executable cannot be looked at.
+/// executable cannot be looked at. On Linux the running file itself
+/// (`/proc/self/exe`), even where a new one was installed over its path
+/// since; elsewhere its path, looked at once, the first time it is asked
+/// ([`remember_binary`] at the start of a run).
 fn binary() -> Option<&'static str> {
     static STAMP: OnceLock<Option<String>> = OnceLock::new();
     STAMP
         .get_or_init(|| {
-            let meta = std::env::current_exe().ok()?.metadata().ok()?;
+            let meta = std::fs::metadata("/proc/self/exe")
+                .or_else(|_| std::env::current_exe().and_then(|p| p.metadata()))
+                .ok()?;
             let modified = meta
                 .modified()
                 .ok()?
@@ -52,6 +57,12 @@ fn binary() -> Option<&'static str> {
             ))
         })
         .as_deref()
+}
+
+/// Looks at the running binary now (see [`binary`]): a run-batch asks at
+/// its start, before a new helmbench could be installed over it.
+pub fn remember_binary() {
+    binary();
 }
 
 /// The key of `run`'s analysis with `scoring` (its own `--blocked-as`
