@@ -124,8 +124,10 @@ pub fn run(s: &Settings, args: &ReportArgs) -> Result<ExitStatus> {
             };
             scored.push((run, scoring));
         }
+        // A completed run's analysis as run-batch kept it, where its key
+        // still holds (crate::report::kept); the others computed.
         let mut reports =
-            crate::report::model_reports(&store, &scored, &source, args.details).await?;
+            crate::report::kept::reports(&store, &scored, &source, args.details).await?;
         for (report, (_, scoring)) in reports.iter_mut().zip(&scored) {
             report.review = crate::report::calibration::review_sections(
                 &store,

@@ -223,6 +223,7 @@ pub(super) fn execute(s: &Settings, call_args: &CallArgs, args: &Batch) -> Resul
         }
         return dry_run(s, &args.selection, args.format);
     }
+    crate::report::kept::remember_binary();
     let mut b = s.load_strict()?;
     let mut batch = args.clone();
     let args = &mut batch;
@@ -388,6 +389,7 @@ pub(super) fn execute(s: &Settings, call_args: &CallArgs, args: &Batch) -> Resul
             }
         }
         let reuse = call::reused(&ctx.store, &summaries).await;
+        keep_analyses(s, &ctx.store, &summaries).await;
         // Closing folds the WAL into the database file and removes it, so
         // a copy of the file alone holds every result.
         ctx.store.close().await;
@@ -415,6 +417,31 @@ pub(super) fn execute(s: &Settings, call_args: &CallArgs, args: &Batch) -> Resul
             (None, status) => status,
         }
     })
+}
+
+/// Keeps the analysis of each run of the batch that completed, so `report`
+/// reads it instead of scoring the run again (issue 45; crate::report::kept).
+/// Scored as `report` scores (the benchmark folder's weights and floors,
+/// each run's `--blocked-as`). A failure costs only the keeping: `report`
+/// then computes the analysis itself.
+async fn keep_analyses(s: &Settings, store: &crate::store::Store, summaries: &[run::RunSummary]) {
+    let completed: Vec<i64> = summaries
+        .iter()
+        .filter(|r| r.status == crate::domain::RunStatus::Completed)
+        .map(|r| r.run_id)
+        .collect();
+    if completed.is_empty() {
+        return;
+    }
+    let kept = match super::report::report_scoring(s) {
+        Ok((scoring, source, _)) => crate::report::kept::keep(store, &completed, &scoring, &source)
+            .await
+            .map_err(Error::from),
+        Err(e) => Err(e),
+    };
+    if let Err(e) = kept {
+        tracing::warn!(error = %e, "the completed runs' analyses were not kept; `report` computes them");
+    }
 }
 
 /// How the batch shows progress: redrawn on a terminal (fitted to its

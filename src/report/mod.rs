@@ -15,6 +15,7 @@ pub mod export;
 pub mod export_turns;
 mod format;
 pub mod html;
+pub mod kept;
 mod model;
 mod quality;
 pub mod robustness;

@@ -33,6 +33,7 @@ mod complete;
 mod copy;
 mod copy_merge;
 mod decode;
+mod kept;
 mod kinds;
 mod leases;
 mod plans;

@@ -30,8 +30,11 @@ pub async fn build_report(app: &App, run_id: i64) -> Result<ModelReport, PageErr
         blocked_as: run.blocked_as(),
         ..app.scoring.clone()
     };
+    // A completed run's analysis as run-batch kept it, where it still holds.
     let mut report =
-        crate::report::model_report(&app.store, &run, &scoring, &app.scoring_source, false).await?;
+        crate::report::kept::reports(&app.store, &[(run, scoring)], &app.scoring_source, false)
+            .await?
+            .remove(0);
     report.behaviour_names = app.behaviour_names.clone();
     Ok(report)
 }

@@ -28,6 +28,7 @@ mod export;
 mod fuzz_regressions;
 mod judges;
 mod judging;
+mod kept_analyses;
 mod kill_window;
 mod layout;
 mod litellm;

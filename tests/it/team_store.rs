@@ -18,7 +18,7 @@ use crate::support::scored_run::{bench, scripted_server};
 use crate::support::{Bench, KEY, json, jsonl, ok, stderr, stdout};
 
 /// helmbench ARGS on `url`, against the mock at `base`.
-fn on(b: &Bench, url: &str, base: &str, args: &[&str]) -> Output {
+pub(crate) fn on(b: &Bench, url: &str, base: &str, args: &[&str]) -> Output {
     b.helmbench()
         .database(url)
         .provider(KEY, base)
