@@ -593,7 +593,8 @@ impl Lane {
             // Every attempt of this test case asks the budget first.
             let log = Arc::new(CallLog::gated(shared.clone()));
             let asked = tokio::select! {
-                a = log.scope(worker.ask(case, i64::from(repeat), item.replaces)) => a,
+                // Boxed: the lane's own future stays small (worker.rs, `ask`).
+                a = log.scope(Box::pin(worker.ask(case, i64::from(repeat), item.replaces))) => a,
                 _ = abort.cancelled() => Asked::Done(Outcome::Aborted),
             };
             // A refused key stops the run before the next worker may send
