@@ -389,10 +389,14 @@ pub(super) fn execute(s: &Settings, call_args: &CallArgs, args: &Batch) -> Resul
             }
         }
         let reuse = call::reused(&ctx.store, &summaries).await;
+        let started = std::time::Instant::now();
         keep_analyses(s, &ctx.store, &summaries).await;
+        tracing::debug!(ms = started.elapsed().as_millis() as u64, "analyses kept");
         // Closing folds the WAL into the database file and removes it, so
         // a copy of the file alone holds every result.
+        let started = std::time::Instant::now();
         ctx.store.close().await;
+        tracing::debug!(ms = started.elapsed().as_millis() as u64, "database closed");
         let status = call::report_summaries(&summaries, &complete, &reuse, args.format);
         // The retries themselves show with -v; their tally always.
         if let Some(line) = control.batch.retried().summary()

@@ -347,6 +347,7 @@ pub async fn run_batch(
         log_age: control.log_age,
         waiting: 0,
         oldest: None,
+        in_flight: None,
     };
     let collector = tokio::spawn(writer.run(rx));
     let unwritten = match collector.await {

@@ -45,7 +45,7 @@ fn finished(store: &Store, row: &RunRecord, planned: usize, retry_blocked: bool)
         && row.judge_errors == 0
         && !(retry_blocked && row.blocked + row.refused > 0)
         && !store.pending_path(row.run_id).is_some_and(|p| p.exists())
-        && !store.log_path(row.run_id).is_some_and(|p| p.exists())
+        && !super::log::left(store, row.run_id)
 }
 
 /// A model of a batch that an earlier run already answered in full.
@@ -105,7 +105,7 @@ pub async fn already_complete(
             // Each planned test case is a result of its own.
             || row.test_cases < work.len() as i64
             || store.pending_path(row.run_id).is_some_and(|p| p.exists())
-            || store.log_path(row.run_id).is_some_and(|p| p.exists())
+            || super::log::left(store, row.run_id)
         {
             continue;
         }

@@ -7,10 +7,13 @@
 //! flushed to the file with its group (a kill loses what the process holds,
 //! not what the kernel does), and the database takes the
 //! results in large transactions. Each transaction records the sequence
-//! number of the last record it holds (`Store::write_logged`); the log is
-//! emptied after each commit and removed when the run's writer ends.
-//! A process killed in between leaves the log; the next `--resume` of the
-//! run writes every record past the database's mark, then removes it.
+//! number of the last record it holds (`Store::write_logged`). The writer
+//! goes on logging while a commit is in flight, so the log is moved aside
+//! (`DATABASE.run-ID.log.committing`) as each commit starts and a fresh file
+//! takes the records after it; the moved file is removed once the commit is
+//! answered, and both when the run's writer ends. A process killed in
+//! between leaves one or both; the next `--resume` of the run writes every
+//! record past the database's mark, then removes them.
 
 use std::fs::File;
 use std::io::{self, BufRead, Write};
@@ -58,8 +61,11 @@ pub(super) struct ResultLog {
     out: FrameEncoder<File>,
     /// The sequence number of the last record appended.
     seq: i64,
-    /// Records appended since the log was last emptied.
+    /// Records in the current file.
     records: usize,
+    /// A file moved aside for a commit not yet answered
+    /// ([`ResultLog::move_aside`]).
+    aside: bool,
     /// One record's JSON, reused: the compressor takes it in one write
     /// rather than serde's many small ones.
     line: Vec<u8>,
@@ -69,12 +75,21 @@ impl ResultLog {
     /// Starts an empty log at `path`, numbering records after `after` (the
     /// database's mark for the run, so numbers never repeat).
     pub(super) fn create(path: PathBuf, after: i64) -> io::Result<ResultLog> {
+        // Left by a process that was killed and never replayed: moving
+        // the new log aside onto it would lose its records.
+        if aside_path(&path).exists() {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!("{} is still there", aside_path(&path).display()),
+            ));
+        }
         let file = File::create(&path)?;
         Ok(ResultLog {
             path,
             out: encoder(file),
             seq: after,
             records: 0,
+            aside: false,
             line: Vec::new(),
         })
     }
@@ -118,32 +133,66 @@ impl ResultLog {
         self.out.flush()
     }
 
-    /// After a commit of every record appended so far: empties the file
-    /// (sequence numbers go on).
-    pub(super) fn committed(&mut self) -> io::Result<()> {
-        if self.records == 0 {
+    /// As a commit of every record appended so far starts: the file moves
+    /// aside and a fresh one takes what comes next (sequence numbers go
+    /// on). While an earlier file is still aside (its commit failed, and the
+    /// next commit holds its records again) the current file stays.
+    pub(super) fn move_aside(&mut self) -> io::Result<()> {
+        if self.records == 0 || self.aside {
             return Ok(());
         }
-        // The old stream ends before the file is emptied: an encoder
-        // dropped afterwards wrote its last bytes at its old offset, past
-        // the new records, leaving zeros and a stray block that read as a
-        // corrupt stream (and, since issue 41, as a damaged log).
+        // The stream ends before the file moves: an encoder dropped
+        // afterwards wrote its last bytes into the file after it, a stray
+        // block that read as a corrupt stream (and, since issue 41, as a
+        // damaged log).
         self.out.try_finish().map_err(io::Error::other)?;
-        let file = File::create(&self.path)?;
-        self.out = encoder(file);
+        std::fs::rename(&self.path, aside_path(&self.path))?;
+        self.aside = true;
+        self.out = encoder(File::create(&self.path)?);
         self.records = 0;
         Ok(())
     }
 
+    /// The commit that started after the last [`ResultLog::move_aside`]
+    /// (or a later one) is in the database: the file aside goes.
+    pub(super) fn committed(&mut self) -> io::Result<()> {
+        if !self.aside {
+            return Ok(());
+        }
+        remove_if_there(&aside_path(&self.path))?;
+        self.aside = false;
+        Ok(())
+    }
+
     /// The run's writer is done and every record is in the database (or
-    /// kept elsewhere): the log goes.
+    /// kept elsewhere): the log goes, and any file aside.
     pub(super) fn remove(self) -> io::Result<()> {
         drop(self.out);
-        match std::fs::remove_file(&self.path) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
-            _ => Ok(()),
-        }
+        remove_if_there(&aside_path(&self.path))?;
+        remove_if_there(&self.path)
     }
+}
+
+fn remove_if_there(path: &Path) -> io::Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// Where a log is moved while the commit of its records is in flight.
+fn aside_path(log: &Path) -> PathBuf {
+    let mut p = log.as_os_str().to_owned();
+    p.push(".committing");
+    PathBuf::from(p)
+}
+
+/// Whether `run_id` left a log (or a file of it moved aside) that a
+/// `--resume` has not written yet.
+pub(super) fn left(store: &Store, run_id: i64) -> bool {
+    store
+        .log_path(run_id)
+        .is_some_and(|p| p.exists() || aside_path(&p).exists())
 }
 
 /// The log's compressor: LZ4 frames (issue 45: deflate's Huffman table per
@@ -227,15 +276,25 @@ async fn replay(store: &Store, run_id: i64) -> Result<usize, StoreError> {
     let Some(path) = store.log_path(run_id) else {
         return Ok(0);
     };
-    let Read { records, damage } = match read(&path) {
-        Ok(r) => r,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
-        Err(e) => return Err(log_error(&path, e)),
-    };
+    // The file aside holds the earlier records: read first.
+    let mut files = Vec::new();
+    for path in [aside_path(&path), path] {
+        match read(&path) {
+            Ok(r) => files.push((path, r)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(log_error(&path, e)),
+        }
+    }
+    if files.is_empty() {
+        return Ok(0);
+    }
     let mark = store.log_mark(run_id).await?;
+    let records = files
+        .iter_mut()
+        .flat_map(|(_, r)| std::mem::take(&mut r.records));
     let mut written = 0;
     let (mut results, mut charges, mut last) = (Vec::new(), Vec::new(), mark);
-    for r in records.into_iter().filter(|r| r.seq > mark) {
+    for r in records.filter(|r| r.seq > mark) {
         last = last.max(r.seq);
         match r.item {
             Item::Result(x) => results.push(*x),
@@ -256,10 +315,12 @@ async fn replay(store: &Store, run_id: i64) -> Result<usize, StoreError> {
             .write_logged(&results, &charges, Some((run_id, last)))
             .await?;
     }
-    if let Some((record, why)) = damage {
-        return Err(Store::set_aside(&path, record, why));
+    for (path, read) in files {
+        if let Some((record, why)) = read.damage {
+            return Err(Store::set_aside(&path, record, why));
+        }
+        std::fs::remove_file(&path).map_err(|e| log_error(&path, e))?;
     }
-    std::fs::remove_file(&path).map_err(|e| log_error(&path, e))?;
     Ok(written)
 }
 
@@ -333,11 +394,27 @@ mod tests {
                 full.len()
             );
         }
-        // Sequence numbers go on across a commit, which empties the file.
-        log.committed().unwrap();
+        // A commit starting moves the file aside and a fresh one takes the
+        // records after it; sequence numbers go on.
+        std::fs::write(&path, &full).unwrap();
+        log.move_aside().unwrap();
+        let aside = aside_path(&path);
         log.append_result(&result("F")).unwrap();
         log.flush().unwrap();
         assert_eq!(log.seq(), 6);
         assert_eq!(codes(&path), (vec!["F".to_string()], false));
+        assert_eq!(codes(&aside).0.len(), 5, "the file aside reads whole");
+        // Another commit before the first is answered (the first failed,
+        // the next holds its records again): nothing moves.
+        log.move_aside().unwrap();
+        assert_eq!(codes(&path).0, vec!["F".to_string()]);
+        assert_eq!(codes(&aside).0.len(), 5);
+        // A new log never moves onto a file aside that was not written.
+        assert!(ResultLog::create(dir.path().join("other.log"), 0).is_ok());
+        assert!(ResultLog::create(path.clone(), 6).is_err());
+        log.committed().unwrap();
+        assert!(!aside.exists(), "answered: the file aside goes");
+        log.remove().unwrap();
+        assert!(!path.exists());
     }
 }

@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::cache::CacheFilter;
-use super::commits::Parcel;
+use super::commits::{Outcome, Parcel};
 use super::log::ResultLog;
 use super::shared::Shared;
 use crate::domain::{DiscardedCharge, NewResult};
@@ -91,7 +91,8 @@ impl fmt::Display for Unwritten {
 /// A write that fails (database locked by another program, disk full) is
 /// retried with the batch kept, while the workers send nothing new; once
 /// `write_wait` has passed the run stops, and what still cannot be written
-/// is kept in a file beside the database for the next run.
+/// is kept in a file beside the database for the next run. One commit is
+/// in flight at a time, and results logged meanwhile wait for the next.
 pub(super) struct Collector {
     pub(super) store: Store,
     pub(super) run_id: i64,
@@ -101,6 +102,7 @@ pub(super) struct Collector {
     /// The model's progress line.
     pub(super) progress: Arc<super::progress::ModelProgress>,
     pub(super) shared: Arc<Shared>,
+    /// Results not yet handed to a commit.
     pub(super) batch: Vec<NewResult>,
     /// The workers waiting for `batch` to be committed.
     pub(super) acks: Vec<tokio::sync::oneshot::Sender<()>>,
@@ -118,6 +120,19 @@ pub(super) struct Collector {
     pub(super) waiting: usize,
     /// When the oldest result of `batch` arrived.
     pub(super) oldest: Option<tokio::time::Instant>,
+    /// The commit handed in and not yet answered.
+    pub(super) in_flight: Option<InFlight>,
+}
+
+/// What goes with a commit until it is answered, given back to the writer
+/// if it fails.
+pub(super) struct InFlight {
+    outcome: tokio::sync::oneshot::Receiver<Outcome>,
+    /// The workers whose results it holds unlogged.
+    acks: Vec<tokio::sync::oneshot::Sender<()>>,
+    /// Its results counted in the batch's `waiting`.
+    waiting: usize,
+    oldest: Option<tokio::time::Instant>,
 }
 
 impl Collector {
@@ -127,9 +142,14 @@ impl Collector {
         let mut inbox = Vec::with_capacity(WRITE_BATCH);
         let mut tick = tokio::time::interval(WRITE_INTERVAL);
         loop {
+            // While a commit is in flight the workers are let run ahead by
+            // one commit's worth at most: memory stays bounded as before.
+            let room = self.in_flight.is_none()
+                || (self.batch.len() < LOG_BATCH
+                    && self.shared.batch.waiting.load(Ordering::Relaxed) < LOG_WAITING);
             tokio::select! {
                 // Each worker has at most one result here or queued.
-                n = rx.recv_many(&mut inbox, WRITE_BATCH) => {
+                n = rx.recv_many(&mut inbox, WRITE_BATCH), if room => {
                     if n == 0 {
                         break;
                     }
@@ -167,13 +187,16 @@ impl Collector {
                     self.oldest.get_or_insert_with(tokio::time::Instant::now);
                     self.progress.redraw(false);
                     self.shared.batch.progress.redraw_total(false);
-                    // Without a log the workers wait for the commit: at once.
-                    let due = self.log.is_none()
-                        || self.batch.len() >= LOG_BATCH
-                        || self.shared.batch.waiting.load(Ordering::Relaxed) >= LOG_WAITING
-                        || self.log_age.is_zero();
-                    if due && self.blocked_since.is_none() {
-                        self.flush().await;
+                    if self.due() && self.blocked_since.is_none() {
+                        self.start_commit();
+                    }
+                },
+                outcome = async { (&mut self.in_flight.as_mut().expect("guarded").outcome).await },
+                    if self.in_flight.is_some() => {
+                    self.answered(outcome);
+                    // What arrived meanwhile, if it is due already.
+                    if self.due() && self.blocked_since.is_none() {
+                        self.start_commit();
                     }
                 },
                 _ = tick.tick() => {
@@ -181,7 +204,7 @@ impl Collector {
                     let due = self.log.is_none()
                         || self.oldest.is_some_and(|t| now.duration_since(t) >= self.log_age);
                     if due && self.retry_at.is_none_or(|t| t <= now) {
-                        self.flush().await;
+                        self.start_commit();
                     }
                 },
             }
@@ -229,50 +252,74 @@ impl Collector {
         })
     }
 
-    pub(super) async fn flush(&mut self) {
-        if self.batch.is_empty() && self.loose.is_empty() {
+    /// Whether what `batch` holds should go to a commit now, on count:
+    /// at once without a log, else at a full transaction or when every
+    /// run together holds its most (age is the tick's).
+    fn due(&self) -> bool {
+        self.log.is_none()
+            || self.batch.len() >= LOG_BATCH
+            || self.shared.batch.waiting.load(Ordering::Relaxed) >= LOG_WAITING
+            || self.log_age.is_zero()
+    }
+
+    /// Hands `batch` to the batch's commits, unless a commit is in flight
+    /// (what it holds then waits for the next). The log moves aside first,
+    /// so the records logged during the commit are in a file of their own
+    /// and the committed ones can go once it is answered.
+    fn start_commit(&mut self) {
+        if self.in_flight.is_some() || (self.batch.is_empty() && self.loose.is_empty()) {
             return;
         }
+        self.log_with(ResultLog::move_aside);
         let mark = self.log.as_ref().map(|log| (self.run_id, log.seq()));
         let (done, outcome) = tokio::sync::oneshot::channel();
-        self.shared
-            .batch
-            .commits
-            .queue
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(Parcel {
+        self.shared.batch.commits.start(
+            &self.store,
+            Parcel {
                 results: std::mem::take(&mut self.batch),
                 charges: std::mem::take(&mut self.loose),
                 mark,
                 done,
-            });
-        self.shared.batch.commits.commit(&self.store).await;
-        let result = match outcome.await {
-            Ok((results, charges, result)) => {
-                self.batch = results;
-                self.loose = charges;
-                result
-            }
+            },
+        );
+        self.in_flight = Some(InFlight {
+            outcome,
+            acks: std::mem::take(&mut self.acks),
+            waiting: std::mem::take(&mut self.waiting),
+            oldest: self.oldest.take(),
+        });
+    }
+
+    /// The commit in flight was answered: its workers are told, or, if it
+    /// failed, its results go back in front of `batch` and sending pauses.
+    fn answered(&mut self, outcome: Result<Outcome, tokio::sync::oneshot::error::RecvError>) {
+        let InFlight {
+            acks,
+            waiting,
+            oldest,
+            ..
+        } = self.in_flight.take().expect("a commit in flight");
+        let (results, charges, result) = match outcome {
+            Ok(o) => o,
             // Only if the commit's task panicked: its results went with it.
-            Err(_) => Err("the commit stopped before it ended".to_string()),
+            Err(_) => (
+                Vec::new(),
+                Vec::new(),
+                Err("the commit stopped before it ended".to_string()),
+            ),
         };
         match result {
             Ok(n) => {
                 self.stored += n;
-                self.oldest = None;
-                let waiting = std::mem::take(&mut self.waiting);
                 self.shared
                     .batch
                     .waiting
                     .fetch_sub(waiting, Ordering::Relaxed);
                 self.log_with(ResultLog::committed);
                 if let Some(cache) = &self.cache {
-                    cache.note(&self.batch);
+                    cache.note(&results);
                 }
-                self.batch.clear();
-                self.loose.clear();
-                for ack in self.acks.drain(..) {
+                for ack in acks {
                     let _ = ack.send(());
                 }
                 self.retry_at = None;
@@ -282,6 +329,11 @@ impl Collector {
                 }
             }
             Err(e) => {
+                in_front(results, &mut self.batch);
+                in_front(charges, &mut self.loose);
+                in_front(acks, &mut self.acks);
+                self.waiting += waiting;
+                self.oldest = oldest.or(self.oldest);
                 let since = *self
                     .blocked_since
                     .get_or_insert_with(tokio::time::Instant::now);
@@ -300,6 +352,24 @@ impl Collector {
                 }
                 self.retry_at = Some(tokio::time::Instant::now() + WRITE_RETRY);
             }
+        }
+    }
+
+    /// Commits everything held now: the commit in flight, then the rest;
+    /// returns early if a commit fails (`blocked_since` says so).
+    pub(super) async fn flush(&mut self) {
+        loop {
+            if let Some(f) = self.in_flight.as_mut() {
+                let outcome = (&mut f.outcome).await;
+                self.answered(outcome);
+                if self.blocked_since.is_some() {
+                    return;
+                }
+            }
+            if self.batch.is_empty() && self.loose.is_empty() {
+                return;
+            }
+            self.start_commit();
         }
     }
 
@@ -330,4 +400,10 @@ impl Collector {
             tracing::warn!(error = %e, path, "the result log could not be removed");
         }
     }
+}
+
+/// Puts `front` before what `v` holds.
+fn in_front<T>(mut front: Vec<T>, v: &mut Vec<T>) {
+    front.append(v);
+    *v = front;
 }

@@ -75,6 +75,44 @@ async fn a_locked_database_pauses_sending_and_loses_nothing() {
     );
 }
 
+/// A commit in flight holds no worker (issue 45): the writer goes on
+/// logging results, and the workers asking, while the database takes a
+/// transaction. Here a transaction waits on another program's lock for
+/// 0.6 s (less than the writer's 1 s busy wait, so it succeeds after): the
+/// run goes on paying and logging the whole time. A writer that awaited
+/// its commit held every worker after one reply each: at most
+/// `--concurrency` more calls.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_commit_waiting_on_a_lock_holds_no_worker() {
+    const CONCURRENCY: usize = 8;
+    let (server, mock) = counting_server(2, &[]).await;
+    let b = grid_bench(10, 600); // 6,000 test cases
+    let (child, pool) =
+        spawn_until_stored(&b, &server.uri(), &locked_run_args("8", "120"), 50).await;
+    let locker = connect(&b).await.unwrap();
+    let tx = locker.begin_with("BEGIN IMMEDIATE").await.unwrap();
+    let at_lock = mock.total.load(Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let at_release = mock.total.load(Ordering::SeqCst);
+    tx.rollback().await.unwrap();
+    assert!(
+        at_release - at_lock > 4 * CONCURRENCY,
+        "{} calls during a commit's wait: the workers were held",
+        at_release - at_lock
+    );
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    assert_no_panic(&out);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(count(&pool, "SELECT COUNT(*) FROM result").await, 6000);
+    assert_eq!(
+        mock.total.load(Ordering::SeqCst),
+        6000,
+        "every paid reply stored once"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_database_locked_past_the_wait_stops_the_run_and_keeps_every_paid_reply() {
     let (server, mock) = counting_server(20, &[]).await;

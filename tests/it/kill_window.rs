@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use helmbench::run::write_kept;
 use helmbench::store::Store;
+use serde_json::Value;
 
 use crate::support::child::{connect, count, open_db, spawn, wait_until};
 use crate::support::db_path;
@@ -150,6 +151,66 @@ async fn a_log_written_twice_stores_nothing_twice() {
     let twice: String = sqlx::query_scalar(totals).fetch_one(&pool).await.unwrap();
     assert_eq!(once, twice);
     assert!(!log.exists());
+}
+
+/// A process killed while a commit was in flight leaves its log moved
+/// aside for that commit (`DATABASE.run-1.log.committing`) and the log the
+/// records after it went to: the resume writes both, each record once, and
+/// removes both. Before the writer went on logging during a commit, the
+/// log was one file; a replay that read only it lost the half aside.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_log_moved_aside_for_a_commit_is_written_with_the_log_after_it() {
+    use std::io::Write as _;
+    let (b, _server, pool, log) = killed_after_300().await;
+    let aside = std::path::PathBuf::from(format!("{}.committing", log.display()));
+    // The kill may have caught a real commit in flight: its file first.
+    let mut lines = if aside.exists() {
+        log_lines(&aside)
+    } else {
+        Vec::new()
+    };
+    lines.extend(log_lines(&log));
+    assert!(lines.len() >= 10, "the logs hold {} records", lines.len());
+    let codes: std::collections::BTreeSet<String> = lines
+        .iter()
+        .filter_map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            (v["kind"] == "result").then(|| v["value"]["test_code"].as_str().unwrap().to_string())
+        })
+        .collect();
+    let (first, second) = lines.split_at(lines.len() / 2);
+    for (path, part) in [(&aside, first), (&log, second)] {
+        let mut z = lz4_flex::frame::FrameEncoder::new(std::fs::File::create(path).unwrap());
+        for l in part {
+            writeln!(z, "{l}").unwrap();
+        }
+        z.finish().unwrap();
+    }
+    let store = Store::open(&db_path(&b).display().to_string())
+        .await
+        .unwrap();
+    let before = count(&pool, "SELECT COUNT(*) FROM result").await;
+    let kept = write_kept(&store, 1).await.unwrap() as i64;
+    assert_eq!(
+        count(&pool, "SELECT COUNT(*) FROM result").await,
+        before + kept
+    );
+    assert!(
+        !aside.exists() && !log.exists(),
+        "both files are removed once written"
+    );
+    let stored: std::collections::BTreeSet<String> =
+        sqlx::query_scalar("SELECT test_code FROM result")
+            .fetch_all(&pool)
+            .await
+            .unwrap()
+            .into_iter()
+            .collect();
+    let missing: Vec<_> = codes.difference(&stored).collect();
+    assert!(
+        missing.is_empty(),
+        "records of the logs not written: {missing:?}"
+    );
 }
 
 /// The lines of a log (LZ4 frames of JSON lines) that were written whole,
