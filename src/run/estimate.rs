@@ -217,13 +217,26 @@ pub fn estimate_model(
     // The plan lists a test case's repeats one after the other: each
     // prompt is composed once.
     let mut last: Option<(crate::benchmark::cases::CaseIndex, Cost)> = None;
+    // Each scenario's schema is counted once, not once per test case: its
+    // JSON written out per case was most of an estimate's time, and the
+    // estimate runs before every run-batch (issue 45).
+    let mut schemas: std::collections::HashMap<*const crate::benchmark::Scenario, usize> =
+        std::collections::HashMap::new();
     for &(idx, _) in &work {
         let c = match last {
             Some((i, c)) if i == idx => c,
             _ => {
                 let case = idx.resolve(b);
                 structured |= case.scenario.response_format.is_some();
-                let c = case_cost(&case, &tokens, completion, user.completion);
+                let schema = *schemas
+                    .entry(std::ptr::from_ref(case.scenario))
+                    .or_insert_with(|| {
+                        case.scenario
+                            .response_format
+                            .as_ref()
+                            .map_or(0, |f| f.to_string().chars().count())
+                    });
+                let c = case_cost(&case, schema, &tokens, completion, user.completion);
                 last = Some((idx, c));
                 c
             }
@@ -301,7 +314,8 @@ struct Cost {
     sim_completion: [f64; 2],
 }
 
-/// The cost of test case `case`: one request for a single-turn test case;
+/// The cost of test case `case`, whose scenario's response format is
+/// `schema` characters: one request for a single-turn test case;
 /// for a conversation (issue 42) one per live reply, each carrying the
 /// whole history before it (the earlier live replies counted at the
 /// completion estimate `completion`), so the prompt grows turn by turn.
@@ -312,16 +326,13 @@ struct Cost {
 /// before it.
 fn case_cost(
     case: &crate::benchmark::cases::TestCase<'_>,
+    schema: usize,
     tokens: &impl Fn(usize) -> [f64; 2],
     completion: [f64; 2],
     user: CompletionInput,
 ) -> Cost {
     use crate::benchmark::conversation::{self, Reply};
     let s = case.scenario;
-    let schema = s
-        .response_format
-        .as_ref()
-        .map_or(0, |f| f.to_string().chars().count());
     let mut script = conversation::script(case);
     let scripted = script.len();
     // A persona conversation (issue 42) is priced as if it ran to its
