@@ -4,6 +4,7 @@
 # alternating, one line per run. Build the binaries first, e.g.
 #   cargo build --release --bin helmbench --example gen_bench --example mock_openrouter --example bare_client
 #   bench/cpu_ab.sh 2200 3 target/release/helmbench [other helmbench binaries]
+#   bench/cpu_ab.sh 11000 3 ...   (up to 22,000 calls)
 # Environment: EX (folder of gen_bench, mock_openrouter, bare_client; default
 # $CARGO_TARGET_DIR/release/examples), BENCH_OUT (default bench/out/cpu).
 # The throughput ratio is the bare client's window / helmbench's (the mock's
@@ -17,8 +18,10 @@ cd "$(dirname "$0")/.."
 OUT=${BENCH_OUT:-$PWD/bench/out/cpu}
 EX=${EX:-${CARGO_TARGET_DIR:-$PWD/target}/release/examples}
 mkdir -p "$OUT"
-BENCH=$OUT/bench
-[[ -d $BENCH ]] || "$EX/gen_bench" "$BENCH" 20 10 10 1 >/dev/null # 2,200 test cases
+# 2,200 test cases, or 22,000 when more calls are asked for (each call a
+# request of its own for the bare client too).
+if (( N > 2200 )); then BENCH=$OUT/bench-22000 SHAPE=(20 10 10 10); else BENCH=$OUT/bench SHAPE=(20 10 10 1); fi
+[[ -d $BENCH ]] || "$EX/gen_bench" "$BENCH" "${SHAPE[@]}" >/dev/null
 "$EX/mock_openrouter" --latency-ms 20 >"$OUT/mock.log" 2>&1 &
 MOCK_PID=$!
 trap 'kill $MOCK_PID 2>/dev/null || true' EXIT
