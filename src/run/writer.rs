@@ -38,7 +38,10 @@ pub(super) const LOG_BATCH: usize = 8192;
 /// before the writer at hand commits its own: a result waiting for its
 /// transaction is about 5 KB (its prompt, reply and parsed fields), and ten
 /// models each filling [`LOG_BATCH`] took the write of 1,100,000 results to
-/// 781 MB. Four batches' worth (issue 45): each commit inserts all over
+/// 781 MB. While a commit is in flight its writer takes new results only
+/// while the batch holds fewer than this (and its own fewer than
+/// [`LOG_BATCH`]), so at most about twice this is in memory, the commit's
+/// and the next. Four batches' worth (issue 45): each commit inserts all over
 /// the request-hash index, so at 1,100,000 results twice as many results a
 /// commit took bytes written per byte kept from 4.16 to 3.55, for 575 →
 /// 640 MB peak (BENCHMARKS.md).
