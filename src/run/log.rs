@@ -75,14 +75,11 @@ impl ResultLog {
     /// Starts an empty log at `path`, numbering records after `after` (the
     /// database's mark for the run, so numbers never repeat).
     pub(super) fn create(path: PathBuf, after: i64) -> io::Result<ResultLog> {
-        // Left by a process that was killed and never replayed: moving
-        // the new log aside onto it would lose its records.
-        if aside_path(&path).exists() {
-            return Err(io::Error::new(
-                io::ErrorKind::AlreadyExists,
-                format!("{} is still there", aside_path(&path).display()),
-            ));
-        }
+        // A run's log is opened once what an earlier process left is
+        // written (`--resume` replays both files first; a SQLite run has
+        // one writing process): a file aside here is stale, like the log
+        // `File::create` empties, and a later resume must not replay it.
+        remove_if_there(&aside_path(&path))?;
         let file = File::create(&path)?;
         Ok(ResultLog {
             path,
@@ -409,12 +406,15 @@ mod tests {
         log.move_aside().unwrap();
         assert_eq!(codes(&path).0, vec!["F".to_string()]);
         assert_eq!(codes(&aside).0.len(), 5);
-        // A new log never moves onto a file aside that was not written.
-        assert!(ResultLog::create(dir.path().join("other.log"), 0).is_ok());
-        assert!(ResultLog::create(path.clone(), 6).is_err());
         log.committed().unwrap();
         assert!(!aside.exists(), "answered: the file aside goes");
         log.remove().unwrap();
         assert!(!path.exists());
+        // A new log starts with no file aside: one left there is stale,
+        // like the log it empties.
+        std::fs::write(&aside, b"stale").unwrap();
+        let log = ResultLog::create(path.clone(), 6).unwrap();
+        assert!(!aside.exists());
+        log.remove().unwrap();
     }
 }
