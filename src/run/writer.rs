@@ -318,7 +318,13 @@ impl Collector {
                     .batch
                     .waiting
                     .fetch_sub(waiting, Ordering::Relaxed);
-                self.log_with(ResultLog::committed);
+                // Not given up on if this fails: the current file holds
+                // results not committed yet. The file aside then stays (its
+                // records are skipped by a replay, as committed) and the log
+                // goes on in one file until the run ends.
+                if let Some(Err(e)) = self.log.as_mut().map(ResultLog::committed) {
+                    tracing::warn!(error = %e, "a committed part of the result log could not be removed");
+                }
                 if let Some(cache) = &self.cache {
                     cache.note(&results);
                 }
