@@ -22,16 +22,9 @@ mkdir -p "$OUT"
 # request of its own for the bare client too).
 if (( N > 2200 )); then BENCH=$OUT/bench-22000 SHAPE=(20 10 10 10); else BENCH=$OUT/bench SHAPE=(20 10 10 1); fi
 [[ -d $BENCH ]] || "$EX/gen_bench" "$BENCH" "${SHAPE[@]}" >/dev/null
-"$EX/mock_openrouter" --latency-ms 20 >"$OUT/mock.log" 2>&1 &
-MOCK_PID=$!
-trap 'kill $MOCK_PID 2>/dev/null || true' EXIT
-for _ in $(seq 100); do grep -q listening "$OUT/mock.log" && break; sleep 0.05; done
-PORT=$(sed -n 's/.*127\.0\.0\.1:\([0-9]*\).*/\1/p' "$OUT/mock.log")
-MOCK=http://127.0.0.1:$PORT
-timed() {
-    /usr/bin/time -f "%e %U %S %M" -o "$OUT/t.txt" "$@" >/dev/null
-    awk '{printf "wall %.2f cpu %.2f rss %.0fMB", $1, $2+$3, $4/1024}' "$OUT/t.txt"
-}
+# shellcheck source=bench/ab_common.sh
+source bench/ab_common.sh
+start_mock
 for r in $(seq "$REPS"); do
     curl -fsS -X POST "$MOCK/reset" >/dev/null
     echo "rep $r bare: $(timed "$EX/bare_client" "$MOCK" "$BENCH" "$N" 64) $(curl -fsS "$MOCK/stats")"

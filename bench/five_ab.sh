@@ -21,16 +21,9 @@ if [[ ! -d $BENCH ]]; then
     "$EX/gen_bench" "$BENCH" 20 10 10 10 >/dev/null # 22,000 test cases
     { echo "models:"; for i in "" -2 -3 -4 -5; do printf '  - id: bench/model%s\n    temperature: 0\n' "$i"; done; } >"$BENCH/models.yml"
 fi
-"$EX/mock_openrouter" --latency-ms 20 --threads 2 >"$OUT/mock.log" 2>&1 &
-MOCK_PID=$!
-trap 'kill $MOCK_PID 2>/dev/null || true' EXIT
-for _ in $(seq 100); do grep -q listening "$OUT/mock.log" && break; sleep 0.05; done
-PORT=$(sed -n 's/.*127\.0\.0\.1:\([0-9]*\).*/\1/p' "$OUT/mock.log")
-MOCK=http://127.0.0.1:$PORT
-timed() {
-    /usr/bin/time -f "%e %U %S %M" -o "$OUT/t.txt" "$@" >/dev/null
-    awk '{printf "wall %.2f cpu %.2f rss %.0fMB", $1, $2+$3, $4/1024}' "$OUT/t.txt"
-}
+# shellcheck source=bench/ab_common.sh
+source bench/ab_common.sh
+start_mock --threads 2
 for r in $(seq "$REPS"); do
     for bin in "$@"; do
         for models in bench/model bench/model,bench/model-2,bench/model-3,bench/model-4,bench/model-5; do
