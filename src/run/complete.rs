@@ -44,8 +44,13 @@ fn finished(store: &Store, row: &RunRecord, planned: usize, retry_blocked: bool)
         && row.provider_errors == 0
         && row.judge_errors == 0
         && !(retry_blocked && row.blocked + row.refused > 0)
-        && !store.pending_path(row.run_id).is_some_and(|p| p.exists())
-        && !super::log::left(store, row.run_id)
+        && !unwritten_left(store, row.run_id)
+}
+
+/// Whether `run_id` left results beside the database that a `--resume`
+/// has not written yet (its pending file, its log).
+fn unwritten_left(store: &Store, run_id: i64) -> bool {
+    store.pending_path(run_id).is_some_and(|p| p.exists()) || super::log::left(store, run_id)
 }
 
 /// A model of a batch that an earlier run already answered in full.
@@ -104,8 +109,7 @@ pub async fn already_complete(
             || row.model != settings.model.id
             // Each planned test case is a result of its own.
             || row.test_cases < work.len() as i64
-            || store.pending_path(row.run_id).is_some_and(|p| p.exists())
-            || super::log::left(store, row.run_id)
+            || unwritten_left(store, row.run_id)
         {
             continue;
         }

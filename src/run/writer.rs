@@ -147,9 +147,7 @@ impl Collector {
         loop {
             // While a commit is in flight the workers are let run ahead by
             // one commit's worth at most: memory stays bounded as before.
-            let room = self.in_flight.is_none()
-                || (self.batch.len() < LOG_BATCH
-                    && self.shared.batch.waiting.load(Ordering::Relaxed) < LOG_WAITING);
+            let room = self.in_flight.is_none() || !self.full();
             tokio::select! {
                 // Each worker has at most one result here or queued.
                 n = rx.recv_many(&mut inbox, WRITE_BATCH), if room => {
@@ -259,10 +257,13 @@ impl Collector {
     /// at once without a log, else at a full transaction or when every
     /// run together holds its most (age is the tick's).
     fn due(&self) -> bool {
-        self.log.is_none()
-            || self.batch.len() >= LOG_BATCH
+        self.log.is_none() || self.full() || self.log_age.is_zero()
+    }
+
+    /// A full transaction here, or the most every run together holds.
+    fn full(&self) -> bool {
+        self.batch.len() >= LOG_BATCH
             || self.shared.batch.waiting.load(Ordering::Relaxed) >= LOG_WAITING
-            || self.log_age.is_zero()
     }
 
     /// Hands `batch` to the batch's commits, unless a commit is in flight
@@ -366,7 +367,7 @@ impl Collector {
 
     /// Commits everything held now: the commit in flight, then the rest;
     /// returns early if a commit fails (`blocked_since` says so).
-    pub(super) async fn flush(&mut self) {
+    async fn flush(&mut self) {
         loop {
             if let Some(f) = self.in_flight.as_mut() {
                 let outcome = (&mut f.outcome).await;
