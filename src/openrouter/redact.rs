@@ -18,6 +18,9 @@ pub struct Redactor {
     /// reply is searched (issue 45: building a searcher per search was 2 %
     /// of a run's CPU).
     finders: Vec<memchr::memmem::Finder<'static>>,
+    /// All of `forms` in one automaton: whether a string holds any of them
+    /// in one pass over it, not one a form.
+    any_form: Option<aho_corasick::AhoCorasick>,
     /// The key itself, for a match escaped in part ([`mixed_spans`]).
     key: String,
 }
@@ -32,6 +35,9 @@ impl Redactor {
     pub fn new(key: &str) -> Redactor {
         let forms = secret_forms(key.trim());
         Redactor {
+            any_form: (!forms.is_empty())
+                .then(|| aho_corasick::AhoCorasick::new(&forms).ok())
+                .flatten(),
             finders: forms
                 .iter()
                 .map(|f| memchr::memmem::Finder::new(f.as_bytes()).into_owned())
@@ -74,8 +80,21 @@ impl Redactor {
     /// Whether `s` holds the key in any form [`Redactor::scrub`] removes.
     fn holds_key(&self, s: &str) -> bool {
         !self.forms.is_empty()
-            && (self.finders.iter().any(|f| f.find(s.as_bytes()).is_some())
-                || !mixed_spans(s, &self.key).is_empty())
+            && (match &self.any_form {
+                Some(a) => a.is_match(s),
+                None => self.finders.iter().any(|f| f.find(s.as_bytes()).is_some()),
+            } || !mixed_spans(s, &self.key).is_empty())
+    }
+
+    /// [`Redactor::scrub`] of a string owned already: given back as it is
+    /// (not copied) when it holds no form of the key, as nearly every
+    /// reply does.
+    pub fn scrub_owned(&self, s: String) -> String {
+        if self.holds_key(&s) {
+            self.scrub(&s)
+        } else {
+            s
+        }
     }
 
     /// [`Redactor::scrub`] on every string (and key) of a JSON value.
@@ -258,21 +277,33 @@ fn secret_forms(key: &str) -> Vec<String> {
 /// in order, not overlapping. Only looked for where an escape could start.
 fn mixed_spans(text: &str, key: &str) -> Vec<(usize, usize)> {
     let mut spans = Vec::new();
-    let (t, first) = (text.as_bytes(), key.as_bytes().first().copied());
-    if key.len() < 4 || !t.iter().any(|b| matches!(b, b'&' | b'%' | b'\\')) {
+    let (t, Some(&first)) = (text.as_bytes(), key.as_bytes().first()) else {
+        return spans;
+    };
+    if key.len() < 4 {
         return spans;
     }
-    let mut i = 0;
-    while i < t.len() {
-        let b = t[i];
-        if (Some(b) == first || matches!(b, b'&' | b'%' | b'\\'))
-            && text.is_char_boundary(i)
-            && let Some(end) = match_escaped(text, i, key)
-        {
-            spans.push((i, end));
-            i = end;
-        } else {
-            i += 1;
+    // A span holds an escape, and the key's characters before its first
+    // `&`, `%` or `\\` are as is: under `key.len()` bytes. So a span starts
+    // at such a byte or at most that far before it, on the key's first
+    // byte; only those places are tried (issue 45: trying every byte of
+    // every reply was 1 % of a run's CPU). The key as is, with no escape,
+    // is one of the forms [`Redactor::scrub`] replaces before this.
+    let mut next = 0;
+    for e in memchr::memchr3_iter(b'&', b'%', b'\\', t) {
+        if e < next {
+            continue;
+        }
+        let from = e.saturating_sub(key.len() - 1).max(next);
+        for (start, &b) in t.iter().enumerate().take(e + 1).skip(from) {
+            if (start == e || b == first)
+                && text.is_char_boundary(start)
+                && let Some(end) = match_escaped(text, start, key)
+            {
+                spans.push((start, end));
+                next = end;
+                break;
+            }
         }
     }
     spans
@@ -344,4 +375,90 @@ fn escaped_char(s: &str) -> Option<(char, usize)> {
         return Some((hex(h)?, 6));
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    use super::*;
+
+    /// [`mixed_spans`] as it was before it tried only the places near an
+    /// escape: every byte of the text.
+    fn every_byte(text: &str, key: &str) -> Vec<(usize, usize)> {
+        let (t, first) = (text.as_bytes(), key.as_bytes()[0]);
+        let (mut spans, mut i) = (Vec::new(), 0);
+        while i < t.len() {
+            let b = t[i];
+            if (b == first || matches!(b, b'&' | b'%' | b'\\'))
+                && text.is_char_boundary(i)
+                && let Some(end) = match_escaped(text, i, key)
+            {
+                spans.push((i, end));
+                i = end;
+            } else {
+                i += 1;
+            }
+        }
+        spans
+    }
+
+    #[test]
+    fn spans_are_those_found_by_trying_every_byte() {
+        // Texts made of the key's characters, each as is or escaped, and
+        // noise around them (including the escape characters themselves):
+        // the spans found near escapes are every span trying each byte
+        // finds, less the key as is (a form `scrub` replaces first).
+        let key = "sk-or-v1-&a%b\\c/é7f";
+        let escapes = |c: char, r: &mut ChaCha8Rng| -> String {
+            match r.random_range(0..6) {
+                0 => format!("&#{};", c as u32),
+                1 => format!("&#x{:X};", c as u32),
+                2 if c.is_ascii() => format!("%{:02X}", c as u32),
+                3 => format!("\\u{:04x}", c as u32),
+                4 if c == '/' => "\\/".to_string(),
+                _ => c.to_string(),
+            }
+        };
+        let mut rng = ChaCha8Rng::seed_from_u64(45);
+        let mut found = 0;
+        for _ in 0..3000 {
+            let mut text = String::new();
+            for _ in 0..rng.random_range(1..4) {
+                let noise = ["x", "&", "%", "\\", "s", "sk-", "é", " ", "\\\\"];
+                for _ in 0..rng.random_range(0..6) {
+                    text.push_str(noise[rng.random_range(0..noise.len())]);
+                }
+                // The key whole or cut short, escaped here and there.
+                let take = rng.random_range(key.chars().count() - 2..=key.chars().count());
+                for c in key.chars().take(take) {
+                    text.push_str(&escapes(c, &mut rng));
+                }
+            }
+            let want: Vec<_> = every_byte(&text, key)
+                .into_iter()
+                .filter(|&(s, e)| text.as_bytes()[s..e].iter().any(|b| b"&%\\".contains(b)))
+                .collect();
+            found += want.len();
+            assert_eq!(mixed_spans(&text, key), want, "{text}");
+        }
+        assert!(found > 1000, "the texts hold escaped keys: {found}");
+    }
+
+    #[test]
+    fn a_clean_string_is_given_back_as_it_is_and_a_key_is_scrubbed() {
+        let r = Redactor::new("sk-or-v1-abcdef");
+        let clean = "a reply with \\\"quotes\\\" & 100% of it clean".to_string();
+        let at = clean.as_ptr();
+        let same = r.scrub_owned(clean);
+        assert_eq!(same.as_ptr(), at, "not copied");
+        for text in [
+            "key sk-or-v1-abcdef here",
+            "key sk-or-v1&#45;abcdef here",
+            "key sk\\u002dor-v1-abcdef here",
+        ] {
+            assert_eq!(r.scrub_owned(text.to_string()), "key <redacted> here");
+        }
+    }
 }
