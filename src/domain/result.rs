@@ -25,6 +25,14 @@ pub struct ServedBy {
     pub cached_prompt_tokens: i64,
 }
 
+/// A cost read back from JSON, where an unknown cost (NaN) was written as
+/// `null` (JSON has no NaN): `null` is NaN again, stored as unknown, never
+/// as $0. Without it a result of unknown cost in a run's log or pending
+/// file could not be read back, and a resume set it aside as damaged.
+fn unknown_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
+}
+
 /// One judged criterion of a result.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct NewJudgement {
@@ -37,9 +45,10 @@ pub struct NewJudgement {
     pub prompt_tokens: i64,
     pub completion_tokens: i64,
     /// NaN when a judge call's cost was unusable: stored as unknown.
+    #[serde(deserialize_with = "unknown_if_null")]
     pub cost_usd: f64,
     /// With bring-your-own-key: what the provider billed the user's key.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "unknown_if_null")]
     pub byok_cost_usd: f64,
     pub generation_id: Option<String>,
     pub cached: bool,
@@ -65,6 +74,7 @@ pub struct DiscardedCharge {
     /// `model` or `judge`.
     pub call: String,
     pub attempts: i64,
+    #[serde(deserialize_with = "unknown_if_null")]
     pub cost_usd: f64,
     /// How many of `attempts` were charged an amount nobody knows (cut at
     /// the size limit, abandoned on a timeout, a cost that is not a usable
@@ -104,11 +114,12 @@ pub struct NewResult {
     pub completion_tokens: i64,
     /// NaN (or any value that is not finite) when the provider's figure was
     /// unusable: stored as an unknown cost.
+    #[serde(deserialize_with = "unknown_if_null")]
     pub cost_usd: f64,
     pub upstream_cost_usd: Option<f64>,
     /// With bring-your-own-key: what the provider billed the user's key on
     /// top of `cost_usd` (OpenRouter's fee); 0 otherwise.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "unknown_if_null")]
     pub byok_cost_usd: f64,
     pub generation_id: Option<String>,
     pub finish_reason: Option<String>,

@@ -418,3 +418,53 @@ mod tests {
         log.remove().unwrap();
     }
 }
+
+#[cfg(test)]
+mod unknown_cost {
+    use super::*;
+    use crate::domain::NewJudgement;
+
+    /// A cost nobody knows (NaN) reads back as unknown, in a result, its
+    /// judgement and a loose charge: JSON has no NaN and wrote `null`, which
+    /// no `f64` read, so the record was taken for damage.
+    #[test]
+    fn an_unknown_cost_reads_back_unknown() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run.log");
+        let mut log = ResultLog::create(path.clone(), 0).unwrap();
+        let r = NewResult {
+            test_code: "A".into(),
+            cost_usd: f64::NAN,
+            judgements: vec![NewJudgement {
+                cost_usd: f64::NAN,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        log.append_result(&r).unwrap();
+        log.append_charges(&[DiscardedCharge {
+            cost_usd: f64::NAN,
+            ..Default::default()
+        }])
+        .unwrap();
+        log.flush().unwrap();
+        let read = read(&path).unwrap();
+        assert!(read.damage.is_none(), "{:?}", read.damage);
+        match &read.records[..] {
+            [
+                Record {
+                    item: Item::Result(r),
+                    ..
+                },
+                Record {
+                    item: Item::Charges(c),
+                    ..
+                },
+            ] => {
+                assert!(r.cost_usd.is_nan() && r.judgements[0].cost_usd.is_nan());
+                assert!(c[0].cost_usd.is_nan());
+            }
+            _ => panic!("two records"),
+        }
+    }
+}

@@ -214,6 +214,54 @@ async fn a_log_moved_aside_for_a_commit_is_written_with_the_log_after_it() {
     );
 }
 
+/// A result of unknown cost (an OpenAI-compatible server without a price,
+/// a cost OpenRouter gave as no usable number) is NaN, which JSON writes as
+/// `null`. A log holding such records, as every version before this one
+/// wrote them, could not be read back: the resume set the paid results
+/// aside as damaged and failed. They are written, their cost unknown.
+#[tokio::test(flavor = "multi_thread")]
+async fn results_of_unknown_cost_in_a_log_are_written_as_unknown() {
+    use std::io::Write as _;
+    let (b, _server, pool, log) = killed_after_300().await;
+    let aside = std::path::PathBuf::from(format!("{}.committing", log.display()));
+    let mut lines = Vec::new();
+    for path in [&aside, &log] {
+        if std::fs::metadata(path).is_ok_and(|m| m.len() > 0) {
+            lines.extend(log_lines(path));
+        }
+        let _ = std::fs::remove_file(path);
+    }
+    let mut unknown = 0;
+    let lines: Vec<String> = lines
+        .iter()
+        .map(|l| {
+            let mut v: Value = serde_json::from_str(l).unwrap();
+            if v["kind"] == "result" {
+                v["value"]["cost_usd"] = Value::Null;
+                unknown += 1;
+            }
+            v.to_string()
+        })
+        .collect();
+    assert!(unknown >= 10, "the logs hold {unknown} results");
+    let mut z = lz4_flex::frame::FrameEncoder::new(std::fs::File::create(&log).unwrap());
+    for l in &lines {
+        writeln!(z, "{l}").unwrap();
+    }
+    z.finish().unwrap();
+    let before = count(&pool, "SELECT COUNT(*) FROM result WHERE cost_unknown = 1").await;
+    let store = Store::open(&db_path(&b).display().to_string())
+        .await
+        .unwrap();
+    let kept = write_kept(&store, 1).await.unwrap() as i64;
+    assert!(kept > 0 && !log.exists(), "the log is written and removed");
+    assert_eq!(
+        count(&pool, "SELECT COUNT(*) FROM result WHERE cost_unknown = 1").await,
+        before + kept,
+        "each result of the log stored with its cost unknown, not $0"
+    );
+}
+
 /// The lines of a log (LZ4 frames of JSON lines) that were written whole,
 /// as the killed process left them.
 fn log_lines(log: &std::path::Path) -> Vec<String> {
