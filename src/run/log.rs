@@ -3,8 +3,10 @@
 //! safe) used to be kept by committing every reply to the database before
 //! its worker went on: many small transactions, each rewriting the same
 //! index pages (14.7 bytes written for every byte kept). Now a reply is
-//! safe once it is appended to this log, one line of JSON, compressed and
-//! flushed to the file with its group (a kill loses what the process holds,
+//! safe once it is appended to this log, one MessagePack record (JSON
+//! lines before issue 45: escaping every prompt for JSON was 3 % of a run's
+//! CPU, and JSON wrote an unknown cost as `null`), compressed and flushed
+//! to the file with its group (a kill loses what the process holds,
 //! not what the kernel does), and the database takes the
 //! results in large transactions. Each transaction records the sequence
 //! number of the last record it holds (`Store::write_logged`). The writer
@@ -40,7 +42,7 @@ enum Item {
     Charges(Vec<DiscardedCharge>),
 }
 
-/// [`Record`] as written, borrowing what it holds (same JSON).
+/// [`Record`] as written, borrowing what it holds (the same fields).
 #[derive(Serialize)]
 struct RecordRef<'a> {
     seq: i64,
@@ -66,8 +68,8 @@ pub(super) struct ResultLog {
     /// A file moved aside for a commit not yet answered
     /// ([`ResultLog::move_aside`]).
     aside: bool,
-    /// One record's JSON, reused: the compressor takes it in one write
-    /// rather than serde's many small ones.
+    /// One record (its length, then its MessagePack), reused: the
+    /// compressor takes it in one write rather than serde's many small ones.
     line: Vec<u8>,
 }
 
@@ -83,7 +85,7 @@ impl ResultLog {
         let file = File::create(&path)?;
         Ok(ResultLog {
             path,
-            out: encoder(file),
+            out: encoder(file)?,
             seq: after,
             records: 0,
             aside: false,
@@ -113,8 +115,13 @@ impl ResultLog {
     fn append(&mut self, item: ItemRef<'_>) -> io::Result<()> {
         let seq = self.seq + 1;
         self.line.clear();
-        serde_json::to_writer(&mut self.line, &RecordRef { seq, item })?;
-        self.line.push(b'\n');
+        self.line.extend_from_slice(&[0; 4]);
+        // Fields by name: a record read by a later version finds its fields
+        // whatever their order, and skipped or defaulted ones stay optional.
+        rmp_serde::encode::write_named(&mut self.line, &RecordRef { seq, item })
+            .map_err(io::Error::other)?;
+        let len = u32::try_from(self.line.len() - 4).map_err(io::Error::other)?;
+        self.line[..4].copy_from_slice(&len.to_le_bytes());
         self.out.write_all(&self.line)?;
         self.seq = seq;
         self.records += 1;
@@ -145,7 +152,7 @@ impl ResultLog {
         self.out.try_finish().map_err(io::Error::other)?;
         std::fs::rename(&self.path, aside_path(&self.path))?;
         self.aside = true;
-        self.out = encoder(File::create(&self.path)?);
+        self.out = encoder(File::create(&self.path)?)?;
         self.records = 0;
         Ok(())
     }
@@ -196,12 +203,24 @@ pub(super) fn left(store: &Store, run_id: i64) -> bool {
 /// flushed group and its matching cost 8-10 % of a run's CPU; LZ4 writes
 /// somewhat more bytes for a fraction of the CPU), blocks linked so each
 /// group compresses against the records before it.
-fn encoder(file: File) -> FrameEncoder<File> {
+fn encoder(file: File) -> io::Result<FrameEncoder<File>> {
     let info = FrameInfo::new()
         .block_size(BlockSize::Max64KB)
         .block_mode(BlockMode::Linked);
-    FrameEncoder::with_frame_info(info, file)
+    let mut out = FrameEncoder::with_frame_info(info, file);
+    // Buffered with the first group's records: reaches the file with them.
+    out.write_all(RECORDS_HEAD)?;
+    Ok(out)
 }
+
+/// The start of a log's (decompressed) text since its records are
+/// MessagePack, each after its length (4 bytes, little-endian). A log that
+/// does not start so is JSON lines, as earlier versions wrote it.
+const RECORDS_HEAD: &[u8] = b"helmbench result log 2\n";
+
+/// A record longer than this is no record: its length was damaged (a
+/// reply is cut at the size limit long before).
+const MAX_RECORD: usize = 1 << 30;
 
 /// An LZ4 frame's first bytes; a log without them is the deflate stream of
 /// an earlier version (read the same way, so its records are not lost).
@@ -214,11 +233,12 @@ struct Read {
     damage: Option<(usize, String)>,
 }
 
-/// Reads a log's records. A record cut short by the kill (no newline, or
-/// compressed bytes that stop mid-block: the decoder says the stream is
-/// incomplete) ends the log: every record before it was flushed whole. A
-/// whole line that is not a record, or bytes the decoder calls corrupt or
-/// that are not text, are damage: never skipped without a word (issue 41).
+/// Reads a log's records. A record cut short by the kill (its length or
+/// its bytes incomplete, or compressed bytes that stop mid-block: the
+/// decoder says the stream is incomplete) ends the log: every record before
+/// it was flushed whole. A whole record that is not one, or bytes the
+/// decoder calls corrupt, are damage: never skipped without a word (issue
+/// 41). Logs of earlier versions (JSON lines, LZ4 or deflate) read too.
 fn read(path: &Path) -> io::Result<Read> {
     let mut file = File::open(path)?;
     let mut head = [0u8; 4];
@@ -230,6 +250,85 @@ fn read(path: &Path) -> io::Result<Read> {
         Box::new(flate2::read::DeflateDecoder::new(file))
     };
     let mut reader = io::BufReader::new(decoder);
+    let mut start = vec![0u8; RECORDS_HEAD.len()];
+    let got = match fill(&mut reader, &mut start) {
+        Ok(n) => n,
+        Err(e) => {
+            let why = format!("{e}; nothing after it can be read");
+            return Ok(Read {
+                records: Vec::new(),
+                damage: Some((1, why)),
+            });
+        }
+    };
+    if got == RECORDS_HEAD.len() && start == RECORDS_HEAD {
+        return Ok(read_records(reader));
+    }
+    start.truncate(got);
+    Ok(read_lines(io::BufReader::new(io::Read::chain(
+        &start[..],
+        reader,
+    ))))
+}
+
+/// Reads into `buf` until it is full or the stream ends (a stream cut
+/// short, the decoder's EOF, is an end); how many bytes it read.
+fn fill(reader: &mut impl io::Read, buf: &mut [u8]) -> io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match reader.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => break,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+/// The records after [`RECORDS_HEAD`].
+fn read_records(mut reader: impl io::Read) -> Read {
+    let (mut records, mut damage) = (Vec::new(), None);
+    let cannot = |e: io::Error| format!("{e}; nothing after it can be read");
+    let mut body = Vec::new();
+    for n in 1.. {
+        let mut len = [0u8; 4];
+        match fill(&mut reader, &mut len) {
+            Ok(4) => {}
+            // The end, or the last record cut short.
+            Ok(_) => break,
+            Err(e) => {
+                damage = Some((n, cannot(e)));
+                break;
+            }
+        }
+        let len = u32::from_le_bytes(len) as usize;
+        if len > MAX_RECORD {
+            let why = format!("a record of {len} bytes; nothing after it can be read");
+            damage = Some((n, why));
+            break;
+        }
+        body.resize(len, 0);
+        match fill(&mut reader, &mut body) {
+            Ok(k) if k == len => match rmp_serde::from_slice::<Record>(&body) {
+                Ok(r) => records.push(r),
+                Err(e) => {
+                    damage.get_or_insert((n, e.to_string()));
+                }
+            },
+            Ok(_) => break,
+            Err(e) => {
+                damage.get_or_insert((n, cannot(e)));
+                break;
+            }
+        }
+    }
+    Read { records, damage }
+}
+
+/// The records of a log of JSON lines, as versions before issue 45 wrote.
+fn read_lines(mut reader: impl BufRead) -> Read {
     let (mut records, mut damage) = (Vec::new(), None);
     let mut line = String::new();
     for n in 1.. {
@@ -252,7 +351,7 @@ fn read(path: &Path) -> io::Result<Read> {
             }
         }
     }
-    Ok(Read { records, damage })
+    Read { records, damage }
 }
 
 /// Writes what an earlier process kept for `run_id` (what `--resume` does
@@ -466,5 +565,124 @@ mod unknown_cost {
             }
             _ => panic!("two records"),
         }
+    }
+}
+
+#[cfg(test)]
+mod records {
+    use std::io::Read as _;
+
+    use super::*;
+
+    /// A log of `n` results, flushed, and its decompressed text.
+    fn log_of(dir: &Path, n: usize) -> (PathBuf, Vec<u8>) {
+        let path = dir.join("run.log");
+        let mut log = ResultLog::create(path.clone(), 0).unwrap();
+        for i in 0..n {
+            log.append_result(&NewResult {
+                test_code: format!("T{i}"),
+                prompt: format!("a prompt with \"quotes\", é and a line\nbreak {i}"),
+                ..Default::default()
+            })
+            .unwrap();
+        }
+        log.flush().unwrap();
+        let mut text = Vec::new();
+        FrameDecoder::new(File::open(&path).unwrap())
+            .read_to_end(&mut text)
+            .unwrap();
+        (path, text)
+    }
+
+    fn write_text(path: &Path, text: &[u8]) {
+        let mut z = encoder(File::create(path).unwrap()).unwrap();
+        // `encoder` writes the head itself.
+        z.write_all(&text[RECORDS_HEAD.len().min(text.len())..])
+            .unwrap();
+        z.finish().unwrap();
+    }
+
+    fn codes(r: &Read) -> Vec<String> {
+        r.records
+            .iter()
+            .map(|r| match &r.item {
+                Item::Result(x) => x.test_code.clone(),
+                Item::Charges(_) => "charges".into(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_record_cut_anywhere_ends_the_log_after_the_whole_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, text) = log_of(dir.path(), 3);
+        assert!(text.starts_with(RECORDS_HEAD));
+        let ends: Vec<usize> = {
+            let (mut at, mut ends) = (RECORDS_HEAD.len(), Vec::new());
+            while at < text.len() {
+                at += 4 + u32::from_le_bytes(text[at..at + 4].try_into().unwrap()) as usize;
+                ends.push(at);
+            }
+            ends
+        };
+        assert_eq!(ends.len(), 3);
+        for cut in RECORDS_HEAD.len()..=text.len() {
+            write_text(&path, &text[..cut]);
+            let r = read(&path).unwrap();
+            assert!(r.damage.is_none(), "cut at {cut}: {:?}", r.damage);
+            let whole = ends.iter().filter(|&&e| e <= cut).count();
+            assert_eq!(
+                codes(&r),
+                (0..whole).map(|i| format!("T{i}")).collect::<Vec<_>>()
+            );
+        }
+    }
+
+    #[test]
+    fn a_damaged_record_is_named_and_the_others_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, mut text) = log_of(dir.path(), 3);
+        // The second record's bytes, not MessagePack of a record.
+        let first = u32::from_le_bytes(text[RECORDS_HEAD.len()..][..4].try_into().unwrap());
+        let second = RECORDS_HEAD.len() + 4 + first as usize + 4;
+        text[second..second + 8].copy_from_slice(b"garbage!");
+        write_text(&path, &text);
+        let r = read(&path).unwrap();
+        assert_eq!(r.damage.as_ref().map(|d| d.0), Some(2), "{:?}", r.damage);
+        assert_eq!(codes(&r), ["T0", "T2"]);
+        // A length no record has: nothing after it can be read.
+        text[second - 4..second].copy_from_slice(&u32::MAX.to_le_bytes());
+        write_text(&path, &text);
+        let r = read(&path).unwrap();
+        assert!(
+            r.damage
+                .as_ref()
+                .is_some_and(|d| d.0 == 2 && d.1.contains("bytes"))
+        );
+        assert_eq!(codes(&r), ["T0"]);
+    }
+
+    /// A log an earlier version left (JSON lines in LZ4 frames) reads as
+    /// it always did.
+    #[test]
+    fn a_log_of_json_lines_still_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run.log");
+        let mut z = FrameEncoder::new(File::create(&path).unwrap());
+        for (seq, code) in [(1, "A"), (2, "B")] {
+            let r = NewResult {
+                test_code: code.into(),
+                ..Default::default()
+            };
+            let item = ItemRef::Result(&r);
+            serde_json::to_writer(&mut z, &RecordRef { seq, item }).unwrap();
+            z.write_all(b"\n").unwrap();
+        }
+        z.write_all(b"{\"seq\": 3, \"kind\"").unwrap();
+        z.finish().unwrap();
+        let r = read(&path).unwrap();
+        assert!(r.damage.is_none());
+        assert_eq!(codes(&r), ["A", "B"]);
+        assert_eq!(r.records[1].seq, 2);
     }
 }

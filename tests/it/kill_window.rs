@@ -262,17 +262,28 @@ async fn results_of_unknown_cost_in_a_log_are_written_as_unknown() {
     );
 }
 
-/// The lines of a log (LZ4 frames of JSON lines) that were written whole,
-/// as the killed process left them.
+/// The records of a log (LZ4 frames of MessagePack records, each after its
+/// length) that were written whole, as the killed process left them, each
+/// as a line of JSON: what earlier versions wrote, and still read.
 fn log_lines(log: &std::path::Path) -> Vec<String> {
     use std::io::Read as _;
     let bytes = std::fs::read(log).unwrap();
     assert_eq!(&bytes[..4], &[0x04, 0x22, 0x4d, 0x18], "an LZ4 frame");
     let mut text = Vec::new();
     let _ = lz4_flex::frame::FrameDecoder::new(&bytes[..]).read_to_end(&mut text);
-    let text = String::from_utf8_lossy(&text);
-    let whole = &text[..text.rfind('\n').map_or(0, |i| i + 1)];
-    whole.lines().map(str::to_string).collect()
+    let head = b"helmbench result log 2\n";
+    assert!(text.starts_with(head), "the log's records are MessagePack");
+    let (mut rest, mut lines) = (&text[head.len()..], Vec::new());
+    while rest.len() >= 4 {
+        let len = u32::from_le_bytes(rest[..4].try_into().unwrap()) as usize;
+        let Some(record) = rest.get(4..4 + len) else {
+            break;
+        };
+        let v: Value = rmp_serde::from_slice(record).unwrap();
+        lines.push(v.to_string());
+        rest = &rest[4 + len..];
+    }
+    lines
 }
 
 /// Issue 41, item 10: a killed run's log with a damaged record in the
