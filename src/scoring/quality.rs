@@ -196,6 +196,19 @@ fn is_split_whitespace(c: char) -> bool {
 
 /// Number of whitespace-separated tokens.
 pub fn word_count(text: &str) -> usize {
+    if text.is_ascii() {
+        // Every reply is scored: a pass over bytes rather than chars
+        // (issue 45), with the same whitespace ([`is_split_whitespace`] of
+        // an ASCII character).
+        let mut words = 0;
+        let mut in_word = false;
+        for &b in text.as_bytes() {
+            let space = matches!(b, b' ' | b'\t'..=b'\r' | 0x1c..=0x1f);
+            words += usize::from(!space && !in_word);
+            in_word = !space;
+        }
+        return words;
+    }
     text.split(is_split_whitespace)
         .filter(|w| !w.is_empty())
         .count()
@@ -221,8 +234,34 @@ fn is_blank(text: &str) -> bool {
     word_count(text) == 0
 }
 
-fn markers_present(lower: &str, markers: &[&str]) -> usize {
-    markers.iter().filter(|m| lower.contains(**m)).count()
+/// How many of the markers of each list (empathy, helpful, unsafe) `lower`
+/// holds: one pass over the reply for all three lists (issue 45: a search
+/// per marker was 1 % of a run's CPU). A marker is counted once however
+/// often it occurs, as the seed's tool counts it.
+fn markers_present(lower: &str) -> [usize; 3] {
+    use std::sync::LazyLock;
+    static ALL: LazyLock<(aho_corasick::AhoCorasick, Vec<usize>)> = LazyLock::new(|| {
+        let lists = [EMPATHY_MARKERS, HELPFUL_MARKERS, UNSAFE_PHRASES];
+        let patterns: Vec<&str> = lists.iter().flat_map(|l| l.iter().copied()).collect();
+        let list_of = lists
+            .iter()
+            .enumerate()
+            .flat_map(|(i, l)| std::iter::repeat_n(i, l.len()))
+            .collect();
+        let automaton = aho_corasick::AhoCorasick::new(patterns)
+            .expect("the marker lists are a handful of short phrases");
+        (automaton, list_of)
+    });
+    let (automaton, list_of) = &*ALL;
+    let mut seen = vec![false; list_of.len()];
+    for m in automaton.find_overlapping_iter(lower) {
+        seen[m.pattern().as_usize()] = true;
+    }
+    let mut present = [0; 3];
+    for (found, &list) in seen.iter().zip(list_of) {
+        present[list] += usize::from(*found);
+    }
+    present
 }
 
 fn marker_score(present: usize) -> f64 {
@@ -253,7 +292,7 @@ pub fn empathy(text: &str) -> f64 {
     if is_blank(text) {
         return 0.0;
     }
-    marker_score(markers_present(&text.to_lowercase(), EMPATHY_MARKERS))
+    marker_score(markers_present(&text.to_lowercase())[0])
 }
 
 /// Helpfulness, 0-10: 1.5 per [`HELPFUL_MARKERS`] entry present, capped at 10.
@@ -261,7 +300,7 @@ pub fn helpfulness(text: &str) -> f64 {
     if is_blank(text) {
         return 0.0;
     }
-    marker_score(markers_present(&text.to_lowercase(), HELPFUL_MARKERS))
+    marker_score(markers_present(&text.to_lowercase())[1])
 }
 
 /// Safety, 0-10: 10 minus 3 per [`UNSAFE_PHRASES`] entry present, floored at 0.
@@ -269,7 +308,7 @@ pub fn safety(text: &str) -> f64 {
     if is_blank(text) {
         return 0.0;
     }
-    safety_score(markers_present(&text.to_lowercase(), UNSAFE_PHRASES))
+    safety_score(markers_present(&text.to_lowercase())[2])
 }
 
 /// Clarity, 0-10: 10; average words per sentence > 25: -2, else < 5: -1;
@@ -288,10 +327,11 @@ pub fn score(text: &str) -> QualityScores {
         return QualityScores::ZERO;
     }
     let lower = text.to_lowercase();
+    let [empathy, helpful, unsafe_phrases] = markers_present(&lower);
     QualityScores::from_dimensions(
-        marker_score(markers_present(&lower, EMPATHY_MARKERS)),
-        marker_score(markers_present(&lower, HELPFUL_MARKERS)),
-        safety_score(markers_present(&lower, UNSAFE_PHRASES)),
+        marker_score(empathy),
+        marker_score(helpful),
+        safety_score(unsafe_phrases),
         clarity_score(words, sentence_count(text)),
     )
 }
