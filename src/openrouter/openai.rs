@@ -25,8 +25,6 @@ pub(super) fn body(
 ) -> String {
     #[derive(Serialize)]
     struct Body<'a> {
-        model: &'a str,
-        messages: Messages<'a>,
         #[serde(skip_serializing_if = "Option::is_none")]
         response_format: Option<&'a Value>,
         #[serde(skip_serializing_if = "Option::is_none")]
@@ -39,10 +37,9 @@ pub(super) fn body(
         reasoning_effort: Option<&'a str>,
     }
     write_body(
-        prompt,
+        &m.id,
+        Messages { history, prompt },
         &Body {
-            model: &m.id,
-            messages: Messages { history, prompt },
             response_format,
             temperature: m.temperature,
             seed: m.seed,

@@ -120,8 +120,6 @@ impl ChatRequest<'_> {
     fn openrouter_json(&self) -> String {
         #[derive(Serialize)]
         struct Body<'a> {
-            model: &'a str,
-            messages: Messages<'a>,
             #[serde(skip_serializing_if = "Option::is_none")]
             response_format: Option<&'a Value>,
             #[serde(skip_serializing_if = "Option::is_none")]
@@ -137,11 +135,6 @@ impl ChatRequest<'_> {
         }
         let m = self.model;
         let body = Body {
-            model: &m.id,
-            messages: Messages {
-                history: self.history,
-                prompt: self.prompt,
-            },
             response_format: self.response_format,
             provider: ProviderBlock::for_request(
                 m.provider.as_ref(),
@@ -152,7 +145,11 @@ impl ChatRequest<'_> {
             max_tokens: m.max_tokens,
             reasoning: m.reasoning.as_ref(),
         };
-        write_body(self.prompt, &body)
+        let messages = Messages {
+            history: self.history,
+            prompt: self.prompt,
+        };
+        write_body(&m.id, messages, &body)
     }
 }
 
