@@ -454,4 +454,6 @@ pub fn report(text: &str, crisis: bool) -> ScoreReport {
 }
 
 #[cfg(test)]
+mod one_pass_tests;
+#[cfg(test)]
 mod tests;
