@@ -162,15 +162,7 @@ async fn a_log_written_twice_stores_nothing_twice() {
 async fn a_log_moved_aside_for_a_commit_is_written_with_the_log_after_it() {
     use std::io::Write as _;
     let (b, _server, pool, log) = killed_after_300().await;
-    let aside = std::path::PathBuf::from(format!("{}.committing", log.display()));
-    // The kill may have caught a real commit in flight: its file first
-    // (and the fresh log may not have its first block yet).
-    let mut lines = Vec::new();
-    for path in [&aside, &log] {
-        if std::fs::metadata(path).is_ok_and(|m| m.len() > 0) {
-            lines.extend(log_lines(path));
-        }
-    }
+    let (aside, lines) = records_left(&log);
     assert!(lines.len() >= 10, "the logs hold {} records", lines.len());
     let codes: std::collections::BTreeSet<String> = lines
         .iter()
@@ -223,12 +215,8 @@ async fn a_log_moved_aside_for_a_commit_is_written_with_the_log_after_it() {
 async fn results_of_unknown_cost_in_a_log_are_written_as_unknown() {
     use std::io::Write as _;
     let (b, _server, pool, log) = killed_after_300().await;
-    let aside = std::path::PathBuf::from(format!("{}.committing", log.display()));
-    let mut lines = Vec::new();
+    let (aside, lines) = records_left(&log);
     for path in [&aside, &log] {
-        if std::fs::metadata(path).is_ok_and(|m| m.len() > 0) {
-            lines.extend(log_lines(path));
-        }
         let _ = std::fs::remove_file(path);
     }
     let mut unknown = 0;
@@ -260,6 +248,20 @@ async fn results_of_unknown_cost_in_a_log_are_written_as_unknown() {
         before + kept,
         "each result of the log stored with its cost unknown, not $0"
     );
+}
+
+/// The file a killed run's log was moved aside to for a commit, and the
+/// records of both, in order. The kill may have caught a commit in flight:
+/// its file first (and the fresh log may not have its first block yet).
+fn records_left(log: &std::path::Path) -> (std::path::PathBuf, Vec<String>) {
+    let aside = std::path::PathBuf::from(format!("{}.committing", log.display()));
+    let mut lines = Vec::new();
+    for path in [aside.as_path(), log] {
+        if std::fs::metadata(path).is_ok_and(|m| m.len() > 0) {
+            lines.extend(log_lines(path));
+        }
+    }
+    (aside, lines)
 }
 
 /// The records of a log (LZ4 frames of MessagePack records, each after its
