@@ -390,7 +390,12 @@ pub(super) fn execute(s: &Settings, call_args: &CallArgs, args: &Batch) -> Resul
         }
         let reuse = call::reused(&ctx.store, &summaries).await;
         let started = std::time::Instant::now();
-        keep_analyses(s, &ctx.store, &summaries).await;
+        // The WAL is folded into the database file while the analyses read
+        // (on another connection, and mostly on the other core), not after.
+        let ((), ()) = tokio::join!(keep_analyses(s, &ctx.store, &summaries), async {
+            ctx.store.fold_wal().await;
+            tracing::debug!(ms = started.elapsed().as_millis() as u64, "WAL folded");
+        });
         tracing::debug!(ms = started.elapsed().as_millis() as u64, "analyses kept");
         // Closing folds the WAL into the database file and removes it, so
         // a copy of the file alone holds every result.

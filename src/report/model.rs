@@ -198,7 +198,7 @@ pub struct FailedCase {
 /// row is added to its run's running totals and dropped, so only totals and
 /// one small entry per test case stay in memory, and only the replies
 /// quoted as examples are read. The bootstraps, seconds of CPU on large
-/// runs, are drawn on as many threads as the machine has cores.
+/// runs, are drawn on a thread a run.
 pub async fn analysed(
     store: &Store,
     runs: &[(i64, &ScoringConfig)],
@@ -239,25 +239,24 @@ pub async fn analysed(
         .iter()
         .map(|r| (r.id, reply_text(r)))
         .collect();
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let mut out = Vec::with_capacity(runs.len());
-    let mut each = each.into_iter().zip(runs).peekable();
-    while each.peek().is_some() {
-        let group: Vec<_> = each.by_ref().take(cores).collect();
-        let texts = &texts;
-        out.extend(std::thread::scope(|s| {
-            let threads: Vec<_> = group
-                .into_iter()
-                .map(|((analyser, quality), (_, scoring))| {
-                    s.spawn(move || (analyser.finish(scoring), quality.finish(texts)))
-                })
-                .collect();
-            threads
-                .into_iter()
-                .map(|t| t.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-                .collect::<Vec<_>>()
-        }));
-    }
+    // A thread a run, all at once: the machine's cores take them as they
+    // free up, where groups of as many runs as cores each waited for
+    // their slowest (five runs on two cores: a core idle for a whole
+    // bootstrap; issue 45). Each analyser is in memory already.
+    let texts = &texts;
+    let out: Vec<_> = std::thread::scope(|s| {
+        let threads: Vec<_> = each
+            .into_iter()
+            .zip(runs)
+            .map(|((analyser, quality), (_, scoring))| {
+                s.spawn(move || (analyser.finish(scoring), quality.finish(texts)))
+            })
+            .collect();
+        threads
+            .into_iter()
+            .map(|t| t.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    });
     Ok(out
         .into_iter()
         .zip(varied)

@@ -481,3 +481,37 @@ async fn the_runs_of_a_batch_commit_together_all_or_none() {
     assert_eq!(written, vec![1, 1]);
     assert_eq!((repeats().await, marks().await), (2, 2));
 }
+
+/// `Store::fold_wal` (run beside the analyses a batch keeps, so the close
+/// has little left to fold) copies what the WAL holds into the database
+/// file: the file alone, copied while the store is still open, holds the
+/// tables written so far; before the fold it holds none of them.
+#[tokio::test]
+async fn folding_the_wal_puts_what_it_holds_in_the_database_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("h.db");
+    let store = Store::open(&path.display().to_string()).await.unwrap();
+    let tables_in_file_alone = |name: &str| {
+        let copy = dir.path().join(name);
+        std::fs::copy(&path, &copy).unwrap();
+        let url = format!("sqlite://{}?mode=ro", copy.display());
+        async move {
+            let pool = raw_pool(&url).await;
+            let n: i64 =
+                sqlx::query_scalar("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table'")
+                    .fetch_one(&pool)
+                    .await
+                    .unwrap();
+            pool.close().await;
+            n
+        }
+    };
+    assert!(
+        std::fs::metadata(dir.path().join("h.db-wal")).is_ok_and(|m| m.len() > 0),
+        "the migrations are in the WAL"
+    );
+    assert_eq!(tables_in_file_alone("before.db").await, 0);
+    store.fold_wal().await;
+    assert!(tables_in_file_alone("after.db").await > 10);
+    store.close().await;
+}
