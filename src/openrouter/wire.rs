@@ -117,27 +117,13 @@ pub struct Message<'a> {
     pub content: &'a str,
 }
 
-/// A request's `messages`: the history, then the user's message. With no
-/// history it writes exactly what the one-message array wrote, so the
-/// bodies and cache keys of single-turn test cases do not change.
+/// A request's `messages` ([`write_body`] writes them): the history, then
+/// the user's message. With no history the array holds the one message
+/// single-turn test cases always sent, so their bodies and cache keys do
+/// not change.
 pub(super) struct Messages<'a> {
     pub history: &'a [Message<'a>],
     pub prompt: &'a str,
-}
-
-impl Serialize for Messages<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeSeq;
-        let mut seq = s.serialize_seq(Some(self.history.len() + 1))?;
-        for m in self.history {
-            seq.serialize_element(m)?;
-        }
-        seq.serialize_element(&Message {
-            role: "user",
-            content: self.prompt,
-        })?;
-        seq.end()
-    }
 }
 
 #[cfg(test)]
@@ -145,6 +131,53 @@ mod tests {
     use rand::{Rng, SeedableRng};
 
     use super::*;
+
+    /// A body with a conversation's history and without, and with and
+    /// without further fields: the text serde_json writes for the whole
+    /// object in this field order.
+    #[test]
+    fn a_body_is_what_serde_json_writes_for_it() {
+        #[derive(Serialize)]
+        struct Rest {
+            #[serde(skip_serializing_if = "Option::is_none")]
+            seed: Option<i64>,
+            temperature: f64,
+        }
+        #[derive(Serialize)]
+        struct Empty {}
+        let history = [
+            Message {
+                role: "user",
+                content: "first \"message\"\n",
+            },
+            Message {
+                role: "assistant",
+                content: "a reply \\ </tag> \u{1}",
+            },
+        ];
+        for history in [&history[..], &[]] {
+            let messages = |h| Messages {
+                history: h,
+                prompt: "the prompt\tand é",
+            };
+            let mut want = serde_json::json!({"model": "a/b", "messages": history});
+            want["messages"]
+                .as_array_mut()
+                .unwrap()
+                .push(serde_json::json!({"role": "user", "content": "the prompt\tand é"}));
+            let written = write_body("a/b", messages(history), &Empty {});
+            assert_eq!(written, want.to_string());
+            want["temperature"] = serde_json::json!(0.5);
+            let rest = Rest {
+                seed: None,
+                temperature: 0.5,
+            };
+            assert_eq!(
+                write_body("a/b", messages(history), &rest),
+                want.to_string()
+            );
+        }
+    }
 
     /// Strings of every ASCII byte, quotes, backslashes and non-ASCII
     /// characters, at every alignment: what serde_json writes, byte for
