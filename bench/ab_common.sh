@@ -1,6 +1,13 @@
-# Sourced by bench/cpu_ab.sh and bench/five_ab.sh (OUT and EX set first):
+# Sourced by bench/cpu_ab.sh and bench/five_ab.sh, from the repository:
+# ab_dirs NAME sets OUT (BENCH_OUT, default bench/out/NAME, made) and EX
+# (the release examples' folder, unless set);
 # start_mock [ARGS...] starts the 20 ms mock (stopped on exit) and sets MOCK;
 # timed CMD... runs CMD and prints its wall, CPU (user + system) and peak RSS.
+ab_dirs() {
+    OUT=${BENCH_OUT:-$PWD/bench/out/$1}
+    EX=${EX:-${CARGO_TARGET_DIR:-$PWD/target}/release/examples}
+    mkdir -p "$OUT"
+}
 start_mock() {
     "$EX/mock_openrouter" --latency-ms 20 "$@" >"$OUT/mock.log" 2>&1 &
     MOCK_PID=$!

@@ -10,20 +10,19 @@
 # The throughput ratio is the bare client's window / helmbench's (the mock's
 # first-request-to-last-reply clock); CPU is user + system of the whole
 # process, start-up included. A profile of one run:
-#   perf record -F 1999 -g -o perf.data helmbench ... run-batch ... --repeats 5 --concurrency 64
+#   perf record -F 1999 --call-graph dwarf,12000 -o perf.data helmbench ... run-batch ... --concurrency 64
 #   perf report -i perf.data --no-children --sort symbol -g none
+# (a release build keeps no frame pointers: `-g` alone gives no callers).
 set -euo pipefail
 N=$1; REPS=$2; shift 2
 cd "$(dirname "$0")/.."
-OUT=${BENCH_OUT:-$PWD/bench/out/cpu}
-EX=${EX:-${CARGO_TARGET_DIR:-$PWD/target}/release/examples}
-mkdir -p "$OUT"
+# shellcheck source=bench/ab_common.sh
+source bench/ab_common.sh
+ab_dirs cpu
 # 2,200 test cases, or 22,000 when more calls are asked for (each call a
 # request of its own for the bare client too).
 if (( N > 2200 )); then BENCH=$OUT/bench-22000 SHAPE=(20 10 10 10); else BENCH=$OUT/bench SHAPE=(20 10 10 1); fi
 [[ -d $BENCH ]] || "$EX/gen_bench" "$BENCH" "${SHAPE[@]}" >/dev/null
-# shellcheck source=bench/ab_common.sh
-source bench/ab_common.sh
 start_mock
 for r in $(seq "$REPS"); do
     curl -fsS -X POST "$MOCK/reset" >/dev/null

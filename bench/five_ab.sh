@@ -13,16 +13,14 @@
 set -euo pipefail
 N=$1; REPS=$2; shift 2
 cd "$(dirname "$0")/.."
-OUT=${BENCH_OUT:-$PWD/bench/out/five}
-EX=${EX:-${CARGO_TARGET_DIR:-$PWD/target}/release/examples}
-mkdir -p "$OUT"
+# shellcheck source=bench/ab_common.sh
+source bench/ab_common.sh
+ab_dirs five
 BENCH=$OUT/bench
 if [[ ! -d $BENCH ]]; then
     "$EX/gen_bench" "$BENCH" 20 10 10 10 >/dev/null # 22,000 test cases
     { echo "models:"; for i in "" -2 -3 -4 -5; do printf '  - id: bench/model%s\n    temperature: 0\n' "$i"; done; } >"$BENCH/models.yml"
 fi
-# shellcheck source=bench/ab_common.sh
-source bench/ab_common.sh
 start_mock --threads 2
 for r in $(seq "$REPS"); do
     for bin in "$@"; do

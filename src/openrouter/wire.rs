@@ -12,41 +12,49 @@ pub(super) fn write_body(model: &str, messages: Messages<'_>, rest: &impl Serial
     let mut out = Vec::with_capacity(messages.prompt.len() * 9 / 8 + 2048);
     // Serialising borrowed strings, numbers and a `Value` cannot fail, and
     // serde_json writes UTF-8.
-    let written = (|| -> serde_json::Result<()> {
-        out.extend_from_slice(b"{\"model\":");
-        serde_json::to_writer(&mut out, model)?;
-        out.extend_from_slice(b",\"messages\":[");
-        let user = Message {
-            role: "user",
-            content: messages.prompt,
-        };
-        for (i, m) in messages.history.iter().chain([&user]).enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            out.extend_from_slice(b"{\"role\":");
-            serde_json::to_writer(&mut out, m.role)?;
-            out.extend_from_slice(b",\"content\":");
-            push_json_str(&mut out, m.content);
-            out.push(b'}');
-        }
-        out.push(b']');
-        let rest = serde_json::to_vec(rest)?;
-        match rest.as_slice() {
-            [b'{', b'}'] => {}
-            [b'{', fields @ ..] => {
-                out.push(b',');
-                out.extend_from_slice(&fields[..fields.len() - 1]);
-            }
-            _ => return Err(serde::ser::Error::custom("the body's fields are an object")),
-        }
-        out.push(b'}');
-        Ok(())
-    })();
-    match written {
+    match write_fields(&mut out, model, &messages, rest) {
         Ok(()) => String::from_utf8(out).unwrap_or_default(),
         Err(_) => String::new(),
     }
+}
+
+fn write_fields(
+    out: &mut Vec<u8>,
+    model: &str,
+    messages: &Messages<'_>,
+    rest: &impl Serialize,
+) -> serde_json::Result<()> {
+    out.extend_from_slice(b"{\"model\":");
+    serde_json::to_writer(&mut *out, model)?;
+    out.extend_from_slice(b",\"messages\":[");
+    let user = Message {
+        role: "user",
+        content: messages.prompt,
+    };
+    for (i, m) in messages.history.iter().chain([&user]).enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(b"{\"role\":");
+        serde_json::to_writer(&mut *out, m.role)?;
+        out.extend_from_slice(b",\"content\":");
+        push_json_str(out, m.content);
+        out.push(b'}');
+    }
+    out.push(b']');
+    // `rest` as an object written in place: its `{` becomes the comma
+    // after the messages, and its `}` closes the body.
+    let at = out.len();
+    serde_json::to_writer(&mut *out, rest)?;
+    match &out[at..] {
+        b"{}" => {
+            out.truncate(at);
+            out.push(b'}');
+        }
+        [b'{', ..] => out[at] = b',',
+        _ => return Err(serde::ser::Error::custom("the body's fields are an object")),
+    }
+    Ok(())
 }
 
 /// `s` as a JSON string, quotes included, exactly as serde_json writes it:
