@@ -82,11 +82,7 @@ pub(super) fn report_content(s: &Settings) -> Result<ReportContent> {
     if !broken.is_empty() {
         return Err(Error::Content(ContentErrors(broken)));
     }
-    let source = if path.is_file() {
-        path.display().to_string()
-    } else {
-        "default (no scoring.yaml)".to_string()
-    };
+    let source = scoring_source(root);
     let names = b
         .behaviours
         .iter()
@@ -94,6 +90,17 @@ pub(super) fn report_content(s: &Settings) -> Result<ReportContent> {
         .map(|x| (x.code.clone(), x.name.trim().to_string()))
         .collect();
     Ok((b.scoring, source, Some(b.content_hash), names))
+}
+
+/// Where the weights a report scores with come from, as `report` names
+/// them: the benchmark folder's `scoring.yaml`, or the defaults.
+pub(super) fn scoring_source(root: &std::path::Path) -> String {
+    let path = root.join("scoring.yaml");
+    if path.is_file() {
+        path.display().to_string()
+    } else {
+        "default (no scoring.yaml)".to_string()
+    }
 }
 
 pub(super) type ReportContent = (

@@ -392,7 +392,7 @@ pub(super) fn execute(s: &Settings, call_args: &CallArgs, args: &Batch) -> Resul
         let started = std::time::Instant::now();
         // The WAL is folded into the database file while the analyses read
         // (on another connection, and mostly on the other core), not after.
-        let ((), ()) = tokio::join!(keep_analyses(s, &ctx.store, &summaries), async {
+        let ((), ()) = tokio::join!(keep_analyses(s, &ctx, &summaries), async {
             ctx.store.fold_wal().await;
             tracing::debug!(ms = started.elapsed().as_millis() as u64, "WAL folded");
         });
@@ -431,9 +431,10 @@ pub(super) fn execute(s: &Settings, call_args: &CallArgs, args: &Batch) -> Resul
 /// Keeps the analysis of each run of the batch that completed, so `report`
 /// reads it instead of scoring the run again (issue 45; crate::report::kept).
 /// Scored as `report` scores (the benchmark folder's weights and floors,
-/// each run's `--blocked-as`). A failure costs only the keeping: `report`
+/// each run's `--blocked-as`), from the benchmark the batch loaded: the
+/// folder is not read again. A failure costs only the keeping: `report`
 /// then computes the analysis itself.
-async fn keep_analyses(s: &Settings, store: &crate::store::Store, summaries: &[run::RunSummary]) {
+async fn keep_analyses(s: &Settings, ctx: &run::RunContext, summaries: &[run::RunSummary]) {
     let completed: Vec<i64> = summaries
         .iter()
         .filter(|r| r.status == crate::domain::RunStatus::Completed)
@@ -442,12 +443,9 @@ async fn keep_analyses(s: &Settings, store: &crate::store::Store, summaries: &[r
     if completed.is_empty() {
         return;
     }
-    let kept = match super::report::report_scoring(s) {
-        Ok((scoring, source, _)) => crate::report::kept::keep(store, &completed, &scoring, &source)
-            .await
-            .map_err(Error::from),
-        Err(e) => Err(e),
-    };
+    let source = super::report::scoring_source(&s.benchmark_dir);
+    let kept =
+        crate::report::kept::keep(&ctx.store, &completed, &ctx.benchmark.scoring, &source).await;
     if let Err(e) = kept {
         tracing::warn!(error = %e, "the completed runs' analyses were not kept; `report` computes them");
     }

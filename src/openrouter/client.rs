@@ -387,9 +387,9 @@ impl Client {
         // removed from the raw text, and every string of the parsed JSON
         // (where a `\u` escape may have hidden it) is scrubbed again, before
         // any field is read, truncated or stored.
-        let text = self.redact.scrub_owned(text);
+        let (text, again) = self.redact.scrub_reply(text);
         let mut parsed: Option<Value> = parse_json(&text);
-        if let Some(v) = parsed.as_mut() {
+        if let Some(v) = parsed.as_mut().filter(|_| again) {
             self.redact.scrub_value(v);
         }
         let cost = parsed

@@ -60,7 +60,7 @@ enum ItemRef<'a> {
 /// The open log of one run, written by its writer only.
 pub(super) struct ResultLog {
     path: PathBuf,
-    out: FrameEncoder<File>,
+    out: FrameEncoder<Staged>,
     /// The sequence number of the last record appended.
     seq: i64,
     /// Records in the current file.
@@ -134,7 +134,8 @@ impl ResultLog {
     /// compress against the 64 KB before them (composed prompts share most
     /// of their text).
     pub(super) fn flush(&mut self) -> io::Result<()> {
-        self.out.flush()
+        self.out.flush()?;
+        self.out.get_mut().flush()
     }
 
     /// As a commit of every record appended so far starts: the file moves
@@ -150,6 +151,7 @@ impl ResultLog {
         // block that read as a corrupt stream (and, since issue 41, as a
         // damaged log).
         self.out.try_finish().map_err(io::Error::other)?;
+        self.out.get_mut().flush()?;
         std::fs::rename(&self.path, aside_path(&self.path))?;
         self.aside = true;
         self.out = encoder(File::create(&self.path)?)?;
@@ -203,14 +205,48 @@ pub(super) fn left(store: &Store, run_id: i64) -> bool {
 /// flushed group and its matching cost 8-10 % of a run's CPU; LZ4 writes
 /// somewhat more bytes for a fraction of the CPU), blocks linked so each
 /// group compresses against the records before it.
-fn encoder(file: File) -> io::Result<FrameEncoder<File>> {
+fn encoder(file: File) -> io::Result<FrameEncoder<Staged>> {
     let info = FrameInfo::new()
         .block_size(BlockSize::Max64KB)
         .block_mode(BlockMode::Linked);
-    let mut out = FrameEncoder::with_frame_info(info, file);
+    let mut out = FrameEncoder::with_frame_info(
+        info,
+        Staged {
+            file,
+            bytes: Vec::new(),
+        },
+    );
     // Buffered with the first group's records: reaches the file with them.
     out.write_all(RECORDS_HEAD)?;
     Ok(out)
+}
+
+/// The log's file behind its compressor, which writes a block's header and
+/// its bytes (and a frame's header first) in writes of their own: they wait
+/// here for the group's flush and reach the file in one `write` (issue 45:
+/// two system calls a group were 1 % of a run's CPU). Nothing the writer
+/// has flushed waits here.
+struct Staged {
+    file: File,
+    bytes: Vec<u8>,
+}
+
+impl Write for Staged {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.bytes.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        if !self.bytes.is_empty() {
+            // Cleared even when the write fails: the writer gives the log up
+            // then, and bytes written twice would read as a damaged stream.
+            let written = self.file.write_all(&self.bytes);
+            self.bytes.clear();
+            written?;
+        }
+        Ok(())
+    }
 }
 
 /// The start of a log's (decompressed) text since its records are
@@ -599,7 +635,8 @@ mod records {
         // `encoder` writes the head itself.
         z.write_all(&text[RECORDS_HEAD.len().min(text.len())..])
             .unwrap();
-        z.finish().unwrap();
+        // The end mark waits in the staging buffer until it is flushed.
+        z.finish().unwrap().flush().unwrap();
     }
 
     fn codes(r: &Read) -> Vec<String> {

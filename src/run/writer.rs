@@ -277,10 +277,14 @@ impl Collector {
         self.log_with(ResultLog::move_aside);
         let mark = self.log.as_ref().map(|log| (self.run_id, log.seq()));
         let (done, outcome) = tokio::sync::oneshot::channel();
+        // The next batch starts as large as this one: grown by doubling, a
+        // batch of thousands of results (each several hundred bytes) was
+        // copied whole at each step, 1 % of a run's CPU (issue 45).
+        let next = Vec::with_capacity(self.batch.len());
         self.shared.batch.commits.start(
             &self.store,
             Parcel {
-                results: std::mem::take(&mut self.batch),
+                results: std::mem::replace(&mut self.batch, next),
                 charges: std::mem::take(&mut self.loose),
                 mark,
                 done,

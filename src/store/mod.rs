@@ -239,7 +239,12 @@ fn connect_options(url: &str) -> Result<SqliteConnectOptions, StoreError> {
         // 3.0 (8,192 at a time, run/writer.rs); BENCHMARKS.md, issue 31.
         // The WAL is truncated back when the last connection closes.
         .pragma("wal_autocheckpoint", "16000")
-        .pragma("cache_size", "-8192"))
+        .pragma("cache_size", "-8192")
+        // A statement that may stop halfway (a many-row INSERT under a
+        // UNIQUE key) keeps the pages it changes in a statement journal,
+        // which goes to a temporary file past 64 KB: every commit's inserts
+        // wrote their pages there too, 2 % of a run's CPU (issue 45).
+        .pragma("temp_store", "memory"))
 }
 
 /// The options a URL or path names, with its folder checked to exist.
