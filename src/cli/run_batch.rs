@@ -392,7 +392,7 @@ pub(super) fn execute(s: &Settings, call_args: &CallArgs, args: &Batch) -> Resul
         let started = std::time::Instant::now();
         // The WAL is folded into the database file while the analyses read
         // (on another connection, and mostly on the other core), not after.
-        let ((), ()) = tokio::join!(keep_analyses(s, &ctx, &summaries), async {
+        let ((), ()) = tokio::join!(keep_analyses(s, &ctx, &control.batch, &summaries), async {
             ctx.store.fold_wal().await;
             tracing::debug!(ms = started.elapsed().as_millis() as u64, "WAL folded");
         });
@@ -432,20 +432,26 @@ pub(super) fn execute(s: &Settings, call_args: &CallArgs, args: &Batch) -> Resul
 /// reads it instead of scoring the run again (issue 45; crate::report::kept).
 /// Scored as `report` scores (the benchmark folder's weights and floors,
 /// each run's `--blocked-as`), from the benchmark the batch loaded: the
-/// folder is not read again. A failure costs only the keeping: `report`
-/// then computes the analysis itself.
-async fn keep_analyses(s: &Settings, ctx: &run::RunContext, summaries: &[run::RunSummary]) {
-    let completed: Vec<i64> = summaries
+/// folder is not read again; each from the tally its writer took, where it
+/// stands for the run (report::Tally), else read back. A failure costs
+/// only the keeping: `report` then computes the analysis itself.
+async fn keep_analyses(
+    s: &Settings,
+    ctx: &run::RunContext,
+    batch: &run::BatchShared,
+    summaries: &[run::RunSummary],
+) {
+    let completed: Vec<(i64, Option<crate::report::Tally>)> = summaries
         .iter()
         .filter(|r| r.status == crate::domain::RunStatus::Completed)
-        .map(|r| r.run_id)
+        .map(|r| (r.run_id, batch.take_tally(r.run_id)))
         .collect();
     if completed.is_empty() {
         return;
     }
     let source = super::report::scoring_source(&s.benchmark_dir);
     let kept =
-        crate::report::kept::keep(&ctx.store, &completed, &ctx.benchmark.scoring, &source).await;
+        crate::report::kept::keep(&ctx.store, completed, &ctx.benchmark.scoring, &source).await;
     if let Err(e) = kept {
         tracing::warn!(error = %e, "the completed runs' analyses were not kept; `report` computes them");
     }

@@ -46,7 +46,7 @@ pub use result::{
 };
 pub use review::{Imported, LabelRow, LabelledJudgement, NewLabel, ReviewItem, VoteRow};
 pub use run::{RunHost, RunRecord};
-pub use seed::SeedIds;
+pub use seed::{CodeBook, SeedIds};
 pub use served::{Caller, ErrorTypeCount, ServedCount, TokenDetails};
 pub use spend::{BudgetState, DiscardedSpendRow, JudgeSpendRow, Reuse, ScenarioSpendRow, Spend};
 pub use text::excerpt;

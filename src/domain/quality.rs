@@ -27,6 +27,18 @@ pub struct QualityScores {
 }
 
 impl QualityScores {
+    /// The six scores in their order here (empathy first, weighted last).
+    pub fn values(&self) -> [f64; 6] {
+        [
+            self.empathy,
+            self.helpfulness,
+            self.safety,
+            self.clarity,
+            self.overall,
+            self.weighted,
+        ]
+    }
+
     /// All zeros: what an empty or whitespace-only reply scores.
     pub const ZERO: QualityScores = QualityScores {
         empathy: 0.0,

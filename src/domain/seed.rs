@@ -14,3 +14,13 @@ pub struct SeedIds {
     pub user_contexts: HashMap<String, i64>,
     pub perturbations: HashMap<String, i64>,
 }
+
+/// The codes of a store's seeded rows by id: what a result row's ids name.
+#[derive(Debug, Clone, Default)]
+pub struct CodeBook {
+    /// Scenario id -> (behaviour code, scenario code).
+    pub scenarios: HashMap<i64, (String, String)>,
+    pub conditions: HashMap<i64, String>,
+    pub user_contexts: HashMap<i64, String>,
+    pub perturbations: HashMap<i64, String>,
+}

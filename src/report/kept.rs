@@ -17,11 +17,13 @@
 //! one. It is written only where its JSON reads back equal to what was
 //! computed, and only if the key did not move while it was computed.
 
+use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use sha2::{Digest, Sha256};
 
-use super::model::{ModelReport, model_reports};
+use super::Tally;
+use super::model::{ModelReport, model_reports, tallied_reports};
 use crate::benchmark::ScoringConfig;
 use crate::domain::{RunRecord, RunStatus};
 use crate::store::{Store, StoreError};
@@ -185,21 +187,32 @@ fn overlay(r: &mut ModelReport, run: &RunRecord) {
 /// Computes and keeps the analysis of each of `run_ids` that is completed
 /// (others are left alone), with `scoring` and `source` as `report` reads
 /// them and each run's own `--blocked-as`. Returns how many were kept.
+///
+/// A run given with its [`Tally`] is analysed from it, not read back, when
+/// the tally holds as many results as the store does for the run and was
+/// scored with the run's `--blocked-as` (else it is read back).
 pub async fn keep(
     store: &Store,
-    run_ids: &[i64],
+    run_ids: Vec<(i64, Option<Tally>)>,
     scoring: &ScoringConfig,
     source: &str,
 ) -> Result<usize, StoreError> {
     let mut runs = Vec::new();
     let mut keys = Vec::new();
-    for &id in run_ids {
+    let mut tallies = HashMap::new();
+    for (id, tally) in run_ids {
         let run = store.run(id).await?;
         let scoring = ScoringConfig {
             blocked_as: run.blocked_as(),
             ..scoring.clone()
         };
         if let Some(k) = key(store, &run, &scoring, source).await? {
+            if let Some(t) = tally
+                && t.blocked_as() == scoring.blocked_as
+                && t.results() == Some(store.count_results(id).await?)
+            {
+                tallies.insert(id, t);
+            }
             keys.push(k);
             runs.push((run, scoring));
         }
@@ -207,7 +220,12 @@ pub async fn keep(
     if runs.is_empty() {
         return Ok(0);
     }
-    let reports = model_reports(store, &runs, source, false).await?;
+    tracing::debug!(
+        tallied = tallies.len(),
+        runs = runs.len(),
+        "keeping analyses"
+    );
+    let reports = tallied_reports(store, &runs, source, false, tallies).await?;
     let mut kept = 0;
     for (((run, scoring), before), report) in runs.iter().zip(keys).zip(reports) {
         // Results written meanwhile: this analysis may be of neither state.

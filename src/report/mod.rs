@@ -21,6 +21,7 @@ mod quality;
 pub mod robustness;
 pub mod routing;
 mod sustained;
+mod tally;
 pub mod terminal;
 pub mod text;
 
@@ -33,3 +34,4 @@ pub use model::{
     model_report, model_reports, select_runs,
 };
 pub use quality::{FlagSummary, QualityExample, QualitySummary, excerpt};
+pub use tally::Tally;

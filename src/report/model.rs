@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::quality::{QualityCollector, QualitySummary, excerpt, reply_text};
+use super::tally::Tally;
 use super::{calibration, routing};
 use crate::benchmark::ScoringConfig;
 use crate::benchmark::codes::natural_cmp;
@@ -264,6 +265,46 @@ pub async fn analysed(
         .collect())
 }
 
+/// [`analysed`] of the runs without a tally in `tallies`; the others' from
+/// their tallies, each finished on a thread of its own.
+async fn analysed_or_tallied(
+    store: &Store,
+    runs: &[(i64, &ScoringConfig)],
+    mut tallies: HashMap<i64, Tally>,
+) -> Result<Vec<Analysed>, StoreError> {
+    let read: Vec<(i64, &ScoringConfig)> = runs
+        .iter()
+        .filter(|(id, _)| !tallies.contains_key(id))
+        .copied()
+        .collect();
+    let mut read = analysed(store, &read).await?.into_iter();
+    let mut finished: HashMap<i64, (Analysis, Option<QualitySummary>)> = std::thread::scope(|s| {
+        let threads: Vec<_> = runs
+            .iter()
+            .filter_map(|&(id, scoring)| {
+                let tally = tallies.remove(&id)?;
+                Some((id, s.spawn(move || tally.finish(scoring))))
+            })
+            .collect();
+        threads
+            .into_iter()
+            .map(|(id, t)| {
+                (
+                    id,
+                    t.join().unwrap_or_else(|e| std::panic::resume_unwind(e)),
+                )
+            })
+            .collect()
+    });
+    Ok(runs
+        .iter()
+        .map(|(id, _)| match finished.remove(id) {
+            Some((analysis, quality)) => (analysis, quality, Vec::new()),
+            None => read.next().expect("one analysis a run read"),
+        })
+        .collect())
+}
+
 /// A run's analysis (its originals), its quality summary and its variants'
 /// results (issue 43), as [`analysed`] gives them.
 pub type Analysed = (Analysis, Option<QualitySummary>, Vec<StoredResult>);
@@ -360,8 +401,21 @@ pub async fn model_reports(
     scoring_source: &str,
     details: bool,
 ) -> Result<Vec<ModelReport>, StoreError> {
+    tallied_reports(store, runs, scoring_source, details, HashMap::new()).await
+}
+
+/// [`model_reports`], the runs of `tallies` analysed from their tallies
+/// (each taken as its results were written: [`Tally`]) instead of read
+/// back.
+pub(super) async fn tallied_reports(
+    store: &Store,
+    runs: &[(RunRecord, ScoringConfig)],
+    scoring_source: &str,
+    details: bool,
+    tallies: HashMap<i64, Tally>,
+) -> Result<Vec<ModelReport>, StoreError> {
     let scored: Vec<(i64, &ScoringConfig)> = runs.iter().map(|(r, s)| (r.run_id, s)).collect();
-    let analysed = analysed(store, &scored).await?;
+    let analysed = analysed_or_tallied(store, &scored, tallies).await?;
     let mut out = Vec::with_capacity(runs.len());
     for ((run, scoring), (mut analysis, quality, varied)) in runs.iter().zip(analysed) {
         // Variants (issue 43) are scored apart: the headline is over the

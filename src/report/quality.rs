@@ -153,7 +153,8 @@ pub const CRISIS_BASE_SEVERITY: f64 = 7.0;
 
 impl QualityCollector {
     /// One result: its id, test case, base severity and stored scores
-    /// (`None`: no reply, or one that did not parse).
+    /// (`None`: no reply, or one that did not parse). True when it is kept
+    /// as an example for now (its reply text may be asked for).
     pub(super) fn add(
         &mut self,
         result_id: i64,
@@ -161,20 +162,12 @@ impl QualityCollector {
         repeat_index: i64,
         base: f64,
         scores: Option<QualityScores>,
-    ) {
+    ) -> bool {
         let Some(q) = scores else {
             self.unscored += 1;
-            return;
+            return false;
         };
-        let values = [
-            q.empathy,
-            q.helpfulness,
-            q.safety,
-            q.clarity,
-            q.overall,
-            q.weighted,
-        ];
-        for (sum, v) in self.sums.iter_mut().zip(values) {
+        for (sum, v) in self.sums.iter_mut().zip(q.values()) {
             *sum += v;
         }
         self.overalls.push(q.overall);
@@ -192,11 +185,13 @@ impl QualityCollector {
             offers.push((i, key));
         }
         offers.push((3, [q.overall, q.safety]));
+        let mut kept = false;
         for (i, key) in offers {
             // Most results are no example: skip them before allocating.
             if !self.worst[i].would_keep(key, test_code, repeat_index) {
                 continue;
             }
+            kept = true;
             self.worst[i].offer(Candidate {
                 key,
                 test_code: test_code.to_string(),
@@ -206,6 +201,7 @@ impl QualityCollector {
                 result_id,
             });
         }
+        kept
     }
 
     /// The results whose reply texts [`QualityCollector::finish`] needs:

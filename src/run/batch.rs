@@ -328,6 +328,23 @@ pub async fn run_batch(
         ))
     };
 
+    // The run's analysis, taken as its results are written (report::Tally):
+    // a run that one process writes into a SQLite file from its start. Any
+    // other (a team store's run, shared through leases; a resumed one,
+    // whose count then differs) is read back when its analysis is kept.
+    let tally = if leased || crate::store::Store::is_team_url(ctx.store.url()) {
+        None
+    } else {
+        let codes = control
+            .batch
+            .codes
+            .get_or_try_init(|| async { ctx.store.code_book().await.map(Arc::new) })
+            .await?;
+        Some(crate::report::Tally::new(
+            codes.clone(),
+            settings.blocked_as,
+        ))
+    };
     // The collector: the only writer of results, on its own connection.
     let writer = Collector {
         store: ctx.store.with_busy_timeout(WRITE_BUSY).await?,
@@ -348,12 +365,16 @@ pub async fn run_batch(
         waiting: 0,
         oldest: None,
         in_flight: None,
+        tally,
     };
     let collector = tokio::spawn(writer.run(rx));
-    let unwritten = match collector.await {
+    let (unwritten, tally) = match collector.await {
         Ok(v) => v,
         Err(e) => std::panic::resume_unwind(e.into_panic()),
     };
+    if let Some(t) = tally {
+        control.batch.put_tally(run_id, t);
+    }
     for h in handles {
         let _ = h.await;
     }

@@ -1,6 +1,7 @@
 //! What a run is started with ([`RunSettings`], stored with the run and
 //! replayed by resume) and how it is stopped from outside ([`RunControl`]).
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -10,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::benchmark::cases::Selector;
 use crate::domain::ModelEntry;
+use crate::report::Tally;
 
 /// Which test cases a batch runs, and how often, within what budget: what
 /// `run-batch` and `estimate` select, validated once from the command line.
@@ -268,6 +270,11 @@ pub struct BatchShared {
     pub(super) commits: Arc<super::commits::Commits>,
     /// The budget in the database, on the team store (budget.rs).
     pub(super) team: tokio::sync::OnceCell<super::team_budget::TeamBudget>,
+    /// The store's code book, read once for the runs' tallies.
+    pub(super) codes: tokio::sync::OnceCell<Arc<crate::domain::CodeBook>>,
+    /// Each ended run's analysis as its writer took it ([`Tally`]), for
+    /// the caller that keeps the analyses.
+    tallies: Mutex<HashMap<i64, Tally>>,
 }
 
 /// A request the preflight paid for: a structured-output probe.
@@ -297,6 +304,8 @@ impl BatchShared {
             waiting: std::sync::atomic::AtomicUsize::new(0),
             commits: Arc::default(),
             team: tokio::sync::OnceCell::new(),
+            codes: tokio::sync::OnceCell::new(),
+            tallies: Mutex::default(),
         };
         b.add_spend(spent_before);
         b
@@ -323,6 +332,21 @@ impl BatchShared {
 
     pub fn spend(&self) -> f64 {
         self.spend.usd()
+    }
+
+    /// Run `run_id`'s analysis as its writer took it, if it kept one.
+    pub fn take_tally(&self, run_id: i64) -> Option<Tally> {
+        self.tallies
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&run_id)
+    }
+
+    pub(super) fn put_tally(&self, run_id: i64, tally: Tally) {
+        self.tallies
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(run_id, tally);
     }
 
     pub(super) fn add_spend(&self, usd: f64) {

@@ -125,6 +125,8 @@ pub(super) struct Collector {
     pub(super) oldest: Option<tokio::time::Instant>,
     /// The commit handed in and not yet answered.
     pub(super) in_flight: Option<InFlight>,
+    /// The run's analysis, fed each commit's results once it is answered.
+    pub(super) tally: Option<crate::report::Tally>,
 }
 
 /// What goes with a commit until it is answered, given back to the writer
@@ -140,8 +142,16 @@ pub(super) struct InFlight {
 
 impl Collector {
     /// Writes until every worker is done; `Some` when results could not
-    /// all be written.
-    pub(super) async fn run(mut self, mut rx: mpsc::Receiver<ToWrite>) -> Option<Unwritten> {
+    /// all be written. With the run's tally of what was written.
+    pub(super) async fn run(
+        mut self,
+        rx: mpsc::Receiver<ToWrite>,
+    ) -> (Option<Unwritten>, Option<crate::report::Tally>) {
+        let unwritten = self.write(rx).await;
+        (unwritten, self.tally)
+    }
+
+    async fn write(&mut self, mut rx: mpsc::Receiver<ToWrite>) -> Option<Unwritten> {
         let mut inbox = Vec::with_capacity(WRITE_BATCH);
         let mut tick = tokio::time::interval(WRITE_INTERVAL);
         loop {
@@ -310,14 +320,22 @@ impl Collector {
         let (results, charges, result) = match outcome {
             Ok(o) => o,
             // Only if the commit's task panicked: its results went with it.
-            Err(_) => (
-                Vec::new(),
-                Vec::new(),
-                Err("the commit stopped before it ended".to_string()),
-            ),
+            Err(_) => {
+                if let Some(t) = self.tally.as_mut() {
+                    t.spoil();
+                }
+                (
+                    Vec::new(),
+                    Vec::new(),
+                    Err("the commit stopped before it ended".to_string()),
+                )
+            }
         };
         match result {
             Ok(n) => {
+                if let Some(t) = self.tally.as_mut() {
+                    t.committed(&results, n);
+                }
                 self.stored += n;
                 self.shared
                     .batch

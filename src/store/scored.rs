@@ -10,17 +10,7 @@ use futures_util::TryStreamExt;
 use super::backend::on;
 use super::decode::Row;
 use super::{Store, StoreError};
-use crate::domain::{QualityScores, StoredResult};
-
-/// Codes of a benchmark's pieces by row id.
-#[derive(Default)]
-struct Codes {
-    /// Scenario id -> (behaviour code, scenario code).
-    scenarios: HashMap<i64, (String, String)>,
-    conditions: HashMap<i64, String>,
-    user_contexts: HashMap<i64, String>,
-    perturbations: HashMap<i64, String>,
-}
+use crate::domain::{CodeBook, QualityScores, StoredResult};
 
 /// The rows of the runs `{runs}` (a list of `$3`, `$4`…) between ids `$1`
 /// and `$2`, in id order. A range of the primary key, not the run's index:
@@ -61,7 +51,7 @@ impl Store {
         if runs.is_empty() {
             return Ok(());
         }
-        let codes = self.codes().await?;
+        let codes = self.code_book().await?;
         // `$1`… for the ids alone, `$3`… after the range's two.
         let marks = |from: usize| -> String {
             let m: Vec<String> = (0..runs.len()).map(|i| format!("${}", i + from)).collect();
@@ -155,9 +145,12 @@ impl Store {
         })
     }
 
-    async fn codes(&self) -> Result<Codes, StoreError> {
+    /// The codes of every seeded row by id, as [`Store::scored_rows`]
+    /// names a row's pieces (a run's analysis kept as it is written reads
+    /// its results with the same names).
+    pub async fn code_book(&self) -> Result<CodeBook, StoreError> {
         on!(&self.pool, |pool| {
-            let mut codes = Codes::default();
+            let mut codes = CodeBook::default();
             for (table, map) in [
                 ("condition", &mut codes.conditions),
                 ("user_context", &mut codes.user_contexts),

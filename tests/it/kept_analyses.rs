@@ -71,12 +71,14 @@ const FORMATS: [&[&str]; 6] = [
 /// Two models' runs, each analysis kept at the end of the batch; every
 /// format of `report` from the kept analyses, then (with them deleted)
 /// from fresh ones: the same bytes. The kept ones were read: a tampered
-/// body shows.
-async fn kept_prints_what_fresh_does(url: &str, db: impl AsyncFnOnce() -> Db) {
+/// body shows. On SQLite both were kept from the tallies their writers
+/// took (`tallied`: report::Tally), not read back: what the tally adds up
+/// is what a fresh read computes.
+async fn kept_prints_what_fresh_does(url: &str, tallied: usize, db: impl AsyncFnOnce() -> Db) {
     let (server, _, _) = scripted_server().await;
     let b = bench();
     let base = server.uri();
-    ok(on(
+    let batch = ok(on(
         &b,
         url,
         &base,
@@ -86,8 +88,14 @@ async fn kept_prints_what_fresh_does(url: &str, db: impl AsyncFnOnce() -> Db) {
             "--models",
             "test/model,a/b",
             "--no-cache",
+            "-vv",
         ],
     ));
+    assert!(
+        stderr(&batch).contains(&format!("tallied={tallied} runs=2")),
+        "{}",
+        stderr(&batch)
+    );
     let db = db().await;
     let kept = db.kept().await;
     assert_eq!(
@@ -127,7 +135,7 @@ async fn kept_prints_what_fresh_does(url: &str, db: impl AsyncFnOnce() -> Db) {
 async fn a_kept_analysis_prints_what_a_fresh_one_does_on_sqlite() {
     let b = bench();
     let url = db_path(&b).display().to_string();
-    kept_prints_what_fresh_does(&url, async || {
+    kept_prints_what_fresh_does(&url, 2, async || {
         Db::Lite(
             sqlx::sqlite::SqlitePoolOptions::new()
                 .connect(&format!("sqlite://{url}"))
@@ -144,7 +152,7 @@ async fn a_kept_analysis_prints_what_a_fresh_one_does_on_postgresql() {
     let db = TestDb::create(&pg_server).await;
     let url = db_url(&pg_server, &db.name);
     let pool = db.pool.clone();
-    kept_prints_what_fresh_does(&url, async || Db::Pg(pool)).await;
+    kept_prints_what_fresh_does(&url, 0, async || Db::Pg(pool)).await;
     db.remove().await;
 }
 
@@ -254,9 +262,22 @@ async fn a_rejudge_makes_the_next_report_compute_again() {
     assert_eq!(judged_wrong["reports"][0]["judge_errors"], 1);
 
     healed.store(true, Ordering::SeqCst);
-    ok(on(&b, "h.db", &base, &["run-batch", "--resume", "1"]));
+    let resumed = ok(on(
+        &b,
+        "h.db",
+        &base,
+        &["run-batch", "--resume", "1", "-vv"],
+    ));
+    // The resuming process wrote one result of the run's 13 (replacing
+    // one): its tally does not stand for the run, which is read back.
+    assert!(
+        stderr(&resumed).contains("tallied=0 runs=1"),
+        "{}",
+        stderr(&resumed)
+    );
     let after = db.kept().await;
     assert_ne!(after[0].1, before[0].1, "kept again under a new key");
+    let kept_after = report(&b);
     // The analysis of before the re-judge, as if it had not been replaced.
     let (_, key, body) = &before[0];
     db.exec(&format!(
@@ -273,4 +294,9 @@ async fn a_rejudge_makes_the_next_report_compute_again() {
     );
     let v: Value = serde_json::from_slice(&fresh).unwrap();
     assert_eq!(v["reports"][0]["judge_errors"], 0, "{v}");
+    assert_eq!(
+        String::from_utf8_lossy(&kept_after),
+        String::from_utf8_lossy(&fresh),
+        "the analysis kept after the re-judge"
+    );
 }
