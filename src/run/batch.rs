@@ -330,9 +330,9 @@ pub async fn run_batch(
 
     // The run's analysis, taken as its results are written (report::Tally):
     // a run that one process writes into a SQLite file from its start. Any
-    // other (a team store's run, shared through leases; a resumed one,
-    // whose count then differs) is read back when its analysis is kept.
-    let tally = if leased || crate::store::Store::is_team_url(ctx.store.url()) {
+    // other (a team store's run, shared through leases; a resumed one) is
+    // read back when its analysis is kept.
+    let tally = if leased || already_done > 0 || crate::store::Store::is_team_url(ctx.store.url()) {
         None
     } else {
         let codes = control
