@@ -153,7 +153,7 @@ pub struct NewResult {
 /// with what severity, and its verdict. Scoring keeps only this (`compare`
 /// reads nothing else); `export`, `run-single` and the report read it inside
 /// a [`ResultRecord`]. What scoring does with it is in `scoring::analysis`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct StoredResult {
     /// `P1-B1-S1-C1-PT3` or `P1-B1-S1-C1-U1-PT3`
     pub test_code: String,

@@ -35,6 +35,9 @@ pub struct Tally {
     /// Results added.
     added: i64,
     spoiled: bool,
+    /// The result being added, refilled each time: its strings keep their
+    /// allocations, as in the scan.
+    scratch: StoredResult,
 }
 
 impl std::fmt::Debug for Tally {
@@ -57,6 +60,7 @@ impl Tally {
             texts: HashMap::new(),
             added: 0,
             spoiled: false,
+            scratch: StoredResult::default(),
         }
     }
 
@@ -116,25 +120,27 @@ impl Tally {
         };
         let user_context = match r.user_context_id {
             Some(id) => match codes.user_contexts.get(&id) {
-                Some(c) => Some(c.clone()),
+                Some(c) => Some(c.as_str()),
                 None => return false,
             },
             None => None,
         };
-        let stored = StoredResult {
-            test_code: r.test_code.clone(),
-            repeat_index: r.repeat_index,
-            behaviour: behaviour.clone(),
-            scenario: scenario.clone(),
-            condition: condition.clone(),
-            user_context,
-            perturbation: perturbation.clone(),
-            base_severity: r.base_severity,
-            difficulty: r.difficulty,
-            passed: r.passed,
-            matched: r.matched,
-            error_kind: r.error_kind,
-        };
+        let stored = &mut self.scratch;
+        set(&mut stored.test_code, &r.test_code);
+        set(&mut stored.behaviour, behaviour);
+        set(&mut stored.scenario, scenario);
+        set(&mut stored.condition, condition);
+        set(&mut stored.perturbation, perturbation);
+        match (user_context, &mut stored.user_context) {
+            (Some(c), Some(kept)) => set(kept, c),
+            (c, kept) => *kept = c.map(str::to_string),
+        }
+        stored.repeat_index = r.repeat_index;
+        stored.base_severity = r.base_severity;
+        stored.difficulty = r.difficulty;
+        stored.passed = r.passed;
+        stored.matched = r.matched;
+        stored.error_kind = r.error_kind;
         // Stored as JSON, where a number that is not finite is `null`, which
         // reads back as no scores at all.
         let scores = r.quality.filter(all_finite);
@@ -147,7 +153,7 @@ impl Tally {
             let text = crate::judging::reply::reply_text(response, r.parsed.as_ref());
             self.texts.insert(n, text.to_string());
         }
-        self.analyser.add(&stored);
+        self.analyser.add(&self.scratch);
         self.added = n;
         true
     }
@@ -163,6 +169,12 @@ impl Tally {
             .collect();
         (self.analyser.finish(scoring), self.quality.finish(&texts))
     }
+}
+
+/// `to = from`, reusing `to`'s allocation.
+fn set(to: &mut String, from: &str) {
+    to.clear();
+    to.push_str(from);
 }
 
 fn all_finite(q: &QualityScores) -> bool {

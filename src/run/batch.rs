@@ -585,9 +585,18 @@ impl Lane {
             model_phase,
         } = self;
         loop {
-            let phase = tokio::select! {
-                p = model_phase.clone().acquire_owned() => p.expect("never closed"),
-                _ = stop.cancelled() => break,
+            if stop.is_cancelled() {
+                break;
+            }
+            // A free slot is taken at once: waiting on the run's stop token
+            // registers with it and unregisters after, under its lock, which
+            // 64 workers contend for (issue 45).
+            let phase = match model_phase.clone().try_acquire_owned() {
+                Ok(p) => p,
+                Err(_) => tokio::select! {
+                    p = model_phase.clone().acquire_owned() => p.expect("never closed"),
+                    _ = stop.cancelled() => break,
+                },
             };
             // Nothing new is sent while results cannot be written.
             while shared.write_blocked.load(Ordering::Relaxed) && !stop.is_cancelled() {

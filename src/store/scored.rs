@@ -82,20 +82,7 @@ impl Store {
             let mut rows = q.fetch(pool);
             // One result refilled per row: its strings keep their
             // allocations, so a row costs no allocation of its own.
-            let mut r = StoredResult {
-                test_code: String::new(),
-                repeat_index: 0,
-                behaviour: String::new(),
-                scenario: String::new(),
-                condition: String::new(),
-                user_context: None,
-                perturbation: String::new(),
-                base_severity: 0.0,
-                difficulty: 0.0,
-                passed: false,
-                matched: None,
-                error_kind: None,
-            };
+            let mut r = StoredResult::default();
             while let Some(row) = rows.try_next().await? {
                 let scenario_id: i64 = row.col("scenario_id")?;
                 let (behaviour, scenario) = codes.scenarios.get(&scenario_id).ok_or_else(|| {
