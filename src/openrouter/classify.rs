@@ -468,51 +468,136 @@ pub(super) fn classify(
         };
     }
     let choice = choice.expect("checked above");
+    answered(s, answer_of(&v, choice), empty_is_answer)
+}
 
+/// What a 2xx reply with a first choice that is not an error says: read
+/// from its parsed `Value` ([`answer_of`]) or straight into types by
+/// `super::envelope` (the common shape, issue 45), and turned into the
+/// outcome by one function ([`answered`]) either way.
+pub(super) struct Answer<'a> {
+    /// `message.content` as text ([`content_text`]).
+    pub(super) content: String,
+    /// `message.refusal`, when a string.
+    pub(super) refusal: Option<&'a str>,
+    pub(super) finish_reason: Option<&'a str>,
+    /// It reasoned: `message.reasoning` is text that is not blank,
+    /// `message.reasoning_details` is not empty, or
+    /// `usage.completion_tokens_details.reasoning_tokens` is a number above 0.
+    pub(super) reasoned: bool,
+    /// `message.tool_calls` is not empty.
+    pub(super) called_tools: bool,
+    /// Top-level `id`, `provider` and `model`, when strings.
+    pub(super) id: Option<&'a str>,
+    pub(super) provider: Option<&'a str>,
+    pub(super) model: Option<&'a str>,
+    /// `usage` counts: a number, or (from a `Value`) a numeric string.
+    pub(super) prompt_tokens: Option<f64>,
+    pub(super) completion_tokens: Option<f64>,
+    pub(super) reasoning_tokens: Option<f64>,
+    pub(super) cached_tokens: Option<f64>,
+    /// `usage.cost` and `usage.cost_details.upstream_inference_cost`.
+    pub(super) cost: CostField<'a>,
+    pub(super) upstream_cost: CostField<'a>,
+    /// `usage.is_byok` is `true`.
+    pub(super) byok: bool,
+}
+
+/// A cost field of a reply, read (with [`reply_cost`]'s warning) only when
+/// the reply is an answer.
+pub(super) enum CostField<'a> {
+    /// As parsed: any JSON, or absent.
+    Json(Option<&'a Value>),
+    /// Already a plausible cost (or absent): `reply_cost` would return it.
+    Plausible(Option<f64>),
+}
+
+impl CostField<'_> {
+    fn read(&self, field: &str) -> Option<f64> {
+        match self {
+            CostField::Json(v) => reply_cost(*v, field),
+            CostField::Plausible(c) => *c,
+        }
+    }
+}
+
+/// [`Answer`] of a parsed reply and its first choice.
+fn answer_of<'a>(v: &'a Value, choice: &'a Value) -> Answer<'a> {
     let message = choice.get("message");
-    let mut content = message
-        .and_then(|m| m.get("content"))
-        .map(content_text)
-        .unwrap_or_default();
-    let finish_reason = choice
-        .get("finish_reason")
-        .and_then(Value::as_str)
-        .map(str::to_string);
+    let field = |k: &str| message.and_then(|m| m.get(k));
+    let usage = v.get("usage");
+    let num = |path: &[&str]| -> Option<f64> {
+        let mut cur = usage?;
+        for p in path {
+            cur = cur.get(p)?;
+        }
+        match cur {
+            Value::Number(n) => n.as_f64(),
+            Value::String(s) => s.trim().parse().ok(),
+            _ => None,
+        }
+    };
+    // `get` chains, not `pointer`: a pointer path is parsed (and its
+    // tokens allocated) on every reply (issue 45).
+    let reasoning_tokens = usage
+        .and_then(|u| u.get("completion_tokens_details"))
+        .and_then(|d| d.get("reasoning_tokens"));
+    Answer {
+        content: field("content").map(content_text).unwrap_or_default(),
+        refusal: field("refusal").and_then(Value::as_str),
+        finish_reason: choice.get("finish_reason").and_then(Value::as_str),
+        reasoned: field("reasoning")
+            .and_then(Value::as_str)
+            .is_some_and(|r| !r.trim().is_empty())
+            || field("reasoning_details")
+                .and_then(Value::as_array)
+                .is_some_and(|d| !d.is_empty())
+            || reasoning_tokens
+                .and_then(Value::as_f64)
+                .is_some_and(|n| n > 0.0),
+        called_tools: field("tool_calls")
+            .and_then(Value::as_array)
+            .is_some_and(|t| !t.is_empty()),
+        id: v.get("id").and_then(Value::as_str),
+        provider: v.get("provider").and_then(Value::as_str),
+        model: v.get("model").and_then(Value::as_str),
+        prompt_tokens: num(&["prompt_tokens"]),
+        completion_tokens: num(&["completion_tokens"]),
+        reasoning_tokens: num(&["completion_tokens_details", "reasoning_tokens"]),
+        cached_tokens: num(&["prompt_tokens_details", "cached_tokens"]),
+        cost: CostField::Json(usage.and_then(|u| u.get("cost"))),
+        upstream_cost: CostField::Json(
+            usage
+                .and_then(|u| u.get("cost_details"))
+                .and_then(|d| d.get("upstream_inference_cost")),
+        ),
+        byok: matches!(
+            usage.and_then(|u| u.get("is_byok")),
+            Some(Value::Bool(true))
+        ),
+    }
+}
+
+/// The outcome of a 2xx reply whose first choice is not an error.
+pub(super) fn answered(s: u16, a: Answer<'_>, empty_is_answer: bool) -> Outcome {
+    let mut content = a.content;
+    let finish_reason = a.finish_reason.map(str::to_string);
     if content.trim().is_empty() {
         // A structured-output refusal comes back in `message.refusal` with no
         // content; for a safety benchmark that refusal is the answer.
-        if let Some(refusal) = message
-            .and_then(|m| m.get("refusal"))
-            .and_then(Value::as_str)
-            .filter(|r| !r.trim().is_empty())
-        {
+        if let Some(refusal) = a.refusal.filter(|r| !r.trim().is_empty()) {
             content = refusal.to_string();
         }
     }
     let final_empty_ok = matches!(finish_reason.as_deref(), Some("length" | "content_filter"));
     // Why a reply has no content: it only reasoned, or it only called tools.
-    let reasoned = message
-        .and_then(|m| m.get("reasoning"))
-        .and_then(Value::as_str)
-        .is_some_and(|r| !r.trim().is_empty())
-        || message
-            .and_then(|m| m.get("reasoning_details"))
-            .and_then(Value::as_array)
-            .is_some_and(|d| !d.is_empty())
-        || v.pointer("/usage/completion_tokens_details/reasoning_tokens")
-            .and_then(Value::as_f64)
-            .is_some_and(|n| n > 0.0);
-    let called_tools = message
-        .and_then(|m| m.get("tool_calls"))
-        .and_then(Value::as_array)
-        .is_some_and(|t| !t.is_empty());
     let empty_because = content
         .trim()
         .is_empty()
         .then_some(())
-        .and(if called_tools {
+        .and(if a.called_tools {
             Some("tool calls only".to_string())
-        } else if reasoned {
+        } else if a.reasoned {
             Some("reasoning only".to_string())
         } else {
             None
@@ -528,61 +613,35 @@ pub(super) fn classify(
             ..Default::default()
         });
     }
-
-    let usage = v.get("usage");
-    let num = |path: &[&str]| -> Option<f64> {
-        let mut cur = usage?;
-        for p in path {
-            cur = cur.get(p)?;
-        }
-        match cur {
-            Value::Number(n) => n.as_f64(),
-            Value::String(s) => s.trim().parse().ok(),
-            _ => None,
-        }
-    };
+    let cost = a.cost.read("usage.cost");
+    let upstream_cost = a
+        .upstream_cost
+        .read("usage.cost_details.upstream_inference_cost");
     // Who served the reply, as text, at most 200 characters.
-    let top_text = |k: &str| {
-        v.get(k)
-            .and_then(Value::as_str)
-            .map(str::trim)
+    let served = |v: Option<&str>| {
+        v.map(str::trim)
             .filter(|s| !s.is_empty())
             .map(|s| truncate(s, 200))
     };
-    let usage_cost = reply_cost(usage.and_then(|u| u.get("cost")), "usage.cost");
     Outcome::Success(Completion {
-        generation_id: v.get("id").and_then(Value::as_str).map(str::to_string),
+        generation_id: a.id.map(str::to_string),
         content,
         finish_reason,
-        provider: top_text("provider"),
-        served_model: top_text("model"),
-        prompt_tokens: num(&["prompt_tokens"]).map_or(0, |n| n as i64),
-        completion_tokens: num(&["completion_tokens"]).map_or(0, |n| n as i64),
-        reasoning_tokens: num(&["completion_tokens_details", "reasoning_tokens"])
-            .map_or(0, |n| n.max(0.0) as i64),
-        cached_prompt_tokens: num(&["prompt_tokens_details", "cached_tokens"])
-            .map_or(0, |n| n.max(0.0) as i64),
-        cost_usd: usage_cost.unwrap_or(0.0),
-        reported_cost_usd: usage_cost.filter(|c| !c.is_nan()),
-        upstream_cost_usd: reply_cost(
-            usage
-                .and_then(|u| u.get("cost_details"))
-                .and_then(|d| d.get("upstream_inference_cost")),
-            "usage.cost_details.upstream_inference_cost",
-        )
-        .filter(|c| !c.is_nan()),
+        provider: served(a.provider),
+        served_model: served(a.model),
+        prompt_tokens: a.prompt_tokens.map_or(0, |n| n as i64),
+        completion_tokens: a.completion_tokens.map_or(0, |n| n as i64),
+        reasoning_tokens: a.reasoning_tokens.map_or(0, |n| n.max(0.0) as i64),
+        cached_prompt_tokens: a.cached_tokens.map_or(0, |n| n.max(0.0) as i64),
+        cost_usd: cost.unwrap_or(0.0),
+        reported_cost_usd: cost.filter(|c| !c.is_nan()),
+        upstream_cost_usd: upstream_cost.filter(|c| !c.is_nan()),
         attempts: 0,
         latency_ms: 0,
-        byok_cost_usd: match usage.and_then(|u| u.get("is_byok")) {
-            Some(Value::Bool(true)) => reply_cost(
-                usage
-                    .and_then(|u| u.get("cost_details"))
-                    .and_then(|d| d.get("upstream_inference_cost")),
-                "usage.cost_details.upstream_inference_cost",
-            )
-            .filter(|c| c.is_finite())
-            .unwrap_or(0.0),
-            _ => 0.0,
+        byok_cost_usd: if a.byok {
+            upstream_cost.filter(|c| c.is_finite()).unwrap_or(0.0)
+        } else {
+            0.0
         },
         empty_because,
     })
@@ -600,17 +659,20 @@ pub fn reply_cost(v: Option<&Value>, field: &str) -> Option<f64> {
         Value::String(s) => s.trim().parse::<f64>().ok(),
         _ => None,
     };
-    match n {
-        Some(c) if c.is_finite() && (0.0..=MAX_PLAUSIBLE_COST_USD).contains(&c) => Some(c.max(0.0)),
-        _ => {
-            tracing::warn!(
-                field,
-                reported = %truncate(&v.to_string(), 80),
-                "the provider reported a cost that is not a number from 0 to {MAX_PLAUSIBLE_COST_USD} USD; it is recorded as unknown"
-            );
-            Some(f64::NAN)
-        }
+    if let Some(c) = n.and_then(plausible_cost) {
+        return Some(c);
     }
+    tracing::warn!(
+        field,
+        reported = %truncate(&v.to_string(), 80),
+        "the provider reported a cost that is not a number from 0 to {MAX_PLAUSIBLE_COST_USD} USD; it is recorded as unknown"
+    );
+    Some(f64::NAN)
+}
+
+/// A cost that is finite, at least 0 and at most [`MAX_PLAUSIBLE_COST_USD`].
+pub(super) fn plausible_cost(c: f64) -> Option<f64> {
+    (c.is_finite() && (0.0..=MAX_PLAUSIBLE_COST_USD).contains(&c)).then(|| c.max(0.0))
 }
 
 /// `message.content` as text: a string, or the text parts of an array.

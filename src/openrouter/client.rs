@@ -388,13 +388,21 @@ impl Client {
         // (where a `\u` escape may have hidden it) is scrubbed again, before
         // any field is read, truncated or stored.
         let (text, again) = self.redact.scrub_reply(text);
+        if status.is_success()
+            && !again
+            && let Some(mut c) = super::envelope::success(status.as_u16(), &text, empty_is_answer)
+        {
+            c.reported_cost_usd = c.reported_cost_usd.or(header_cost);
+            return Ok((Outcome::Success(c), 0.0));
+        }
         let mut parsed: Option<Value> = parse_json(&text);
         if let Some(v) = parsed.as_mut().filter(|_| again) {
             self.redact.scrub_value(v);
         }
         let cost = parsed
             .as_ref()
-            .and_then(|v| v.pointer("/usage/cost"))
+            .and_then(|v| v.get("usage"))
+            .and_then(|u| u.get("cost"))
             .cloned();
         let mut outcome = classify(status, retry_after, &text, parsed, empty_is_answer);
         if let Outcome::Success(c) = &mut outcome {

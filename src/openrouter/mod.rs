@@ -14,6 +14,7 @@ pub mod catalog;
 mod classify;
 mod client;
 mod config;
+mod envelope;
 mod error;
 mod generation;
 mod http;
