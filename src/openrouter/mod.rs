@@ -39,7 +39,7 @@ pub use limit::{AdaptiveLimit, Attempt};
 pub use openai::{price_reply, unsendable};
 pub use redact::redact_url;
 pub use reply::Completion;
-pub use request::{Body, ChatRequest, ProviderBlock, sent_parameters};
+pub use request::{Body, ChatRequest, ProviderBlock, Tail, sent_parameters};
 pub use spend::{CallLog, CallNote, GateFuture, Retried, SpendGate};
 pub use wire::Message;
 

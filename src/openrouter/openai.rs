@@ -8,21 +8,17 @@ use reqwest::header::HeaderMap;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::wire::{Message, Messages, write_body};
+use super::wire::rest_text;
 use super::{Completion, MAX_PLAUSIBLE_COST_USD};
 use crate::domain::{Api, ModelEntry};
 
-/// The body of `req` with OpenAI's Chat Completions fields only (`user`
-/// is added by the request's `body`): no `provider` routing, and `reasoning_effort` in place of
-/// OpenRouter's `reasoning` object (only its `effort` has an OpenAI
-/// counterpart; the preflight refuses the rest). Field order is fixed, as
-/// the reply cache is keyed by these bytes.
-pub(super) fn body(
-    m: &ModelEntry,
-    history: &[Message<'_>],
-    prompt: &str,
-    response_format: Option<&Value>,
-) -> String {
+/// The fields after the messages of a body with OpenAI's Chat Completions
+/// fields only (`user` is added by the request's `body`): no `provider`
+/// routing, and `reasoning_effort` in place of OpenRouter's `reasoning`
+/// object (only its `effort` has an OpenAI counterpart; the preflight
+/// refuses the rest). Field order is fixed, as the reply cache is keyed by
+/// these bytes. See [`rest_text`].
+pub(super) fn rest(m: &ModelEntry, response_format: Option<&Value>) -> Vec<u8> {
     #[derive(Serialize)]
     struct Body<'a> {
         #[serde(skip_serializing_if = "Option::is_none")]
@@ -36,17 +32,13 @@ pub(super) fn body(
         #[serde(skip_serializing_if = "Option::is_none")]
         reasoning_effort: Option<&'a str>,
     }
-    write_body(
-        &m.id,
-        Messages { history, prompt },
-        &Body {
-            response_format,
-            temperature: m.temperature,
-            seed: m.seed,
-            max_tokens: m.max_tokens,
-            reasoning_effort: m.reasoning.as_ref().and_then(|r| r.effort.as_deref()),
-        },
-    )
+    rest_text(&Body {
+        response_format,
+        temperature: m.temperature,
+        seed: m.seed,
+        max_tokens: m.max_tokens,
+        reasoning_effort: m.reasoning.as_ref().and_then(|r| r.effort.as_deref()),
+    })
 }
 
 /// What in `entry` an OpenAI-compatible server could not be sent: OpenRouter's
@@ -142,7 +134,15 @@ mod tests {
             ..ModelEntry::new("llama3")
         };
         let fmt = json!({"type": "json_schema"});
-        let got = body(&m, &[], "hi", Some(&fmt));
+        let got = crate::openrouter::ChatRequest {
+            history: &[],
+            model: &m,
+            prompt: "hi",
+            response_format: Some(&fmt),
+            api: Api::OpenaiCompatible,
+            user: None,
+        }
+        .to_json();
         assert_eq!(
             got,
             r#"{"model":"llama3","messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_schema"},"temperature":0.0,"seed":7,"max_tokens":100,"reasoning_effort":"low"}"#

@@ -9,7 +9,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use super::wire::{Message, Messages, write_body};
+use super::wire::{Message, Messages, rest_text, write_body};
 use crate::domain::{Api, ModelEntry, ProviderPreferences, Reasoning};
 
 /// The top-level parameters a request for `model` carries that a model may
@@ -83,6 +83,14 @@ impl Body {
     }
 }
 
+/// The fields of a body after its messages (response format, routing,
+/// sampling), written once: every request of a run for one scenario shares
+/// them, and writing the schema again each call was 1 % of a run's CPU
+/// (issue 45). A request's body is the same bytes with a tail of its own
+/// ([`ChatRequest::tail`]) or one kept from an equal request.
+#[derive(Debug, Clone)]
+pub struct Tail(Vec<u8>);
+
 impl ChatRequest<'_> {
     /// The exact body text posted to `/chat/completions`.
     pub fn to_json(&self) -> String {
@@ -91,12 +99,28 @@ impl ChatRequest<'_> {
 
     /// The body as posted, with its cache key (see [`Body`]).
     pub fn body(&self) -> Body {
-        let mut wire = match self.api {
-            Api::OpenRouter => self.openrouter_json(),
-            Api::OpenaiCompatible => {
-                super::openai::body(self.model, self.history, self.prompt, self.response_format)
-            }
+        self.body_after(&self.tail())
+    }
+
+    /// This request's [`Tail`]: what follows the messages in its body. It
+    /// depends on the model entry, the wire format and the response format
+    /// only.
+    pub fn tail(&self) -> Tail {
+        Tail(match self.api {
+            Api::OpenRouter => self.openrouter_rest(),
+            Api::OpenaiCompatible => super::openai::rest(self.model, self.response_format),
+        })
+    }
+
+    /// [`ChatRequest::body`] with `tail`, which must be this request's
+    /// [`ChatRequest::tail`] (or that of one with the same model entry,
+    /// wire format and response format).
+    pub fn body_after(&self, tail: &Tail) -> Body {
+        let messages = Messages {
+            history: self.history,
+            prompt: self.prompt,
         };
+        let mut wire = write_body(&self.model.id, messages, &tail.0);
         // Both bodies are one JSON object: its closing brace is the last byte.
         let key_len = wire.len().saturating_sub(1);
         if let Some(user) = self.user {
@@ -115,9 +139,9 @@ impl ChatRequest<'_> {
         }
     }
 
-    /// OpenRouter's body: the OpenAI fields with `provider` routing and
-    /// `reasoning`.
-    fn openrouter_json(&self) -> String {
+    /// OpenRouter's fields after the messages: the OpenAI ones with
+    /// `provider` routing and `reasoning`.
+    fn openrouter_rest(&self) -> Vec<u8> {
         #[derive(Serialize)]
         struct Body<'a> {
             #[serde(skip_serializing_if = "Option::is_none")]
@@ -134,7 +158,7 @@ impl ChatRequest<'_> {
             reasoning: Option<&'a Reasoning>,
         }
         let m = self.model;
-        let body = Body {
+        rest_text(&Body {
             response_format: self.response_format,
             provider: ProviderBlock::for_request(
                 m.provider.as_ref(),
@@ -144,12 +168,7 @@ impl ChatRequest<'_> {
             seed: m.seed,
             max_tokens: m.max_tokens,
             reasoning: m.reasoning.as_ref(),
-        };
-        let messages = Messages {
-            history: self.history,
-            prompt: self.prompt,
-        };
-        write_body(&m.id, messages, &body)
+        })
     }
 }
 
@@ -227,5 +246,52 @@ mod tests {
             serde_json::to_string(&b).unwrap(),
             r#"{"require_parameters":true}"#
         );
+    }
+
+    /// A tail kept from one request serves any other with the same model
+    /// entry, wire format and response format: the body is the bytes the
+    /// request writes with its own, whatever its messages and `user`.
+    #[test]
+    fn a_kept_tail_gives_the_same_body() {
+        let m: ModelEntry = serde_yaml::from_str(
+            "id: a/b\ntemperature: 0.2\nseed: 7\nmax_tokens: 99\nreasoning:\n  effort: low\n",
+        )
+        .unwrap();
+        let format = serde_json::json!({"type": "json_schema", "json_schema": {"name": "r",
+            "schema": {"type": "object", "properties": {"category": {"enum": ["A", "B\"\\"]}}}}});
+        let history = [Message {
+            role: "assistant",
+            content: "earlier \"reply\"",
+        }];
+        for api in [Api::OpenRouter, Api::OpenaiCompatible] {
+            for response_format in [Some(&format), None] {
+                let first = ChatRequest {
+                    history: &[],
+                    model: &m,
+                    prompt: "first",
+                    response_format,
+                    api,
+                    user: None,
+                };
+                let kept = first.tail();
+                for (history, prompt, user) in [
+                    (&[][..], "second \u{1}\n", Some("hb-1")),
+                    (&history[..], "third é", None),
+                ] {
+                    let other = ChatRequest {
+                        history,
+                        prompt,
+                        user,
+                        ..first
+                    };
+                    let (own, with_kept) = (other.body(), other.body_after(&kept));
+                    assert_eq!(own.wire, with_kept.wire);
+                    assert_eq!(own.key_parts(), with_kept.key_parts());
+                    let v: Value = serde_json::from_str(&own.wire).unwrap();
+                    assert_eq!(v["messages"].as_array().unwrap().len(), history.len() + 1);
+                    assert_eq!(v.get("response_format"), response_format);
+                }
+            }
+        }
     }
 }

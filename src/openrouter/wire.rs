@@ -3,29 +3,19 @@
 
 use serde::Serialize;
 
-/// The body: `{"model":…,"messages":[…]` and then `rest`'s fields (a
-/// struct serialising as a JSON object), byte for byte the text serde_json
-/// writes for one struct of them all. The messages' contents (the composed
-/// prompt, most of the body) are escaped by [`push_json_str`]: serde_json's
-/// escaping, a byte at a time, was 2 % of a run's CPU (issue 45).
-pub(super) fn write_body(model: &str, messages: Messages<'_>, rest: &impl Serialize) -> String {
-    let mut out = Vec::with_capacity(messages.prompt.len() * 9 / 8 + 2048);
-    // Serialising borrowed strings, numbers and a `Value` cannot fail, and
-    // serde_json writes UTF-8.
-    match write_fields(&mut out, model, &messages, rest) {
-        Ok(()) => String::from_utf8(out).unwrap_or_default(),
-        Err(_) => String::new(),
+/// The body: `{"model":…,"messages":[…]` and then `rest`, the other fields
+/// as [`rest_text`] wrote them: byte for byte the text serde_json writes
+/// for one struct of them all. The messages' contents (the composed prompt,
+/// most of the body) are escaped by [`push_json_str`]: serde_json's
+/// escaping, a byte at a time, was 2 % of a run's CPU (issue 45). Empty
+/// when `rest` is.
+pub(super) fn write_body(model: &str, messages: Messages<'_>, rest: &[u8]) -> String {
+    if rest.is_empty() {
+        return String::new();
     }
-}
-
-fn write_fields(
-    out: &mut Vec<u8>,
-    model: &str,
-    messages: &Messages<'_>,
-    rest: &impl Serialize,
-) -> serde_json::Result<()> {
+    let mut out = Vec::with_capacity(messages.prompt.len() * 9 / 8 + rest.len() + 256);
     out.extend_from_slice(b"{\"model\":");
-    serde_json::to_writer(&mut *out, model)?;
+    push_json_str(&mut out, model);
     out.extend_from_slice(b",\"messages\":[");
     let user = Message {
         role: "user",
@@ -36,25 +26,32 @@ fn write_fields(
             out.push(b',');
         }
         out.extend_from_slice(b"{\"role\":");
-        serde_json::to_writer(&mut *out, m.role)?;
+        push_json_str(&mut out, m.role);
         out.extend_from_slice(b",\"content\":");
-        push_json_str(out, m.content);
+        push_json_str(&mut out, m.content);
         out.push(b'}');
     }
     out.push(b']');
-    // `rest` as an object written in place: its `{` becomes the comma
-    // after the messages, and its `}` closes the body.
-    let at = out.len();
-    serde_json::to_writer(&mut *out, rest)?;
-    match &out[at..] {
-        b"{}" => {
-            out.truncate(at);
-            out.push(b'}');
-        }
-        [b'{', ..] => out[at] = b',',
-        _ => return Err(serde::ser::Error::custom("the body's fields are an object")),
+    out.extend_from_slice(rest);
+    // Only strings escaped as serde_json escapes them, and `rest_text`'s
+    // UTF-8, were written.
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// The fields of a body after its messages, `rest` (a struct serialising
+/// as a JSON object), as they follow them: its `{` becomes the comma after
+/// the messages and its `}` closes the body (`}` alone for no field).
+/// Written once for every request that shares them: the response format's
+/// schema was serialised again on every call (issue 45). Empty when `rest`
+/// is not an object.
+pub(super) fn rest_text(rest: &impl Serialize) -> Vec<u8> {
+    let mut out = serde_json::to_vec(rest).unwrap_or_default();
+    match out.as_slice() {
+        b"{}" => out = b"}".to_vec(),
+        [b'{', ..] => out[0] = b',',
+        _ => out.clear(),
     }
-    Ok(())
+    out
 }
 
 /// `s` as a JSON string, quotes included, exactly as serde_json writes it:
@@ -173,7 +170,7 @@ mod tests {
                 .as_array_mut()
                 .unwrap()
                 .push(serde_json::json!({"role": "user", "content": "the prompt\tand é"}));
-            let written = write_body("a/b", messages(history), &Empty {});
+            let written = write_body("a/b", messages(history), &rest_text(&Empty {}));
             assert_eq!(written, want.to_string());
             want["temperature"] = serde_json::json!(0.5);
             let rest = Rest {
@@ -181,7 +178,7 @@ mod tests {
                 temperature: 0.5,
             };
             assert_eq!(
-                write_body("a/b", messages(history), &rest),
+                write_body("a/b", messages(history), &rest_text(&rest)),
                 want.to_string()
             );
         }

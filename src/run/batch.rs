@@ -282,6 +282,7 @@ pub async fn run_batch(
     // The model's part of a test case (budget check to reply) holds one of
     // these, so the budget is checked with every earlier reply counted.
     let model_phase = Arc::new(tokio::sync::Semaphore::new(settings.concurrency.get()));
+    let tails = Arc::new(super::worker::Tails::new(ctx.benchmark.scenarios.len()));
     let mut handles = Vec::with_capacity(workers);
     for _ in 0..workers {
         let (work, shared, tx, stop, abort, model_phase) = (
@@ -301,6 +302,7 @@ pub async fn run_batch(
             settings: settings.clone(),
             run_id,
             cache: cache.clone(),
+            tails: tails.clone(),
         };
         handles.push(tokio::spawn(
             Lane {

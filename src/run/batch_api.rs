@@ -135,6 +135,7 @@ pub async fn run_batch_api(
         settings: settings.clone(),
         run_id,
         cache,
+        tails: Arc::new(super::worker::Tails::new(ctx.benchmark.scenarios.len())),
     };
     let cases: HashMap<CaseKey, _> = work
         .iter()

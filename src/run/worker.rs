@@ -2,7 +2,7 @@
 //! model, parse, check or judge, and hand the result to the writer.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde_json::json;
 
@@ -16,7 +16,7 @@ use crate::domain::{
 };
 use crate::judging::{checks, judge, panel, reply};
 use crate::openrouter::{
-    CallLog, ChatRequest, Client, Completion, FailureClass, Message, ProviderError,
+    Body, CallLog, ChatRequest, Client, Completion, FailureClass, Message, ProviderError, Tail,
 };
 use crate::run::RunSettings;
 use crate::store::Store;
@@ -141,6 +141,18 @@ pub(super) struct Request {
     pub(super) request_hash: String,
 }
 
+/// The [`Tail`] of each scenario's single-turn requests in a run (whose
+/// model entry and wire format are fixed), by scenario index, written at
+/// the scenario's first request. Empty: none kept.
+#[derive(Default)]
+pub(super) struct Tails(Vec<OnceLock<Tail>>);
+
+impl Tails {
+    pub(super) fn new(scenarios: usize) -> Self {
+        Tails((0..scenarios).map(|_| OnceLock::new()).collect())
+    }
+}
+
 /// The request `model` is sent for test case `idx`, repeat `repeat`: the
 /// one place a request hash is made (a run's workers, and the check that a
 /// batch was answered before, in complete.rs, must agree to the byte).
@@ -151,17 +163,33 @@ pub(super) fn request(
     idx: CaseIndex,
     repeat: i64,
 ) -> Request {
+    request_kept(benchmark, client, model, idx, repeat, &Tails::default())
+}
+
+/// [`request`], with the body's tail kept in `tails` (the same bytes).
+pub(super) fn request_kept(
+    benchmark: &Benchmark,
+    client: &Client,
+    model: &ModelEntry,
+    idx: CaseIndex,
+    repeat: i64,
+    tails: &Tails,
+) -> Request {
     let case = idx.resolve(benchmark);
     let prompt = compose::compose(&case);
-    request_with(
-        client,
+    let chat = ChatRequest {
+        history: &[],
         model,
-        case.scenario.response_format.as_ref(),
-        &[],
-        prompt,
-        repeat,
-        "",
-    )
+        prompt: &prompt,
+        response_format: case.scenario.response_format.as_ref(),
+        api: client.api_of(model),
+        user: client.user(),
+    };
+    let body = match tails.0.get(idx.scenario as usize) {
+        Some(kept) => chat.body_after(kept.get_or_init(|| chat.tail())),
+        None => chat.body(),
+    };
+    hashed(body, prompt, repeat, "")
 }
 
 /// The request for `prompt` after `history` (the earlier messages of a
@@ -186,6 +214,11 @@ pub(super) fn request_with(
         user: client.user(),
     }
     .body();
+    hashed(body, prompt, repeat, salt)
+}
+
+/// The request of `body`, hashed with `repeat` and `salt`.
+fn hashed(body: Body, prompt: String, repeat: i64, salt: &str) -> Request {
     // Repeats must not reuse each other's replies, nor the conversations
     // of different personas (`salt`: empty leaves every other hash as it
     // always was).
@@ -264,6 +297,8 @@ pub(super) struct Worker {
     pub(super) run_id: i64,
     /// None with `--no-cache`.
     pub(super) cache: Option<Arc<CacheFilter>>,
+    /// The run's request tails, shared by its lanes.
+    pub(super) tails: Arc<Tails>,
 }
 
 impl Worker {
@@ -337,12 +372,13 @@ impl Worker {
         self.skeleton(
             idx,
             repeat,
-            request(
+            request_kept(
                 &self.benchmark,
                 &self.client,
                 &self.settings.model,
                 idx,
                 repeat,
+                &self.tails,
             ),
         )
     }
