@@ -436,16 +436,33 @@ fn bootstrap_cases(
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut totals = vec![(0.0, 0.0); weights.len()];
     let mut counts = vec![0u64; distinct.len()];
+    // Each entry's count kept in LANES counters side by side, the k-th draw
+    // adding to counter k % LANES: with a few dozen entries, consecutive
+    // draws often hit the same one, and each increment waited for the one
+    // before it (issue 45). The same draws, in the same order; the sums of
+    // integers are exact.
+    const LANES: usize = 4;
+    let mut lanes = vec![0u64; distinct.len() * LANES];
     let mut scores = Vec::with_capacity(samples);
     for _ in 0..samples {
-        counts.fill(0);
         match u32::try_from(draws.len()) {
             Ok(n) => {
-                for _ in 0..n {
-                    counts[draws[below(&mut rng, n) as usize] as usize] += 1;
+                lanes.fill(0);
+                let mut draw = || draws[below(&mut rng, n) as usize] as usize * LANES;
+                for _ in 0..n as usize / LANES {
+                    for lane in 0..LANES {
+                        lanes[draw() + lane] += 1;
+                    }
+                }
+                for lane in 0..n as usize % LANES {
+                    lanes[draw() + lane] += 1;
+                }
+                for (count, lanes) in counts.iter_mut().zip(lanes.chunks_exact(LANES)) {
+                    *count = lanes.iter().sum();
                 }
             }
             Err(_) => {
+                counts.fill(0);
                 for _ in 0..draws.len() {
                     counts[draws[rng.random_range(0..draws.len())] as usize] += 1;
                 }
