@@ -101,9 +101,7 @@ const MAX_OPENINGS: usize = 100;
 /// after redaction, with no `\u` escape (one could hide the key from it:
 /// such a reply is scrubbed as a `Value`).
 pub(super) fn success(status: u16, text: &str, empty_is_answer: bool) -> Option<Completion> {
-    if text
-        .bytes()
-        .filter(|b| matches!(b, b'[' | b'{'))
+    if memchr::memchr2_iter(b'[', b'{', text.as_bytes())
         .nth(MAX_OPENINGS)
         .is_some()
     {

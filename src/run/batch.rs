@@ -25,6 +25,7 @@ use crate::run::plan;
 use crate::run::worker::Worker;
 use crate::run::worker::{Asked, Judged, Outcome};
 use crate::run::writer::Collector;
+use crate::run::writer::LOG_BATCH;
 use crate::run::writer::ToWrite;
 use crate::run::writer::WRITE_BATCH;
 use crate::run::writer::WRITE_BUSY;
@@ -356,7 +357,10 @@ pub async fn run_batch(
         cache: cache.clone(),
         progress: progress.clone(),
         shared: shared.clone(),
-        batch: Vec::with_capacity(WRITE_BATCH),
+        // As large as the run's first transaction will be (up to a log
+        // batch): growing it by doubling copied every result held so far,
+        // each time (issue 45). Pages are only taken as results fill it.
+        batch: Vec::with_capacity(todo_len.clamp(WRITE_BATCH, LOG_BATCH)),
         acks: Vec::with_capacity(WRITE_BATCH),
         loose: Vec::new(),
         stored: 0,
